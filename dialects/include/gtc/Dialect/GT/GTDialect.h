@@ -1,0 +1,15 @@
+//===- GTDialect.h - The gt dialect -----------------------------*- C++ -*-===//
+
+#ifndef GTC_DIALECT_GT_GTDIALECT_H
+#define GTC_DIALECT_GT_GTDIALECT_H
+
+#include "mlir/IR/Dialect.h"
+
+#include "gtc/Dialect/GT/GTOpsDialect.h.inc"
+
+namespace mlir::gt {
+/// The unit attribute that marks a `func.func` as a model.
+inline constexpr llvm::StringLiteral kModelAttrName = "gt.model";
+} // namespace mlir::gt
+
+#endif // GTC_DIALECT_GT_GTDIALECT_H

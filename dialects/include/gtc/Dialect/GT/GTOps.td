@@ -1,0 +1,482 @@
+//===- GTOps.td - Operations of the gt dialect ---------------*- tablegen -*-===//
+
+#ifndef GT_OPS
+#define GT_OPS
+
+include "gtc/Dialect/GT/GTDialect.td"
+include "mlir/IR/BuiltinAttributes.td"
+include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Type constraints
+//===----------------------------------------------------------------------===//
+
+def GT_FloatTensor : RankedTensorOf<[F32, BF16, F16]>;
+def GT_IndexTensor : RankedTensorOf<[I32]>;
+def GT_AnyTensor : RankedTensorOf<[F32, BF16, F16, I32]>;
+def GT_ScalarF32 : 0DTensorOf<[F32]>;
+
+class GT_Op<string mnemonic, list<Trait> traits = []>
+    : Op<GT_Dialect, mnemonic, traits>;
+
+/// An operation whose result type is computed from its operands and
+/// attributes; the verifier compares it with the printed result type.
+class GT_InferredOp<string mnemonic, list<Trait> traits = []>
+    : GT_Op<mnemonic, !listconcat(traits, [Pure, InferTypeOpAdaptor])>;
+
+//===----------------------------------------------------------------------===//
+// Leaves: inputs, labels, parameters, constants
+//===----------------------------------------------------------------------===//
+
+class GT_DataOp<string mnemonic, string what> : GT_Op<mnemonic, [Pure]> {
+  let summary = "a " # what # " of the model, fed by the data loader";
+  let description = [{
+    Declares a named }] # what # [{ tensor of the model; its value comes from
+    the training data each step. A symbolic dimension (the batch `B`) is a
+    dynamic dimension.
+
+    Example:
+
+    ```mlir
+    %x = gt.}] # mnemonic # [{ "x" : tensor<?x784xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name);
+  let results = (outs GT_AnyTensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def GT_InputOp : GT_DataOp<"input", "input">;
+def GT_LabelOp : GT_DataOp<"label", "label">;
+
+def GT_ParamOp : GT_Op<"param", [Pure]> {
+  let summary = "a trainable parameter with its initializer";
+  let description = [{
+    Declares a trainable parameter. `name` is its stable, PyTorch-style name
+    (`blocks.3.attn.qkv.weight`), used in checkpoints; names are unique in a
+    model. `init` is one of `zeros`, `ones`, `constant(v)`, `normal(mean, std)`,
+    `uniform(low, high)` with its arguments in `args`. The shape is static.
+
+    Example:
+
+    ```mlir
+    %w = gt.param "fc1.weight" = "uniform" [-0.0357, 0.0357] : tensor<1024x784xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, StrAttr:$init, F64ArrayAttr:$args);
+  let results = (outs GT_FloatTensor:$result);
+  let assemblyFormat = "$name `=` $init $args attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def GT_ConstantOp : GT_InferredOp<"constant", [ConstantLike]> {
+  let summary = "a constant tensor";
+  let description = [{
+    A constant; its type is the type of `value`.
+
+    Example:
+
+    ```mlir
+    %half = gt.constant dense<5.000000e-01> : tensor<f32>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs GT_AnyTensor:$result);
+  let assemblyFormat = "$value attr-dict";
+  let hasFolder = 1;
+}
+
+def GT_PositionsOp : GT_InferredOp<"positions"> {
+  let summary = "the positions 0, 1, ..., length-1";
+  let description = [{
+    The `i32` tensor `[0, 1, ..., length - 1]`, used to look up position
+    embeddings.
+
+    Example:
+
+    ```mlir
+    %pos = gt.positions 1024 : tensor<1024xi32>
+    ```
+  }];
+  let arguments = (ins ConfinedAttr<I64Attr, [IntPositive]>:$length);
+  let results = (outs GT_IndexTensor:$result);
+  let assemblyFormat = "$length attr-dict `:` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+class GT_BinaryOp<string mnemonic, string what>
+    : GT_InferredOp<mnemonic, [SameOperandsElementType]> {
+  let summary = "elementwise " # what # " with broadcasting";
+  let description = [{
+    Elementwise }] # what # [{ of two tensors of one element type, with
+    NumPy broadcasting: shapes are aligned at the right; each dimension pair
+    must be equal or contain a 1. A dynamic dimension matches any size.
+
+    Example:
+
+    ```mlir
+    %r = gt.}] # mnemonic # [{ %a, %b : tensor<?x1024xf32>, tensor<1024xf32>
+    ```
+  }];
+  let arguments = (ins GT_AnyTensor:$lhs, GT_AnyTensor:$rhs);
+  let results = (outs GT_AnyTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs)";
+}
+
+def GT_AddOp : GT_BinaryOp<"add", "addition">;
+def GT_SubOp : GT_BinaryOp<"sub", "subtraction">;
+def GT_MulOp : GT_BinaryOp<"mul", "multiplication">;
+def GT_DivOp : GT_BinaryOp<"div", "division">;
+
+/// Unary elementwise ops: ODS derives the result type from the operand.
+class GT_UnaryOp<string mnemonic, string what, dag extraArgs = (ins)>
+    : GT_Op<mnemonic, [Pure, SameOperandsAndResultType, InferTypeOpInterface]> {
+  let summary = what # ", elementwise";
+  let description = [{
+    Applies }] # what # [{ to every element; the result has the type of
+    the input.
+
+    Example:
+
+    ```mlir
+    %r = gt.}] # mnemonic # [{ %x : tensor<?x1024xf32>
+    ```
+  }];
+  let arguments = !con((ins GT_FloatTensor:$input), extraArgs);
+  let results = (outs GT_FloatTensor:$result);
+  let assemblyFormat = "$input prop-dict attr-dict `:` type($input)";
+}
+
+def GT_ReluOp : GT_UnaryOp<"relu", "max(x, 0)">;
+def GT_TanhOp : GT_UnaryOp<"tanh", "the hyperbolic tangent">;
+def GT_ExpOp : GT_UnaryOp<"exp", "the exponential">;
+def GT_LogOp : GT_UnaryOp<"log", "the natural logarithm">;
+def GT_NegOp : GT_UnaryOp<"neg", "negation">;
+def GT_SqrtOp : GT_UnaryOp<"sqrt", "the square root">;
+def GT_SigmoidOp : GT_UnaryOp<"sigmoid", "the logistic sigmoid">;
+def GT_GeluOp : GT_UnaryOp<"gelu", "the GELU activation",
+    (ins DefaultValuedAttr<BoolAttr, "false">:$approximate)> {
+  let description = [{
+    The Gaussian error linear unit, `x * Phi(x)`. With `approximate = true` it
+    uses the tanh approximation of GPT-2
+    (`0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`), as PyTorch's
+    `gelu(x, approximate="tanh")`.
+
+    Example:
+
+    ```mlir
+    %r = gt.gelu %x <{approximate = true}> : tensor<?x3072xf32>
+    ```
+  }];
+}
+
+def GT_CastOp : GT_Op<"cast", [Pure, SameOperandsAndResultShape]> {
+  let summary = "converts the element type";
+  let description = [{
+    Converts every element to the result's element type (round to nearest
+    even for narrowing float casts, truncation toward zero for float to
+    `i32`). The shape does not change.
+
+    Example:
+
+    ```mlir
+    %h = gt.cast %x : tensor<?x784xf32> -> tensor<?x784xbf16>
+    ```
+  }];
+  let arguments = (ins GT_AnyTensor:$input);
+  let results = (outs GT_AnyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra
+//===----------------------------------------------------------------------===//
+
+def GT_MatmulOp : GT_InferredOp<"matmul", [SameOperandsElementType]> {
+  let summary = "batched matrix product with transpose flags";
+  let description = [{
+    `op(a) @ op(b)` over the last two dimensions, where `op` transposes them
+    when `transpose_a` / `transpose_b` is set. Leading (batch) dimensions
+    broadcast like elementwise operations; a rank-2 `b` is shared by every
+    batch. Accumulation is in f32 whatever the element type.
+
+    Example:
+
+    ```mlir
+    // logits = x @ wte^T with wte : [V, D]
+    %l = gt.matmul %x, %wte <{transpose_b = true}>
+        : tensor<?x1024x768xf32>, tensor<50304x768xf32>
+    ```
+  }];
+  let arguments = (ins GT_FloatTensor:$a, GT_FloatTensor:$b,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_a,
+                       DefaultValuedAttr<BoolAttr, "false">:$transpose_b);
+  let results = (outs GT_FloatTensor:$result);
+  let assemblyFormat = "$a `,` $b prop-dict attr-dict `:` type($a) `,` type($b)";
+  let hasCanonicalizer = 1;
+}
+
+def GT_LinearOp : GT_InferredOp<"linear"> {
+  let summary = "affine map x W^T + b (PyTorch's nn.Linear)";
+  let description = [{
+    `input : [..., K]`, `weight : [N, K]`, optional `bias : [N]`; the result
+    is `[..., N]`. All three have one element type.
+
+    Example:
+
+    ```mlir
+    %h = gt.linear %x, %w, %b
+        : tensor<?x784xf32>, tensor<1024x784xf32>, tensor<1024xf32>
+    ```
+  }];
+  let arguments = (ins GT_FloatTensor:$input, GT_FloatTensor:$weight,
+                       Optional<GT_FloatTensor>:$bias);
+  let results = (outs GT_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight (`,` $bias^)? attr-dict `:` type($input) `,`
+    type($weight) (`,` type($bias)^)?
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization, attention, losses
+//===----------------------------------------------------------------------===//
+
+def GT_LayerNormOp : GT_InferredOp<"layernorm"> {
+  let summary = "layer normalization over the last dimension";
+  let description = [{
+    `(x - mean) / sqrt(var + epsilon) * weight + bias` over the last
+    dimension `D` of `input`; `weight` and `bias` are `[D]`. Statistics are
+    computed in f32.
+
+    Example:
+
+    ```mlir
+    %y = gt.layernorm %x, %g, %b <{epsilon = 1.0e-05 : f64}>
+        : tensor<?x1024x768xf32>, tensor<768xf32>, tensor<768xf32>
+    ```
+  }];
+  let arguments = (ins GT_FloatTensor:$input, GT_FloatTensor:$weight,
+                       GT_FloatTensor:$bias,
+                       DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon);
+  let results = (outs GT_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight `,` $bias prop-dict attr-dict `:` type($input) `,`
+    type($weight)
+    `,` type($bias)
+  }];
+}
+
+def GT_SoftmaxOp : GT_Op<"softmax",
+    [Pure, SameOperandsAndResultType, InferTypeOpInterface]> {
+  let summary = "softmax along one axis";
+  let description = [{
+    `exp(x - max) / sum(exp(x - max))` along `axis` (negative counts from the
+    end; default: the last axis).
+
+    Example:
+
+    ```mlir
+    %p = gt.softmax %x <{axis = -1 : i64}> : tensor<?x10xf32>
+    ```
+  }];
+  let arguments = (ins GT_FloatTensor:$input,
+                       DefaultValuedAttr<I64Attr, "-1">:$axis);
+  let results = (outs GT_FloatTensor:$result);
+  let assemblyFormat = "$input prop-dict attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
+def GT_AttentionOp : GT_InferredOp<"attention"> {
+  let summary = "multi-head scaled dot-product attention on packed q, k, v";
+  let description = [{
+    `qkv : [B, T, 3D]` holds the queries, keys and values side by side (the
+    output of one linear layer, as in GPT-2). With `heads = H` each is split
+    into H heads of size `D / H`; the result `[B, T, D]` is
+    `softmax(q k^T / sqrt(D / H) + mask) v` with the heads concatenated. With
+    `causal = true`, position t attends to positions <= t only.
+
+    Example:
+
+    ```mlir
+    %y = gt.attention %qkv <{causal = true, heads = 12 : i64}>
+        : tensor<?x1024x2304xf32>
+    ```
+  }];
+  let arguments = (ins GT_FloatTensor:$qkv,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$heads,
+                       DefaultValuedAttr<BoolAttr, "true">:$causal);
+  let results = (outs GT_FloatTensor:$result);
+  let assemblyFormat = "$qkv prop-dict attr-dict `:` type($qkv)";
+}
+
+def GT_EmbeddingOp : GT_InferredOp<"embedding"> {
+  let summary = "looks up rows of a table";
+  let description = [{
+    `indices : [...] i32` and `table : [V, D]` give `[..., D]`: row
+    `indices[i]` of the table for every index. Indices out of `[0, V)` are an
+    error at run time.
+
+    Example:
+
+    ```mlir
+    %e = gt.embedding %tokens, %wte
+        : tensor<?x1024xi32>, tensor<50304x768xf32>
+    ```
+  }];
+  let arguments = (ins GT_IndexTensor:$indices, GT_FloatTensor:$table);
+  let results = (outs GT_FloatTensor:$result);
+  let assemblyFormat = [{
+    $indices `,` $table attr-dict `:` type($indices) `,` type($table)
+  }];
+}
+
+def GT_CrossEntropyOp : GT_InferredOp<"cross_entropy"> {
+  let summary = "mean softmax cross-entropy of logits against class labels";
+  let description = [{
+    `logits : [..., C]` (any float type) and `labels : [...] i32` with the
+    same leading dimensions; the result is the mean over all positions of
+    `logsumexp(logits) - logits[label]`, as an f32 scalar (PyTorch's
+    `F.cross_entropy` with `reduction="mean"`).
+
+    Example:
+
+    ```mlir
+    %loss = gt.cross_entropy %logits, %y : tensor<?x10xf32>, tensor<?xi32>
+    ```
+  }];
+  let arguments = (ins GT_FloatTensor:$logits, GT_IndexTensor:$labels);
+  let results = (outs GT_ScalarF32:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels attr-dict `:` type($logits) `,` type($labels)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and shape manipulation
+//===----------------------------------------------------------------------===//
+
+class GT_ReduceOp<string mnemonic, string what>
+    : GT_InferredOp<mnemonic> {
+  let summary = what # " over some or all axes";
+  let description = [{
+    The }] # what # [{ of `input` over `axes` (all axes when empty; negative
+    axes count from the end), accumulated in f32. With `keepdim` the reduced
+    axes stay as size 1.
+
+    Example:
+
+    ```mlir
+    %s = gt.}] # mnemonic # [{ %x <{axes = [-1]}> : tensor<?x10xf32>
+    ```
+  }];
+  let arguments = (ins GT_FloatTensor:$input,
+                       DefaultValuedAttr<I64ArrayAttr, "{}">:$axes,
+                       DefaultValuedAttr<BoolAttr, "false">:$keepdim);
+  let results = (outs GT_FloatTensor:$result);
+  let assemblyFormat = "$input prop-dict attr-dict `:` type($input)";
+}
+
+def GT_SumOp : GT_ReduceOp<"sum", "sum">;
+def GT_MeanOp : GT_ReduceOp<"mean", "mean">;
+
+def GT_TransposeOp : GT_InferredOp<"transpose"> {
+  let summary = "permutes the dimensions";
+  let description = [{
+    Result dimension i is input dimension `permutation[i]`; `permutation` is a
+    permutation of `0 .. rank-1`.
+
+    Example:
+
+    ```mlir
+    %t = gt.transpose %w <{permutation = [1, 0]}> : tensor<50304x768xf32>
+    ```
+  }];
+  let arguments = (ins GT_AnyTensor:$input, I64ArrayAttr:$permutation);
+  let results = (outs GT_AnyTensor:$result);
+  let assemblyFormat = "$input prop-dict attr-dict `:` type($input)";
+  let hasFolder = 1;
+}
+
+def GT_ReshapeOp : GT_Op<"reshape", [Pure, SameOperandsAndResultElementType]> {
+  let summary = "reinterprets the elements in a new shape";
+  let description = [{
+    Same elements, in row-major order, in a new shape. With static shapes the
+    element counts must be equal; a dynamic input dimension needs a dynamic
+    result dimension.
+
+    Example:
+
+    ```mlir
+    %r = gt.reshape %x : tensor<?x1024x768xf32> -> tensor<?x768xf32>
+    ```
+  }];
+  let arguments = (ins GT_AnyTensor:$input);
+  let results = (outs GT_AnyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def GT_BroadcastOp : GT_Op<"broadcast", [Pure, SameOperandsAndResultElementType]> {
+  let summary = "repeats a tensor to a larger shape";
+  let description = [{
+    Broadcasts `input` to the result shape with NumPy rules (align at the
+    right; each input dimension is 1 or equal to the result's).
+
+    Example:
+
+    ```mlir
+    %b = gt.broadcast %bias : tensor<1024xf32> -> tensor<?x1024xf32>
+    ```
+  }];
+  let arguments = (ins GT_AnyTensor:$input);
+  let results = (outs GT_AnyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Training configuration
+//===----------------------------------------------------------------------===//
+
+def GT_TrainOp : GT_Op<"train", [DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "the training configuration of a model";
+  let description = [{
+    The `train` block of a `.gt` file: which model to train (`model`, a
+    `func.func` with the `gt.model` attribute) and how. Each setting is an
+    attribute; the verifier checks names, kinds and ranges:
+
+    | attribute | value |
+    |---|---|
+    | `data`, `eval` | dictionary with `kind` (`"idx"`, `"tokens"`, `"text"`) and its fields |
+    | `batch`, `epochs`, `steps`, `seed`, `log_every`, `eval_every` | positive integer (seed: >= 0) |
+    | `optimizer` | dictionary with `name` (`"sgd"`, `"adam"`, `"adamw"`) and its hyperparameters |
+    | `schedule` | dictionary with `name` (`"constant"`, `"linear"`, `"cosine"`), `warmup`, `final` |
+    | `precision` | `"fp32"`, `"tf32"`, `"bf16"` or `"fp16"` |
+    | `checkpoint` | dictionary with `mode` (`"none"`, `"auto"`, `"every"`) and `budget` / `every` |
+    | `devices` | `"all"`, `"cpu"` or a positive integer |
+    | `grad_clip` | positive float: clip the global gradient norm |
+
+    Example:
+
+    ```mlir
+    gt.train @mlp {batch = 128 : i64, epochs = 5 : i64,
+                   optimizer = {name = "adamw", lr = 1.0e-03 : f64},
+                   precision = "bf16"}
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$model);
+  let assemblyFormat = "$model attr-dict";
+  let hasVerifier = 1;
+}
+
+#endif // GT_OPS

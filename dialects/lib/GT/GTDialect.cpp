@@ -1,0 +1,43 @@
+//===- GTDialect.cpp - The gt dialect -------------------------------------===//
+
+#include "gtc/Dialect/GT/GTDialect.h"
+#include "gtc/Dialect/GT/GTOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+using namespace mlir;
+using namespace mlir::gt;
+
+#include "gtc/Dialect/GT/GTOpsDialect.cpp.inc"
+
+void GTDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "gtc/Dialect/GT/GTOps.cpp.inc"
+      >();
+}
+
+/// `gt.model` marks a function as a model: no arguments (its leaves are
+/// gt.input / gt.label / gt.param), one f32 scalar result (the loss).
+LogicalResult GTDialect::verifyOperationAttribute(Operation *op,
+                                                  NamedAttribute attr) {
+  if (attr.getName() != kModelAttrName)
+    return op->emitError() << "unknown gt dialect attribute '"
+                           << attr.getName().getValue() << "'";
+  if (!isa<UnitAttr>(attr.getValue()))
+    return op->emitError() << "'" << kModelAttrName
+                           << "' must be a unit attribute";
+  auto func = dyn_cast<func::FuncOp>(op);
+  if (!func)
+    return op->emitError() << "'" << kModelAttrName
+                           << "' only applies to func.func";
+  FunctionType type = func.getFunctionType();
+  if (type.getNumInputs() != 0)
+    return op->emitError() << "a model takes no arguments; its leaves are "
+                              "gt.input, gt.label and gt.param";
+  auto scalar = RankedTensorType::get({}, Float32Type::get(op->getContext()));
+  if (type.getNumResults() != 1 || type.getResult(0) != scalar)
+    return op->emitError()
+           << "a model returns exactly one value, the loss, of type "
+           << scalar;
+  return success();
+}

@@ -1,0 +1,665 @@
+//===- GTOps.cpp - Operations of the gt dialect ---------------------------===//
+
+#include "gtc/Dialect/GT/GTOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/PatternMatch.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallSet.h"
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+using namespace mlir::gt;
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+LogicalResult mlir::gt::broadcastShapes(ArrayRef<int64_t> a,
+                                        ArrayRef<int64_t> b,
+                                        SmallVectorImpl<int64_t> &result) {
+  size_t rank = std::max(a.size(), b.size());
+  result.assign(rank, 1);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t x = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t y = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (x == 1) {
+      result[i] = y;
+    } else if (y == 1) {
+      result[i] = x;
+    } else if (ShapedType::isDynamic(x)) {
+      result[i] = y;
+    } else if (ShapedType::isDynamic(y) || x == y) {
+      result[i] = x;
+    } else {
+      return failure();
+    }
+  }
+  return success();
+}
+
+static std::string formatElementType(Type type) {
+  if (type.isF32())
+    return "f32";
+  if (type.isBF16())
+    return "bf16";
+  if (type.isF16())
+    return "f16";
+  if (type.isInteger(32))
+    return "i32";
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << type;
+  return s;
+}
+
+std::string mlir::gt::formatType(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor)
+    return formatElementType(type);
+  std::string s = formatElementType(tensor.getElementType());
+  if (tensor.getRank() == 0)
+    return s;
+  s += "[";
+  llvm::interleave(
+      tensor.getShape(),
+      [&](int64_t d) {
+        s += ShapedType::isDynamic(d) ? std::string("?") : std::to_string(d);
+      },
+      [&] { s += ", "; });
+  return s + "]";
+}
+
+static RankedTensorType tensorOf(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+/// Normalizes `axis` against `rank` (negative counts from the end).
+static std::optional<int64_t> normalizeAxis(int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= rank)
+    return std::nullopt;
+  return axis < 0 ? axis + rank : axis;
+}
+
+/// Reads a BoolAttr that may be absent (defaults are not yet filled in while
+/// parsing, when type inference runs).
+static bool flag(BoolAttr attr) { return attr && attr.getValue(); }
+
+static bool dimsCompatible(int64_t a, int64_t b) {
+  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
+}
+
+/// Checks that every operand's element type is `elementType`.
+static LogicalResult checkSameElementType(std::optional<Location> loc,
+                                          StringRef opName, Value first,
+                                          ValueRange others) {
+  Type elementType = tensorOf(first).getElementType();
+  for (Value other : others)
+    if (other && tensorOf(other).getElementType() != elementType)
+      return emitOptionalError(loc, "'", opName,
+                               "' needs one element type, got ",
+                               formatType(first.getType()), " and ",
+                               formatType(other.getType()),
+                               "; insert a cast()");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Leaves
+//===----------------------------------------------------------------------===//
+
+template <typename DataOp>
+static LogicalResult verifyDataOp(DataOp op) {
+  if (op.getName().empty())
+    return op.emitOpError("needs a non-empty name");
+  return success();
+}
+
+LogicalResult InputOp::verify() { return verifyDataOp(*this); }
+LogicalResult LabelOp::verify() { return verifyDataOp(*this); }
+
+LogicalResult ParamOp::verify() {
+  if (getName().empty())
+    return emitOpError("needs a non-empty name");
+  if (!getType().hasStaticShape())
+    return emitOpError("needs a static shape, got ") << getType();
+  static const llvm::StringMap<unsigned> arity = {
+      {"zeros", 0}, {"ones", 0}, {"constant", 1}, {"normal", 2},
+      {"uniform", 2}};
+  auto it = arity.find(getInit());
+  if (it == arity.end())
+    return emitOpError("has unknown initializer '")
+           << getInit()
+           << "'; expected zeros, ones, constant, normal or uniform";
+  if (getArgs().size() != it->second)
+    return emitOpError("initializer '")
+           << getInit() << "' takes " << it->second << " arguments, got "
+           << getArgs().size();
+  if (getInit() == "normal" &&
+      cast<FloatAttr>(getArgs()[1]).getValueAsDouble() < 0)
+    return emitOpError("normal initializer needs std >= 0");
+  if (getInit() == "uniform" &&
+      cast<FloatAttr>(getArgs()[0]).getValueAsDouble() >
+          cast<FloatAttr>(getArgs()[1]).getValueAsDouble())
+    return emitOpError("uniform initializer needs low <= high");
+  return success();
+}
+
+LogicalResult ConstantOp::inferReturnTypes(MLIRContext *,
+                                           std::optional<Location> loc,
+                                           Adaptor adaptor,
+                                           SmallVectorImpl<Type> &types) {
+  auto type = dyn_cast<RankedTensorType>(adaptor.getValue().getType());
+  if (!type)
+    return emitOptionalError(loc, "constant value must be a ranked tensor");
+  types.push_back(type);
+  return success();
+}
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+LogicalResult PositionsOp::inferReturnTypes(MLIRContext *ctx,
+                                            std::optional<Location>,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  types.push_back(RankedTensorType::get(
+      {static_cast<int64_t>(adaptor.getLength())}, IntegerType::get(ctx, 32)));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+static LogicalResult inferBinary(StringRef opName, std::optional<Location> loc,
+                                 Value lhs, Value rhs,
+                                 SmallVectorImpl<Type> &types) {
+  if (failed(checkSameElementType(loc, opName, lhs, rhs)))
+    return failure();
+  SmallVector<int64_t> shape;
+  if (failed(broadcastShapes(tensorOf(lhs).getShape(),
+                             tensorOf(rhs).getShape(), shape)))
+    return emitOptionalError(loc, "shapes ", formatType(lhs.getType()),
+                             " and ", formatType(rhs.getType()),
+                             " cannot be broadcast together for '", opName,
+                             "'");
+  types.push_back(
+      RankedTensorType::get(shape, tensorOf(lhs).getElementType()));
+  return success();
+}
+
+#define GT_BINARY_INFER(OP, NAME)                                              \
+  LogicalResult OP::inferReturnTypes(MLIRContext *,                            \
+                                     std::optional<Location> loc,              \
+                                     Adaptor adaptor,                          \
+                                     SmallVectorImpl<Type> &types) {           \
+    return inferBinary(NAME, loc, adaptor.getLhs(), adaptor.getRhs(), types);  \
+  }
+GT_BINARY_INFER(AddOp, "add")
+GT_BINARY_INFER(SubOp, "sub")
+GT_BINARY_INFER(MulOp, "mul")
+GT_BINARY_INFER(DivOp, "div")
+#undef GT_BINARY_INFER
+
+
+LogicalResult SoftmaxOp::verify() {
+  if (!normalizeAxis(getAxis(), getType().getRank()))
+    return emitOpError("axis ")
+           << getAxis() << " is out of range for " << formatType(getType());
+  return success();
+}
+
+OpFoldResult CastOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  return {};
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  Value a = adaptor.getA(), b = adaptor.getB();
+  if (failed(checkSameElementType(loc, "matmul", a, b)))
+    return failure();
+  ArrayRef<int64_t> as = tensorOf(a).getShape(), bs = tensorOf(b).getShape();
+  if (as.size() < 2 || bs.size() < 2)
+    return emitOptionalError(loc, "'matmul' needs operands of rank >= 2, got ",
+                             formatType(a.getType()), " and ",
+                             formatType(b.getType()));
+  size_t ra = as.size(), rb = bs.size();
+  bool ta = flag(adaptor.getTransposeAAttr());
+  bool tb = flag(adaptor.getTransposeBAttr());
+  int64_t m = ta ? as[ra - 1] : as[ra - 2];
+  int64_t ka = ta ? as[ra - 2] : as[ra - 1];
+  int64_t kb = tb ? bs[rb - 1] : bs[rb - 2];
+  int64_t n = tb ? bs[rb - 2] : bs[rb - 1];
+  if (!dimsCompatible(ka, kb))
+    return emitOptionalError(
+        loc, "'matmul' contraction sizes differ: ", formatType(a.getType()),
+        (ta ? " (transposed)" : ""), " has ", ka, ", ",
+        formatType(b.getType()),
+        (tb ? " (transposed)" : ""), " has ", kb);
+  SmallVector<int64_t> shape;
+  if (failed(broadcastShapes(as.drop_back(2), bs.drop_back(2), shape)))
+    return emitOptionalError(loc, "'matmul' batch dimensions of ",
+                             formatType(a.getType()), " and ",
+                             formatType(b.getType()),
+                             " cannot be broadcast together");
+  shape.push_back(m);
+  shape.push_back(n);
+  types.push_back(RankedTensorType::get(shape, tensorOf(a).getElementType()));
+  return success();
+}
+
+namespace {
+/// Folds a transpose of the last two dimensions into the matmul's flags:
+/// `matmul(a, transpose(b))` becomes `matmul(a, b) {transpose_b}`.
+struct FoldTransposeIntoMatmul : public OpRewritePattern<MatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  static bool swapsLastTwo(TransposeOp t) {
+    auto perm = t.getPermutation().getValue();
+    size_t rank = perm.size();
+    if (rank < 2)
+      return false;
+    for (size_t i = 0; i < rank; ++i) {
+      int64_t want = i == rank - 2 ? rank - 1 : i == rank - 1 ? rank - 2 : i;
+      if (cast<IntegerAttr>(perm[i]).getInt() != want)
+        return false;
+    }
+    return true;
+  }
+
+  LogicalResult matchAndRewrite(MatmulOp op,
+                                PatternRewriter &rewriter) const override {
+    auto ta = op.getA().getDefiningOp<TransposeOp>();
+    auto tb = op.getB().getDefiningOp<TransposeOp>();
+    bool foldA = ta && swapsLastTwo(ta);
+    bool foldB = tb && swapsLastTwo(tb);
+    if (!foldA && !foldB)
+      return failure();
+    rewriter.modifyOpInPlace(op, [&] {
+      if (foldA) {
+        op.getAMutable().assign(ta.getInput());
+        op.setTransposeA(!op.getTransposeA());
+      }
+      if (foldB) {
+        op.getBMutable().assign(tb.getInput());
+        op.setTransposeB(!op.getTransposeB());
+      }
+    });
+    return success();
+  }
+};
+} // namespace
+
+void MatmulOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                           MLIRContext *context) {
+  results.add<FoldTransposeIntoMatmul>(context);
+}
+
+LogicalResult LinearOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> loc,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &types) {
+  Value x = adaptor.getInput(), w = adaptor.getWeight(), b = adaptor.getBias();
+  if (failed(checkSameElementType(loc, "linear", x, {w, b})))
+    return failure();
+  ArrayRef<int64_t> xs = tensorOf(x).getShape(), ws = tensorOf(w).getShape();
+  if (xs.empty())
+    return emitOptionalError(loc, "'linear' input must have rank >= 1, got ",
+                             formatType(x.getType()));
+  if (ws.size() != 2)
+    return emitOptionalError(loc, "'linear' weight must be [out, in], got ",
+                             formatType(w.getType()));
+  if (!dimsCompatible(xs.back(), ws[1]))
+    return emitOptionalError(loc, "'linear' input ", formatType(x.getType()),
+                             " has ", xs.back(), " features but weight ",
+                             formatType(w.getType()), " expects ", ws[1]);
+  if (b) {
+    ArrayRef<int64_t> bs = tensorOf(b).getShape();
+    if (bs.size() != 1 || !dimsCompatible(bs[0], ws[0]))
+      return emitOptionalError(loc, "'linear' bias must be [", ws[0],
+                               "], got ", formatType(b.getType()));
+  }
+  SmallVector<int64_t> shape(xs.drop_back());
+  shape.push_back(ws[0]);
+  types.push_back(RankedTensorType::get(shape, tensorOf(x).getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization, attention, losses
+//===----------------------------------------------------------------------===//
+
+LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  Value x = adaptor.getInput();
+  if (failed(checkSameElementType(loc, "layernorm", x,
+                                  {adaptor.getWeight(), adaptor.getBias()})))
+    return failure();
+  ArrayRef<int64_t> xs = tensorOf(x).getShape();
+  if (xs.empty())
+    return emitOptionalError(loc, "'layernorm' input must have rank >= 1");
+  for (Value p : {adaptor.getWeight(), adaptor.getBias()}) {
+    ArrayRef<int64_t> ps = tensorOf(p).getShape();
+    if (ps.size() != 1 || !dimsCompatible(ps[0], xs.back()))
+      return emitOptionalError(loc, "'layernorm' weight and bias must be [",
+                               xs.back(), "] for input ",
+                               formatType(x.getType()), ", got ",
+                               formatType(p.getType()));
+  }
+  FloatAttr epsilon = adaptor.getEpsilonAttr();
+  if (epsilon && !(epsilon.getValueAsDouble() > 0))
+    return emitOptionalError(loc, "'layernorm' epsilon must be > 0");
+  types.push_back(x.getType());
+  return success();
+}
+
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  RankedTensorType qkv = tensorOf(adaptor.getQkv());
+  ArrayRef<int64_t> s = qkv.getShape();
+  if (s.size() != 3)
+    return emitOptionalError(loc, "'attention' needs qkv of shape [B, T, 3D], "
+                                  "got ",
+                             formatType(qkv));
+  if (ShapedType::isDynamic(s[2]) || s[2] % 3 != 0)
+    return emitOptionalError(loc, "'attention' qkv's last dimension must be "
+                                  "a static multiple of 3, got ",
+                             formatType(qkv));
+  int64_t d = s[2] / 3;
+  int64_t heads = adaptor.getHeads();
+  if (heads <= 0 || d % heads != 0)
+    return emitOptionalError(loc, "'attention' model width ", d,
+                             " is not divisible by heads = ", heads);
+  types.push_back(
+      RankedTensorType::get({s[0], s[1], d}, qkv.getElementType()));
+  return success();
+}
+
+LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  RankedTensorType table = tensorOf(adaptor.getTable());
+  if (table.getRank() != 2)
+    return emitOptionalError(loc, "'embedding' table must be [V, D], got ",
+                             formatType(table));
+  SmallVector<int64_t> shape(tensorOf(adaptor.getIndices()).getShape());
+  shape.push_back(table.getDimSize(1));
+  types.push_back(RankedTensorType::get(shape, table.getElementType()));
+  return success();
+}
+
+LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *ctx,
+                                               std::optional<Location> loc,
+                                               Adaptor adaptor,
+                                               SmallVectorImpl<Type> &types) {
+  RankedTensorType logits = tensorOf(adaptor.getLogits());
+  RankedTensorType labels = tensorOf(adaptor.getLabels());
+  bool ok = logits.getRank() >= 1 && labels.getRank() == logits.getRank() - 1;
+  for (int64_t i = 0; ok && i < labels.getRank(); ++i)
+    ok = dimsCompatible(labels.getDimSize(i), logits.getDimSize(i));
+  if (!ok)
+    return emitOptionalError(loc, "'cross_entropy' labels must have the "
+                                  "logits' shape without the class "
+                                  "dimension: logits ",
+                             formatType(logits), ", labels ",
+                             formatType(labels));
+  types.push_back(RankedTensorType::get({}, Float32Type::get(ctx)));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and shape manipulation
+//===----------------------------------------------------------------------===//
+
+static LogicalResult inferReduce(StringRef opName, std::optional<Location> loc,
+                                 Value input, ArrayAttr axes, bool keepdim,
+                                 SmallVectorImpl<Type> &types) {
+  RankedTensorType type = tensorOf(input);
+  if (!axes)
+    axes = ArrayAttr::get(input.getContext(), {});
+  int64_t rank = type.getRank();
+  llvm::SmallSet<int64_t, 4> reduced;
+  for (Attribute a : axes) {
+    auto axis = normalizeAxis(cast<IntegerAttr>(a).getInt(), rank);
+    if (!axis)
+      return emitOptionalError(loc, "'", opName, "' axis ",
+                               cast<IntegerAttr>(a).getInt(),
+                               " is out of range for ", formatType(type));
+    if (!reduced.insert(*axis).second)
+      return emitOptionalError(loc, "'", opName, "' axis ", *axis,
+                               " appears twice");
+  }
+  SmallVector<int64_t> shape;
+  for (int64_t i = 0; i < rank; ++i) {
+    bool r = axes.empty() || reduced.contains(i);
+    if (!r)
+      shape.push_back(type.getDimSize(i));
+    else if (keepdim)
+      shape.push_back(1);
+  }
+  types.push_back(RankedTensorType::get(shape, type.getElementType()));
+  return success();
+}
+
+LogicalResult SumOp::inferReturnTypes(MLIRContext *,
+                                      std::optional<Location> loc,
+                                      Adaptor adaptor,
+                                      SmallVectorImpl<Type> &types) {
+  return inferReduce("sum", loc, adaptor.getInput(), adaptor.getAxesAttr(),
+                     flag(adaptor.getKeepdimAttr()), types);
+}
+
+LogicalResult MeanOp::inferReturnTypes(MLIRContext *,
+                                       std::optional<Location> loc,
+                                       Adaptor adaptor,
+                                       SmallVectorImpl<Type> &types) {
+  return inferReduce("mean", loc, adaptor.getInput(), adaptor.getAxesAttr(),
+                     flag(adaptor.getKeepdimAttr()), types);
+}
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  RankedTensorType type = tensorOf(adaptor.getInput());
+  ArrayAttr perm = adaptor.getPermutation();
+  int64_t rank = type.getRank();
+  if (static_cast<int64_t>(perm.size()) != rank)
+    return emitOptionalError(loc, "'transpose' permutation has ", perm.size(),
+                             " entries for ", formatType(type));
+  SmallVector<int64_t> shape;
+  llvm::SmallSet<int64_t, 4> seen;
+  for (Attribute a : perm) {
+    int64_t p = cast<IntegerAttr>(a).getInt();
+    if (p < 0 || p >= rank || !seen.insert(p).second)
+      return emitOptionalError(loc, "'transpose' permutation is not a "
+                                    "permutation of 0..",
+                               rank - 1);
+    shape.push_back(type.getDimSize(p));
+  }
+  types.push_back(RankedTensorType::get(shape, type.getElementType()));
+  return success();
+}
+
+OpFoldResult TransposeOp::fold(FoldAdaptor) {
+  for (auto [i, a] : llvm::enumerate(getPermutation()))
+    if (cast<IntegerAttr>(a).getInt() != static_cast<int64_t>(i))
+      return {};
+  return getInput();
+}
+
+LogicalResult ReshapeOp::verify() {
+  RankedTensorType in = getInput().getType(), out = getType();
+  int64_t dynIn = llvm::count_if(in.getShape(), ShapedType::isDynamic);
+  int64_t dynOut = llvm::count_if(out.getShape(), ShapedType::isDynamic);
+  if (dynIn == 0 && dynOut == 0) {
+    if (in.getNumElements() != out.getNumElements())
+      return emitOpError("cannot reshape ")
+             << formatType(in) << " (" << in.getNumElements()
+             << " elements) to " << formatType(out) << " ("
+             << out.getNumElements() << " elements)";
+    return success();
+  }
+  if ((dynIn == 0) != (dynOut == 0) || dynOut > 1)
+    return emitOpError("cannot reshape ")
+           << formatType(in) << " to " << formatType(out)
+           << ": a dynamic input size needs exactly one dynamic result "
+              "dimension";
+  return success();
+}
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  return {};
+}
+
+LogicalResult BroadcastOp::verify() {
+  RankedTensorType in = getInput().getType(), out = getType();
+  SmallVector<int64_t> shape;
+  if (in.getRank() > out.getRank() ||
+      failed(broadcastShapes(in.getShape(), out.getShape(), shape)) ||
+      ArrayRef<int64_t>(shape) != out.getShape())
+    return emitOpError("cannot broadcast ")
+           << formatType(in) << " to " << formatType(out);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Training configuration
+//===----------------------------------------------------------------------===//
+
+ArrayRef<StringRef> mlir::gt::trainSettingNames() {
+  static const StringRef names[] = {
+      "data",    "eval",      "batch",      "epochs",    "steps",
+      "seed",    "optimizer", "schedule",   "precision", "checkpoint",
+      "devices", "grad_clip", "log_every",  "eval_every"};
+  return names;
+}
+
+namespace {
+/// Checks the attributes of a gt.train op one by one.
+class TrainChecker {
+public:
+  explicit TrainChecker(TrainOp op) : op(op) {}
+
+  LogicalResult positiveInt(StringRef key, Attribute v, int64_t min = 1) {
+    auto i = dyn_cast<IntegerAttr>(v);
+    if (!i || i.getInt() < min)
+      return op.emitOpError("'") << key << "' must be an integer >= " << min;
+    return success();
+  }
+
+  LogicalResult positiveFloat(StringRef key, Attribute v) {
+    auto f = dyn_cast<FloatAttr>(v);
+    if (!f || !(f.getValueAsDouble() > 0))
+      return op.emitOpError("'") << key << "' must be a float > 0";
+    return success();
+  }
+
+  LogicalResult oneOf(StringRef key, Attribute v,
+                      ArrayRef<StringRef> choices) {
+    auto s = dyn_cast<StringAttr>(v);
+    if (!s || !llvm::is_contained(choices, s.getValue())) {
+      auto diag = op.emitOpError("'") << key << "' must be one of ";
+      llvm::interleaveComma(choices, diag,
+                            [&](StringRef c) { diag << "\"" << c << "\""; });
+      return diag;
+    }
+    return success();
+  }
+
+  /// A dictionary with a string `tag` key, selecting `kinds`, whose other
+  /// keys are among `keys`.
+  LogicalResult tagged(StringRef key, Attribute v, StringRef tag,
+                       ArrayRef<StringRef> kinds, ArrayRef<StringRef> keys) {
+    auto dict = dyn_cast<DictionaryAttr>(v);
+    if (!dict)
+      return op.emitOpError("'") << key << "' must be a dictionary";
+    if (failed(oneOf((key + "." + tag).str(), dict.get(tag), kinds)))
+      return failure();
+    for (NamedAttribute entry : dict)
+      if (entry.getName() != tag &&
+          !llvm::is_contained(keys, entry.getName().getValue()))
+        return op.emitOpError("'")
+               << key << "' has unknown field '" << entry.getName().getValue()
+               << "'";
+    return success();
+  }
+
+  LogicalResult check(NamedAttribute attr) {
+    StringRef key = attr.getName().getValue();
+    Attribute v = attr.getValue();
+    if (key == "data" || key == "eval")
+      return tagged(key, v, "kind", {"idx", "tokens", "text"},
+                    {"images", "labels", "path", "scale", "seq"});
+    if (key == "seed")
+      return positiveInt(key, v, 0);
+    if (key == "batch" || key == "epochs" || key == "steps" ||
+        key == "log_every" || key == "eval_every")
+      return positiveInt(key, v);
+    if (key == "optimizer")
+      return tagged(key, v, "name", {"sgd", "adam", "adamw"},
+                    {"lr", "momentum", "nesterov", "weight_decay", "betas",
+                     "eps", "dampening"});
+    if (key == "schedule")
+      return tagged(key, v, "name", {"constant", "linear", "cosine"},
+                    {"warmup", "final"});
+    if (key == "precision")
+      return oneOf(key, v, {"fp32", "tf32", "bf16", "fp16"});
+    if (key == "checkpoint")
+      return tagged(key, v, "mode", {"none", "auto", "every"},
+                    {"budget", "every"});
+    if (key == "devices") {
+      if (isa<IntegerAttr>(v))
+        return positiveInt(key, v);
+      return oneOf(key, v, {"all", "cpu"});
+    }
+    if (key == "grad_clip")
+      return positiveFloat(key, v);
+    if (key == "model")
+      return success();
+    return op.emitOpError("has unknown setting '") << key << "'";
+  }
+
+private:
+  TrainOp op;
+};
+} // namespace
+
+LogicalResult TrainOp::verify() {
+  TrainChecker checker(*this);
+  for (NamedAttribute attr : (*this)->getAttrs())
+    if (failed(checker.check(attr)))
+      return failure();
+  if ((*this)->hasAttr("epochs") && (*this)->hasAttr("steps"))
+    return emitOpError("sets both 'epochs' and 'steps'; choose one");
+  return success();
+}
+
+LogicalResult TrainOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto func =
+      symbolTable.lookupNearestSymbolFrom<func::FuncOp>(*this, getModelAttr());
+  if (!func || !func->hasAttr(kModelAttrName))
+    return emitOpError("names '")
+           << getModel() << "', which is not a func.func with the '"
+           << kModelAttrName << "' attribute";
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "gtc/Dialect/GT/GTOps.cpp.inc"

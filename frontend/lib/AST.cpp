@@ -1,0 +1,164 @@
+//===- AST.cpp - Printing the .gt syntax tree -----------------------------===//
+
+#include "gtc/Frontend/AST.h"
+#include "llvm/Support/Format.h"
+
+using namespace gtc;
+
+namespace {
+/// Prints one node per line, indented by depth, with its location.
+class ASTPrinter {
+public:
+  explicit ASTPrinter(llvm::raw_ostream &os) : os(os) {}
+
+  void print(const File &file) {
+    os << "File \"" << file.path << "\"\n";
+    if (file.model)
+      print(*file.model);
+    if (file.train)
+      print(*file.train);
+  }
+
+private:
+  llvm::raw_ostream &line(Loc loc) {
+    os.indent(depth * 2);
+    return os;
+  }
+  void at(Loc loc) { os << " @" << loc.line << ":" << loc.col << "\n"; }
+
+  void print(const ModelDecl &model) {
+    line(model.loc) << "Model " << model.name;
+    at(model.loc);
+    ++depth;
+    for (const StmtPtr &s : model.body)
+      print(*s);
+    --depth;
+  }
+
+  void print(const TrainDecl &train) {
+    line(train.loc) << "Train";
+    at(train.loc);
+    ++depth;
+    for (const Setting &s : train.settings) {
+      line(s.loc) << "Setting " << s.key;
+      at(s.loc);
+      ++depth;
+      print(*s.value);
+      --depth;
+    }
+    --depth;
+  }
+
+  void print(const TypeExpr &type) {
+    line(type.loc) << "Type " << type.dtype
+                   << (type.dims.empty() ? " (scalar)" : "");
+    at(type.loc);
+    ++depth;
+    for (const ExprPtr &d : type.dims)
+      print(*d);
+    --depth;
+  }
+
+  void print(const Stmt &s) {
+    switch (s.kind) {
+    case Stmt::Kind::Input:
+    case Stmt::Kind::Label:
+    case Stmt::Kind::Param:
+      line(s.loc) << (s.kind == Stmt::Kind::Input   ? "Input "
+                      : s.kind == Stmt::Kind::Label ? "Label "
+                                                    : "Param ")
+                  << s.name;
+      at(s.loc);
+      ++depth;
+      print(s.type);
+      if (s.value)
+        print(*s.value);
+      --depth;
+      return;
+    case Stmt::Kind::Let:
+    case Stmt::Kind::Assign:
+      line(s.loc) << (s.kind == Stmt::Kind::Let ? "Let " : "Assign ")
+                  << s.name;
+      at(s.loc);
+      ++depth;
+      print(*s.value);
+      --depth;
+      return;
+    case Stmt::Kind::Return:
+      line(s.loc) << "Return";
+      at(s.loc);
+      ++depth;
+      print(*s.value);
+      --depth;
+      return;
+    case Stmt::Kind::Def:
+      line(s.loc) << "Def " << s.name << "(";
+      for (size_t i = 0; i < s.params.size(); ++i)
+        os << (i ? ", " : "") << s.params[i];
+      os << ")";
+      at(s.loc);
+      break;
+    case Stmt::Kind::Repeat:
+      line(s.loc) << "Repeat as " << s.name;
+      at(s.loc);
+      ++depth;
+      print(*s.value);
+      --depth;
+      break;
+    }
+    ++depth;
+    for (const StmtPtr &b : s.body)
+      print(*b);
+    --depth;
+  }
+
+  void print(const Expr &e) {
+    switch (e.kind) {
+    case Expr::Kind::Number:
+      line(e.loc) << "Number " << e.text;
+      break;
+    case Expr::Kind::String:
+      line(e.loc) << "String \"";
+      os.write_escaped(e.text) << "\"";
+      break;
+    case Expr::Kind::Name:
+      line(e.loc) << "Name " << e.text;
+      break;
+    case Expr::Kind::Unary:
+    case Expr::Kind::Binary:
+      line(e.loc) << (e.kind == Expr::Kind::Unary ? "Unary " : "Binary ")
+                  << e.text;
+      break;
+    case Expr::Kind::Call:
+      line(e.loc) << "Call " << e.text;
+      break;
+    case Expr::Kind::Tuple:
+      line(e.loc) << "Tuple";
+      break;
+    }
+    at(e.loc);
+    ++depth;
+    for (const ExprPtr &o : e.operands)
+      print(*o);
+    for (const Arg &a : e.args) {
+      if (a.keyword.empty()) {
+        print(*a.value);
+        continue;
+      }
+      line(a.loc) << "Keyword " << a.keyword;
+      at(a.loc);
+      ++depth;
+      print(*a.value);
+      --depth;
+    }
+    --depth;
+  }
+
+  llvm::raw_ostream &os;
+  unsigned depth = 0;
+};
+} // namespace
+
+void gtc::dump(const File &file, llvm::raw_ostream &os) {
+  ASTPrinter(os).print(file);
+}

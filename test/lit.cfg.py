@@ -1,0 +1,23 @@
+# -*- Python -*-
+# lit configuration for gtc's FileCheck tests.
+
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "GTC"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".gt", ".test"]
+config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "unit", "Inputs"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.gtc_obj_root, "test")
+
+config.substitutions.append(("%gtc_src_root", config.gtc_src_root))
+config.substitutions.append(("%examples", os.path.join(config.gtc_src_root, "examples")))
+config.substitutions.append(("%python", "python3"))
+
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.with_environment("PATH", config.gtc_tools_dir, append_path=True)
+llvm_config.add_tool_substitutions(["gtc", "gtc-opt"], [config.gtc_tools_dir])
