@@ -864,11 +864,11 @@ LogicalResult Generator::bind(const Stmt &s, StringRef name, Loc nameLoc,
     bool rebind = what == Binding::What::Var &&
                   it->second.what == Binding::What::Var;
     if (!rebind) {
-      static const char *kinds[] = {"constant", "input", "label", "parameter",
-                                    "variable"};
+      static const char *kinds[] = {"a constant", "an input", "a label",
+                                    "a parameter", "a variable"};
       InFlightDiagnostic diag =
           error(nameLoc) << "duplicate definition of '" << name << "'; it is "
-                         << "already a " << kinds[int(it->second.what)]
+                         << "already " << kinds[int(it->second.what)]
                          << (what == Binding::What::Var
                                  ? " and cannot be reassigned"
                                  : "");

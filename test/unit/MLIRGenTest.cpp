@@ -53,7 +53,7 @@ TEST(MLIRGenTest, LayersCreatePyTorchStyleNames) {
 TEST(MLIRGenTest, RepeatGivesEachIterationItsOwnParameters) {
   auto c = compile("model m { input x: f32[B, 4]\n"
                    "def block(h) { return h + linear(h, 4) }\n"
-                   "repeat 3 { x = block(x) }\n loss = mean(x) }");
+                   "h = x\n repeat 3 { h = block(h) }\n loss = mean(h) }");
   ASSERT_TRUE(c->module) << (c->errors.empty() ? "" : c->errors[0]);
   std::vector<std::string> want = {
       "blocks.0.fc1.weight", "blocks.0.fc1.bias", "blocks.1.fc1.weight",

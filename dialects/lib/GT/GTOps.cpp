@@ -560,14 +560,15 @@ public:
   LogicalResult positiveInt(StringRef key, Attribute v, int64_t min = 1) {
     auto i = dyn_cast<IntegerAttr>(v);
     if (!i || i.getInt() < min)
-      return op.emitOpError("'") << key << "' must be an integer >= " << min;
+      return op.emitError("setting '") << key << "' must be an integer >= "
+                                       << min;
     return success();
   }
 
   LogicalResult positiveFloat(StringRef key, Attribute v) {
     auto f = dyn_cast<FloatAttr>(v);
     if (!f || !(f.getValueAsDouble() > 0))
-      return op.emitOpError("'") << key << "' must be a float > 0";
+      return op.emitError("setting '") << key << "' must be a number > 0";
     return success();
   }
 
@@ -575,7 +576,7 @@ public:
                       ArrayRef<StringRef> choices) {
     auto s = dyn_cast<StringAttr>(v);
     if (!s || !llvm::is_contained(choices, s.getValue())) {
-      auto diag = op.emitOpError("'") << key << "' must be one of ";
+      auto diag = op.emitError("setting '") << key << "' must be one of ";
       llvm::interleaveComma(choices, diag,
                             [&](StringRef c) { diag << "\"" << c << "\""; });
       return diag;
@@ -589,13 +590,13 @@ public:
                        ArrayRef<StringRef> kinds, ArrayRef<StringRef> keys) {
     auto dict = dyn_cast<DictionaryAttr>(v);
     if (!dict)
-      return op.emitOpError("'") << key << "' must be a dictionary";
+      return op.emitError("setting '") << key << "' must be a dictionary";
     if (failed(oneOf((key + "." + tag).str(), dict.get(tag), kinds)))
       return failure();
     for (NamedAttribute entry : dict)
       if (entry.getName() != tag &&
           !llvm::is_contained(keys, entry.getName().getValue()))
-        return op.emitOpError("'")
+        return op.emitError("setting '")
                << key << "' has unknown field '" << entry.getName().getValue()
                << "'";
     return success();
@@ -633,7 +634,7 @@ public:
       return positiveFloat(key, v);
     if (key == "model")
       return success();
-    return op.emitOpError("has unknown setting '") << key << "'";
+    return op.emitError("gt.train has unknown setting '") << key << "'";
   }
 
 private:
