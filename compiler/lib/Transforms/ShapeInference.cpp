@@ -40,15 +40,16 @@ FailureOr<RankedTensorType> reshapeType(ReshapeOp op) {
 }
 
 /// The result type of a broadcast whose input type changed: dynamic result
-/// dimensions take the aligned input dimension when it is not 1.
-RankedTensorType broadcastType(BroadcastOp op) {
+/// dimensions take the aligned input dimension when it is not 1, and the
+/// batch otherwise (symbolic dimensions stand for the batch).
+RankedTensorType broadcastType(BroadcastOp op, int64_t batch) {
   RankedTensorType in = op.getInput().getType(), out = op.getType();
   SmallVector<int64_t> shape(out.getShape());
   int64_t offset = out.getRank() - in.getRank();
   for (int64_t i = 0; i < in.getRank(); ++i)
     if (ShapedType::isDynamic(shape[i + offset]) && in.getDimSize(i) != 1)
       shape[i + offset] = in.getDimSize(i);
-  return out.clone(shape);
+  return batch > 0 ? fixDynamic(out.clone(shape), batch) : out.clone(shape);
 }
 
 struct GtShapeInferencePass
@@ -87,7 +88,7 @@ struct GtShapeInferencePass
       return success();
     }
     if (auto broadcast = dyn_cast<BroadcastOp>(op))
-      broadcast.getResult().setType(broadcastType(broadcast));
+      broadcast.getResult().setType(broadcastType(broadcast, batch));
     return success();
   }
 

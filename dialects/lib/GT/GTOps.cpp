@@ -381,8 +381,9 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
   int64_t d = s[2] / 3;
   int64_t heads = adaptor.getHeads();
   if (heads <= 0 || d % heads != 0)
-    return emitOptionalError(loc, "'attention' model width ", d,
-                             " is not divisible by heads = ", heads);
+    return emitOptionalError(loc, "'attention' heads = ", heads,
+                             " must be positive and divide the model width ",
+                             d);
   types.push_back(
       RankedTensorType::get({s[0], s[1], d}, qkv.getElementType()));
   return success();

@@ -1,0 +1,291 @@
+// RUN: gtc-opt %s -split-input-file -verify-diagnostics
+
+// Binary ops need broadcast-compatible shapes.
+func.func @add_shapes(%a: tensor<2x3xf32>, %b: tensor<2x4xf32>) {
+  // expected-error @+1 {{shapes f32[2, 3] and f32[2, 4] cannot be broadcast together for 'add'}}
+  %0 = gt.add %a, %b : tensor<2x3xf32>, tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// Binary ops need one element type.
+func.func @add_dtypes(%a: tensor<3xf32>, %b: tensor<3xbf16>) {
+  // expected-error @+1 {{'add' needs one element type, got f32[3] and bf16[3]}}
+  %0 = gt.add %a, %b : tensor<3xf32>, tensor<3xbf16>
+  return
+}
+
+// -----
+
+// The printed result type must be the inferred one.
+func.func @wrong_result(%a: tensor<3xf32>) {
+  // expected-error @+2 {{'gt.add' op inferred type(s) 'tensor<3xf32>' are incompatible with return type(s) of operation 'tensor<4xf32>'}}
+  // expected-error @+1 {{'gt.add' op failed to infer returned types}}
+  %0 = "gt.add"(%a, %a) : (tensor<3xf32>, tensor<3xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// matmul contraction sizes must agree.
+func.func @matmul_k(%a: tensor<2x3xf32>, %b: tensor<4x5xf32>) {
+  // expected-error @+1 {{'matmul' contraction sizes differ: f32[2, 3] has 3, f32[4, 5] has 4}}
+  %0 = gt.matmul %a, %b : tensor<2x3xf32>, tensor<4x5xf32>
+  return
+}
+
+// -----
+
+// matmul needs rank >= 2.
+func.func @matmul_rank(%a: tensor<3xf32>, %b: tensor<3x5xf32>) {
+  // expected-error @+1 {{'matmul' needs operands of rank >= 2}}
+  %0 = gt.matmul %a, %b : tensor<3xf32>, tensor<3x5xf32>
+  return
+}
+
+// -----
+
+// matmul batch dimensions broadcast.
+func.func @matmul_batch(%a: tensor<2x3x4xf32>, %b: tensor<5x4x6xf32>) {
+  // expected-error @+1 {{'matmul' batch dimensions of f32[2, 3, 4] and f32[5, 4, 6] cannot be broadcast together}}
+  %0 = gt.matmul %a, %b : tensor<2x3x4xf32>, tensor<5x4x6xf32>
+  return
+}
+
+// -----
+
+// matmul takes float tensors only.
+func.func @matmul_int(%a: tensor<2x3xi32>) {
+  // expected-error @+1 {{operand #0 must be ranked tensor of 32-bit float or bfloat16 type or 16-bit float values}}
+  %0 = "gt.matmul"(%a, %a) <{transpose_b = true}> : (tensor<2x3xi32>, tensor<2x3xi32>) -> tensor<2x2xi32>
+  return
+}
+
+// -----
+
+// linear: input features must match the weight.
+func.func @linear_k(%x: tensor<?x3xf32>, %w: tensor<4x5xf32>) {
+  // expected-error @+1 {{'linear' input f32[?, 3] has 3 features but weight f32[4, 5] expects 5}}
+  %0 = gt.linear %x, %w : tensor<?x3xf32>, tensor<4x5xf32>
+  return
+}
+
+// -----
+
+// linear: the bias is [out].
+func.func @linear_bias(%x: tensor<?x5xf32>, %w: tensor<4x5xf32>, %b: tensor<5xf32>) {
+  // expected-error @+1 {{'linear' bias must be [4], got f32[5]}}
+  %0 = gt.linear %x, %w, %b : tensor<?x5xf32>, tensor<4x5xf32>, tensor<5xf32>
+  return
+}
+
+// -----
+
+// linear: the weight is rank 2.
+func.func @linear_weight(%x: tensor<?x5xf32>, %w: tensor<5xf32>) {
+  // expected-error @+1 {{'linear' weight must be [out, in], got f32[5]}}
+  %0 = gt.linear %x, %w : tensor<?x5xf32>, tensor<5xf32>
+  return
+}
+
+// -----
+
+// layernorm: weight and bias are [D].
+func.func @layernorm(%x: tensor<2x8xf32>, %g: tensor<4xf32>) {
+  // expected-error @+1 {{'layernorm' weight and bias must be [8] for input f32[2, 8], got f32[4]}}
+  %0 = gt.layernorm %x, %g, %g : tensor<2x8xf32>, tensor<4xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+// layernorm: epsilon > 0.
+func.func @layernorm_eps(%x: tensor<2x8xf32>, %g: tensor<8xf32>) {
+  // expected-error @+1 {{'layernorm' epsilon must be > 0}}
+  %0 = gt.layernorm %x, %g, %g <{epsilon = 0.0 : f64}> : tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>
+  return
+}
+
+// -----
+
+// attention: heads must divide D.
+func.func @attention_heads(%qkv: tensor<2x4x30xf32>) {
+  // expected-error @+1 {{'attention' heads = 3 must be positive and divide the model width 10}}
+  %0 = gt.attention %qkv <{heads = 3 : i64}> : tensor<2x4x30xf32>
+  return
+}
+
+// -----
+
+// attention: packed qkv is a multiple of 3.
+func.func @attention_qkv(%qkv: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{'attention' qkv's last dimension must be a static multiple of 3, got f32[2, 4, 8]}}
+  %0 = gt.attention %qkv <{heads = 1 : i64}> : tensor<2x4x8xf32>
+  return
+}
+
+// -----
+
+// attention: heads is positive.
+func.func @attention_zero_heads(%qkv: tensor<2x4x6xf32>) {
+  // expected-error @+1 {{'attention' heads = 0 must be positive and divide the model width 2}}
+  %0 = gt.attention %qkv <{heads = 0 : i64}> : tensor<2x4x6xf32>
+  return
+}
+
+// -----
+
+// embedding: the table is [V, D].
+func.func @embedding(%i: tensor<4xi32>, %t: tensor<8xf32>) {
+  // expected-error @+1 {{'embedding' table must be [V, D], got f32[8]}}
+  %0 = gt.embedding %i, %t : tensor<4xi32>, tensor<8xf32>
+  return
+}
+
+// -----
+
+// cross_entropy: labels have the logits' leading shape.
+func.func @cross_entropy(%l: tensor<2x3x10xf32>, %y: tensor<2x4xi32>) {
+  // expected-error @+1 {{'cross_entropy' labels must have the logits' shape without the class dimension: logits f32[2, 3, 10], labels i32[2, 4]}}
+  %0 = gt.cross_entropy %l, %y : tensor<2x3x10xf32>, tensor<2x4xi32>
+  return
+}
+
+// -----
+
+// Reductions: axes in range and unique.
+func.func @sum_axis(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{'sum' axis 2 is out of range for f32[2, 3]}}
+  %0 = gt.sum %x <{axes = [2]}> : tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @mean_axis_twice(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{'mean' axis 1 appears twice}}
+  %0 = gt.mean %x <{axes = [1, -1]}> : tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// transpose: a permutation of 0..rank-1.
+func.func @transpose(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{'transpose' permutation is not a permutation of 0..1}}
+  %0 = gt.transpose %x <{permutation = [1, 1]}> : tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// softmax: axis in range.
+func.func @softmax(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{'gt.softmax' op axis 2 is out of range for f32[2, 3]}}
+  %0 = gt.softmax %x <{axis = 2 : i64}> : tensor<2x3xf32>
+  return
+}
+
+// -----
+
+// reshape: element counts match.
+func.func @reshape(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{'gt.reshape' op cannot reshape f32[2, 3] (6 elements) to f32[7] (7 elements)}}
+  %0 = gt.reshape %x : tensor<2x3xf32> -> tensor<7xf32>
+  return
+}
+
+// -----
+
+// reshape: a dynamic input needs exactly one dynamic result dimension.
+func.func @reshape_dynamic(%x: tensor<?x3xf32>) {
+  // expected-error @+1 {{'gt.reshape' op cannot reshape f32[?, 3] to f32[6]: a dynamic input size needs exactly one dynamic result dimension}}
+  %0 = gt.reshape %x : tensor<?x3xf32> -> tensor<6xf32>
+  return
+}
+
+// -----
+
+// broadcast: NumPy rules.
+func.func @broadcast(%x: tensor<3xf32>) {
+  // expected-error @+1 {{'gt.broadcast' op cannot broadcast f32[3] to f32[2, 4]}}
+  %0 = gt.broadcast %x : tensor<3xf32> -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
+// cast keeps the shape.
+func.func @cast(%x: tensor<3xf32>) {
+  // expected-error @+1 {{'gt.cast' op requires the same shape for all operands and results}}
+  %0 = gt.cast %x : tensor<3xf32> -> tensor<4xbf16>
+  return
+}
+
+// -----
+
+// Parameters: known initializer with the right arity and a static shape.
+func.func @param_init() {
+  // expected-error @+1 {{'gt.param' op has unknown initializer 'xavier'}}
+  %0 = gt.param "w" = "xavier" [] : tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @param_arity() {
+  // expected-error @+1 {{'gt.param' op initializer 'normal' takes 2 arguments, got 1}}
+  %0 = gt.param "w" = "normal" [0.1] : tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @param_dynamic() {
+  // expected-error @+1 {{'gt.param' op needs a static shape, got 'tensor<?xf32>'}}
+  %0 = gt.param "w" = "zeros" [] : tensor<?xf32>
+  return
+}
+
+// -----
+
+func.func @param_std() {
+  // expected-error @+1 {{'gt.param' op normal initializer needs std >= 0}}
+  %0 = gt.param "w" = "normal" [0.0, -1.0] : tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @param_name() {
+  // expected-error @+1 {{'gt.param' op needs a non-empty name}}
+  %0 = gt.param "" = "zeros" [] : tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @input_name() {
+  // expected-error @+1 {{'gt.input' op needs a non-empty name}}
+  %0 = gt.input "" : tensor<3xf32>
+  return
+}
+
+// -----
+
+// Inputs hold f32, bf16, f16 or i32 tensors.
+func.func @input_type() {
+  // expected-error @+1 {{'gt.input' op result #0 must be ranked tensor of 32-bit float or bfloat16 type or 16-bit float or 32-bit signless integer values, but got 'tensor<3xf64>'}}
+  %0 = gt.input "x" : tensor<3xf64>
+  return
+}
+
+// -----
+
+// positions: a positive length.
+func.func @positions() {
+  // expected-error @+1 {{'gt.positions' op attribute 'length' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
+  %0 = gt.positions 0 : tensor<0xi32>
+  return
+}

@@ -1,0 +1,96 @@
+// RUN: gtc-opt %s -split-input-file -verify-diagnostics
+
+// A model takes no arguments.
+// expected-error @+1 {{a model takes no arguments; its leaves are gt.input, gt.label and gt.param}}
+func.func @args(%x: tensor<f32>) -> tensor<f32> attributes {gt.model} {
+  return %x : tensor<f32>
+}
+
+// -----
+
+// A model returns one f32 scalar.
+// expected-error @+1 {{a model returns exactly one value, the loss, of type 'tensor<f32>'}}
+func.func @result() -> tensor<2xf32> attributes {gt.model} {
+  %0 = gt.input "x" : tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+// gt.model is a unit attribute.
+// expected-error @+1 {{'gt.model' must be a unit attribute}}
+func.func @unit() -> tensor<f32> attributes {gt.model = 1 : i64} {
+  %0 = gt.constant dense<1.0> : tensor<f32>
+  return %0 : tensor<f32>
+}
+
+// -----
+
+// Unknown gt attributes are rejected.
+// expected-error @+1 {{unknown gt dialect attribute 'gt.foo'}}
+func.func @unknown() attributes {gt.foo} {
+  return
+}
+
+// -----
+
+// gt.train names a model.
+func.func @not_a_model() {
+  return
+}
+// expected-error @+1 {{'gt.train' op names 'not_a_model', which is not a func.func with the 'gt.model' attribute}}
+gt.train @not_a_model {batch = 1 : i64}
+
+// -----
+
+func.func @m() -> tensor<f32> attributes {gt.model} {
+  %0 = gt.constant dense<1.0> : tensor<f32>
+  return %0 : tensor<f32>
+}
+// expected-error @+1 {{gt.train has unknown setting 'bacth'}}
+gt.train @m {bacth = 1 : i64}
+
+// -----
+
+func.func @m() -> tensor<f32> attributes {gt.model} {
+  %0 = gt.constant dense<1.0> : tensor<f32>
+  return %0 : tensor<f32>
+}
+// expected-error @+1 {{setting 'optimizer.name' must be one of "sgd", "adam", "adamw"}}
+gt.train @m {optimizer = {name = "lion"}}
+
+// -----
+
+func.func @m() -> tensor<f32> attributes {gt.model} {
+  %0 = gt.constant dense<1.0> : tensor<f32>
+  return %0 : tensor<f32>
+}
+// expected-error @+1 {{setting 'data' has unknown field 'shuffle'}}
+gt.train @m {data = {kind = "idx", shuffle = true}}
+
+// -----
+
+func.func @m() -> tensor<f32> attributes {gt.model} {
+  %0 = gt.constant dense<1.0> : tensor<f32>
+  return %0 : tensor<f32>
+}
+// expected-error @+1 {{'gt.train' op sets both 'epochs' and 'steps'; choose one}}
+gt.train @m {epochs = 1 : i64, steps = 10 : i64}
+
+// -----
+
+func.func @m() -> tensor<f32> attributes {gt.model} {
+  %0 = gt.constant dense<1.0> : tensor<f32>
+  return %0 : tensor<f32>
+}
+// expected-error @+1 {{setting 'devices' must be one of "all", "cpu"}}
+gt.train @m {devices = "gpu"}
+
+// -----
+
+func.func @m() -> tensor<f32> attributes {gt.model} {
+  %0 = gt.constant dense<1.0> : tensor<f32>
+  return %0 : tensor<f32>
+}
+// expected-error @+1 {{setting 'grad_clip' must be a number > 0}}
+gt.train @m {grad_clip = -1.0 : f64}
