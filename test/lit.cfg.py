@@ -16,6 +16,7 @@ config.test_exec_root = os.path.join(config.gtc_obj_root, "test")
 config.substitutions.append(("%gtc_src_root", config.gtc_src_root))
 config.substitutions.append(("%examples", os.path.join(config.gtc_src_root, "examples")))
 config.substitutions.append(("%python", "python3"))
+config.substitutions.append(("%gtc_tools_dir", config.gtc_tools_dir))
 
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)

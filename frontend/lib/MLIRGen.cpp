@@ -224,7 +224,7 @@ std::string closest(StringRef name, ArrayRef<StringRef> candidates) {
   unsigned bestDist = 3; // only suggest close matches
   for (StringRef c : candidates) {
     unsigned d = name.edit_distance(c, true, bestDist);
-    if (d < bestDist) {
+    if (d < bestDist && d < name.size()) {
       bestDist = d;
       best = c.str();
     }

@@ -116,15 +116,15 @@ int main(int argc, char **argv) {
   if (std::optional<int> code = parseArgs(argc, argv, opts))
     return *code;
 
+  if (opts.input != "-" && llvm::sys::fs::is_directory(opts.input)) {
+    llvm::errs() << "gtc: error: '" << opts.input
+                 << "' is a directory; expected a .gt file\n";
+    return 1;
+  }
   auto buffer = llvm::MemoryBuffer::getFileOrSTDIN(opts.input, /*IsText=*/true);
   if (std::error_code ec = buffer.getError()) {
     llvm::errs() << "gtc: error: cannot read '" << opts.input
                  << "': " << ec.message() << "\n";
-    return 1;
-  }
-  if (opts.input != "-" && llvm::sys::fs::is_directory(opts.input)) {
-    llvm::errs() << "gtc: error: '" << opts.input
-                 << "' is a directory; expected a .gt file\n";
     return 1;
   }
   std::string path = opts.input == "-" ? "<stdin>" : opts.input;
