@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Sets up, builds and exercises gtc on a fresh Debian 12 machine.
+#
+#   tools/dev.sh demo   install what is missing (apt), build, run the default example
+#   tools/dev.sh test   install what is missing (apt), build, run every test
+#   tools/dev.sh build  install what is missing (apt), build
+#
+# BUILD_DIR (default: build) chooses the build directory.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${BUILD_DIR:-build}
+
+# Pinned to the LLVM/MLIR 22 series (22.1.8 is what the tests were run with).
+PACKAGES=(
+  cmake ninja-build g++ ccache python3
+  libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
+  libgtest-dev
+  libopenblas-dev dataset-fashion-mnist
+)
+
+install_missing() {
+  local missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
+      || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "== installing: ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo=sudo
+  $sudo apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}"
+}
+
+build() {
+  install_missing
+  if [ ! -f "$BUILD_DIR/build.ninja" ]; then
+    cmake -G Ninja -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release \
+      -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
+      -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit
+  fi
+  ninja -C "$BUILD_DIR" gtc gtc-opt gtc-unittests
+}
+
+case "${1:-}" in
+  build)
+    build
+    ;;
+  demo)
+    build
+    echo "== gtc check examples/mlp.gt"
+    "$BUILD_DIR/bin/gtc" check examples/mlp.gt
+    echo "== gtc examples/mlp.gt --emit=mlir"
+    "$BUILD_DIR/bin/gtc" examples/mlp.gt --emit=mlir
+    echo "== training ('gtc run') is not implemented yet; the CPU runtime is the next milestone"
+    ;;
+  test)
+    build
+    echo "== lit tests (check-gtc)"
+    ninja -C "$BUILD_DIR" check-gtc
+    echo "== unit tests (ctest)"
+    ctest --test-dir "$BUILD_DIR" --output-on-failure
+    ;;
+  *)
+    echo "usage: tools/dev.sh demo|test|build" >&2
+    exit 2
+    ;;
+esac
