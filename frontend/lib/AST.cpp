@@ -20,14 +20,14 @@ public:
   }
 
 private:
-  llvm::raw_ostream &line(Loc loc) {
+  llvm::raw_ostream &line() {
     os.indent(depth * 2);
     return os;
   }
   void at(Loc loc) { os << " @" << loc.line << ":" << loc.col << "\n"; }
 
   void print(const ModelDecl &model) {
-    line(model.loc) << "Model " << model.name;
+    line() << "Model " << model.name;
     at(model.loc);
     ++depth;
     for (const StmtPtr &s : model.body)
@@ -36,11 +36,11 @@ private:
   }
 
   void print(const TrainDecl &train) {
-    line(train.loc) << "Train";
+    line() << "Train";
     at(train.loc);
     ++depth;
     for (const Setting &s : train.settings) {
-      line(s.loc) << "Setting " << s.key;
+      line() << "Setting " << s.key;
       at(s.loc);
       ++depth;
       print(*s.value);
@@ -50,7 +50,7 @@ private:
   }
 
   void print(const TypeExpr &type) {
-    line(type.loc) << "Type " << type.dtype
+    line() << "Type " << type.dtype
                    << (type.dims.empty() ? " (scalar)" : "");
     at(type.loc);
     ++depth;
@@ -64,7 +64,7 @@ private:
     case Stmt::Kind::Input:
     case Stmt::Kind::Label:
     case Stmt::Kind::Param:
-      line(s.loc) << (s.kind == Stmt::Kind::Input   ? "Input "
+      line() << (s.kind == Stmt::Kind::Input   ? "Input "
                       : s.kind == Stmt::Kind::Label ? "Label "
                                                     : "Param ")
                   << s.name;
@@ -77,7 +77,7 @@ private:
       return;
     case Stmt::Kind::Let:
     case Stmt::Kind::Assign:
-      line(s.loc) << (s.kind == Stmt::Kind::Let ? "Let " : "Assign ")
+      line() << (s.kind == Stmt::Kind::Let ? "Let " : "Assign ")
                   << s.name;
       at(s.loc);
       ++depth;
@@ -85,21 +85,21 @@ private:
       --depth;
       return;
     case Stmt::Kind::Return:
-      line(s.loc) << "Return";
+      line() << "Return";
       at(s.loc);
       ++depth;
       print(*s.value);
       --depth;
       return;
     case Stmt::Kind::Def:
-      line(s.loc) << "Def " << s.name << "(";
+      line() << "Def " << s.name << "(";
       for (size_t i = 0; i < s.params.size(); ++i)
         os << (i ? ", " : "") << s.params[i];
       os << ")";
       at(s.loc);
       break;
     case Stmt::Kind::Repeat:
-      line(s.loc) << "Repeat as " << s.name;
+      line() << "Repeat as " << s.name;
       at(s.loc);
       ++depth;
       print(*s.value);
@@ -115,25 +115,25 @@ private:
   void print(const Expr &e) {
     switch (e.kind) {
     case Expr::Kind::Number:
-      line(e.loc) << "Number " << e.text;
+      line() << "Number " << e.text;
       break;
     case Expr::Kind::String:
-      line(e.loc) << "String \"";
+      line() << "String \"";
       os.write_escaped(e.text) << "\"";
       break;
     case Expr::Kind::Name:
-      line(e.loc) << "Name " << e.text;
+      line() << "Name " << e.text;
       break;
     case Expr::Kind::Unary:
     case Expr::Kind::Binary:
-      line(e.loc) << (e.kind == Expr::Kind::Unary ? "Unary " : "Binary ")
+      line() << (e.kind == Expr::Kind::Unary ? "Unary " : "Binary ")
                   << e.text;
       break;
     case Expr::Kind::Call:
-      line(e.loc) << "Call " << e.text;
+      line() << "Call " << e.text;
       break;
     case Expr::Kind::Tuple:
-      line(e.loc) << "Tuple";
+      line() << "Tuple";
       break;
     }
     at(e.loc);
@@ -145,7 +145,7 @@ private:
         print(*a.value);
         continue;
       }
-      line(a.loc) << "Keyword " << a.keyword;
+      line() << "Keyword " << a.keyword;
       at(a.loc);
       ++depth;
       print(*a.value);

@@ -242,6 +242,8 @@ struct Binding {
   What what;
   Val value;
   Loc loc;
+  /// The statement that made the binding; a repeat body may run it again.
+  const Stmt *origin = nullptr;
 };
 
 /// A scope of names: the model body, or one call of a `def`.
@@ -404,6 +406,14 @@ FailureOr<Val> Generator::makeParam(Loc l, StringRef name,
                                  "with 'as')";
     diag.attachNote(loc(first)) << "'" << name << "' was first created here";
     return diag;
+  }
+  int64_t elements = 1;
+  for (int64_t d : shape) {
+    if (d < 1 || d > Limits::kMaxDim ||
+        __builtin_mul_overflow(elements, d, &elements) ||
+        elements > Limits::kMaxElements)
+      return error(l) << "parameter '" << name << "' is too large (more than "
+                      << Limits::kMaxElements << " elements)";
   }
   auto type = RankedTensorType::get(shape, elementType);
   return makeTyped<gt::ParamOp>(
@@ -861,8 +871,9 @@ LogicalResult Generator::bind(const Stmt &s, StringRef name, Loc nameLoc,
   auto &names = frames.back().names;
   auto it = names.find(name);
   if (it != names.end()) {
-    bool rebind = what == Binding::What::Var &&
-                  it->second.what == Binding::What::Var;
+    bool rebind = (what == Binding::What::Var &&
+                   it->second.what == Binding::What::Var) ||
+                  it->second.origin == &s;
     if (!rebind) {
       static const char *kinds[] = {"a constant", "an input", "a label",
                                     "a parameter", "a variable"};
@@ -892,8 +903,7 @@ LogicalResult Generator::bind(const Stmt &s, StringRef name, Loc nameLoc,
       return diag;
     }
   }
-  (void)s;
-  names.try_emplace(name, Binding{what, std::move(value), nameLoc});
+  names.try_emplace(name, Binding{what, std::move(value), nameLoc, &s});
   return success();
 }
 
@@ -1354,7 +1364,7 @@ FailureOr<Val> Generator::callDef(const Expr &e, const Stmt &def,
   frame.inFunction = true;
   for (auto [i, p] : llvm::enumerate(def.params))
     frame.names.try_emplace(p, Binding{Binding::What::Var, *(*bound)[i],
-                                       def.paramLocs[i]});
+                                       def.paramLocs[i], &def});
   frames.push_back(std::move(frame));
   LogicalResult ok = genBlock(def.body);
   std::optional<Val> result = frames.back().returned;
