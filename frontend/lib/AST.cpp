@@ -99,7 +99,7 @@ private:
       at(s.loc);
       break;
     case Stmt::Kind::Repeat:
-      line() << "Repeat as " << s.name;
+      line() << "Repeat" << (s.name.empty() ? "" : " as " + s.name);
       at(s.loc);
       ++depth;
       print(*s.value);

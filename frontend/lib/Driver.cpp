@@ -33,6 +33,8 @@ mlir::OwningOpRef<mlir::ModuleOp>
 gtc::compileSource(mlir::MLIRContext &context, llvm::SourceMgr &sourceMgr,
                    llvm::StringRef path) {
   registerFrontendDialects(context);
+  // Diagnostics point at the .gt source; the IR of the op is noise there.
+  context.printOpOnDiagnostic(false);
   std::optional<File> file = parseSource(context, sourceMgr, path);
   if (!file)
     return nullptr;

@@ -17,6 +17,7 @@
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include <cmath>
 #include <functional>
@@ -286,8 +287,10 @@ public:
   FailureOr<Val> makeParam(Loc l, StringRef name, ArrayRef<int64_t> shape,
                            Type elementType, StringRef init,
                            ArrayRef<double> args);
-  /// The full, scoped name of a layer: `name:` if given, else short + count.
-  std::string layerName(StringRef shortName, const std::optional<Val> &given);
+  /// The full, scoped name of a layer: `name:` if given (checked to be a
+  /// dotted identifier), else short + count.
+  FailureOr<std::string> layerName(Loc l, StringRef shortName,
+                                   const std::optional<Val> &given);
   /// Checks that a tensor's dimension `dim` is static; names it in the error.
   FailureOr<int64_t> staticDim(Loc l, const Val &v, int64_t dim,
                                StringRef what);
@@ -338,6 +341,7 @@ private:
   std::vector<std::string> prefixes; ///< Scope of layer names (repeat).
   llvm::StringMap<unsigned> layerCounts;
   llvm::StringMap<Loc> paramNames;
+  llvm::StringMap<const Stmt *> loopNames; ///< scope + loop name -> loop.
   bool inTrainBlock = false;
   size_t opCount = 0;
 };
@@ -380,7 +384,9 @@ FailureOr<Val> Generator::make(Loc l, ValueRange operands,
 template <typename OpTy>
 FailureOr<Val> Generator::makeTyped(Loc l, Type type, ValueRange operands,
                                     ArrayRef<NamedAttribute> attrs) {
-  ++opCount;
+  if (++opCount > Limits::kMaxOps)
+    return error(l) << "the model has more than " << Limits::kMaxOps
+                    << " operations; reduce repeat counts";
   OperationState state(loc(l), OpTy::getOperationName());
   state.addOperands(operands);
   state.addAttributes(attrs);
@@ -423,13 +429,25 @@ FailureOr<Val> Generator::makeParam(Loc l, StringRef name,
        attr("args", builder.getF64ArrayAttr(args))});
 }
 
-std::string Generator::layerName(StringRef shortName,
-                                 const std::optional<Val> &given) {
+FailureOr<std::string> Generator::layerName(Loc l, StringRef shortName,
+                                            const std::optional<Val> &given) {
   std::string prefix;
   for (const std::string &p : prefixes)
     prefix += p + ".";
-  if (given)
-    return prefix + given->s;
+  if (given) {
+    StringRef name = given->s;
+    bool ok = !name.empty() && !name.starts_with(".") &&
+              !name.ends_with(".") && !name.contains("..") &&
+              llvm::all_of(name, [](char c) {
+                return llvm::isAlnum(static_cast<unsigned char>(c)) || c == '_' || c == '.';
+              });
+    if (!ok)
+      return error(given->loc)
+             << "layer name \"" << name
+             << "\" must be letters, digits and '_' in dot-separated parts, "
+                "e.g. \"mlp.fc\"";
+    return prefix + name.str();
+  }
   unsigned n = ++layerCounts[prefix + "/" + shortName.str()];
   return prefix + shortName.str() + std::to_string(n);
 }
@@ -482,6 +500,8 @@ FailureOr<Val> applyLinear(Generator &g, Loc l, const Val &x, int64_t out,
   if (x.type().getRank() < 1)
     return g.error(l) << "linear needs an input of rank >= 1, got "
                       << gt::formatType(x.type());
+  if (stddev && *stddev < 0)
+    return g.error(l) << "std must be >= 0, got " << *stddev;
   FailureOr<int64_t> in =
       g.staticDim(l, x, x.type().getRank() - 1, "linear's input feature size");
   if (failed(in))
@@ -557,9 +577,12 @@ const llvm::StringMap<Builtin> &modelBuiltins() {
                     opt("bias", K::Bool), opt("std", K::Number),
                     opt("name", K::Str)},
                    [](Generator &g, Loc l, Bound &a) {
+                     FailureOr<std::string> name =
+                         g.layerName(l, "fc", a[4]);
+                     if (failed(name))
+                       return FailureOr<Val>(failure());
                      return applyLinear(g, l, *a[0], a[1]->i,
-                                        !a[2] || a[2]->b,
-                                        g.layerName("fc", a[4]),
+                                        !a[2] || a[2]->b, *name,
                                         optDouble(a[3]));
                    }};
     t["matmul"] = {{req("a", K::FloatTensor), req("b", K::FloatTensor),
@@ -602,11 +625,13 @@ const llvm::StringMap<Builtin> &modelBuiltins() {
               g.staticDim(l, x, x.type().getRank() - 1, "layernorm");
           if (failed(d))
             return failure();
-          std::string name = g.layerName("ln", a[2]);
+          FailureOr<std::string> name = g.layerName(l, "ln", a[2]);
+          if (failed(name))
+            return failure();
           Type et = x.type().getElementType();
           FailureOr<Val> w =
-              g.makeParam(l, name + ".weight", {*d}, et, "ones", {});
-          FailureOr<Val> b = succeeded(w) ? g.makeParam(l, name + ".bias",
+              g.makeParam(l, *name + ".weight", {*d}, et, "ones", {});
+          FailureOr<Val> b = succeeded(w) ? g.makeParam(l, *name + ".bias",
                                                         {*d}, et, "zeros", {})
                                           : FailureOr<Val>(failure());
           if (failed(b))
@@ -632,9 +657,11 @@ const llvm::StringMap<Builtin> &modelBuiltins() {
             return g.error(a[1]->loc)
                    << "heads = " << heads
                    << " must be positive and divide the model width " << *d;
-          std::string name = g.layerName("attn", a[4]);
+          FailureOr<std::string> name = g.layerName(l, "attn", a[4]);
+          if (failed(name))
+            return failure();
           FailureOr<Val> qkv = applyLinear(g, l, x, 3 * *d, true,
-                                           name + ".qkv", optDouble(a[3]));
+                                           *name + ".qkv", optDouble(a[3]));
           if (failed(qkv))
             return failure();
           OpBuilder &b = g.getBuilder();
@@ -644,7 +671,7 @@ const llvm::StringMap<Builtin> &modelBuiltins() {
                g.attr("causal", b.getBoolAttr(!a[2] || a[2]->b))});
           if (failed(y))
             return failure();
-          return applyLinear(g, l, *y, *d, true, name + ".proj",
+          return applyLinear(g, l, *y, *d, true, *name + ".proj",
                              optDouble(a[3]));
         }};
     t["embedding"] = {
@@ -662,10 +689,14 @@ const llvm::StringMap<Builtin> &modelBuiltins() {
               return g.error(l) << "embedding table sizes must be positive, "
                                    "got "
                                 << v << " x " << d;
+            FailureOr<std::string> name = g.layerName(l, "emb", a[4]);
+            if (failed(name))
+              return failure();
+            if (a[3] && a[3]->asDouble() < 0)
+              return g.error(a[3]->loc) << "std must be >= 0";
             FailureOr<Val> w = g.makeParam(
-                l, g.layerName("emb", a[4]) + ".weight", {v, d},
-                Float32Type::get(&g.context()), "normal",
-                {0.0, a[3] ? a[3]->asDouble() : 1.0});
+                l, *name + ".weight", {v, d}, Float32Type::get(&g.context()),
+                "normal", {0.0, a[3] ? a[3]->asDouble() : 1.0});
             if (failed(w))
               return failure();
             table = *w;
@@ -674,6 +705,12 @@ const llvm::StringMap<Builtin> &modelBuiltins() {
                    << "embedding's table must be a float tensor [V, D] or "
                       "the number of rows V, got "
                    << describe(table);
+          } else {
+            for (const std::optional<Val> &unused : {a[2], a[3], a[4]})
+              if (unused)
+                return g.error(unused->loc)
+                       << "dim:, std: and name: only apply when embedding "
+                          "creates its table (embedding(ids, V, dim: D))";
           }
           return g.make<gt::EmbeddingOp>(l, {a[0]->tensor, table.tensor});
         }};
@@ -987,8 +1024,28 @@ LogicalResult Generator::genRepeat(const Stmt &s) {
     return error(s.value->loc) << "repeat needs a count between 1 and "
                                << Limits::kMaxRepeat << ", got "
                                << describe(*count);
+  // Unnamed loops are blocks, blocks_2, blocks_3, ... in their scope; a name
+  // given with 'as' must be unique there.
+  std::string scope;
+  for (const std::string &p : prefixes)
+    scope += p + ".";
+  std::string name = s.name.empty() ? "blocks" : s.name;
+  for (unsigned k = 2;; ++k) {
+    auto [it, inserted] = loopNames.try_emplace(scope + name, &s);
+    if (inserted || it->second == &s)
+      break;
+    if (!s.name.empty()) {
+      InFlightDiagnostic diag = error(s.nameLoc)
+                                << "another repeat loop here is already "
+                                   "named '"
+                                << name << "'; choose another name";
+      diag.attachNote(loc(it->second->loc)) << "the other loop";
+      return diag;
+    }
+    name = "blocks_" + std::to_string(k);
+  }
   for (int64_t i = 0; i < count->i; ++i) {
-    prefixes.push_back(s.name + "." + std::to_string(i));
+    prefixes.push_back(name + "." + std::to_string(i));
     for (const StmtPtr &b : s.body) {
       if (b->kind == Stmt::Kind::Return)
         return error(b->loc) << "'return' cannot be inside 'repeat'";
@@ -1067,7 +1124,11 @@ LogicalResult Generator::genDeclaration(const Stmt &s) {
 
 FailureOr<Val> Generator::genInitializer(const Stmt &s,
                                          RankedTensorType type) {
-  std::string name = layerName("", Val::ofStr(s.name, s.nameLoc));
+  FailureOr<std::string> scoped =
+      layerName(s.nameLoc, "", Val::ofStr(s.name, s.nameLoc));
+  if (failed(scoped))
+    return failure();
+  const std::string &name = *scoped;
   if (!s.value)
     return makeParam(s.loc, name, type.getShape(), type.getElementType(),
                      "normal", {0.0, 0.02});

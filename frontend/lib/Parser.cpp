@@ -15,9 +15,10 @@
 //   expr      := term (('+' | '-') term)*
 //   term      := unary (('*' | '/') unary)*
 //   unary     := '-' unary | postfix
-//   postfix   := primary ('(' args? ')')*
+//   postfix   := NAME '(' args? ')' | primary      (one call, of a name)
 //   primary   := NUMBER | STRING | NAME | '(' expr ')' | '(' expr ',' ... ')'
-//   args      := arg (',' arg)*      arg := (NAME ':')? expr
+//   args      := arg (',' arg)* ','?      arg := (NAME ':')? expr
+// A tuple may end with ','. Newlines are not significant.
 //===----------------------------------------------------------------------===//
 
 #include "gtc/Frontend/Parser.h"
@@ -106,7 +107,7 @@ std::optional<File> Parser::parseFile() {
   if (failed)
     return std::nullopt;
   if (!file.model) {
-    fail(tok.loc, "expected a 'model NAME { ... }' block in the file");
+    fail(Loc{1, 1}, "expected a 'model NAME { ... }' block in the file");
     return std::nullopt;
   }
   return file;
@@ -274,7 +275,6 @@ StmtPtr Parser::parseRepeat() {
   s->value = parseExpr();
   if (!s->value)
     return nullptr;
-  s->name = "blocks";
   s->nameLoc = s->loc;
   if (consumeIf(TokenKind::KwAs)) {
     s->name = tok.text.str();

@@ -16,19 +16,20 @@ void GTDialect::initialize() {
       >();
 }
 
-/// `gt.model` marks a function as a model: no arguments (its leaves are
-/// gt.input / gt.label / gt.param), one f32 scalar result (the loss).
+/// `gt.model` marks a function as a model and `gt.step` a training step built
+/// from one: no arguments (the leaves are gt.input / gt.label / gt.param), one
+/// f32 scalar result (the loss).
 LogicalResult GTDialect::verifyOperationAttribute(Operation *op,
                                                   NamedAttribute attr) {
-  if (attr.getName() != kModelAttrName)
+  if (attr.getName() != kModelAttrName && attr.getName() != kStepAttrName)
     return op->emitError() << "unknown gt dialect attribute '"
                            << attr.getName().getValue() << "'";
   if (!isa<UnitAttr>(attr.getValue()))
-    return op->emitError() << "'" << kModelAttrName
+    return op->emitError() << "'" << attr.getName().getValue()
                            << "' must be a unit attribute";
   auto func = dyn_cast<func::FuncOp>(op);
   if (!func)
-    return op->emitError() << "'" << kModelAttrName
+    return op->emitError() << "'" << attr.getName().getValue()
                            << "' only applies to func.func";
   FunctionType type = func.getFunctionType();
   if (type.getNumInputs() != 0)

@@ -8,6 +8,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
 #include "llvm/ADT/StringSet.h"
+#include <cmath>
 
 using namespace mlir;
 using namespace mlir::gt;
@@ -541,6 +542,109 @@ LogicalResult BroadcastOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// Gradients
+//===----------------------------------------------------------------------===//
+
+LogicalResult SumToOp::verify() {
+  RankedTensorType in = getInput().getType(), out = getType();
+  SmallVector<int64_t> shape;
+  if (out.getRank() > in.getRank() ||
+      failed(broadcastShapes(out.getShape(), in.getShape(), shape)) ||
+      ArrayRef<int64_t>(shape) != in.getShape())
+    return emitOpError("cannot sum ")
+           << formatType(in) << " to " << formatType(out)
+           << ": the result must broadcast to the input";
+  return success();
+}
+
+OpFoldResult SumToOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  return {};
+}
+
+LogicalResult ActivationGradOp::verify() {
+  static const StringRef kinds[] = {"relu", "gelu", "gelu_tanh", "tanh",
+                                    "sigmoid", "exp", "log", "sqrt"};
+  if (!llvm::is_contained(kinds, getKind()))
+    return emitOpError("has unknown kind '")
+           << getKind()
+           << "'; expected relu, gelu, gelu_tanh, tanh, sigmoid, exp, log or "
+              "sqrt";
+  return success();
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  RankedTensorType dy = getGrad().getType(), x = getInput().getType();
+  RankedTensorType w = getWeight().getType();
+  if (dy != x)
+    return emitOpError("gradient ")
+           << formatType(dy) << " and input " << formatType(x) << " differ";
+  if (x.getRank() < 1 || w.getRank() != 1 ||
+      w.getDimSize(0) != x.getDimSize(x.getRank() - 1))
+    return emitOpError("weight ")
+           << formatType(w) << " does not match input " << formatType(x);
+  if (getInputGrad().getType() != x || getWeightGrad().getType() != w ||
+      getBiasGrad().getType() != w)
+    return emitOpError("results must have the types of input, weight and "
+                       "weight");
+  return success();
+}
+
+LogicalResult AttentionGradOp::verify() {
+  SmallVector<Type> forward;
+  if (failed(AttentionOp::inferReturnTypes(
+          getContext(), getLoc(), ValueRange{getQkv()},
+          (*this)->getRawDictionaryAttrs(), (*this)->getPropertiesStorage(), {},
+          forward)))
+    return failure();
+  if (forward.front() != getGrad().getType())
+    return emitOpError("gradient ")
+           << formatType(getGrad().getType()) << " does not match the output "
+           << formatType(forward.front()) << " of attention on "
+           << formatType(getQkv().getType());
+  if (getType() != getQkv().getType())
+    return emitOpError("result must have the type of qkv");
+  return success();
+}
+
+LogicalResult EmbeddingGradOp::verify() {
+  RankedTensorType dy = getGrad().getType(), table = getType();
+  ArrayRef<int64_t> ids = getIndices().getType().getShape();
+  if (table.getRank() != 2 || dy.getRank() != static_cast<int64_t>(ids.size()) + 1 ||
+      dy.getShape().drop_back() != ids ||
+      dy.getDimSize(dy.getRank() - 1) != table.getDimSize(1))
+    return emitOpError("gradient ")
+           << formatType(dy) << " does not match indices "
+           << formatType(getIndices().getType()) << " and table "
+           << formatType(table);
+  return success();
+}
+
+LogicalResult AccuracyOp::inferReturnTypes(MLIRContext *ctx,
+                                           std::optional<Location> loc,
+                                           Adaptor adaptor,
+                                           SmallVectorImpl<Type> &types) {
+  return CrossEntropyOp::inferReturnTypes(
+      ctx, loc,
+      CrossEntropyOp::Adaptor(
+          ValueRange{adaptor.getLogits(), adaptor.getLabels()}),
+      types);
+}
+
+LogicalResult CrossEntropyGradOp::verify() {
+  SmallVector<Type> loss;
+  if (failed(CrossEntropyOp::inferReturnTypes(
+          getContext(), getLoc(),
+          CrossEntropyOp::Adaptor(ValueRange{getLogits(), getLabels()}),
+          loss)))
+    return failure();
+  if (getType() != getLogits().getType())
+    return emitOpError("result must have the type of the logits");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Training configuration
 //===----------------------------------------------------------------------===//
 
@@ -603,29 +707,61 @@ public:
     return success();
   }
 
+  /// Checks that the numeric field `field` of the dictionary `key`, if
+  /// present, is a number >= min (> min when `strict`).
+  LogicalResult atLeast(StringRef key, Attribute v, StringRef field,
+                        double min, bool strict = false) {
+    Attribute a = cast<DictionaryAttr>(v).get(field);
+    if (!a)
+      return success();
+    std::optional<double> x;
+    if (auto f = dyn_cast<FloatAttr>(a))
+      x = f.getValueAsDouble();
+    else if (auto i = dyn_cast<IntegerAttr>(a))
+      x = static_cast<double>(i.getInt());
+    if (!x || !std::isfinite(*x) || (strict ? *x <= min : *x < min))
+      return op.emitError("setting '")
+             << key << "." << field << "' must be a number "
+             << (strict ? "> " : ">= ") << min;
+    return success();
+  }
+
   LogicalResult check(NamedAttribute attr) {
     StringRef key = attr.getName().getValue();
     Attribute v = attr.getValue();
     if (key == "data" || key == "eval")
-      return tagged(key, v, "kind", {"idx", "tokens", "text"},
-                    {"images", "labels", "path", "scale", "seq"});
+      return failure(
+          failed(tagged(key, v, "kind", {"idx", "tokens", "text"},
+                        {"images", "labels", "path", "scale", "seq"})) ||
+          failed(atLeast(key, v, "seq", 1)));
     if (key == "seed")
       return positiveInt(key, v, 0);
     if (key == "batch" || key == "epochs" || key == "steps" ||
         key == "log_every" || key == "eval_every")
       return positiveInt(key, v);
     if (key == "optimizer")
-      return tagged(key, v, "name", {"sgd", "adam", "adamw"},
-                    {"lr", "momentum", "nesterov", "weight_decay", "betas",
-                     "eps", "dampening"});
+      return failure(
+          failed(tagged(key, v, "name", {"sgd", "adam", "adamw"},
+                        {"lr", "momentum", "nesterov", "weight_decay",
+                         "betas", "eps", "dampening"})) ||
+          failed(atLeast(key, v, "lr", 0)) ||
+          failed(atLeast(key, v, "momentum", 0)) ||
+          failed(atLeast(key, v, "dampening", 0)) ||
+          failed(atLeast(key, v, "weight_decay", 0)) ||
+          failed(atLeast(key, v, "eps", 0, /*strict=*/true)));
     if (key == "schedule")
-      return tagged(key, v, "name", {"constant", "linear", "cosine"},
-                    {"warmup", "final"});
+      return failure(
+          failed(tagged(key, v, "name", {"constant", "linear", "cosine"},
+                        {"warmup", "final"})) ||
+          failed(atLeast(key, v, "warmup", 0)) ||
+          failed(atLeast(key, v, "final", 0)));
     if (key == "precision")
       return oneOf(key, v, {"fp32", "tf32", "bf16", "fp16"});
     if (key == "checkpoint")
-      return tagged(key, v, "mode", {"none", "auto", "every"},
-                    {"budget", "every"});
+      return failure(failed(tagged(key, v, "mode", {"none", "auto", "every"},
+                                   {"budget", "every"})) ||
+                     failed(atLeast(key, v, "budget", 0, /*strict=*/true)) ||
+                     failed(atLeast(key, v, "every", 1)));
     if (key == "devices") {
       if (isa<IntegerAttr>(v))
         return positiveInt(key, v);

@@ -62,7 +62,8 @@ struct Stmt {
 
   Kind kind;
   Loc loc;
-  std::string name;     ///< Declared or assigned name; def name; repeat name.
+  std::string name;     ///< Declared or assigned name; def name; repeat name
+                        ///< (empty when the loop is unnamed).
   Loc nameLoc;
   TypeExpr type;        ///< Input, Label, Param.
   ExprPtr value;        ///< Param initializer, Let, Assign, Return, Repeat count.

@@ -10,6 +10,9 @@
 namespace mlir::gt {
 /// The unit attribute that marks a `func.func` as a model.
 inline constexpr llvm::StringLiteral kModelAttrName = "gt.model";
+/// The unit attribute that marks a `func.func` as a training step (built by
+/// gt-autodiff): the forward pass, the backward pass and gt.gradient ops.
+inline constexpr llvm::StringLiteral kStepAttrName = "gt.step";
 } // namespace mlir::gt
 
 #endif // GTC_DIALECT_GT_GTDIALECT_H

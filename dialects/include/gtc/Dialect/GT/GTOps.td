@@ -445,6 +445,205 @@ def GT_BroadcastOp : GT_Op<"broadcast", [Pure, SameOperandsAndResultElementType]
 }
 
 //===----------------------------------------------------------------------===//
+// Gradients (built by gt-autodiff)
+//===----------------------------------------------------------------------===//
+
+def GT_SumToOp : GT_Op<"sum_to", [Pure, SameOperandsAndResultElementType]> {
+  let summary = "sums a broadcast result back to an operand's shape";
+  let description = [{
+    The adjoint of broadcasting: sums `input` over the dimensions in which the
+    result shape was broadcast (leading dimensions it lacks, and dimensions
+    where it has size 1). The result shape must broadcast to the input shape.
+
+    Example:
+
+    ```mlir
+    // The gradient of a bias added to every row.
+    %db = gt.sum_to %dy : tensor<64x1024xf32> -> tensor<1024xf32>
+    ```
+  }];
+  let arguments = (ins GT_FloatTensor:$input);
+  let results = (outs GT_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def GT_ActivationGradOp : GT_Op<"activation_grad",
+    [Pure, SameOperandsAndResultType, InferTypeOpInterface]> {
+  let summary = "the gradient of an elementwise function";
+  let description = [{
+    `dy * f'(x)` for the elementwise function `kind`: `relu`, `gelu`,
+    `gelu_tanh` (the tanh approximation), `tanh`, `sigmoid`, `exp`, `log` or
+    `sqrt`. The derivative is computed from the forward input `x`.
+
+    Example:
+
+    ```mlir
+    %dx = gt.activation_grad %dy, %x <{kind = "relu"}> : tensor<64x1024xf32>
+    ```
+  }];
+  let arguments = (ins GT_FloatTensor:$grad, GT_FloatTensor:$input,
+                       StrAttr:$kind);
+  let results = (outs GT_FloatTensor:$result);
+  let assemblyFormat = "$grad `,` $input prop-dict attr-dict `:` type($grad)";
+  let hasVerifier = 1;
+}
+
+def GT_SoftmaxGradOp : GT_Op<"softmax_grad",
+    [Pure, SameOperandsAndResultType, InferTypeOpInterface]> {
+  let summary = "the gradient of softmax";
+  let description = [{
+    `y * (dy - sum(dy * y, axis))`, where `y` is the softmax output.
+
+    Example:
+
+    ```mlir
+    %dx = gt.softmax_grad %dy, %y <{axis = -1 : i64}> : tensor<64x10xf32>
+    ```
+  }];
+  let arguments = (ins GT_FloatTensor:$grad, GT_FloatTensor:$output,
+                       DefaultValuedAttr<I64Attr, "-1">:$axis);
+  let results = (outs GT_FloatTensor:$result);
+  let assemblyFormat = "$grad `,` $output prop-dict attr-dict `:` type($grad)";
+}
+
+def GT_LayerNormGradOp : GT_Op<"layernorm_grad",
+    [Pure, AllTypesMatch<["grad", "input", "input_grad"]>,
+     AllTypesMatch<["weight", "weight_grad", "bias_grad"]>]> {
+  let summary = "the gradients of layer normalization";
+  let description = [{
+    Given `dy`, the forward input `x` and `weight`, returns the gradients of
+    the input, the weight and the bias. The statistics are recomputed from `x`.
+
+    Example:
+
+    ```mlir
+    %dx, %dw, %db = gt.layernorm_grad %dy, %x, %w
+        : tensor<8x64x768xf32>, tensor<768xf32>
+    ```
+  }];
+  let arguments = (ins GT_FloatTensor:$grad, GT_FloatTensor:$input,
+                       GT_FloatTensor:$weight,
+                       DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon);
+  let results = (outs GT_FloatTensor:$input_grad, GT_FloatTensor:$weight_grad,
+                      GT_FloatTensor:$bias_grad);
+  let assemblyFormat = [{
+    $grad `,` $input `,` $weight prop-dict attr-dict `:` type($grad) `,`
+    type($weight)
+  }];
+  let hasVerifier = 1;
+}
+
+def GT_AttentionGradOp : GT_Op<"attention_grad",
+    [Pure, AllTypesMatch<["qkv", "result"]>]> {
+  let summary = "the gradient of attention with respect to packed q, k, v";
+  let description = [{
+    Given the gradient of the attention output `[B, T, D]` and the forward
+    `qkv : [B, T, 3D]`, returns the gradient of `qkv`. The attention weights
+    are recomputed.
+
+    Example:
+
+    ```mlir
+    %dqkv = gt.attention_grad %dy, %qkv <{heads = 12 : i64}>
+        : tensor<8x1024x768xf32>, tensor<8x1024x2304xf32>
+    ```
+  }];
+  let arguments = (ins GT_FloatTensor:$grad, GT_FloatTensor:$qkv,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$heads,
+                       DefaultValuedAttr<BoolAttr, "true">:$causal);
+  let results = (outs GT_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad `,` $qkv prop-dict attr-dict `:` type($grad) `,` type($qkv)
+  }];
+  let hasVerifier = 1;
+}
+
+def GT_EmbeddingGradOp : GT_Op<"embedding_grad", [Pure]> {
+  let summary = "the gradient of an embedding table (scatter-add)";
+  let description = [{
+    Adds row `i` of `grad : [..., D]` into row `indices[i]` of a zero table of
+    the result type `[V, D]`.
+
+    Example:
+
+    ```mlir
+    %dw = gt.embedding_grad %dy, %tokens
+        : tensor<8x1024x768xf32>, tensor<8x1024xi32> -> tensor<50304x768xf32>
+    ```
+  }];
+  let arguments = (ins GT_FloatTensor:$grad, GT_IndexTensor:$indices);
+  let results = (outs GT_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad `,` $indices attr-dict `:` type($grad) `,` type($indices) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def GT_CrossEntropyGradOp : GT_Op<"cross_entropy_grad",
+    [Pure, AllTypesMatch<["logits", "result"]>]> {
+  let summary = "the gradient of the mean cross-entropy with respect to logits";
+  let description = [{
+    `(softmax(logits) - onehot(labels)) * grad / N` for N positions, where
+    `grad` is the scalar gradient of the loss.
+
+    Example:
+
+    ```mlir
+    %dl = gt.cross_entropy_grad %one, %logits, %y
+        : tensor<f32>, tensor<64x10xf32>, tensor<64xi32>
+    ```
+  }];
+  let arguments = (ins GT_ScalarF32:$grad, GT_FloatTensor:$logits,
+                       GT_IndexTensor:$labels);
+  let results = (outs GT_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad `,` $logits `,` $labels attr-dict `:` type($grad) `,` type($logits)
+    `,` type($labels)
+  }];
+  let hasVerifier = 1;
+}
+
+def GT_AccuracyOp : GT_InferredOp<"accuracy"> {
+  let summary = "the fraction of positions whose largest logit is the label";
+  let description = [{
+    Used by evaluation: the mean over positions of
+    `argmax(logits) == label` (the first maximum wins ties), as f32.
+
+    Example:
+
+    ```mlir
+    %acc = gt.accuracy %logits, %y : tensor<64x10xf32>, tensor<64xi32>
+    ```
+  }];
+  let arguments = (ins GT_FloatTensor:$logits, GT_IndexTensor:$labels);
+  let results = (outs GT_ScalarF32:$result);
+  let assemblyFormat = [{
+    $logits `,` $labels attr-dict `:` type($logits) `,` type($labels)
+  }];
+}
+
+def GT_GradientOp : GT_Op<"gradient", [MemoryEffects<[MemWrite]>]> {
+  let summary = "hands the gradient of a parameter to the optimizer";
+  let description = [{
+    Marks `grad` as the gradient of the parameter `name` in a training step
+    (a function with the `gt.step` attribute). The plan places it in the
+    gradient buffer, where the optimizer update reads it. Each parameter of
+    the model has exactly one.
+
+    Example:
+
+    ```mlir
+    gt.gradient "fc1.weight", %dw : tensor<1024x784xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, GT_FloatTensor:$grad);
+  let assemblyFormat = "$name `,` $grad attr-dict `:` type($grad)";
+}
+
+//===----------------------------------------------------------------------===//
 // Training configuration
 //===----------------------------------------------------------------------===//
 
