@@ -43,6 +43,19 @@ std::string hex32(uint32_t v) {
   return buf;
 }
 
+/// zlib's message without the "<fd:3>: " that gzdopen puts in front.
+std::string zlibMessage(const char *message) {
+  if (!message || !*message)
+    return "unknown error";
+  std::string text = message;
+  if (text.compare(0, 4, "<fd:") == 0) {
+    size_t colon = text.find(": ");
+    if (colon != std::string::npos)
+      text.erase(0, colon + 2);
+  }
+  return text;
+}
+
 /// Sequential reader of a whole file: through zlib (gzip or plain, detected
 /// by content) or with plain read().
 class InputFile {
@@ -99,8 +112,7 @@ public:
             error = "cannot read " + quoted(path) + ": " + std::strerror(errno);
           else
             error = path + ": corrupt or truncated gzip data (zlib: " +
-                    (message ? message : "unknown error") +
-                    "); download the file again";
+                    zlibMessage(message) + "); download the file again";
           return -1;
         }
         got += static_cast<uint64_t>(r);

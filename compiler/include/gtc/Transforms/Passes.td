@@ -27,4 +27,23 @@ def GtShapeInferencePass : Pass<"gt-shape-inference", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::gt::GTDialect"];
 }
 
+def GtAutodiffPass : Pass<"gt-autodiff", "mlir::ModuleOp"> {
+  let summary = "Builds the training step of each model by reverse-mode differentiation";
+  let description = [{
+    For every function with the `gt.model` attribute, adds a function
+    `<model>_step` with the `gt.step` attribute: a copy of the forward graph,
+    then the backward graph in reverse order, ending in one `gt.gradient` per
+    parameter. Gradients of values used several times are summed (so a tied
+    weight such as GPT-2's `wte` gets one gradient); broadcasting is undone
+    with `gt.sum_to`; a parameter the loss does not depend on gets a zero
+    gradient. The optimizer update is not part of the IR: the plan applies it
+    to the contiguous gradient buffer.
+
+    Every shape must be static: run `gt-shape-inference=batch=N` first.
+
+    Example: `gtc-opt --gt-shape-inference=batch=64 --gt-autodiff`.
+  }];
+  let dependentDialects = ["mlir::gt::GTDialect", "mlir::func::FuncDialect"];
+}
+
 #endif // GTC_TRANSFORMS_PASSES
