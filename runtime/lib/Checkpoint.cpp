@@ -40,10 +40,10 @@ size_t dtypeSize(std::string_view dtype) {
   static const struct {
     const char *name;
     size_t size;
-  } kTypes[] = {{"BOOL", 1}, {"U8", 1},       {"I8", 1},      {"F8_E5M2", 1},
-                {"F8_E4M3", 1}, {"I16", 2},   {"U16", 2},     {"F16", 2},
-                {"BF16", 2},   {"I32", 4},    {"U32", 4},     {"F32", 4},
-                {"F64", 8},    {"I64", 8},    {"U64", 8}};
+  } kTypes[] = {{"BOOL", 1},    {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1},
+                {"F8_E4M3", 1}, {"I16", 2}, {"U16", 2}, {"F16", 2},
+                {"BF16", 2},    {"I32", 4}, {"U32", 4}, {"F32", 4},
+                {"F64", 8},     {"I64", 8}, {"U64", 8}};
   for (const auto &t : kTypes)
     if (dtype == t.name)
       return t.size;
@@ -117,13 +117,27 @@ void appendJsonString(std::string &out, std::string_view s) {
   for (char ch : s) {
     unsigned char c = static_cast<unsigned char>(ch);
     switch (c) {
-    case '"': out += "\\\""; break;
-    case '\\': out += "\\\\"; break;
-    case '\b': out += "\\b"; break;
-    case '\f': out += "\\f"; break;
-    case '\n': out += "\\n"; break;
-    case '\r': out += "\\r"; break;
-    case '\t': out += "\\t"; break;
+    case '"':
+      out += "\\\"";
+      break;
+    case '\\':
+      out += "\\\\";
+      break;
+    case '\b':
+      out += "\\b";
+      break;
+    case '\f':
+      out += "\\f";
+      break;
+    case '\n':
+      out += "\\n";
+      break;
+    case '\r':
+      out += "\\r";
+      break;
+    case '\t':
+      out += "\\t";
+      break;
     default:
       if (c < 0x20) {
         char buf[8];
@@ -320,14 +334,30 @@ private:
         return fail("unterminated string");
       char e = text[pos++];
       switch (e) {
-      case '"': out += '"'; break;
-      case '\\': out += '\\'; break;
-      case '/': out += '/'; break;
-      case 'b': out += '\b'; break;
-      case 'f': out += '\f'; break;
-      case 'n': out += '\n'; break;
-      case 'r': out += '\r'; break;
-      case 't': out += '\t'; break;
+      case '"':
+        out += '"';
+        break;
+      case '\\':
+        out += '\\';
+        break;
+      case '/':
+        out += '/';
+        break;
+      case 'b':
+        out += '\b';
+        break;
+      case 'f':
+        out += '\f';
+        break;
+      case 'n':
+        out += '\n';
+        break;
+      case 'r':
+        out += '\r';
+        break;
+      case 't':
+        out += '\t';
+        break;
       case 'u': {
         uint32_t cp = 0;
         if (!parseHex4(cp))
@@ -484,7 +514,9 @@ private:
     }
     if (!haveDtype || !haveShape || !haveOffsets)
       return fail(context + "missing " +
-                  (!haveDtype ? "dtype" : !haveShape ? "shape" : "data_offsets"));
+                  (!haveDtype   ? "dtype"
+                   : !haveShape ? "shape"
+                                : "data_offsets"));
     return true;
   }
 
@@ -638,8 +670,8 @@ bool writeSafetensors(const std::string &path,
   const std::string temp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
-    error = prefix + "cannot create " + quoted(temp) + ": " +
-            std::strerror(errno);
+    error =
+        prefix + "cannot create " + quoted(temp) + ": " + std::strerror(errno);
     return false;
   }
   // `step` is a verb; the OS error is taken from errno before anything else.
@@ -671,7 +703,8 @@ bool writeSafetensors(const std::string &path,
   // Make the rename durable. A directory that cannot be opened for reading
   // or a file system without directory fsync is not an error; an I/O error is
   // (the new file is in place but may not survive a crash).
-  int dir = ::open(directoryOf(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int dir =
+      ::open(directoryOf(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir >= 0) {
     int synced = ::fsync(dir);
     int saved = errno;
@@ -705,8 +738,9 @@ bool readSafetensors(const std::string &path,
     return false;
   }
   if (!S_ISREG(st.st_mode)) {
-    error = "cannot read " + quoted(path) + ": " +
-            (S_ISDIR(st.st_mode) ? std::strerror(EISDIR) : "not a regular file");
+    error =
+        "cannot read " + quoted(path) + ": " +
+        (S_ISDIR(st.st_mode) ? std::strerror(EISDIR) : "not a regular file");
     return false;
   }
   const uint64_t fileSize = static_cast<uint64_t>(st.st_size);
@@ -788,8 +822,9 @@ bool readSafetensors(const std::string &path,
     }
     if (e.end > dataBytes) {
       error = prefix + which + "data_offsets [" + std::to_string(e.begin) +
-              ", " + std::to_string(e.end) + "] run past the end of the data (" +
-              std::to_string(dataBytes) + " bytes); the file is truncated";
+              ", " + std::to_string(e.end) +
+              "] run past the end of the data (" + std::to_string(dataBytes) +
+              " bytes); the file is truncated";
       return false;
     }
   }

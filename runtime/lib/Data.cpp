@@ -31,8 +31,8 @@ Dataset::~Dataset() = default;
 
 namespace {
 
-/// Bytes read per call, and the most a buffer grows before the data proves
-/// that it is there (a corrupt header cannot make us allocate gigabytes).
+/// The most a buffer grows per read: memory is only committed as data
+/// arrives, so a corrupt header cannot make us allocate gigabytes.
 constexpr uint64_t kChunk = uint64_t(16) << 20;
 
 std::string quoted(const std::string &path) { return "'" + path + "'"; }
@@ -143,7 +143,10 @@ public:
     got = 0;
     out.clear();
     while (got < expected) {
-      uint64_t want = std::min(expected - got, kChunk);
+      // Grow geometrically from 64 KiB up to kChunk per step.
+      uint64_t step =
+          std::min(std::max<uint64_t>(got, uint64_t(1) << 16), kChunk);
+      uint64_t want = std::min(expected - got, step);
       out.resize((got + want + sizeof(T) - 1) / sizeof(T));
       int64_t r = read(reinterpret_cast<unsigned char *>(out.data()) + got,
                        want, error);
@@ -154,6 +157,7 @@ public:
         break;
     }
     out.resize((got + sizeof(T) - 1) / sizeof(T));
+    out.shrink_to_fit();
     return true;
   }
 
@@ -196,13 +200,20 @@ bool hostIsLittleEndian() {
 
 const char *idxTypeName(unsigned type) {
   switch (type) {
-  case 0x08: return "unsigned byte";
-  case 0x09: return "signed byte";
-  case 0x0B: return "short";
-  case 0x0C: return "int";
-  case 0x0D: return "float";
-  case 0x0E: return "double";
-  default: return "unknown";
+  case 0x08:
+    return "unsigned byte";
+  case 0x09:
+    return "signed byte";
+  case 0x0B:
+    return "short";
+  case 0x0C:
+    return "int";
+  case 0x0D:
+    return "float";
+  case 0x0E:
+    return "double";
+  default:
+    return "unknown";
   }
 }
 
@@ -333,9 +344,7 @@ public:
         labels(std::move(labelData.data)), scale(scale) {}
 
   int64_t size() const override { return count; }
-  ExampleSpec inputSpec() const override {
-    return {DType::F32, {rows * cols}};
-  }
+  ExampleSpec inputSpec() const override { return {DType::F32, {rows * cols}}; }
   ExampleSpec labelSpec() const override { return {DType::I32, {}}; }
 
   void read(int64_t index, Rng *, void *input, void *label) const override {

@@ -44,8 +44,9 @@ uint64_t combine(uint64_t seed, uint64_t hash) {
 } // namespace
 
 uint64_t mixSeed(uint64_t seed, std::string_view tag) {
-  return combine(seed, fnv1a(reinterpret_cast<const unsigned char *>(tag.data()),
-                             tag.size()));
+  return combine(
+      seed,
+      fnv1a(reinterpret_cast<const unsigned char *>(tag.data()), tag.size()));
 }
 
 uint64_t mixSeed(uint64_t seed, uint64_t value) {
@@ -61,9 +62,7 @@ uint64_t Rng::next() {
   return finalize(state);
 }
 
-double Rng::uniform() {
-  return static_cast<double>(next() >> 11) * 0x1.0p-53;
-}
+double Rng::uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
 
 uint64_t Rng::below(uint64_t n) {
   if (n <= 1)

@@ -6,7 +6,14 @@
 //   gtc compile FILE.gt -o EXE                     write a training executable
 //===----------------------------------------------------------------------===//
 
+#include "gtc/Dialect/GT/GTOps.h"
 #include "gtc/Frontend/Driver.h"
+#include "gtc/Plan/Pipeline.h"
+#include "gtc/Runtime/Trainer.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include <iostream>
+#include <map>
+#include <memory>
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Support/FileUtilities.h"
@@ -34,28 +41,58 @@ usage: gtc <command> FILE.gt [options]
 
 commands:
   check     parse and check FILE.gt: names, arguments, shapes, dtypes, settings
-  run       compile FILE.gt and train it now          (not implemented yet)
+  run       compile FILE.gt and train it now
   compile   write a standalone training executable    (not implemented yet)
 
 options:
   --emit=ast     print the syntax tree
   --emit=mlir    print the gt dialect IR (feed it to gtc-opt)
+  --emit=step    (run) print the training step IR after gt-autodiff
+  --emit=plan    (run) print the compiled plan of the training step
   -o FILE        write the --emit output to FILE instead of stdout
   -h, --help     show this help
   --version      show the version
+
+run options (override the train block):
+  --device D     cpu or auto (the CUDA backend is not implemented yet)
+  --steps N      train N steps in all (counting resumed ones)
+  --epochs N     train N epochs
+  --batch N      batch size
+  --seed S       seed for initialization, shuffling and sampling
+  --threads N    CPU threads (default: all cores)
+  --log FILE     append metrics as JSON lines
+  --save FILE    write a safetensors checkpoint at the end (and on Ctrl-C)
+  --resume FILE  continue from a checkpoint written by --save
 
 A file named '-' is read from standard input. Exit status: 0 on success,
 1 when the file has an error, 2 on a command-line mistake.
 )";
 
-enum class Emit { None, AST, MLIR };
+enum class Emit { None, AST, MLIR, Step, Plan };
 
 struct Options {
   std::string command = "check";
   std::string input;
   std::string output = "-";
   Emit emit = Emit::None;
+  std::string device = "auto";
+  std::optional<int64_t> batch;
+  gtc::rt::RunOptions run;
+  bool runOptionGiven = false;
 };
+
+/// Parses a positive integer option value.
+bool parseCount(StringRef name, StringRef value, int64_t &out,
+                int64_t min = 1) {
+  long long v;
+  if (value.getAsInteger(10, v) || v < min) {
+    llvm::errs() << "gtc: error: " << name << " needs an integer >= " << min
+                 << ", got '" << value << "'\nRun 'gtc --help' for usage.\n";
+    return false;
+  }
+  out = v;
+  return true;
+}
 
 int usageError(const llvm::Twine &message) {
   llvm::errs() << "gtc: error: " << message
@@ -85,9 +122,62 @@ std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
         opts.emit = Emit::AST;
       else if (a == "mlir")
         opts.emit = Emit::MLIR;
+      else if (a == "step")
+        opts.emit = Emit::Step;
+      else if (a == "plan")
+        opts.emit = Emit::Plan;
       else
         return usageError("unknown --emit kind '" + a +
-                          "'; expected --emit=ast or --emit=mlir");
+                          "'; expected --emit=ast, mlir, step or plan");
+      continue;
+    }
+    // Run options: --name VALUE or --name=VALUE.
+    static const char *valued[] = {"--device", "--steps",  "--epochs",
+                                   "--batch",  "--seed",   "--threads",
+                                   "--log",    "--save",   "--resume"};
+    StringRef name = a.split('=').first;
+    if (llvm::is_contained(valued, name)) {
+      StringRef value;
+      if (a.contains('='))
+        value = a.split('=').second;
+      else if (i + 1 < args.size())
+        value = args[++i];
+      else
+        return usageError(name + " needs a value");
+      opts.runOptionGiven = true;
+      int64_t n;
+      if (name == "--device") {
+        if (value != "cpu" && value != "cuda" && value != "auto")
+          return usageError("unknown device '" + value +
+                            "'; expected cpu, cuda or auto");
+        opts.device = value.str();
+      } else if (name == "--steps") {
+        if (!parseCount(name, value, n))
+          return 2;
+        opts.run.steps = n;
+      } else if (name == "--epochs") {
+        if (!parseCount(name, value, n))
+          return 2;
+        opts.run.epochs = n;
+      } else if (name == "--batch") {
+        if (!parseCount(name, value, n))
+          return 2;
+        opts.batch = n;
+      } else if (name == "--seed") {
+        if (!parseCount(name, value, n, 0))
+          return 2;
+        opts.run.seed = static_cast<uint64_t>(n);
+      } else if (name == "--threads") {
+        if (!parseCount(name, value, n))
+          return 2;
+        opts.run.threads = static_cast<int>(n);
+      } else if (name == "--log") {
+        opts.run.logPath = value.str();
+      } else if (name == "--save") {
+        opts.run.savePath = value.str();
+      } else {
+        opts.run.resumePath = value.str();
+      }
       continue;
     }
     if (a == "-o") {
@@ -105,7 +195,65 @@ std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
   }
   if (opts.input.empty())
     return usageError("no input file; usage: gtc <command> FILE.gt");
+  if (opts.command == "check" &&
+      (opts.runOptionGiven || opts.emit == Emit::Step ||
+       opts.emit == Emit::Plan))
+    return usageError("run options and --emit=step/plan need 'gtc run'");
+  if (opts.run.steps && opts.run.epochs)
+    return usageError("give --steps or --epochs, not both");
   return std::nullopt;
+}
+
+/// `gtc run`: compiles the step (and evaluation) plans and trains.
+int runModel(const Options &opts, mlir::ModuleOp module,
+             llvm::ToolOutputFile *output) {
+  if (opts.device == "cuda") {
+    llvm::errs() << "gtc: error: the CUDA backend is not implemented yet; "
+                    "use --device cpu\n";
+    return 1;
+  }
+  mlir::gt::TrainOp trainOp;
+  for (auto t : module.getOps<mlir::gt::TrainOp>())
+    trainOp = t;
+  int64_t batch = opts.batch.value_or(32);
+  if (!opts.batch && trainOp)
+    if (auto b = trainOp->getAttrOfType<mlir::IntegerAttr>("batch"))
+      batch = b.getInt();
+
+  if (opts.emit == Emit::Step) {
+    auto step = gtc::lowerToStep(module, batch);
+    if (mlir::failed(step))
+      return 1;
+    (*step)->print(output->os());
+    output->keep();
+    return 0;
+  }
+  mlir::FailureOr<gtc::rt::Plan> step = gtc::compileStep(module, batch);
+  if (mlir::failed(step))
+    return 1;
+  if (opts.emit == Emit::Plan) {
+    output->os() << gtc::rt::serialize(*step);
+    output->keep();
+    return 0;
+  }
+  if (!trainOp) {
+    llvm::errs() << "gtc: error: the file has no train block; add one with "
+                    "at least 'data = ...' (see frontend/LANGUAGE.md)\n";
+    return 1;
+  }
+  std::map<int64_t, std::unique_ptr<gtc::rt::Plan>> evalPlans;
+  gtc::rt::EvalPlanFn evalPlan = [&](int64_t n) -> const gtc::rt::Plan * {
+    auto &slot = evalPlans[n];
+    if (!slot) {
+      mlir::FailureOr<gtc::rt::Plan> plan = gtc::compileEval(module, n);
+      if (mlir::failed(plan))
+        return nullptr;
+      slot = std::make_unique<gtc::rt::Plan>(std::move(*plan));
+    }
+    return slot.get();
+  };
+  std::cout.flush();
+  return gtc::rt::train(*step, evalPlan, opts.run, std::cout, std::cerr);
 }
 
 } // namespace
@@ -159,12 +307,13 @@ int main(int argc, char **argv) {
     module->print(output->os());
     output->keep();
   }
-  if (opts.command != "check") {
-    llvm::errs() << "gtc " << opts.command << ": " << path
-                 << " checks out, but '" << opts.command
-                 << "' is not implemented yet (training lands with the CPU "
-                    "runtime); use 'gtc check' or --emit=mlir for now\n";
+  if (opts.command == "check")
+    return 0;
+  if (opts.command == "compile") {
+    llvm::errs() << "gtc compile: " << path
+                 << " checks out, but 'compile' is not implemented yet; use "
+                    "'gtc run' to train now\n";
     return 1;
   }
-  return 0;
+  return runModel(opts, *module, output.get());
 }

@@ -1,0 +1,28 @@
+//===- PlanBuilder.h - From a gt function to a runtime plan -----*- C++ -*-===//
+
+#ifndef GTC_PLAN_PLANBUILDER_H
+#define GTC_PLAN_PLANBUILDER_H
+
+#include "gtc/Dialect/GT/GTOps.h"
+#include "gtc/Runtime/Plan.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+namespace gtc {
+
+/// Builds the plan of `func`: a training step (`gt.step`, built by
+/// gt-autodiff) or an evaluation function (the forward graph returning the
+/// loss and, optionally, a gt.accuracy). Every shape must be static and every
+/// element type f32 or i32. Buffers are placed by a liveness-based memory
+/// plan: temporaries whose lifetimes do not overlap share memory; gradients
+/// are written straight into the gradient region when nothing else reads
+/// them. `train`, if given, fills the plan's configuration.
+mlir::FailureOr<rt::Plan> buildPlan(mlir::func::FuncOp func,
+                                    mlir::gt::TrainOp train);
+
+/// Converts the attributes of a gt.train op into the runtime's configuration
+/// (defaults for what the op leaves out).
+rt::TrainConfig trainConfig(mlir::gt::TrainOp train);
+
+} // namespace gtc
+
+#endif // GTC_PLAN_PLANBUILDER_H

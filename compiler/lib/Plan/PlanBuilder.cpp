@@ -1,0 +1,389 @@
+//===- PlanBuilder.cpp - From a gt function to a runtime plan -------------===//
+
+#include "gtc/Plan/PlanBuilder.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/DenseMap.h"
+#include <algorithm>
+#include <climits>
+
+using namespace mlir;
+using namespace mlir::gt;
+namespace rt = gtc::rt;
+using MemRegion = gtc::rt::Region;
+
+namespace {
+
+/// Buffers are aligned to 16 elements (64 bytes) inside their regions.
+constexpr int64_t kAlign = 16;
+
+int64_t alignUp(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+class PlanBuilder {
+public:
+  explicit PlanBuilder(func::FuncOp func) : func(func) {}
+
+  FailureOr<rt::Plan> build();
+
+private:
+  /// Creates the buffer of `v` (not yet placed).
+  FailureOr<int> addBuffer(Value v, MemRegion region, std::string name);
+  int bufferOf(Value v) const { return buffers.lookup(v); }
+  void addKernel(Operation *op);
+  void placeTemporaries();
+
+  func::FuncOp func;
+  rt::Plan plan;
+  DenseMap<Value, int> buffers;
+  /// Kernel index of each temporary's definition and last use.
+  std::vector<int64_t> defAt, lastUse;
+  std::map<MemRegion, int64_t> cursor;
+};
+
+FailureOr<int> PlanBuilder::addBuffer(Value v, MemRegion region,
+                                      std::string name) {
+  if (!v) { // a gradient slot: the caller sets its shape
+    rt::Buffer b;
+    b.name = std::move(name);
+    b.region = region;
+    plan.buffers.push_back(std::move(b));
+    defAt.push_back(-1);
+    lastUse.push_back(-1);
+    return static_cast<int>(plan.buffers.size() - 1);
+  }
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  if (!type || !type.hasStaticShape())
+    return emitError(v.getLoc())
+           << "the plan needs static shapes, got " << v.getType()
+           << "; run gt-shape-inference=batch=N first";
+  Type et = type.getElementType();
+  if (!et.isF32() && !et.isInteger(32))
+    return emitError(v.getLoc())
+           << "the runtime computes in f32 and i32 for now, got "
+           << formatType(type)
+           << "; lower precisions arrive with the autocast pass";
+  rt::Buffer b;
+  b.name = std::move(name);
+  b.dtype = et.isF32() ? rt::DType::F32 : rt::DType::I32;
+  b.shape.assign(type.getShape().begin(), type.getShape().end());
+  b.region = region;
+  if (region != MemRegion::Temp && region != MemRegion::Grad) {
+    b.offset = cursor[region];
+    cursor[region] += alignUp(std::max<int64_t>(1, b.elements()));
+  }
+  int id = static_cast<int>(plan.buffers.size());
+  plan.buffers.push_back(std::move(b));
+  defAt.push_back(-1);
+  lastUse.push_back(-1);
+  if (v)
+    buffers[v] = id;
+  return id;
+}
+
+/// Converts an op's attributes into kernel attributes (the ones the kernels
+/// read: flags, axes, epsilon, heads, kinds, permutations).
+void PlanBuilder::addKernel(Operation *op) {
+  rt::Kernel k;
+  k.op = op->getName().stripDialect().str();
+  for (Value v : op->getOperands())
+    k.inputs.push_back(bufferOf(v));
+  for (Value v : op->getResults())
+    k.outputs.push_back(bufferOf(v));
+  for (NamedAttribute attr : op->getAttrs()) {
+    rt::Attr a;
+    Attribute v = attr.getValue();
+    if (auto b = dyn_cast<BoolAttr>(v)) {
+      a.i = b.getValue();
+    } else if (auto i = dyn_cast<IntegerAttr>(v)) {
+      a.i = i.getInt();
+    } else if (auto f = dyn_cast<FloatAttr>(v)) {
+      a.kind = rt::Attr::Kind::Float;
+      a.f = f.getValueAsDouble();
+    } else if (auto s = dyn_cast<StringAttr>(v)) {
+      a.kind = rt::Attr::Kind::Str;
+      a.s = s.str();
+    } else if (auto arr = dyn_cast<ArrayAttr>(v);
+               arr && llvm::all_of(arr, [](Attribute e) {
+                 return isa<IntegerAttr>(e);
+               })) {
+      a.kind = rt::Attr::Kind::Ints;
+      for (Attribute e : arr)
+        a.ints.push_back(cast<IntegerAttr>(e).getInt());
+    } else {
+      continue;
+    }
+    k.attrs[attr.getName().str()] = a;
+  }
+  int index = static_cast<int>(plan.kernels.size());
+  for (int in : k.inputs)
+    lastUse[in] = std::max<int64_t>(lastUse[in], index);
+  for (int out : k.outputs)
+    if (defAt[out] < 0)
+      defAt[out] = index;
+  plan.kernels.push_back(std::move(k));
+}
+
+/// First-fit by decreasing size: a temporary may share memory with any whose
+/// lifetime [def, last use] does not overlap its own.
+void PlanBuilder::placeTemporaries() {
+  std::vector<int> temps;
+  for (size_t i = 0; i < plan.buffers.size(); ++i)
+    if (plan.buffers[i].region == MemRegion::Temp)
+      temps.push_back(static_cast<int>(i));
+  std::stable_sort(temps.begin(), temps.end(), [&](int a, int b) {
+    return plan.buffers[a].elements() > plan.buffers[b].elements();
+  });
+  std::vector<int> placed;
+  int64_t size = 0;
+  for (int t : temps) {
+    int64_t need = alignUp(std::max<int64_t>(1, plan.buffers[t].elements()));
+    int64_t lo = defAt[t], hi = std::max(lastUse[t], defAt[t]);
+    std::vector<std::pair<int64_t, int64_t>> busy;
+    for (int p : placed) {
+      int64_t plo = defAt[p], phi = std::max(lastUse[p], defAt[p]);
+      if (plo <= hi && lo <= phi)
+        busy.push_back({plan.buffers[p].offset,
+                        plan.buffers[p].offset +
+                            alignUp(std::max<int64_t>(
+                                1, plan.buffers[p].elements()))});
+    }
+    std::sort(busy.begin(), busy.end());
+    int64_t offset = 0;
+    for (auto [b, e] : busy) {
+      if (offset + need <= b)
+        break;
+      offset = std::max(offset, e);
+    }
+    plan.buffers[t].offset = offset;
+    size = std::max(size, offset + need);
+    placed.push_back(t);
+  }
+  plan.regionSize[MemRegion::Temp] = size;
+}
+
+FailureOr<rt::Plan> PlanBuilder::build() {
+  plan.model = func.getSymName().str();
+  plan.kind = func->hasAttr(kStepAttrName) ? "step" : "eval";
+  for (MemRegion r : {MemRegion::Param, MemRegion::Grad, MemRegion::Input, MemRegion::Const,
+                   MemRegion::Temp})
+    cursor[r] = 0;
+
+  // Gradients that can be written in place: a value computed by a kernel,
+  // read by nothing but its gt.gradient.
+  DenseMap<Value, GradientOp> inPlaceGrad;
+  func.walk([&](GradientOp g) {
+    Value v = g.getGrad();
+    Operation *def = v.getDefiningOp();
+    if (def && v.hasOneUse() &&
+        !isa<ParamOp, ConstantOp, InputOp, LabelOp, PositionsOp>(def))
+      inPlaceGrad[v] = g;
+  });
+  llvm::StringMap<int> paramIndex;
+
+  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  for (Operation &op : func.getBody().front().without_terminator()) {
+    if (auto p = dyn_cast<ParamOp>(op)) {
+      FailureOr<int> id = addBuffer(p, MemRegion::Param, p.getName().str());
+      if (failed(id))
+        return failure();
+      paramIndex[p.getName()] = static_cast<int>(plan.params.size());
+      rt::Param param;
+      param.name = p.getName().str();
+      param.buffer = *id;
+      param.init = p.getInit().str();
+      for (Attribute a : p.getArgs())
+        param.args.push_back(cast<FloatAttr>(a).getValueAsDouble());
+      plan.params.push_back(std::move(param));
+      continue;
+    }
+    if (isa<InputOp, LabelOp>(op)) {
+      StringRef name = isa<InputOp>(op) ? cast<InputOp>(op).getName()
+                                        : cast<LabelOp>(op).getName();
+      FailureOr<int> id = addBuffer(op.getResult(0), MemRegion::Input, name.str());
+      if (failed(id))
+        return failure();
+      plan.feeds.push_back({name.str(), *id, isa<LabelOp>(op)});
+      continue;
+    }
+    if (isa<ConstantOp, PositionsOp>(op)) {
+      FailureOr<int> id = addBuffer(op.getResult(0), MemRegion::Const,
+                                    op.getName().stripDialect().str());
+      if (failed(id))
+        return failure();
+      rt::Constant c;
+      c.buffer = *id;
+      if (auto pos = dyn_cast<PositionsOp>(op)) {
+        for (uint64_t i = 0; i < pos.getLength(); ++i)
+          c.values.push_back(static_cast<double>(i));
+      } else {
+        auto dense = dyn_cast<DenseElementsAttr>(cast<ConstantOp>(op).getValue());
+        if (!dense)
+          return op.emitError("the plan supports dense constants only");
+        if (dense.isSplat()) {
+          c.values.push_back(
+              isa<FloatType>(dense.getElementType())
+                  ? dense.getSplatValue<APFloat>().convertToDouble()
+                  : double(dense.getSplatValue<APInt>().getSExtValue()));
+        } else if (isa<FloatType>(dense.getElementType())) {
+          for (APFloat v : dense.getValues<APFloat>())
+            c.values.push_back(v.convertToDouble());
+        } else {
+          for (APInt v : dense.getValues<APInt>())
+            c.values.push_back(double(v.getSExtValue()));
+        }
+      }
+      plan.constants.push_back(std::move(c));
+      continue;
+    }
+    if (auto g = dyn_cast<GradientOp>(op)) {
+      auto it = paramIndex.find(g.getName());
+      if (it == paramIndex.end())
+        return g.emitError("gradient of unknown parameter '")
+               << g.getName() << "'";
+      rt::Param &param = plan.params[it->second];
+      if (param.grad >= 0)
+        return g.emitError("parameter '") << g.getName()
+                                          << "' has two gradients";
+      if (inPlaceGrad.count(g.getGrad())) {
+        param.grad = bufferOf(g.getGrad());
+      } else {
+        FailureOr<int> id =
+            addBuffer(Value(), MemRegion::Grad, "grad " + param.name);
+        if (failed(id))
+          return failure();
+        plan.buffers[*id].shape = plan.buffers[param.buffer].shape;
+        param.grad = *id;
+        rt::Kernel copy;
+        copy.op = "copy";
+        copy.inputs = {bufferOf(g.getGrad())};
+        copy.outputs = {*id};
+        int index = static_cast<int>(plan.kernels.size());
+        lastUse[copy.inputs[0]] = std::max<int64_t>(lastUse[copy.inputs[0]],
+                                                     index);
+        defAt[*id] = index;
+        plan.kernels.push_back(std::move(copy));
+      }
+      continue;
+    }
+    // A computing op: results are temporaries, or gradients in place.
+    for (Value r : op.getResults()) {
+      auto g = inPlaceGrad.find(r);
+      FailureOr<int> id =
+          addBuffer(r, g == inPlaceGrad.end() ? MemRegion::Temp : MemRegion::Grad,
+                    op.getName().stripDialect().str());
+      if (failed(id))
+        return failure();
+    }
+    addKernel(&op);
+  }
+
+  // Results: the loss, then an optional accuracy. They must outlive the step.
+  if (ret.getNumOperands() < 1 || ret.getNumOperands() > 2)
+    return func.emitError("a plan's function returns the loss and, "
+                          "optionally, the accuracy");
+  std::vector<int> outs;
+  for (Value v : ret.getOperands()) {
+    if (!buffers.count(v))
+      return func.emitError("the returned value is not computed by a kernel");
+    outs.push_back(bufferOf(v));
+    lastUse[outs.back()] = INT_MAX;
+  }
+  plan.loss = outs[0];
+  plan.accuracy = outs.size() > 1 ? outs[1] : -1;
+
+  // Gradients live at their parameter's offset; every parameter has one.
+  for (rt::Param &p : plan.params) {
+    if (plan.kind == "step" && p.grad < 0)
+      return func.emitError("parameter '") << p.name << "' has no gradient";
+    if (p.grad < 0)
+      continue;
+    if (plan.buffers[p.grad].elements() != plan.buffers[p.buffer].elements())
+      return func.emitError("the gradient of '")
+             << p.name << "' does not have the parameter's shape";
+    plan.buffers[p.grad].offset = plan.buffers[p.buffer].offset;
+  }
+  plan.regionSize[MemRegion::Param] = cursor[MemRegion::Param];
+  plan.regionSize[MemRegion::Grad] =
+      plan.kind == "step" ? cursor[MemRegion::Param] : 0;
+  plan.regionSize[MemRegion::Input] = cursor[MemRegion::Input];
+  plan.regionSize[MemRegion::Const] = cursor[MemRegion::Const];
+  placeTemporaries();
+  return plan;
+}
+
+} // namespace
+
+FailureOr<gtc::rt::Plan> gtc::buildPlan(func::FuncOp func, TrainOp train) {
+  FailureOr<rt::Plan> plan = PlanBuilder(func).build();
+  if (failed(plan))
+    return failure();
+  if (train)
+    plan->config = trainConfig(train);
+  for (const rt::Buffer &b : plan->buffers)
+    if (b.region == MemRegion::Input && !b.shape.empty())
+      plan->batch = std::max(plan->batch, b.shape[0]);
+  return plan;
+}
+
+gtc::rt::TrainConfig gtc::trainConfig(TrainOp train) {
+  rt::TrainConfig c;
+  auto i64 = [&](StringRef key, auto &out) {
+    if (auto a = train->getAttrOfType<IntegerAttr>(key))
+      out = a.getInt();
+  };
+  i64("batch", c.batch);
+  i64("epochs", c.epochs);
+  i64("steps", c.steps);
+  i64("seed", c.seed);
+  i64("log_every", c.logEvery);
+  i64("eval_every", c.evalEvery);
+  if (auto a = train->getAttrOfType<FloatAttr>("grad_clip"))
+    c.gradClip = a.getValueAsDouble();
+  if (auto a = train->getAttrOfType<StringAttr>("precision"))
+    c.precision = a.str();
+  auto source = [&](StringRef key, rt::TrainConfig::Source &s) {
+    auto d = train->getAttrOfType<DictionaryAttr>(key);
+    if (!d)
+      return;
+    auto str = [&](StringRef k) {
+      auto a = d.getAs<StringAttr>(k);
+      return a ? a.str() : std::string();
+    };
+    s.kind = str("kind");
+    s.images = str("images");
+    s.labels = str("labels");
+    s.path = str("path");
+    if (auto a = d.getAs<FloatAttr>("scale"))
+      s.scale = a.getValueAsDouble();
+    if (auto a = d.getAs<IntegerAttr>("seq"))
+      s.seq = a.getInt();
+  };
+  source("data", c.data);
+  source("eval", c.eval);
+  if (auto o = train->getAttrOfType<DictionaryAttr>("optimizer")) {
+    auto f64 = [&](StringRef k, double &out) {
+      if (auto a = o.getAs<FloatAttr>(k))
+        out = a.getValueAsDouble();
+    };
+    c.optimizer = o.getAs<StringAttr>("name").str();
+    c.weightDecay = c.optimizer == "adamw" ? 0.01 : 0.0;
+    f64("lr", c.lr);
+    f64("eps", c.eps);
+    f64("weight_decay", c.weightDecay);
+    f64("momentum", c.momentum);
+    f64("dampening", c.dampening);
+    if (auto a = o.getAs<BoolAttr>("nesterov"))
+      c.nesterov = a.getValue();
+    if (auto betas = o.getAs<ArrayAttr>("betas"); betas && betas.size() == 2) {
+      c.beta1 = cast<FloatAttr>(betas[0]).getValueAsDouble();
+      c.beta2 = cast<FloatAttr>(betas[1]).getValueAsDouble();
+    }
+  }
+  if (auto s = train->getAttrOfType<DictionaryAttr>("schedule")) {
+    c.schedule = s.getAs<StringAttr>("name").str();
+    if (auto a = s.getAs<IntegerAttr>("warmup"))
+      c.warmup = a.getInt();
+    if (auto a = s.getAs<FloatAttr>("final"))
+      c.final = a.getValueAsDouble();
+  }
+  return c;
+}

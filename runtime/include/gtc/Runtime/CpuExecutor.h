@@ -1,0 +1,72 @@
+//===- CpuExecutor.h - Runs a plan on the CPU -------------------*- C++ -*-===//
+//
+// Executes the kernels of a plan on the CPU: GEMMs through OpenBLAS, every
+// other kernel written here and split across threads by output elements, so
+// results do not depend on scheduling. The executor is a template on the
+// float type: float for training, double for gradient checks (every f32
+// buffer of the plan is then computed in float64).
+//===----------------------------------------------------------------------===//
+
+#ifndef GTC_RUNTIME_CPUEXECUTOR_H
+#define GTC_RUNTIME_CPUEXECUTOR_H
+
+#include "gtc/Runtime/Plan.h"
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
+namespace gtc::rt {
+
+/// A problem found while running a plan (e.g. a label out of range): the
+/// message says where and what to do.
+struct RuntimeError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// Runs `fn(begin, end)` over [0, n) on the runtime's worker threads, in
+/// contiguous chunks; returns when all are done.
+void parallelFor(int64_t n, const std::function<void(int64_t, int64_t)> &fn,
+                 int64_t grain = 1);
+/// Sets the number of threads (0: the machine's cores). Also OpenBLAS's.
+void setThreads(int threads);
+int threads();
+
+template <typename T> class CpuExecutor {
+public:
+  /// Checks that every kernel of the plan is known (RuntimeError if not) and
+  /// allocates the regions (zeroed) and the constants.
+  explicit CpuExecutor(const Plan &plan);
+  ~CpuExecutor();
+  CpuExecutor(const CpuExecutor &) = delete;
+  CpuExecutor &operator=(const CpuExecutor &) = delete;
+
+  const Plan &plan() const { return plan_; }
+  /// The data of buffer `id`: T elements for f32 buffers, int32_t for i32.
+  void *data(int id) const;
+  T *floats(int id) const { return static_cast<T *>(data(id)); }
+  int32_t *ints(int id) const { return static_cast<int32_t *>(data(id)); }
+  /// The start of a region (parameters and gradients are flat, same layout).
+  T *region(Region r) const;
+  int64_t regionElements(Region r) const;
+
+  /// Fills every parameter from its initializer with a generator seeded from
+  /// (seed, parameter name): independent of order and of the other parameters.
+  void initParams(uint64_t seed);
+  /// Runs all kernels in order.
+  void run();
+
+private:
+  using KernelFn = void (*)(CpuExecutor &, const Kernel &);
+  const Plan &plan_;
+  std::vector<KernelFn> fns_;
+  std::map<Region, std::unique_ptr<std::byte[]>> regions_;
+};
+
+extern template class CpuExecutor<float>;
+extern template class CpuExecutor<double>;
+
+} // namespace gtc::rt
+
+#endif // GTC_RUNTIME_CPUEXECUTOR_H

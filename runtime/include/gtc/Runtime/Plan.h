@@ -1,0 +1,147 @@
+//===- Plan.h - The executable description of a training step ---*- C++ -*-===//
+//
+// A plan is what the compiler hands the runtime: buffers placed in a few
+// memory regions by a static, liveness-based memory plan, the kernels in
+// order with their arguments, the parameters with their initializers, and the
+// training configuration. It has no MLIR in it; `serialize`/`deserialize`
+// give it a versioned text form (for `gtc compile` and for inspection with
+// `gtc run --emit=plan`).
+//===----------------------------------------------------------------------===//
+
+#ifndef GTC_RUNTIME_PLAN_H
+#define GTC_RUNTIME_PLAN_H
+
+#include "gtc/Runtime/Data.h"
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace gtc::rt {
+
+/// The plan format version written by serialize() and accepted by
+/// deserialize().
+inline constexpr int kPlanVersion = 1;
+
+/// Where a buffer lives. Parameters, gradients and optimizer state have the
+/// same layout (a parameter's gradient is at the same offset in Grad), so the
+/// optimizer is one pass over flat memory.
+enum class Region : uint8_t {
+  Param, ///< Trainable parameters (persistent).
+  Grad,  ///< Their gradients, written by the backward pass.
+  Input, ///< Inputs and labels, filled from the data loader each step.
+  Const, ///< Constants, filled once when the plan is loaded.
+  Temp,  ///< Activations and other temporaries, reused per the memory plan.
+};
+
+const char *regionName(Region r);
+
+/// One tensor of the plan. Offsets and sizes are in 4-byte elements, so an
+/// executor may widen every element (float64 for gradient checks) by scaling.
+struct Buffer {
+  std::string name; ///< The value's name in the IR, for --explain and errors.
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  Region region = Region::Temp;
+  int64_t offset = 0; ///< In elements from the start of the region.
+  int64_t elements() const;
+};
+
+/// An attribute of a kernel: an integer, a float, a string or an int list.
+struct Attr {
+  enum class Kind { Int, Float, Str, Ints } kind = Kind::Int;
+  int64_t i = 0;
+  double f = 0;
+  std::string s;
+  std::vector<int64_t> ints;
+};
+
+/// One kernel launch: the op (a gt op name without "gt."), buffer ids.
+struct Kernel {
+  std::string op;
+  std::vector<int> inputs;
+  std::vector<int> outputs;
+  std::map<std::string, Attr> attrs;
+
+  int64_t intAttr(const std::string &key, int64_t fallback) const;
+  double floatAttr(const std::string &key, double fallback) const;
+  std::string strAttr(const std::string &key, const std::string &fallback) const;
+  std::vector<int64_t> intsAttr(const std::string &key) const;
+};
+
+/// A trainable parameter: its buffer, gradient buffer and initializer.
+struct Param {
+  std::string name;
+  int buffer = -1;
+  int grad = -1;
+  std::string init; ///< zeros, ones, constant, normal, uniform
+  std::vector<double> args;
+};
+
+/// A constant buffer's values: one value (a splat) or one per element.
+struct Constant {
+  int buffer = -1;
+  std::vector<double> values;
+};
+
+/// A model input or label: which buffer the loader fills.
+struct Feed {
+  std::string name;
+  int buffer = -1;
+  bool label = false;
+};
+
+/// The train block, with defaults filled in by the compiler.
+struct TrainConfig {
+  struct Source {
+    std::string kind; ///< "" (none), idx, tokens, text
+    std::string images, labels, path;
+    double scale = 1.0;
+    int64_t seq = 0;
+  };
+  Source data, eval;
+  int64_t batch = 32;
+  int64_t epochs = 0; ///< 0: use steps
+  int64_t steps = 0;  ///< 0: use epochs
+  uint64_t seed = 0;
+  std::string optimizer = "adamw"; ///< sgd, adam, adamw
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double weightDecay = 0.01, momentum = 0, dampening = 0;
+  bool nesterov = false;
+  std::string schedule = "constant"; ///< constant, linear, cosine
+  int64_t warmup = 0;
+  double final = 0; ///< lr at the end of linear/cosine decay, times lr
+  double gradClip = 0; ///< 0: no clipping
+  std::string precision = "fp32";
+  int64_t logEvery = 0;  ///< 0: the runtime chooses
+  int64_t evalEvery = 0; ///< 0: once per epoch (or at the end)
+};
+
+/// A compiled training step (or evaluation pass) of one model.
+struct Plan {
+  std::string model;
+  std::string kind = "step"; ///< "step" (forward + backward) or "eval"
+  int64_t batch = 0;
+  std::vector<Buffer> buffers;
+  std::vector<Kernel> kernels;
+  std::vector<Param> params;
+  std::vector<Constant> constants;
+  std::vector<Feed> feeds;
+  int loss = -1;     ///< Buffer of the scalar loss.
+  int accuracy = -1; ///< Buffer of the scalar accuracy (eval), or -1.
+  /// Region sizes in elements.
+  std::map<Region, int64_t> regionSize;
+  TrainConfig config;
+
+  int64_t parameterCount() const;
+};
+
+/// The versioned text form of a plan.
+std::string serialize(const Plan &plan);
+/// Parses serialize()'s output; on failure returns false and sets `error`
+/// (with the line number).
+bool deserialize(const std::string &text, Plan &plan, std::string &error);
+
+} // namespace gtc::rt
+
+#endif // GTC_RUNTIME_PLAN_H

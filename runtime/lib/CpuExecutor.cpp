@@ -1,0 +1,1022 @@
+//===- CpuExecutor.cpp - Runs a plan on the CPU ---------------------------===//
+
+#include "gtc/Runtime/CpuExecutor.h"
+#include "gtc/Runtime/Rng.h"
+#include <algorithm>
+#include <cblas.h>
+#include <cmath>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+using namespace gtc::rt;
+
+//===----------------------------------------------------------------------===//
+// Threads
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// A fixed pool of workers; parallelFor hands each a contiguous chunk.
+class Pool {
+public:
+  static Pool &get() {
+    static Pool pool;
+    return pool;
+  }
+
+  void resize(int n) {
+    stop();
+    count = std::max(1, n);
+    for (int i = 1; i < count; ++i)
+      workers.emplace_back([this, i] { loop(i); });
+  }
+
+  int size() const { return count; }
+
+  void run(int64_t n, const std::function<void(int64_t, int64_t)> &fn,
+           int64_t grain) {
+    int64_t chunks = std::min<int64_t>(count, (n + grain - 1) / grain);
+    if (chunks <= 1 || inside) {
+      fn(0, n);
+      return;
+    }
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      job = &fn;
+      total = n;
+      parts = chunks;
+      pending = chunks - 1;
+      ++generation;
+    }
+    cv.notify_all();
+    inside = true;
+    fn(0, n / chunks);
+    inside = false;
+    std::unique_lock<std::mutex> lock(mu);
+    done.wait(lock, [&] { return pending == 0; });
+    job = nullptr;
+  }
+
+  ~Pool() { stop(); }
+
+private:
+  Pool() { resize(static_cast<int>(std::thread::hardware_concurrency())); }
+
+  void loop(int index) {
+    uint64_t seen = 0;
+    while (true) {
+      const std::function<void(int64_t, int64_t)> *fn;
+      int64_t n, chunks;
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return quit || generation != seen; });
+        if (quit)
+          return;
+        seen = generation;
+        fn = job;
+        n = total;
+        chunks = parts;
+      }
+      if (index < chunks) {
+        inside = true;
+        (*fn)(n * index / chunks, n * (index + 1) / chunks);
+        inside = false;
+        std::lock_guard<std::mutex> lock(mu);
+        if (--pending == 0)
+          done.notify_one();
+      }
+    }
+  }
+
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      quit = true;
+    }
+    cv.notify_all();
+    for (std::thread &t : workers)
+      t.join();
+    workers.clear();
+    quit = false;
+  }
+
+  int count = 1;
+  std::vector<std::thread> workers;
+  std::mutex mu;
+  std::condition_variable cv, done;
+  const std::function<void(int64_t, int64_t)> *job = nullptr;
+  int64_t total = 0, parts = 0, pending = 0;
+  uint64_t generation = 0;
+  bool quit = false;
+  static thread_local bool inside;
+};
+
+thread_local bool Pool::inside = false;
+
+} // namespace
+
+void gtc::rt::parallelFor(int64_t n,
+                          const std::function<void(int64_t, int64_t)> &fn,
+                          int64_t grain) {
+  if (n <= 0)
+    return;
+  Pool::get().run(n, fn, std::max<int64_t>(1, grain));
+}
+
+void gtc::rt::setThreads(int n) {
+  if (n <= 0)
+    n = static_cast<int>(std::thread::hardware_concurrency());
+  Pool::get().resize(n);
+  openblas_set_num_threads(n);
+}
+
+int gtc::rt::threads() { return Pool::get().size(); }
+
+//===----------------------------------------------------------------------===//
+// Kernels
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+template <typename T> using Exec = CpuExecutor<T>;
+
+const std::vector<int64_t> &shapeOf(const Plan &p, int id) {
+  return p.buffers[id].shape;
+}
+int64_t countOf(const Plan &p, int id) { return p.buffers[id].elements(); }
+
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a,
+          const float *b, float *c, float beta) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+              tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, ta ? m : k, b,
+              tb ? k : n, beta, c, n);
+}
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double *a,
+          const double *b, double *c, double beta) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+              tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0, a, ta ? m : k, b,
+              tb ? k : n, beta, c, n);
+}
+
+/// Row-major strides of `shape` aligned to the right of an `rank`-dimensional
+/// result, with 0 where the dimension is broadcast.
+std::vector<int64_t> broadcastStrides(const std::vector<int64_t> &shape,
+                                      size_t rank) {
+  std::vector<int64_t> strides(rank, 0);
+  int64_t s = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    size_t d = shape.size() - 1 - i;
+    size_t o = rank - 1 - i;
+    strides[o] = shape[d] == 1 ? 0 : s;
+    s *= shape[d];
+  }
+  return strides;
+}
+
+/// Calls fn(outIndex, aIndex, bIndex) for every element of a broadcast.
+template <typename Fn>
+void forEachBroadcast(const std::vector<int64_t> &out,
+                      const std::vector<int64_t> &sa,
+                      const std::vector<int64_t> &sb, int64_t begin,
+                      int64_t end, Fn fn) {
+  size_t rank = out.size();
+  std::vector<int64_t> idx(rank, 0);
+  int64_t rem = begin;
+  int64_t ia = 0, ib = 0;
+  for (size_t d = rank; d-- > 0;) {
+    idx[d] = rem % out[d];
+    rem /= out[d];
+    ia += idx[d] * sa[d];
+    ib += idx[d] * sb[d];
+  }
+  for (int64_t i = begin; i < end; ++i) {
+    fn(i, ia, ib);
+    for (size_t d = rank; d-- > 0;) {
+      ++idx[d];
+      ia += sa[d];
+      ib += sb[d];
+      if (idx[d] < out[d])
+        break;
+      ia -= sa[d] * out[d];
+      ib -= sb[d] * out[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+template <typename T, typename Op> void binary(Exec<T> &e, const Kernel &k) {
+  const Plan &p = e.plan();
+  const T *a = e.floats(k.inputs[0]), *b = e.floats(k.inputs[1]);
+  T *y = e.floats(k.outputs[0]);
+  const auto &out = shapeOf(p, k.outputs[0]);
+  int64_t n = countOf(p, k.outputs[0]);
+  int64_t na = countOf(p, k.inputs[0]), nb = countOf(p, k.inputs[1]);
+  Op op;
+  if (na == n && nb == n) {
+    parallelFor(n, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i)
+        y[i] = op(a[i], b[i]);
+    }, 4096);
+    return;
+  }
+  if (na == n && nb == 1) {
+    T s = b[0];
+    parallelFor(n, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i)
+        y[i] = op(a[i], s);
+    }, 4096);
+    return;
+  }
+  if (na == n && n % nb == 0 && shapeOf(p, k.inputs[1]).size() <= out.size()) {
+    // b repeats along leading dimensions (a bias-like operand).
+    const auto &bs = shapeOf(p, k.inputs[1]);
+    bool trailing = true;
+    for (size_t i = 0; i < bs.size(); ++i)
+      trailing &= bs[bs.size() - 1 - i] == out[out.size() - 1 - i];
+    if (trailing) {
+      parallelFor(n / nb, [&](int64_t lo, int64_t hi) {
+        for (int64_t r = lo; r < hi; ++r)
+          for (int64_t j = 0; j < nb; ++j)
+            y[r * nb + j] = op(a[r * nb + j], b[j]);
+      }, std::max<int64_t>(1, 4096 / nb));
+      return;
+    }
+  }
+  auto sa = broadcastStrides(shapeOf(p, k.inputs[0]), out.size());
+  auto sb = broadcastStrides(shapeOf(p, k.inputs[1]), out.size());
+  parallelFor(n, [&](int64_t lo, int64_t hi) {
+    forEachBroadcast(out, sa, sb, lo, hi, [&](int64_t i, int64_t ia,
+                                              int64_t ib) {
+      y[i] = op(a[ia], b[ib]);
+    });
+  }, 4096);
+}
+
+struct Add {
+  template <typename T> T operator()(T a, T b) const { return a + b; }
+};
+struct Sub {
+  template <typename T> T operator()(T a, T b) const { return a - b; }
+};
+struct Mul {
+  template <typename T> T operator()(T a, T b) const { return a * b; }
+};
+struct Div {
+  template <typename T> T operator()(T a, T b) const { return a / b; }
+};
+
+template <typename T> T geluTanh(T x) {
+  const T c = T(0.7978845608028654); // sqrt(2/pi)
+  return T(0.5) * x * (T(1) + std::tanh(c * (x + T(0.044715) * x * x * x)));
+}
+template <typename T> T geluExact(T x) {
+  return T(0.5) * x * (T(1) + std::erf(x * T(0.7071067811865476)));
+}
+
+template <typename T, typename Fn>
+void unaryApply(Exec<T> &e, const Kernel &k, Fn fn) {
+  const T *x = e.floats(k.inputs[0]);
+  T *y = e.floats(k.outputs[0]);
+  parallelFor(countOf(e.plan(), k.outputs[0]), [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i)
+      y[i] = fn(x[i]);
+  }, 4096);
+}
+
+template <typename T> void relu(Exec<T> &e, const Kernel &k) {
+  unaryApply(e, k, [](T x) { return x > T(0) ? x : T(0); });
+}
+template <typename T> void neg(Exec<T> &e, const Kernel &k) {
+  unaryApply(e, k, [](T x) { return -x; });
+}
+template <typename T> void tanhK(Exec<T> &e, const Kernel &k) {
+  unaryApply(e, k, [](T x) { return std::tanh(x); });
+}
+template <typename T> void expK(Exec<T> &e, const Kernel &k) {
+  unaryApply(e, k, [](T x) { return std::exp(x); });
+}
+template <typename T> void logK(Exec<T> &e, const Kernel &k) {
+  unaryApply(e, k, [](T x) { return std::log(x); });
+}
+template <typename T> void sqrtK(Exec<T> &e, const Kernel &k) {
+  unaryApply(e, k, [](T x) { return std::sqrt(x); });
+}
+template <typename T> void sigmoid(Exec<T> &e, const Kernel &k) {
+  unaryApply(e, k, [](T x) { return T(1) / (T(1) + std::exp(-x)); });
+}
+template <typename T> void gelu(Exec<T> &e, const Kernel &k) {
+  if (k.intAttr("approximate", 0))
+    unaryApply(e, k, [](T x) { return geluTanh(x); });
+  else
+    unaryApply(e, k, [](T x) { return geluExact(x); });
+}
+
+template <typename T> void activationGrad(Exec<T> &e, const Kernel &k) {
+  const T *dy = e.floats(k.inputs[0]), *x = e.floats(k.inputs[1]);
+  T *dx = e.floats(k.outputs[0]);
+  std::string kind = k.strAttr("kind", "");
+  int64_t n = countOf(e.plan(), k.outputs[0]);
+  auto apply = [&](auto deriv) {
+    parallelFor(n, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i)
+        dx[i] = dy[i] * deriv(x[i]);
+    }, 4096);
+  };
+  if (kind == "relu")
+    apply([](T v) { return v > T(0) ? T(1) : T(0); });
+  else if (kind == "tanh")
+    apply([](T v) {
+      T t = std::tanh(v);
+      return T(1) - t * t;
+    });
+  else if (kind == "sigmoid")
+    apply([](T v) {
+      T s = T(1) / (T(1) + std::exp(-v));
+      return s * (T(1) - s);
+    });
+  else if (kind == "exp")
+    apply([](T v) { return std::exp(v); });
+  else if (kind == "log")
+    apply([](T v) { return T(1) / v; });
+  else if (kind == "sqrt")
+    apply([](T v) { return T(0.5) / std::sqrt(v); });
+  else if (kind == "gelu")
+    apply([](T v) {
+      T cdf = T(0.5) * (T(1) + std::erf(v * T(0.7071067811865476)));
+      T pdf = std::exp(T(-0.5) * v * v) * T(0.3989422804014327);
+      return cdf + v * pdf;
+    });
+  else if (kind == "gelu_tanh")
+    apply([](T v) {
+      const T c = T(0.7978845608028654);
+      T u = c * (v + T(0.044715) * v * v * v);
+      T t = std::tanh(u);
+      T du = c * (T(1) + T(3 * 0.044715) * v * v);
+      return T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * du;
+    });
+  else
+    throw RuntimeError("unknown activation kind '" + kind + "'");
+}
+
+template <typename T> void copy(Exec<T> &e, const Kernel &k) {
+  const Plan &p = e.plan();
+  int64_t n = countOf(p, k.outputs[0]);
+  size_t width = p.buffers[k.outputs[0]].dtype == DType::F32 ? sizeof(T) : 4;
+  std::memmove(e.data(k.outputs[0]), e.data(k.inputs[0]), n * width);
+}
+
+template <typename T> void cast(Exec<T> &e, const Kernel &k) {
+  const Plan &p = e.plan();
+  DType from = p.buffers[k.inputs[0]].dtype, to = p.buffers[k.outputs[0]].dtype;
+  int64_t n = countOf(p, k.outputs[0]);
+  if (from == to)
+    return copy(e, k);
+  if (from == DType::I32) {
+    const int32_t *x = e.ints(k.inputs[0]);
+    T *y = e.floats(k.outputs[0]);
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = static_cast<T>(x[i]);
+  } else {
+    const T *x = e.floats(k.inputs[0]);
+    int32_t *y = e.ints(k.outputs[0]);
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = static_cast<int32_t>(x[i]);
+  }
+}
+
+template <typename T> void matmul(Exec<T> &e, const Kernel &k) {
+  const Plan &p = e.plan();
+  const auto &as = shapeOf(p, k.inputs[0]), &bs = shapeOf(p, k.inputs[1]);
+  const auto &ys = shapeOf(p, k.outputs[0]);
+  bool ta = k.intAttr("transpose_a", 0), tb = k.intAttr("transpose_b", 0);
+  int64_t m = ys[ys.size() - 2], n = ys.back();
+  int64_t kk = ta ? as[as.size() - 2] : as.back();
+  const T *a = e.floats(k.inputs[0]), *b = e.floats(k.inputs[1]);
+  T *y = e.floats(k.outputs[0]);
+  int64_t batch = countOf(p, k.outputs[0]) / (m * n);
+  if (bs.size() == 2 && !ta) {
+    // A shared rank-2 operand: one GEMM over all rows of a.
+    gemm(false, tb, batch * m, n, kk, a, b, y, T(0));
+    return;
+  }
+  std::vector<int64_t> batchShape(ys.begin(), ys.end() - 2);
+  std::vector<int64_t> aBatch(as.begin(), as.end() - 2),
+      bBatch(bs.begin(), bs.end() - 2);
+  auto sa = broadcastStrides(aBatch, batchShape.size());
+  auto sb = broadcastStrides(bBatch, batchShape.size());
+  int64_t aMat = as[as.size() - 2] * as.back(), bMat = bs[bs.size() - 2] * bs.back();
+  std::vector<std::pair<int64_t, int64_t>> offsets;
+  forEachBroadcast(batchShape, sa, sb, 0, batch,
+                   [&](int64_t, int64_t ia, int64_t ib) {
+                     offsets.push_back({ia, ib});
+                   });
+  for (int64_t i = 0; i < batch; ++i)
+    gemm(ta, tb, m, n, kk, a + offsets[i].first * aMat,
+         b + offsets[i].second * bMat, y + i * m * n, T(0));
+}
+
+template <typename T> void linear(Exec<T> &e, const Kernel &k) {
+  const Plan &p = e.plan();
+  const auto &ws = shapeOf(p, k.inputs[1]);
+  int64_t n = ws[0], kk = ws[1];
+  int64_t m = countOf(p, k.inputs[0]) / kk;
+  T *y = e.floats(k.outputs[0]);
+  gemm(false, true, m, n, kk, e.floats(k.inputs[0]), e.floats(k.inputs[1]), y,
+       T(0));
+  if (k.inputs.size() > 2) {
+    const T *bias = e.floats(k.inputs[2]);
+    parallelFor(m, [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r)
+        for (int64_t j = 0; j < n; ++j)
+          y[r * n + j] += bias[j];
+    }, std::max<int64_t>(1, 4096 / n));
+  }
+}
+
+template <typename T> void layernorm(Exec<T> &e, const Kernel &k) {
+  const Plan &p = e.plan();
+  int64_t d = shapeOf(p, k.inputs[0]).back();
+  int64_t rows = countOf(p, k.inputs[0]) / d;
+  const T *x = e.floats(k.inputs[0]), *w = e.floats(k.inputs[1]),
+          *b = e.floats(k.inputs[2]);
+  T *y = e.floats(k.outputs[0]);
+  double eps = k.floatAttr("epsilon", 1e-5);
+  parallelFor(rows, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const T *xr = x + r * d;
+      double mean = 0, var = 0;
+      for (int64_t j = 0; j < d; ++j)
+        mean += xr[j];
+      mean /= d;
+      for (int64_t j = 0; j < d; ++j)
+        var += (xr[j] - mean) * (xr[j] - mean);
+      var /= d;
+      T rstd = static_cast<T>(1.0 / std::sqrt(var + eps));
+      for (int64_t j = 0; j < d; ++j)
+        y[r * d + j] = (xr[j] - T(mean)) * rstd * w[j] + b[j];
+    }
+  }, 8);
+}
+
+template <typename T> void layernormGrad(Exec<T> &e, const Kernel &k) {
+  const Plan &p = e.plan();
+  int64_t d = shapeOf(p, k.inputs[1]).back();
+  int64_t rows = countOf(p, k.inputs[1]) / d;
+  const T *dy = e.floats(k.inputs[0]), *x = e.floats(k.inputs[1]),
+          *w = e.floats(k.inputs[2]);
+  T *dx = e.floats(k.outputs[0]), *dw = e.floats(k.outputs[1]),
+    *db = e.floats(k.outputs[2]);
+  double eps = k.floatAttr("epsilon", 1e-5);
+  std::vector<T> mean(rows), rstd(rows);
+  parallelFor(rows, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const T *xr = x + r * d;
+      double m = 0, v = 0;
+      for (int64_t j = 0; j < d; ++j)
+        m += xr[j];
+      m /= d;
+      for (int64_t j = 0; j < d; ++j)
+        v += (xr[j] - m) * (xr[j] - m);
+      v /= d;
+      mean[r] = T(m);
+      rstd[r] = T(1.0 / std::sqrt(v + eps));
+      double s1 = 0, s2 = 0; // mean(dxhat), mean(dxhat * xhat)
+      for (int64_t j = 0; j < d; ++j) {
+        double xh = (xr[j] - m) * rstd[r];
+        double g = double(dy[r * d + j]) * w[j];
+        s1 += g;
+        s2 += g * xh;
+      }
+      s1 /= d;
+      s2 /= d;
+      for (int64_t j = 0; j < d; ++j) {
+        double xh = (xr[j] - m) * rstd[r];
+        double g = double(dy[r * d + j]) * w[j];
+        dx[r * d + j] = T(rstd[r] * (g - s1 - xh * s2));
+      }
+    }
+  }, 8);
+  parallelFor(d, [&](int64_t lo, int64_t hi) {
+    for (int64_t j = lo; j < hi; ++j) {
+      double sw = 0, sb = 0;
+      for (int64_t r = 0; r < rows; ++r) {
+        double g = dy[r * d + j];
+        sw += g * (x[r * d + j] - mean[r]) * rstd[r];
+        sb += g;
+      }
+      dw[j] = T(sw);
+      db[j] = T(sb);
+    }
+  }, 16);
+}
+
+/// Splits a shape around `axis` into (outer, n, inner).
+void aroundAxis(const std::vector<int64_t> &s, int64_t axis, int64_t &outer,
+                int64_t &n, int64_t &inner) {
+  if (axis < 0)
+    axis += static_cast<int64_t>(s.size());
+  outer = inner = 1;
+  for (int64_t i = 0; i < axis; ++i)
+    outer *= s[i];
+  n = s[axis];
+  for (size_t i = axis + 1; i < s.size(); ++i)
+    inner *= s[i];
+}
+
+template <typename T> void softmax(Exec<T> &e, const Kernel &k) {
+  int64_t outer, n, inner;
+  aroundAxis(shapeOf(e.plan(), k.inputs[0]), k.intAttr("axis", -1), outer, n,
+             inner);
+  const T *x = e.floats(k.inputs[0]);
+  T *y = e.floats(k.outputs[0]);
+  parallelFor(outer * inner, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      int64_t base = (r / inner) * n * inner + r % inner;
+      T mx = x[base];
+      for (int64_t j = 1; j < n; ++j)
+        mx = std::max(mx, x[base + j * inner]);
+      double sum = 0;
+      for (int64_t j = 0; j < n; ++j)
+        sum += std::exp(double(x[base + j * inner] - mx));
+      for (int64_t j = 0; j < n; ++j)
+        y[base + j * inner] = T(std::exp(double(x[base + j * inner] - mx)) / sum);
+    }
+  }, 8);
+}
+
+template <typename T> void softmaxGrad(Exec<T> &e, const Kernel &k) {
+  int64_t outer, n, inner;
+  aroundAxis(shapeOf(e.plan(), k.inputs[0]), k.intAttr("axis", -1), outer, n,
+             inner);
+  const T *dy = e.floats(k.inputs[0]), *y = e.floats(k.inputs[1]);
+  T *dx = e.floats(k.outputs[0]);
+  parallelFor(outer * inner, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      int64_t base = (r / inner) * n * inner + r % inner;
+      double dot = 0;
+      for (int64_t j = 0; j < n; ++j)
+        dot += double(dy[base + j * inner]) * y[base + j * inner];
+      for (int64_t j = 0; j < n; ++j) {
+        int64_t i = base + j * inner;
+        dx[i] = T(y[i] * (dy[i] - dot));
+      }
+    }
+  }, 8);
+}
+
+/// Shapes of attention: qkv [B, T, 3D], H heads of size D / H.
+struct AttnShape {
+  int64_t b, t, d, h, hd;
+};
+AttnShape attnShape(const Plan &p, int qkv, const Kernel &k) {
+  const auto &s = p.buffers[qkv].shape;
+  AttnShape a{s[0], s[1], s[2] / 3, k.intAttr("heads", 1), 0};
+  a.hd = a.d / a.h;
+  return a;
+}
+
+template <typename T> void attention(Exec<T> &e, const Kernel &k) {
+  AttnShape s = attnShape(e.plan(), k.inputs[0], k);
+  bool causal = k.intAttr("causal", 1);
+  const T *qkv = e.floats(k.inputs[0]);
+  T *y = e.floats(k.outputs[0]);
+  T scale = T(1) / std::sqrt(T(s.hd));
+  parallelFor(s.b * s.h * s.t, [&](int64_t lo, int64_t hi) {
+    std::vector<double> w(s.t);
+    for (int64_t idx = lo; idx < hi; ++idx) {
+      int64_t bi = idx / (s.h * s.t), hi2 = (idx / s.t) % s.h, t = idx % s.t;
+      const T *q = qkv + (bi * s.t + t) * 3 * s.d + hi2 * s.hd;
+      int64_t last = causal ? t : s.t - 1;
+      double mx = -INFINITY;
+      for (int64_t u = 0; u <= last; ++u) {
+        const T *kv = qkv + (bi * s.t + u) * 3 * s.d + s.d + hi2 * s.hd;
+        double dot = 0;
+        for (int64_t c = 0; c < s.hd; ++c)
+          dot += double(q[c]) * kv[c];
+        w[u] = dot * scale;
+        mx = std::max(mx, w[u]);
+      }
+      double sum = 0;
+      for (int64_t u = 0; u <= last; ++u)
+        sum += (w[u] = std::exp(w[u] - mx));
+      T *out = y + (bi * s.t + t) * s.d + hi2 * s.hd;
+      for (int64_t c = 0; c < s.hd; ++c) {
+        double acc = 0;
+        for (int64_t u = 0; u <= last; ++u)
+          acc += w[u] * qkv[(bi * s.t + u) * 3 * s.d + 2 * s.d + hi2 * s.hd + c];
+        out[c] = T(acc / sum);
+      }
+    }
+  }, 4);
+}
+
+template <typename T> void attentionGrad(Exec<T> &e, const Kernel &k) {
+  AttnShape s = attnShape(e.plan(), k.inputs[1], k);
+  bool causal = k.intAttr("causal", 1);
+  const T *dy = e.floats(k.inputs[0]), *qkv = e.floats(k.inputs[1]);
+  T *dqkv = e.floats(k.outputs[0]);
+  double scale = 1.0 / std::sqrt(double(s.hd));
+  auto at = [&](int64_t bi, int64_t t, int64_t part, int64_t h) {
+    return (bi * s.t + t) * 3 * s.d + part * s.d + h * s.hd;
+  };
+  // Each (batch, head) owns its columns of dqkv: no two threads share them.
+  parallelFor(s.b * s.h, [&](int64_t lo, int64_t hi) {
+    std::vector<double> p(s.t), dp(s.t);
+    for (int64_t idx = lo; idx < hi; ++idx) {
+      int64_t bi = idx / s.h, h = idx % s.h;
+      for (int64_t t = 0; t < s.t; ++t)
+        for (int64_t part = 0; part < 3; ++part)
+          std::fill_n(dqkv + at(bi, t, part, h), s.hd, T(0));
+      for (int64_t t = 0; t < s.t; ++t) {
+        const T *q = qkv + at(bi, t, 0, h);
+        const T *g = dy + (bi * s.t + t) * s.d + h * s.hd;
+        int64_t last = causal ? t : s.t - 1;
+        double mx = -INFINITY;
+        for (int64_t u = 0; u <= last; ++u) {
+          const T *kv = qkv + at(bi, u, 1, h);
+          double dot = 0;
+          for (int64_t c = 0; c < s.hd; ++c)
+            dot += double(q[c]) * kv[c];
+          p[u] = dot * scale;
+          mx = std::max(mx, p[u]);
+        }
+        double sum = 0;
+        for (int64_t u = 0; u <= last; ++u)
+          sum += (p[u] = std::exp(p[u] - mx));
+        double pdp = 0;
+        for (int64_t u = 0; u <= last; ++u) {
+          p[u] /= sum;
+          const T *v = qkv + at(bi, u, 2, h);
+          double dot = 0;
+          for (int64_t c = 0; c < s.hd; ++c)
+            dot += double(g[c]) * v[c];
+          dp[u] = dot;
+          pdp += p[u] * dot;
+          T *dv = dqkv + at(bi, u, 2, h);
+          for (int64_t c = 0; c < s.hd; ++c)
+            dv[c] += T(p[u] * g[c]);
+        }
+        T *dq = dqkv + at(bi, t, 0, h);
+        for (int64_t u = 0; u <= last; ++u) {
+          double ds = p[u] * (dp[u] - pdp) * scale;
+          const T *kv = qkv + at(bi, u, 1, h);
+          T *dk = dqkv + at(bi, u, 1, h);
+          for (int64_t c = 0; c < s.hd; ++c) {
+            dq[c] += T(ds * kv[c]);
+            dk[c] += T(ds * q[c]);
+          }
+        }
+      }
+    }
+  }, 1);
+}
+
+template <typename T> void embedding(Exec<T> &e, const Kernel &k) {
+  const Plan &p = e.plan();
+  const int32_t *ids = e.ints(k.inputs[0]);
+  const T *table = e.floats(k.inputs[1]);
+  const auto &ts = shapeOf(p, k.inputs[1]);
+  int64_t v = ts[0], d = ts[1], n = countOf(p, k.inputs[0]);
+  T *y = e.floats(k.outputs[0]);
+  for (int64_t i = 0; i < n; ++i)
+    if (ids[i] < 0 || ids[i] >= v)
+      throw RuntimeError("embedding: index " + std::to_string(ids[i]) +
+                         " is outside the table's " + std::to_string(v) +
+                         " rows; check the data's vocabulary against the "
+                         "model's");
+  parallelFor(n, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i)
+      std::memcpy(y + i * d, table + int64_t(ids[i]) * d, d * sizeof(T));
+  }, 16);
+}
+
+template <typename T> void embeddingGrad(Exec<T> &e, const Kernel &k) {
+  const Plan &p = e.plan();
+  const T *dy = e.floats(k.inputs[0]);
+  const int32_t *ids = e.ints(k.inputs[1]);
+  const auto &ts = shapeOf(p, k.outputs[0]);
+  int64_t v = ts[0], d = ts[1], n = countOf(p, k.inputs[1]);
+  T *dt = e.floats(k.outputs[0]);
+  std::fill_n(dt, v * d, T(0));
+  // Threads own column ranges, so the sum order per element is fixed.
+  parallelFor(d, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t row = ids[i];
+      if (row < 0 || row >= v)
+        continue;
+      for (int64_t j = lo; j < hi; ++j)
+        dt[row * d + j] += dy[i * d + j];
+    }
+  }, 16);
+}
+
+void checkLabel(int32_t label, int64_t classes) {
+  if (label < 0 || label >= classes)
+    throw RuntimeError("cross_entropy: label " + std::to_string(label) +
+                       " is outside the " + std::to_string(classes) +
+                       " classes; check the data's labels against the "
+                       "model's output size");
+}
+
+template <typename T> void crossEntropy(Exec<T> &e, const Kernel &k) {
+  const Plan &p = e.plan();
+  int64_t c = shapeOf(p, k.inputs[0]).back();
+  int64_t rows = countOf(p, k.inputs[0]) / c;
+  const T *x = e.floats(k.inputs[0]);
+  const int32_t *y = e.ints(k.inputs[1]);
+  for (int64_t r = 0; r < rows; ++r)
+    checkLabel(y[r], c);
+  std::vector<double> losses(rows);
+  parallelFor(rows, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const T *xr = x + r * c;
+      double mx = xr[0];
+      for (int64_t j = 1; j < c; ++j)
+        mx = std::max<double>(mx, xr[j]);
+      double sum = 0;
+      for (int64_t j = 0; j < c; ++j)
+        sum += std::exp(double(xr[j]) - mx);
+      losses[r] = std::log(sum) + mx - xr[y[r]];
+    }
+  }, 8);
+  double total = 0;
+  for (double l : losses)
+    total += l;
+  e.floats(k.outputs[0])[0] = T(total / rows);
+}
+
+template <typename T> void crossEntropyGrad(Exec<T> &e, const Kernel &k) {
+  const Plan &p = e.plan();
+  int64_t c = shapeOf(p, k.inputs[1]).back();
+  int64_t rows = countOf(p, k.inputs[1]) / c;
+  double g = e.floats(k.inputs[0])[0];
+  const T *x = e.floats(k.inputs[1]);
+  const int32_t *y = e.ints(k.inputs[2]);
+  T *dx = e.floats(k.outputs[0]);
+  for (int64_t r = 0; r < rows; ++r)
+    checkLabel(y[r], c);
+  parallelFor(rows, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const T *xr = x + r * c;
+      double mx = xr[0];
+      for (int64_t j = 1; j < c; ++j)
+        mx = std::max<double>(mx, xr[j]);
+      double sum = 0;
+      for (int64_t j = 0; j < c; ++j)
+        sum += std::exp(double(xr[j]) - mx);
+      for (int64_t j = 0; j < c; ++j) {
+        double pj = std::exp(double(xr[j]) - mx) / sum;
+        dx[r * c + j] = T((pj - (j == y[r] ? 1.0 : 0.0)) * g / rows);
+      }
+    }
+  }, 8);
+}
+
+template <typename T> void accuracy(Exec<T> &e, const Kernel &k) {
+  const Plan &p = e.plan();
+  int64_t c = shapeOf(p, k.inputs[0]).back();
+  int64_t rows = countOf(p, k.inputs[0]) / c;
+  const T *x = e.floats(k.inputs[0]);
+  const int32_t *y = e.ints(k.inputs[1]);
+  int64_t right = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const T *xr = x + r * c;
+    int64_t best = std::max_element(xr, xr + c) - xr;
+    right += best == y[r];
+  }
+  e.floats(k.outputs[0])[0] = T(double(right) / rows);
+}
+
+/// Sums `x` into `y`, where y's shape broadcasts to x's (sum_to, and sum/mean
+/// through their kept-dimension shape); `scale` multiplies the result.
+template <typename T>
+void reduceInto(const T *x, const std::vector<int64_t> &xs, T *y,
+                const std::vector<int64_t> &ys, double scale) {
+  int64_t nx = 1, ny = 1;
+  for (int64_t d : xs)
+    nx *= d;
+  for (int64_t d : ys)
+    ny *= d;
+  // Fast path: y is the trailing part of x (a bias gradient).
+  bool trailing = ys.size() <= xs.size();
+  for (size_t i = 0; trailing && i < ys.size(); ++i)
+    trailing = ys[ys.size() - 1 - i] == xs[xs.size() - 1 - i];
+  if (trailing) {
+    int64_t rows = nx / ny;
+    parallelFor(ny, [&](int64_t lo, int64_t hi) {
+      for (int64_t j = lo; j < hi; ++j) {
+        double acc = 0;
+        for (int64_t r = 0; r < rows; ++r)
+          acc += x[r * ny + j];
+        y[j] = T(acc * scale);
+      }
+    }, 64);
+    return;
+  }
+  std::vector<double> acc(ny, 0.0);
+  auto sy = broadcastStrides(ys, xs.size());
+  std::vector<int64_t> zero(xs.size(), 0);
+  forEachBroadcast(xs, sy, zero, 0, nx, [&](int64_t i, int64_t iy, int64_t) {
+    acc[iy] += x[i];
+  });
+  for (int64_t j = 0; j < ny; ++j)
+    y[j] = T(acc[j] * scale);
+}
+
+/// The kept-dimension shape of a sum/mean and the number of reduced elements.
+std::vector<int64_t> keptShape(const std::vector<int64_t> &xs,
+                               const std::vector<int64_t> &axes,
+                               int64_t &count) {
+  std::vector<int64_t> kept(xs);
+  count = 1;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    bool reduced = axes.empty();
+    for (int64_t a : axes)
+      reduced |= (a < 0 ? a + static_cast<int64_t>(xs.size()) : a) ==
+                 static_cast<int64_t>(i);
+    if (reduced) {
+      count *= kept[i];
+      kept[i] = 1;
+    }
+  }
+  return kept;
+}
+
+template <typename T> void reduce(Exec<T> &e, const Kernel &k, bool mean) {
+  const Plan &p = e.plan();
+  const auto &xs = shapeOf(p, k.inputs[0]);
+  int64_t count;
+  auto kept = keptShape(xs, k.intsAttr("axes"), count);
+  reduceInto(e.floats(k.inputs[0]), xs, e.floats(k.outputs[0]), kept,
+             mean ? 1.0 / double(count) : 1.0);
+}
+template <typename T> void sum(Exec<T> &e, const Kernel &k) {
+  reduce(e, k, false);
+}
+template <typename T> void meanK(Exec<T> &e, const Kernel &k) {
+  reduce(e, k, true);
+}
+template <typename T> void sumTo(Exec<T> &e, const Kernel &k) {
+  const Plan &p = e.plan();
+  reduceInto(e.floats(k.inputs[0]), shapeOf(p, k.inputs[0]),
+             e.floats(k.outputs[0]), shapeOf(p, k.outputs[0]), 1.0);
+}
+
+template <typename T> void broadcast(Exec<T> &e, const Kernel &k) {
+  const Plan &p = e.plan();
+  const auto &ys = shapeOf(p, k.outputs[0]);
+  auto sx = broadcastStrides(shapeOf(p, k.inputs[0]), ys.size());
+  std::vector<int64_t> zero(ys.size(), 0);
+  const T *x = e.floats(k.inputs[0]);
+  T *y = e.floats(k.outputs[0]);
+  parallelFor(countOf(p, k.outputs[0]), [&](int64_t lo, int64_t hi) {
+    forEachBroadcast(ys, sx, zero, lo, hi,
+                     [&](int64_t i, int64_t ix, int64_t) { y[i] = x[ix]; });
+  }, 4096);
+}
+
+template <typename T> void transpose(Exec<T> &e, const Kernel &k) {
+  const Plan &p = e.plan();
+  const auto &xs = shapeOf(p, k.inputs[0]);
+  const auto &ys = shapeOf(p, k.outputs[0]);
+  auto perm = k.intsAttr("permutation");
+  std::vector<int64_t> xStrides(xs.size(), 1);
+  for (size_t i = xs.size(); i-- > 1;)
+    xStrides[i - 1] = xStrides[i] * xs[i];
+  std::vector<int64_t> sx(ys.size());
+  for (size_t i = 0; i < ys.size(); ++i)
+    sx[i] = xStrides[perm[i]];
+  std::vector<int64_t> zero(ys.size(), 0);
+  bool isInt = p.buffers[k.inputs[0]].dtype == DType::I32;
+  parallelFor(countOf(p, k.outputs[0]), [&](int64_t lo, int64_t hi) {
+    forEachBroadcast(ys, sx, zero, lo, hi, [&](int64_t i, int64_t ix, int64_t) {
+      if (isInt)
+        e.ints(k.outputs[0])[i] = e.ints(k.inputs[0])[ix];
+      else
+        e.floats(k.outputs[0])[i] = e.floats(k.inputs[0])[ix];
+    });
+  }, 4096);
+}
+
+template <typename T>
+const std::unordered_map<std::string, void (*)(Exec<T> &, const Kernel &)> &
+kernelTable() {
+  static const std::unordered_map<std::string,
+                                  void (*)(Exec<T> &, const Kernel &)>
+      table = {
+          {"add", binary<T, Add>},
+          {"sub", binary<T, Sub>},
+          {"mul", binary<T, Mul>},
+          {"div", binary<T, Div>},
+          {"neg", neg<T>},
+          {"relu", relu<T>},
+          {"tanh", tanhK<T>},
+          {"exp", expK<T>},
+          {"log", logK<T>},
+          {"sqrt", sqrtK<T>},
+          {"sigmoid", sigmoid<T>},
+          {"gelu", gelu<T>},
+          {"activation_grad", activationGrad<T>},
+          {"copy", copy<T>},
+          {"reshape", copy<T>},
+          {"cast", cast<T>},
+          {"matmul", matmul<T>},
+          {"linear", linear<T>},
+          {"layernorm", layernorm<T>},
+          {"layernorm_grad", layernormGrad<T>},
+          {"softmax", softmax<T>},
+          {"softmax_grad", softmaxGrad<T>},
+          {"attention", attention<T>},
+          {"attention_grad", attentionGrad<T>},
+          {"embedding", embedding<T>},
+          {"embedding_grad", embeddingGrad<T>},
+          {"cross_entropy", crossEntropy<T>},
+          {"cross_entropy_grad", crossEntropyGrad<T>},
+          {"accuracy", accuracy<T>},
+          {"sum", sum<T>},
+          {"mean", meanK<T>},
+          {"sum_to", sumTo<T>},
+          {"broadcast", broadcast<T>},
+          {"transpose", transpose<T>},
+      };
+  return table;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// The executor
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+CpuExecutor<T>::CpuExecutor(const Plan &plan) : plan_(plan) {
+  for (const Kernel &k : plan.kernels) {
+    auto it = kernelTable<T>().find(k.op);
+    if (it == kernelTable<T>().end())
+      throw RuntimeError("the CPU runtime has no kernel for '" + k.op + "'");
+    fns_.push_back(it->second);
+  }
+  for (auto [region, elements] : plan.regionSize) {
+    size_t bytes = static_cast<size_t>(std::max<int64_t>(elements, 1)) *
+                   sizeof(T);
+    regions_[region].reset(new std::byte[bytes]());
+  }
+  for (const Constant &c : plan.constants) {
+    const Buffer &b = plan.buffers[c.buffer];
+    for (int64_t i = 0; i < b.elements(); ++i) {
+      double v = c.values.size() == 1 ? c.values[0] : c.values[i];
+      if (b.dtype == DType::F32)
+        floats(c.buffer)[i] = static_cast<T>(v);
+      else
+        ints(c.buffer)[i] = static_cast<int32_t>(v);
+    }
+  }
+}
+
+template <typename T> CpuExecutor<T>::~CpuExecutor() = default;
+
+template <typename T> void *CpuExecutor<T>::data(int id) const {
+  const Buffer &b = plan_.buffers[id];
+  return regions_.at(b.region).get() + b.offset * sizeof(T);
+}
+
+template <typename T> T *CpuExecutor<T>::region(Region r) const {
+  return reinterpret_cast<T *>(regions_.at(r).get());
+}
+
+template <typename T>
+int64_t CpuExecutor<T>::regionElements(Region r) const {
+  auto it = plan_.regionSize.find(r);
+  return it == plan_.regionSize.end() ? 0 : it->second;
+}
+
+template <typename T> void CpuExecutor<T>::initParams(uint64_t seed) {
+  for (const Param &p : plan_.params) {
+    Rng rng(mixSeed(seed, p.name));
+    T *w = floats(p.buffer);
+    int64_t n = plan_.buffers[p.buffer].elements();
+    for (int64_t i = 0; i < n; ++i) {
+      double v = 0;
+      if (p.init == "ones")
+        v = 1;
+      else if (p.init == "constant")
+        v = p.args[0];
+      else if (p.init == "normal")
+        v = p.args[0] + p.args[1] * rng.normal();
+      else if (p.init == "uniform")
+        v = p.args[0] + (p.args[1] - p.args[0]) * rng.uniform();
+      w[i] = static_cast<T>(v);
+    }
+  }
+}
+
+template <typename T> void CpuExecutor<T>::run() {
+  for (size_t i = 0; i < fns_.size(); ++i)
+    fns_[i](*this, plan_.kernels[i]);
+}
+
+template class gtc::rt::CpuExecutor<float>;
+template class gtc::rt::CpuExecutor<double>;

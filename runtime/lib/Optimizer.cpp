@@ -1,0 +1,110 @@
+//===- Optimizer.cpp - Optimizers and schedules on flat buffers -----------===//
+
+#include "gtc/Runtime/Optimizer.h"
+#include "gtc/Runtime/CpuExecutor.h"
+#include <cmath>
+
+using namespace gtc::rt;
+
+double gtc::rt::scheduledLr(const TrainConfig &c, int64_t step,
+                            int64_t total) {
+  if (c.warmup > 0 && step < c.warmup)
+    return c.lr * double(step + 1) / double(c.warmup);
+  if (c.schedule == "constant" || total <= c.warmup)
+    return c.lr;
+  double progress =
+      std::min(1.0, double(step - c.warmup) / double(total - c.warmup));
+  double decay = c.schedule == "linear"
+                     ? 1.0 - progress
+                     : 0.5 * (1.0 + std::cos(M_PI * progress));
+  return c.lr * (c.final + (1.0 - c.final) * decay);
+}
+
+template <typename T>
+double gtc::rt::clipGradNorm(T *grad, int64_t n, double maxNorm) {
+  // Partial sums per fixed chunk, added in order: the same result on any
+  // number of threads.
+  constexpr int64_t kChunk = 1 << 16;
+  int64_t chunks = (n + kChunk - 1) / kChunk;
+  std::vector<double> partial(chunks, 0.0);
+  parallelFor(chunks, [&](int64_t lo, int64_t hi) {
+    for (int64_t c = lo; c < hi; ++c) {
+      double s = 0;
+      for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i)
+        s += double(grad[i]) * grad[i];
+      partial[c] = s;
+    }
+  });
+  double total = 0;
+  for (double s : partial)
+    total += s;
+  double norm = std::sqrt(total);
+  double coef = maxNorm / (norm + 1e-6);
+  if (coef < 1.0)
+    parallelFor(n, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i)
+        grad[i] = T(grad[i] * coef);
+    }, 1 << 14);
+  return norm;
+}
+
+template <typename T>
+void gtc::rt::optimizerStep(const TrainConfig &c, double lr, T *param,
+                            const T *grad, int64_t n,
+                            OptimizerState<T> &state) {
+  ++state.step;
+  const double wd = c.weightDecay;
+  if (c.optimizer == "sgd") {
+    const double mom = c.momentum, damp = c.dampening;
+    if (mom != 0 && state.first.size() != static_cast<size_t>(n))
+      state.first.assign(n, T(0));
+    bool first = state.step == 1;
+    T *buf = state.first.data();
+    parallelFor(n, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        T g = grad[i];
+        if (wd != 0)
+          g = T(g + wd * param[i]);
+        if (mom != 0) {
+          buf[i] = first ? g : T(mom * buf[i] + (1 - damp) * g);
+          g = c.nesterov ? T(g + mom * buf[i]) : buf[i];
+        }
+        param[i] = T(param[i] - lr * g);
+      }
+    }, 1 << 14);
+    return;
+  }
+  // Adam and AdamW, in torch.optim's order of operations.
+  if (state.first.size() != static_cast<size_t>(n)) {
+    state.first.assign(n, T(0));
+    state.second.assign(n, T(0));
+  }
+  const double b1 = c.beta1, b2 = c.beta2, eps = c.eps;
+  const double bc1 = 1 - std::pow(b1, double(state.step));
+  const double bc2 = 1 - std::pow(b2, double(state.step));
+  const double stepSize = lr / bc1, bc2Sqrt = std::sqrt(bc2);
+  const bool decoupled = c.optimizer == "adamw";
+  T *m = state.first.data(), *v = state.second.data();
+  parallelFor(n, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      T g = grad[i];
+      if (decoupled)
+        param[i] = T(param[i] * (1 - lr * wd));
+      else if (wd != 0)
+        g = T(g + wd * param[i]);
+      m[i] = T(m[i] + (g - m[i]) * (1 - b1));
+      v[i] = T(v[i] * b2 + (1 - b2) * double(g) * g);
+      T denom = T(std::sqrt(double(v[i])) / bc2Sqrt + eps);
+      param[i] = T(param[i] - stepSize * (m[i] / denom));
+    }
+  }, 1 << 14);
+}
+
+template double gtc::rt::clipGradNorm<float>(float *, int64_t, double);
+template double gtc::rt::clipGradNorm<double>(double *, int64_t, double);
+template void gtc::rt::optimizerStep<float>(const TrainConfig &, double,
+                                            float *, const float *, int64_t,
+                                            OptimizerState<float> &);
+template void gtc::rt::optimizerStep<double>(const TrainConfig &, double,
+                                             double *, const double *,
+                                             int64_t, OptimizerState<double> &);

@@ -1,0 +1,543 @@
+//===- Plan.cpp - The executable description of a training step -----------===//
+//
+// Text form, one record per line, tokens separated by single spaces; strings
+// are percent-encoded so that they never contain spaces or newlines:
+//
+//   gtc-plan 1
+//   model mlp
+//   kind step
+//   batch 128
+//   region param 1863690
+//   buffer f32 param 0 2 1024 784 fc1.weight
+//   kernel linear 3 0 1 2 1 7 0
+//   param 1 8 uniform 2 -0.0357 0.0357 fc1.weight
+//   constant 12 1 1
+//   feed 0 0 x
+//   loss 20
+//   accuracy -1
+//   config lr 0.001
+//   end
+//===----------------------------------------------------------------------===//
+
+#include "gtc/Runtime/Plan.h"
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <type_traits>
+
+using namespace gtc::rt;
+
+const char *gtc::rt::regionName(Region r) {
+  switch (r) {
+  case Region::Param:
+    return "param";
+  case Region::Grad:
+    return "grad";
+  case Region::Input:
+    return "input";
+  case Region::Const:
+    return "const";
+  case Region::Temp:
+    return "temp";
+  }
+  return "?";
+}
+
+int64_t Buffer::elements() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+int64_t Kernel::intAttr(const std::string &key, int64_t fallback) const {
+  auto it = attrs.find(key);
+  return it == attrs.end() ? fallback : it->second.i;
+}
+
+double Kernel::floatAttr(const std::string &key, double fallback) const {
+  auto it = attrs.find(key);
+  return it == attrs.end() ? fallback : it->second.f;
+}
+
+std::string Kernel::strAttr(const std::string &key,
+                            const std::string &fallback) const {
+  auto it = attrs.find(key);
+  return it == attrs.end() ? fallback : it->second.s;
+}
+
+std::vector<int64_t> Kernel::intsAttr(const std::string &key) const {
+  auto it = attrs.find(key);
+  return it == attrs.end() ? std::vector<int64_t>{} : it->second.ints;
+}
+
+int64_t Plan::parameterCount() const {
+  int64_t n = 0;
+  for (const Param &p : params)
+    n += buffers[p.buffer].elements();
+  return n;
+}
+
+//===----------------------------------------------------------------------===//
+// Writing
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+std::string encode(const std::string &s) {
+  if (s.empty())
+    return "%";
+  std::string out;
+  for (unsigned char c : s) {
+    bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                 (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-' ||
+                 c == '/';
+    if (plain) {
+      out.push_back(static_cast<char>(c));
+    } else {
+      char hex[4];
+      std::snprintf(hex, sizeof hex, "%%%02X", c);
+      out += hex;
+    }
+  }
+  return out;
+}
+
+std::string num(double v) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%.17g", v);
+  return s;
+}
+
+const char *dtypeName(DType d) { return d == DType::F32 ? "f32" : "i32"; }
+
+void writeSource(std::ostringstream &os, const char *key,
+                 const TrainConfig::Source &s) {
+  os << "source " << key << ' ' << encode(s.kind) << ' ' << encode(s.images)
+     << ' ' << encode(s.labels) << ' ' << encode(s.path) << ' '
+     << num(s.scale) << ' ' << s.seq << '\n';
+}
+
+} // namespace
+
+std::string gtc::rt::serialize(const Plan &plan) {
+  std::ostringstream os;
+  os << "gtc-plan " << kPlanVersion << '\n';
+  os << "model " << encode(plan.model) << '\n';
+  os << "kind " << encode(plan.kind) << '\n';
+  os << "batch " << plan.batch << '\n';
+  for (auto [region, size] : plan.regionSize)
+    os << "region " << regionName(region) << ' ' << size << '\n';
+  for (const Buffer &b : plan.buffers) {
+    os << "buffer " << dtypeName(b.dtype) << ' ' << regionName(b.region) << ' '
+       << b.offset << ' ' << b.shape.size();
+    for (int64_t d : b.shape)
+      os << ' ' << d;
+    os << ' ' << encode(b.name) << '\n';
+  }
+  for (const Kernel &k : plan.kernels) {
+    os << "kernel " << encode(k.op) << ' ' << k.inputs.size();
+    for (int i : k.inputs)
+      os << ' ' << i;
+    os << ' ' << k.outputs.size();
+    for (int o : k.outputs)
+      os << ' ' << o;
+    os << ' ' << k.attrs.size();
+    for (const auto &[key, a] : k.attrs) {
+      os << ' ' << encode(key) << ' ';
+      switch (a.kind) {
+      case Attr::Kind::Int:
+        os << "i " << a.i;
+        break;
+      case Attr::Kind::Float:
+        os << "f " << num(a.f);
+        break;
+      case Attr::Kind::Str:
+        os << "s " << encode(a.s);
+        break;
+      case Attr::Kind::Ints:
+        os << "l " << a.ints.size();
+        for (int64_t v : a.ints)
+          os << ' ' << v;
+        break;
+      }
+    }
+    os << '\n';
+  }
+  for (const Param &p : plan.params) {
+    os << "param " << p.buffer << ' ' << p.grad << ' ' << encode(p.init) << ' '
+       << p.args.size();
+    for (double a : p.args)
+      os << ' ' << num(a);
+    os << ' ' << encode(p.name) << '\n';
+  }
+  for (const Constant &c : plan.constants) {
+    os << "constant " << c.buffer << ' ' << c.values.size();
+    for (double v : c.values)
+      os << ' ' << num(v);
+    os << '\n';
+  }
+  for (const Feed &f : plan.feeds)
+    os << "feed " << f.buffer << ' ' << (f.label ? 1 : 0) << ' '
+       << encode(f.name) << '\n';
+  os << "loss " << plan.loss << '\n';
+  os << "accuracy " << plan.accuracy << '\n';
+  const TrainConfig &c = plan.config;
+  writeSource(os, "data", c.data);
+  writeSource(os, "eval", c.eval);
+  os << "config batch " << c.batch << '\n'
+     << "config epochs " << c.epochs << '\n'
+     << "config steps " << c.steps << '\n'
+     << "config seed " << c.seed << '\n'
+     << "config optimizer " << encode(c.optimizer) << '\n'
+     << "config lr " << num(c.lr) << '\n'
+     << "config beta1 " << num(c.beta1) << '\n'
+     << "config beta2 " << num(c.beta2) << '\n'
+     << "config eps " << num(c.eps) << '\n'
+     << "config weight_decay " << num(c.weightDecay) << '\n'
+     << "config momentum " << num(c.momentum) << '\n'
+     << "config dampening " << num(c.dampening) << '\n'
+     << "config nesterov " << (c.nesterov ? 1 : 0) << '\n'
+     << "config schedule " << encode(c.schedule) << '\n'
+     << "config warmup " << c.warmup << '\n'
+     << "config final " << num(c.final) << '\n'
+     << "config grad_clip " << num(c.gradClip) << '\n'
+     << "config precision " << encode(c.precision) << '\n'
+     << "config log_every " << c.logEvery << '\n'
+     << "config eval_every " << c.evalEvery << '\n';
+  os << "end\n";
+  return os.str();
+}
+
+//===----------------------------------------------------------------------===//
+// Reading
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Reads whitespace-separated tokens of one line, remembering failures.
+class LineReader {
+public:
+  LineReader(const std::string &line) : in(line) {}
+
+  bool word(std::string &out) { return static_cast<bool>(in >> out); }
+
+  bool str(std::string &out) {
+    std::string raw;
+    if (!(in >> raw))
+      return false;
+    out.clear();
+    if (raw == "%")
+      return true;
+    for (size_t i = 0; i < raw.size(); ++i) {
+      if (raw[i] != '%') {
+        out.push_back(raw[i]);
+        continue;
+      }
+      if (i + 2 >= raw.size())
+        return false;
+      char *end = nullptr;
+      std::string hex = raw.substr(i + 1, 2);
+      long v = std::strtol(hex.c_str(), &end, 16);
+      if (*end != '\0')
+        return false;
+      out.push_back(static_cast<char>(v));
+      i += 2;
+    }
+    return true;
+  }
+
+  template <typename T> bool number(T &out) {
+    std::string raw;
+    if (!(in >> raw))
+      return false;
+    char *end = nullptr;
+    if constexpr (std::is_floating_point_v<T>) {
+      out = std::strtod(raw.c_str(), &end);
+    } else {
+      errno = 0;
+      long long v = std::strtoll(raw.c_str(), &end, 10);
+      if (errno)
+        return false;
+      out = static_cast<T>(v);
+    }
+    return end && *end == '\0';
+  }
+
+  /// A count that must be small enough to be real.
+  bool count(size_t &out, size_t max) {
+    int64_t v;
+    if (!number(v) || v < 0 || static_cast<uint64_t>(v) > max)
+      return false;
+    out = static_cast<size_t>(v);
+    return true;
+  }
+
+  bool done() {
+    std::string rest;
+    return !(in >> rest);
+  }
+
+private:
+  std::istringstream in;
+};
+
+bool parseRegion(const std::string &s, Region &r) {
+  for (Region c : {Region::Param, Region::Grad, Region::Input, Region::Const,
+                   Region::Temp})
+    if (s == regionName(c)) {
+      r = c;
+      return true;
+    }
+  return false;
+}
+
+bool readSource(LineReader &in, TrainConfig::Source &s) {
+  return in.str(s.kind) && in.str(s.images) && in.str(s.labels) &&
+         in.str(s.path) && in.number(s.scale) && in.number(s.seq);
+}
+
+bool readConfig(LineReader &in, TrainConfig &c) {
+  std::string key;
+  if (!in.word(key))
+    return false;
+  int64_t flag = 0;
+  if (key == "batch")
+    return in.number(c.batch);
+  if (key == "epochs")
+    return in.number(c.epochs);
+  if (key == "steps")
+    return in.number(c.steps);
+  if (key == "seed")
+    return in.number(c.seed);
+  if (key == "optimizer")
+    return in.str(c.optimizer);
+  if (key == "lr")
+    return in.number(c.lr);
+  if (key == "beta1")
+    return in.number(c.beta1);
+  if (key == "beta2")
+    return in.number(c.beta2);
+  if (key == "eps")
+    return in.number(c.eps);
+  if (key == "weight_decay")
+    return in.number(c.weightDecay);
+  if (key == "momentum")
+    return in.number(c.momentum);
+  if (key == "dampening")
+    return in.number(c.dampening);
+  if (key == "nesterov") {
+    bool ok = in.number(flag);
+    c.nesterov = flag != 0;
+    return ok;
+  }
+  if (key == "schedule")
+    return in.str(c.schedule);
+  if (key == "warmup")
+    return in.number(c.warmup);
+  if (key == "final")
+    return in.number(c.final);
+  if (key == "grad_clip")
+    return in.number(c.gradClip);
+  if (key == "precision")
+    return in.str(c.precision);
+  if (key == "log_every")
+    return in.number(c.logEvery);
+  if (key == "eval_every")
+    return in.number(c.evalEvery);
+  return false;
+}
+
+} // namespace
+
+bool gtc::rt::deserialize(const std::string &text, Plan &plan,
+                          std::string &error) {
+  plan = Plan();
+  std::istringstream lines(text);
+  std::string line;
+  int lineNo = 0;
+  bool ended = false;
+  constexpr size_t kMaxCount = size_t(1) << 32;
+  auto fail = [&](const std::string &what) {
+    error = "plan line " + std::to_string(lineNo) + ": " + what;
+    return false;
+  };
+  while (std::getline(lines, line)) {
+    ++lineNo;
+    LineReader in(line);
+    std::string tag;
+    if (!in.word(tag))
+      continue;
+    if (lineNo == 1) {
+      int version = 0;
+      if (tag != "gtc-plan" || !in.number(version))
+        return fail("not a gtc plan (expected 'gtc-plan VERSION')");
+      if (version != kPlanVersion)
+        return fail("plan version " + std::to_string(version) +
+                    ", this runtime reads version " +
+                    std::to_string(kPlanVersion) + "; recompile the model");
+      continue;
+    }
+    bool ok = true;
+    if (tag == "model") {
+      ok = in.str(plan.model);
+    } else if (tag == "kind") {
+      ok = in.str(plan.kind);
+    } else if (tag == "batch") {
+      ok = in.number(plan.batch);
+    } else if (tag == "region") {
+      std::string name;
+      Region r;
+      int64_t size;
+      ok = in.word(name) && parseRegion(name, r) && in.number(size) &&
+           size >= 0;
+      if (ok)
+        plan.regionSize[r] = size;
+    } else if (tag == "buffer") {
+      Buffer b;
+      std::string dtype, region;
+      size_t rank;
+      ok = in.word(dtype) && (dtype == "f32" || dtype == "i32") &&
+           in.word(region) && parseRegion(region, b.region) &&
+           in.number(b.offset) && b.offset >= 0 && in.count(rank, 16);
+      b.dtype = dtype == "f32" ? DType::F32 : DType::I32;
+      for (size_t i = 0; ok && i < rank; ++i) {
+        int64_t d;
+        ok = in.number(d) && d > 0 && d < (int64_t(1) << 40);
+        b.shape.push_back(d);
+      }
+      ok = ok && in.str(b.name);
+      plan.buffers.push_back(std::move(b));
+    } else if (tag == "kernel") {
+      Kernel k;
+      size_t n;
+      ok = in.str(k.op) && in.count(n, kMaxCount);
+      for (size_t i = 0; ok && i < n; ++i) {
+        int v;
+        ok = in.number(v);
+        k.inputs.push_back(v);
+      }
+      ok = ok && in.count(n, kMaxCount);
+      for (size_t i = 0; ok && i < n; ++i) {
+        int v;
+        ok = in.number(v);
+        k.outputs.push_back(v);
+      }
+      ok = ok && in.count(n, 64);
+      for (size_t i = 0; ok && i < n; ++i) {
+        std::string key, kind;
+        Attr a;
+        ok = in.str(key) && in.word(kind);
+        if (!ok)
+          break;
+        if (kind == "i") {
+          a.kind = Attr::Kind::Int;
+          ok = in.number(a.i);
+        } else if (kind == "f") {
+          a.kind = Attr::Kind::Float;
+          ok = in.number(a.f);
+        } else if (kind == "s") {
+          a.kind = Attr::Kind::Str;
+          ok = in.str(a.s);
+        } else if (kind == "l") {
+          a.kind = Attr::Kind::Ints;
+          size_t m;
+          ok = in.count(m, 64);
+          for (size_t j = 0; ok && j < m; ++j) {
+            int64_t v;
+            ok = in.number(v);
+            a.ints.push_back(v);
+          }
+        } else {
+          ok = false;
+        }
+        k.attrs[key] = a;
+      }
+      plan.kernels.push_back(std::move(k));
+    } else if (tag == "param") {
+      Param p;
+      size_t n;
+      ok = in.number(p.buffer) && in.number(p.grad) && in.str(p.init) &&
+           in.count(n, 8);
+      for (size_t i = 0; ok && i < n; ++i) {
+        double v;
+        ok = in.number(v);
+        p.args.push_back(v);
+      }
+      ok = ok && in.str(p.name);
+      plan.params.push_back(std::move(p));
+    } else if (tag == "constant") {
+      Constant c;
+      size_t n;
+      ok = in.number(c.buffer) && in.count(n, kMaxCount);
+      for (size_t i = 0; ok && i < n; ++i) {
+        double v;
+        ok = in.number(v);
+        c.values.push_back(v);
+      }
+      plan.constants.push_back(std::move(c));
+    } else if (tag == "feed") {
+      Feed f;
+      int label = 0;
+      ok = in.number(f.buffer) && in.number(label) && in.str(f.name);
+      f.label = label != 0;
+      plan.feeds.push_back(std::move(f));
+    } else if (tag == "loss") {
+      ok = in.number(plan.loss);
+    } else if (tag == "accuracy") {
+      ok = in.number(plan.accuracy);
+    } else if (tag == "source") {
+      std::string which;
+      ok = in.word(which) && (which == "data" || which == "eval") &&
+           readSource(in, which == "data" ? plan.config.data
+                                          : plan.config.eval);
+    } else if (tag == "config") {
+      ok = readConfig(in, plan.config);
+    } else if (tag == "end") {
+      ended = true;
+      break;
+    } else {
+      return fail("unknown record '" + tag + "'");
+    }
+    if (!ok || !in.done())
+      return fail("malformed '" + tag + "' record");
+  }
+  if (lineNo == 0)
+    return fail("empty plan");
+  if (!ended)
+    return fail("the plan is truncated (no 'end' record)");
+
+  // Cross-checks: every buffer id in range, every buffer inside its region.
+  auto validId = [&](int id) {
+    return id >= 0 && static_cast<size_t>(id) < plan.buffers.size();
+  };
+  for (const Buffer &b : plan.buffers) {
+    auto it = plan.regionSize.find(b.region);
+    if (it == plan.regionSize.end() || b.offset + b.elements() > it->second)
+      return fail("buffer '" + b.name + "' lies outside its region");
+  }
+  for (const Kernel &k : plan.kernels)
+    for (const std::vector<int> *ids : {&k.inputs, &k.outputs})
+      for (int id : *ids)
+        if (!validId(id))
+          return fail("kernel '" + k.op + "' names buffer " +
+                      std::to_string(id) + ", which does not exist");
+  for (const Param &p : plan.params)
+    if (!validId(p.buffer) || !validId(p.grad))
+      return fail("parameter '" + p.name + "' names a missing buffer");
+  for (const Constant &c : plan.constants)
+    if (!validId(c.buffer) ||
+        (c.values.size() != 1 &&
+         static_cast<int64_t>(c.values.size()) !=
+             plan.buffers[c.buffer].elements()))
+      return fail("a constant does not match its buffer");
+  for (const Feed &f : plan.feeds)
+    if (!validId(f.buffer))
+      return fail("feed '" + f.name + "' names a missing buffer");
+  if (!validId(plan.loss))
+    return fail("the plan has no loss buffer");
+  if (plan.accuracy != -1 && !validId(plan.accuracy))
+    return fail("the accuracy buffer does not exist");
+  return true;
+}
