@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ftw.h>
 #include <set>
 #include <string>
 #include <sys/stat.h>
@@ -23,14 +24,32 @@ namespace {
 using Bytes = std::vector<uint8_t>;
 
 /// A fresh directory under gtest's temporary directory.
-std::string makeTempDir() {
-  std::string pattern = ::testing::TempDir() + "gtc-data-XXXXXX";
-  std::vector<char> buf(pattern.begin(), pattern.end());
-  buf.push_back('\0');
-  const char *dir = ::mkdtemp(buf.data());
-  EXPECT_NE(dir, nullptr) << "mkdtemp failed for " << pattern;
-  return dir ? std::string(dir) : ::testing::TempDir();
-}
+/// A fresh directory under gtest's temporary directory, removed with
+/// everything in it when the test ends.
+class ScratchDir {
+public:
+  ScratchDir() {
+    std::string pattern = ::testing::TempDir() + "gtc-data-XXXXXX";
+    std::vector<char> buf(pattern.begin(), pattern.end());
+    buf.push_back('\0');
+    const char *dir = ::mkdtemp(buf.data());
+    EXPECT_NE(dir, nullptr) << "mkdtemp failed for " << pattern;
+    path = dir ? dir : "";
+  }
+  ~ScratchDir() {
+    if (!path.empty())
+      ::nftw(
+          path.c_str(),
+          [](const char *file, const struct stat *, int, struct FTW *) {
+            std::remove(file); // best effort
+            return 0;
+          },
+          16, FTW_DEPTH | FTW_PHYS);
+  }
+  ScratchDir(const ScratchDir &) = delete;
+  ScratchDir &operator=(const ScratchDir &) = delete;
+  std::string path;
+};
 
 void writeFile(const std::string &path, const Bytes &bytes) {
   FILE *f = std::fopen(path.c_str(), "wb");
@@ -224,7 +243,8 @@ TEST(RngTest, NormalMoments) {
 //===----------------------------------------------------------------------===//
 
 TEST(DataTest, IdxRawAndGzip) {
-  std::string dir = makeTempDir();
+  ScratchDir scratch;
+  const std::string &dir = scratch.path;
   Bytes images = idxImages(5, 3, 2), labels = idxLabels(5);
   writeFile(dir + "/img", images);
   writeFile(dir + "/lbl", labels);
@@ -263,7 +283,8 @@ TEST(DataTest, IdxRawAndGzip) {
 }
 
 TEST(DataTest, IdxErrors) {
-  std::string dir = makeTempDir();
+  ScratchDir scratch;
+  const std::string &dir = scratch.path;
   Bytes images = idxImages(4, 2, 2), labels = idxLabels(4);
   writeFile(dir + "/img", images);
   writeFile(dir + "/lbl", labels);
@@ -309,7 +330,8 @@ TEST(DataTest, IdxErrors) {
   writeFile(dir + "/short", bad);
   error = idxError(dir + "/short", dir + "/lbl");
   EXPECT_TRUE(contains(error, dir + "/short: truncated")) << error;
-  EXPECT_TRUE(contains(error, "4 images of 2x2 (32 bytes), file has 31")) << error;
+  EXPECT_TRUE(contains(error, "4 images of 2x2 (32 bytes), file has 31"))
+      << error;
 
   bad = images;
   bad.push_back(0);
@@ -347,7 +369,8 @@ TEST(DataTest, IdxErrors) {
 }
 
 TEST(DataTest, IdxTruncatedAtEveryLength) {
-  std::string dir = makeTempDir();
+  ScratchDir scratch;
+  const std::string &dir = scratch.path;
   Bytes images = idxImages(3, 2, 3);
   writeFile(dir + "/lbl", idxLabels(3));
   writeGzip(dir + "/full.gz", images);
@@ -358,7 +381,8 @@ TEST(DataTest, IdxTruncatedAtEveryLength) {
     EXPECT_TRUE(contains(error, dir + "/cut: ")) << error;
   }
   for (size_t n = 0; n < compressed.size(); ++n) {
-    writeFile(dir + "/cut.gz", Bytes(compressed.begin(), compressed.begin() + n));
+    writeFile(dir + "/cut.gz",
+              Bytes(compressed.begin(), compressed.begin() + n));
     std::string error = idxError(dir + "/cut.gz", dir + "/lbl");
     EXPECT_TRUE(contains(error, "cut.gz")) << n << ": " << error;
   }
@@ -408,7 +432,8 @@ TEST(DataTest, FashionMnist) {
 //===----------------------------------------------------------------------===//
 
 TEST(DataTest, TokenWindows) {
-  std::string dir = makeTempDir();
+  ScratchDir scratch;
+  const std::string &dir = scratch.path;
   const size_t count = 50;
   writeFile(dir + "/tok.bin", tokenFile(countingTokens(count)));
   std::string error;
@@ -461,7 +486,8 @@ TEST(DataTest, TokenWindows) {
 }
 
 TEST(DataTest, TokenErrors) {
-  std::string dir = makeTempDir();
+  ScratchDir scratch;
+  const std::string &dir = scratch.path;
   auto tokensError = [&](const std::string &name, const Bytes &bytes,
                          int64_t seq = 4) {
     writeFile(dir + "/" + name, bytes);
@@ -475,40 +501,49 @@ TEST(DataTest, TokenErrors) {
                        "not a token file (magic 12345, expected 20240520)"));
   EXPECT_TRUE(contains(tokensError("version", tokenFile(tokens, 20240520, 2)),
                        "version 2 is not supported"));
-  EXPECT_TRUE(contains(
-      tokensError("short", tokenFile(tokens, 20240520, 1, 21)),
-      "truncated: header says 21 tokens (1066 bytes), file has 1064"));
+  EXPECT_TRUE(
+      contains(tokensError("short", tokenFile(tokens, 20240520, 1, 21)),
+               "truncated: header says 21 tokens (1066 bytes), file has 1064"));
   EXPECT_TRUE(contains(tokensError("long", tokenFile(tokens, 20240520, 1, 19)),
                        "2 bytes of unexpected data after 19 tokens"));
   EXPECT_TRUE(contains(tokensError("few", tokenFile(tokens), 20),
                        "has 20 tokens, fewer than seq + 1 = 21"));
   EXPECT_TRUE(contains(tokensError("seq", tokenFile(tokens), 0),
                        "seq must be positive"));
-  EXPECT_TRUE(contains(tokensError("header", Bytes(100, 0)), "not a token file"));
+  EXPECT_TRUE(
+      contains(tokensError("header", Bytes(100, 0)), "not a token file"));
   Bytes truncatedHeader = tokenFile(tokens);
   truncatedHeader.resize(500);
+  EXPECT_TRUE(contains(tokensError("header2", truncatedHeader), "truncated"));
   EXPECT_TRUE(
-      contains(tokensError("header2", truncatedHeader), "truncated"));
-  EXPECT_TRUE(contains(tokensError("neg", tokenFile(tokens, 20240520, 1, 0x80000000)),
-                       "corrupt"));
+      contains(tokensError("neg", tokenFile(tokens, 20240520, 1, 0x80000000)),
+               "corrupt"));
 
   writeGzip(dir + "/tok.gz", tokenFile(tokens));
   std::string error;
   EXPECT_EQ(openTokens(dir + "/tok.gz", 4, error), nullptr);
   EXPECT_TRUE(contains(error, "gzip")) << error;
   EXPECT_EQ(openTokens(dir + "/nothing", 4, error), nullptr);
-  EXPECT_EQ(error, "cannot open '" + dir + "/nothing': No such file or directory");
+  EXPECT_EQ(error,
+            "cannot open '" + dir + "/nothing': No such file or directory");
 
-  // Truncated at every length: always an error.
+  // Truncated anywhere: always an error. (Every length near the ends of the
+  // magic, the header and the data; a sample of the rest.)
   Bytes full = tokenFile(tokens);
-  for (size_t n = 0; n < full.size(); n += (n < 1030 ? 1 : 7)) {
+  std::set<size_t> lengths;
+  for (size_t n = 0; n < full.size(); n += 17)
+    lengths.insert(n);
+  for (size_t n = 0; n < 16; ++n)
+    lengths.insert({n, 1016 + n, full.size() - 1 - n});
+  for (size_t n : lengths) {
     writeFile(dir + "/cut", Bytes(full.begin(), full.begin() + n));
     EXPECT_EQ(openTokens(dir + "/cut", 4, error), nullptr) << n;
   }
 }
 
 TEST(DataTest, TextWindows) {
-  std::string dir = makeTempDir();
+  ScratchDir scratch;
+  const std::string &dir = scratch.path;
   std::string text = "hello, world\n\xff\x80 the end";
   writeFile(dir + "/t.txt", Bytes(text.begin(), text.end()));
   std::string error;
@@ -545,7 +580,8 @@ TEST(DataTest, TextWindows) {
   EXPECT_TRUE(contains(error, "has 0 bytes")) << error;
   EXPECT_NE(openText(dir + "/short.txt", 3, error), nullptr) << error;
   EXPECT_EQ(openText(dir + "/nope.txt", 3, error), nullptr);
-  EXPECT_EQ(error, "cannot open '" + dir + "/nope.txt': No such file or directory");
+  EXPECT_EQ(error,
+            "cannot open '" + dir + "/nope.txt': No such file or directory");
 }
 
 //===----------------------------------------------------------------------===//
@@ -686,7 +722,8 @@ TEST(LoaderTest, BatchDependsOnlyOnSeedEpochAndIndex) {
 }
 
 TEST(LoaderTest, TokenWindowsThroughTheLoader) {
-  std::string dir = makeTempDir();
+  ScratchDir scratch;
+  const std::string &dir = scratch.path;
   writeFile(dir + "/tok.bin", tokenFile(countingTokens(200)));
   std::string error;
   auto data = openTokens(dir + "/tok.bin", 16, error);
@@ -701,8 +738,8 @@ TEST(LoaderTest, TokenWindowsThroughTheLoader) {
     return in;
   };
   auto first = batch(0, 0);
-  EXPECT_EQ(batch(0, 0), first);  // deterministic for a seed
-  EXPECT_NE(batch(1, 0), first);  // different across epochs
+  EXPECT_EQ(batch(0, 0), first); // deterministic for a seed
+  EXPECT_NE(batch(1, 0), first); // different across epochs
   Loader same(*data, 4, 9, true, true);
   std::vector<int32_t> in(4 * 16), out(4 * 16);
   same.fill(0, 0, in.data(), out.data());

@@ -26,8 +26,8 @@ struct StoredTensor {
   std::vector<uint8_t> bytes;
 };
 
-/// Writes `tensors` (in name order, as safetensors requires no particular
-/// order but readers like it sorted) and `metadata` to `path` atomically:
+/// Writes `tensors` (header keys sorted; data laid out largest element size
+/// first, as the reference writer does) and `metadata` to `path` atomically:
 /// a temporary file beside it, fsync, rename over `path`, fsync of the
 /// directory. On failure `path` is untouched, the temporary is removed, and
 /// `error` names the file and the OS error.
