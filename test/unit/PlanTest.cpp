@@ -1,0 +1,114 @@
+//===- PlanTest.cpp - Plan building, memory planning, serialization -------===//
+
+#include "gtc/Frontend/Driver.h"
+#include "gtc/Plan/Pipeline.h"
+#include "mlir/IR/Diagnostics.h"
+#include "gtest/gtest.h"
+#include <algorithm>
+
+using namespace gtc;
+
+namespace {
+
+rt::Plan compileFile(const std::string &path, int64_t batch) {
+  mlir::MLIRContext context;
+  std::string errors;
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
+    errors += d.str() + "\n";
+    return mlir::success();
+  });
+  llvm::SourceMgr sourceMgr;
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  EXPECT_TRUE(bool(buffer)) << path;
+  sourceMgr.AddNewSourceBuffer(std::move(*buffer), llvm::SMLoc());
+  auto module = compileSource(context, sourceMgr, path);
+  EXPECT_TRUE(module) << errors;
+  auto plan = compileStep(*module, batch);
+  EXPECT_TRUE(mlir::succeeded(plan)) << errors;
+  return std::move(*plan);
+}
+
+std::string example(const char *name) {
+  return std::string(GTC_SOURCE_DIR) + "/examples/" + name;
+}
+
+TEST(PlanTest, RoundTripsThroughText) {
+  rt::Plan plan = compileFile(example("mlp.gt"), 16);
+  std::string text = rt::serialize(plan);
+  rt::Plan back;
+  std::string error;
+  ASSERT_TRUE(rt::deserialize(text, back, error)) << error;
+  EXPECT_EQ(rt::serialize(back), text);
+  EXPECT_EQ(back.parameterCount(), 1863690);
+  EXPECT_EQ(back.config.optimizer, "adamw");
+  EXPECT_EQ(back.config.data.kind, "idx");
+}
+
+TEST(PlanTest, RejectsDamagedText) {
+  rt::Plan plan = compileFile(example("mlp.gt"), 4);
+  std::string text = rt::serialize(plan), error;
+  rt::Plan back;
+  // Cut at a line boundary: the missing 'end' record tells.
+  size_t cut = text.rfind('\n', text.size() / 2) + 1;
+  EXPECT_FALSE(rt::deserialize(text.substr(0, cut), back, error));
+  EXPECT_NE(error.find("truncated"), std::string::npos) << error;
+  // Cut inside a record: that record is malformed.
+  EXPECT_FALSE(rt::deserialize(text.substr(0, cut + 5), back, error));
+  EXPECT_NE(error.find("plan line"), std::string::npos) << error;
+  std::string future = text;
+  future.replace(0, 10, "gtc-plan 9");
+  EXPECT_FALSE(rt::deserialize(future, back, error));
+  EXPECT_NE(error.find("version 9"), std::string::npos) << error;
+  EXPECT_FALSE(rt::deserialize("garbage\n", back, error));
+  // Every prefix fails cleanly or parses; none crashes.
+  for (size_t n = 0; n < text.size(); n += 97)
+    rt::deserialize(text.substr(0, n), back, error);
+}
+
+/// Temporaries whose lifetimes overlap never share memory, and memory is
+/// reused (the temp region is smaller than all temporaries together).
+TEST(PlanTest, MemoryPlanIsSoundAndReuses) {
+  rt::Plan plan = compileFile(example("char_gpt.gt"), 4);
+  size_t n = plan.buffers.size();
+  std::vector<int64_t> def(n, -1), last(n, -1);
+  for (size_t k = 0; k < plan.kernels.size(); ++k) {
+    for (int in : plan.kernels[k].inputs)
+      last[in] = k;
+    for (int out : plan.kernels[k].outputs)
+      if (def[out] < 0)
+        def[out] = k;
+  }
+  last[plan.loss] = plan.kernels.size();
+  int64_t total = 0;
+  for (size_t a = 0; a < n; ++a) {
+    const rt::Buffer &ba = plan.buffers[a];
+    if (ba.region != rt::Region::Temp)
+      continue;
+    total += ba.elements();
+    for (size_t b = a + 1; b < n; ++b) {
+      const rt::Buffer &bb = plan.buffers[b];
+      if (bb.region != rt::Region::Temp)
+        continue;
+      bool live = def[a] <= std::max(last[b], def[b]) &&
+                  def[b] <= std::max(last[a], def[a]);
+      bool overlap = ba.offset < bb.offset + bb.elements() &&
+                     bb.offset < ba.offset + ba.elements();
+      EXPECT_FALSE(live && overlap) << ba.name << " and " << bb.name;
+    }
+  }
+  EXPECT_LT(plan.regionSize[rt::Region::Temp], total / 2);
+}
+
+TEST(PlanTest, GradientsMirrorParameters) {
+  rt::Plan plan = compileFile(example("gpt2.gt"), 1);
+  EXPECT_EQ(plan.parameterCount(), 124475904);
+  EXPECT_EQ(plan.regionSize[rt::Region::Grad],
+            plan.regionSize[rt::Region::Param]);
+  for (const rt::Param &p : plan.params) {
+    ASSERT_GE(p.grad, 0) << p.name;
+    EXPECT_EQ(plan.buffers[p.grad].offset, plan.buffers[p.buffer].offset);
+    EXPECT_EQ(plan.buffers[p.grad].region, rt::Region::Grad);
+  }
+}
+
+} // namespace
