@@ -259,9 +259,12 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
     }
     start = std::strtoll(meta["step"].c_str(), nullptr, 10);
     opt.step = hasState ? start : 0;
-    // Continue the same sequence of batches unless a seed is given again.
+    // Continue the same sequence of batches unless a seed is given again,
+    // and the same schedule unless a length is given again.
     if (!options.seed && !meta["seed"].empty())
       seed = std::strtoull(meta["seed"].c_str(), nullptr, 10);
+    if (!options.steps && !options.epochs && !meta["total_steps"].empty())
+      total = std::strtoll(meta["total_steps"].c_str(), nullptr, 10);
     out << "resumed " << options.resumePath << " at step " << start << "\n";
   } else {
     exec.initParams(seed);
@@ -286,6 +289,7 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
         {"format", "gtc-checkpoint-1"},
         {"model", step.model},
         {"step", std::to_string(stepsDone)},
+        {"total_steps", std::to_string(total)},
         {"seed", std::to_string(seed)},
         {"optimizer", c.optimizer},
         {"batch", std::to_string(batch)},
@@ -348,7 +352,7 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
         << std::setprecision(4) << loss;
     if (!evalExecs.empty() && evalExecs.begin()->second->plan().accuracy >= 0)
       out << " | accuracy " << std::setprecision(2) << acc * 100 << "%";
-    out << " | " << seen << " examples\n" << std::defaultfloat;
+    out << " | " << seen << " examples\n" << std::defaultfloat << std::flush;
     if (log)
       log << "{\"eval\": true, \"step\": " << atStep
           << ", \"loss\": " << num(loss) << ", \"accuracy\": " << num(acc)
@@ -364,6 +368,7 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
   if (c.precision != "fp32")
     out << "  note: precision " << c.precision
         << " applies on GPUs; the CPU computes in fp32\n";
+  out.flush();
 
   SignalGuard signals;
   const bool tty = options.progress && isatty(STDERR_FILENO);
@@ -431,7 +436,7 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
       if (tty)
         err << "\r" << line.str() << "\033[K" << std::flush;
       else
-        out << line.str() << "\n";
+        out << line.str() << "\n" << std::flush;
     }
     bool epochEnd = (s + 1) % perEpoch == 0;
     bool evalNow = evalData &&

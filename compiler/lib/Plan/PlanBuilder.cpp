@@ -161,8 +161,10 @@ void PlanBuilder::placeTemporaries() {
 }
 
 FailureOr<rt::Plan> PlanBuilder::build() {
-  plan.model = func.getSymName().str();
   plan.kind = func->hasAttr(kStepAttrName) ? "step" : "eval";
+  plan.model = func.getSymName().str();
+  if (plan.kind == "step" && StringRef(plan.model).ends_with("_step"))
+    plan.model.resize(plan.model.size() - 5); // the model's own name
   for (MemRegion r : {MemRegion::Param, MemRegion::Grad, MemRegion::Input, MemRegion::Const,
                    MemRegion::Temp})
     cursor[r] = 0;
