@@ -713,6 +713,17 @@ template <typename T> void embeddingGrad(Exec<T> &e, const Kernel &k) {
   }, 16);
 }
 
+/// The row's maximum and log(sum(exp(x - max))), in double.
+template <typename T> std::pair<double, double> logSumExp(const T *x, int64_t n) {
+  double mx = x[0];
+  for (int64_t j = 1; j < n; ++j)
+    mx = std::max<double>(mx, x[j]);
+  double sum = 0;
+  for (int64_t j = 0; j < n; ++j)
+    sum += std::exp(double(x[j]) - mx);
+  return {mx, std::log(sum)};
+}
+
 void checkLabel(int32_t label, int64_t classes) {
   if (label < 0 || label >= classes)
     throw RuntimeError("cross_entropy: label " + std::to_string(label) +
@@ -732,14 +743,8 @@ template <typename T> void crossEntropy(Exec<T> &e, const Kernel &k) {
   std::vector<double> losses(rows);
   parallelFor(rows, [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
-      const T *xr = x + r * c;
-      double mx = xr[0];
-      for (int64_t j = 1; j < c; ++j)
-        mx = std::max<double>(mx, xr[j]);
-      double sum = 0;
-      for (int64_t j = 0; j < c; ++j)
-        sum += std::exp(double(xr[j]) - mx);
-      losses[r] = std::log(sum) + mx - xr[y[r]];
+      auto [mx, lse] = logSumExp(x + r * c, c);
+      losses[r] = lse + mx - x[r * c + y[r]];
     }
   }, 8);
   double total = 0;
@@ -761,14 +766,9 @@ template <typename T> void crossEntropyGrad(Exec<T> &e, const Kernel &k) {
   parallelFor(rows, [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       const T *xr = x + r * c;
-      double mx = xr[0];
-      for (int64_t j = 1; j < c; ++j)
-        mx = std::max<double>(mx, xr[j]);
-      double sum = 0;
-      for (int64_t j = 0; j < c; ++j)
-        sum += std::exp(double(xr[j]) - mx);
+      auto [mx, lse] = logSumExp(xr, c);
       for (int64_t j = 0; j < c; ++j) {
-        double pj = std::exp(double(xr[j]) - mx) / sum;
+        double pj = std::exp(double(xr[j]) - mx - lse);
         dx[r * c + j] = T((pj - (j == y[r] ? 1.0 : 0.0)) * g / rows);
       }
     }

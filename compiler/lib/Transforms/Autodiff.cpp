@@ -64,10 +64,14 @@ static RankedTensorType tensorOf(Value v) {
   return cast<RankedTensorType>(v.getType());
 }
 
-/// Collapses all leading dimensions: [d0, ..., dn-1, k] -> [d0*...*dn-1, k].
+/// Collapses all leading dimensions: [d0, ..., dn-1, k] -> [d0*...*dn-1, k]
+/// (and [k] -> [1, k]).
 static Value flatten2d(OpBuilder &b, Location loc, Value v) {
   RankedTensorType t = tensorOf(v);
   int64_t k = t.getDimSize(t.getRank() - 1);
+  if (t.getRank() == 1)
+    return ReshapeOp::create(
+        b, loc, RankedTensorType::get({1, k}, t.getElementType()), v);
   auto type = RankedTensorType::get({t.getNumElements() / k, k},
                                     t.getElementType());
   if (type == t)
@@ -173,22 +177,7 @@ LogicalResult Differentiator::differentiate(Operation *op, Value dy) {
         // y = x W^T + b over flattened rows: dx = dy W, dW = dy^T x,
         // db = column sums of dy.
         Value x = o.getInput(), w = o.getWeight();
-        RankedTensorType xt = tensorOf(x);
-        Value x2 = xt.getRank() == 1
-                       ? ReshapeOp::create(
-                             b, loc,
-                             RankedTensorType::get({1, xt.getDimSize(0)},
-                                                   xt.getElementType()),
-                             x)
-                       : flatten2d(b, loc, x);
-        RankedTensorType dyt = tensorOf(dy);
-        Value dy2 = dyt.getRank() == 1
-                        ? ReshapeOp::create(
-                              b, loc,
-                              RankedTensorType::get({1, dyt.getDimSize(0)},
-                                                    dyt.getElementType()),
-                              dy)
-                        : flatten2d(b, loc, dy);
+        Value x2 = flatten2d(b, loc, x), dy2 = flatten2d(b, loc, dy);
         if (active.contains(x)) {
           Value dx2 = MatmulOp::create(b, loc, dy2, w, false, false);
           accumulate(x, dx2.getType() == x.getType()
