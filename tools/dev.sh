@@ -4,6 +4,7 @@
 #   tools/dev.sh demo   install what is missing (apt), build, train the default example
 #   tools/dev.sh test   install what is missing (apt), build, run every test
 #   tools/dev.sh build  install what is missing (apt), build
+#   tools/dev.sh gpu-bundle  portable binaries and data for test/gpu/run.sh
 #
 # BUILD_DIR (default: build) chooses the build directory.
 set -euo pipefail
@@ -52,6 +53,25 @@ case "${1:-}" in
     echo "== gtc run examples/mlp.gt --device cpu   (5 epochs of Fashion-MNIST)"
     "$BUILD_DIR/bin/gtc" run examples/mlp.gt --device cpu
     ;;
+  gpu-bundle)
+    # Portable binaries for a GPU machine without LLVM: gpu-bundle/ (ignored
+    # by git) with gtc, gtc-gpu-check, the Fashion-MNIST files and PyTorch's
+    # reference benchmark; run there: test/gpu/run.sh gpu-bundle
+    install_missing
+    if [ ! -f build-static/build.ninja ]; then
+      cmake -G Ninja -S . -B build-static -DCMAKE_BUILD_TYPE=Release -DGTC_STATIC=ON \
+        -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
+        -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit
+    fi
+    ninja -C build-static gtc gtc-gpu-check
+    rm -rf gpu-bundle && mkdir -p gpu-bundle/fashion-mnist
+    # gzip: the bundle travels to the GPU machine under a 64 MiB limit.
+    gzip -9 -c build-static/bin/gtc > gpu-bundle/gtc.gz
+    gzip -9 -c build-static/bin/gtc-gpu-check > gpu-bundle/gtc-gpu-check.gz
+    cp /usr/share/datasets/fashion-mnist/*.gz gpu-bundle/fashion-mnist/
+    cp ../shared/bench/torch_reference.py gpu-bundle/ 2>/dev/null || true
+    du -sh gpu-bundle
+    ;;
   test)
     build
     echo "== lit tests (check-gtc)"
@@ -60,7 +80,7 @@ case "${1:-}" in
     ctest --test-dir "$BUILD_DIR" --output-on-failure
     ;;
   *)
-    echo "usage: tools/dev.sh demo|test|build" >&2
+    echo "usage: tools/dev.sh demo|test|build|gpu-bundle" >&2
     exit 2
     ;;
 esac

@@ -993,12 +993,13 @@ int64_t CpuExecutor<T>::regionElements(Region r) const {
   return it == plan_.regionSize.end() ? 0 : it->second;
 }
 
-template <typename T> void CpuExecutor<T>::initParams(uint64_t seed) {
-  for (const Param &p : plan_.params) {
+template <typename T>
+void gtc::rt::initParameters(const Plan &plan, uint64_t seed, T *params) {
+  for (const Param &p : plan.params) {
     Rng rng(mixSeed(seed, p.name));
-    T *w = floats(p.buffer);
-    int64_t n = plan_.buffers[p.buffer].elements();
-    for (int64_t i = 0; i < n; ++i) {
+    const Buffer &b = plan.buffers[p.buffer];
+    T *w = params + b.offset;
+    for (int64_t i = 0; i < b.elements(); ++i) {
       double v = 0;
       if (p.init == "ones")
         v = 1;
@@ -1013,6 +1014,10 @@ template <typename T> void CpuExecutor<T>::initParams(uint64_t seed) {
   }
 }
 
+template <typename T> void CpuExecutor<T>::initParams(uint64_t seed) {
+  initParameters(plan_, seed, region(Region::Param));
+}
+
 template <typename T> void CpuExecutor<T>::run() {
   for (size_t i = 0; i < fns_.size(); ++i)
     fns_[i](*this, plan_.kernels[i]);
@@ -1020,3 +1025,6 @@ template <typename T> void CpuExecutor<T>::run() {
 
 template class gtc::rt::CpuExecutor<float>;
 template class gtc::rt::CpuExecutor<double>;
+template void gtc::rt::initParameters<float>(const Plan &, uint64_t, float *);
+template void gtc::rt::initParameters<double>(const Plan &, uint64_t,
+                                              double *);

@@ -3,6 +3,7 @@
 #include "gtc/Runtime/Trainer.h"
 #include "gtc/Runtime/Checkpoint.h"
 #include "gtc/Runtime/CpuExecutor.h"
+#include "gtc/Runtime/Cuda.h"
 #include "gtc/Runtime/Data.h"
 #include "gtc/Runtime/Optimizer.h"
 #include <atomic>
@@ -120,10 +121,12 @@ std::string num(double v) {
 }
 
 /// The tensors of a checkpoint: parameters by name, optimizer state as
-/// "optimizer.<state>.<name>", and metadata describing the run.
+/// "optimizer.<state>.<name>". `params`, `first` and `second` have the
+/// parameter region's layout.
 std::vector<StoredTensor> checkpointTensors(const Plan &plan,
-                                            const CpuExecutor<float> &exec,
-                                            const OptimizerState<float> &opt) {
+                                            const std::vector<float> &params,
+                                            const std::vector<float> &first,
+                                            const std::vector<float> &second) {
   std::vector<StoredTensor> tensors;
   auto add = [&](const std::string &name, const std::vector<int64_t> &shape,
                  const float *data, int64_t n) {
@@ -135,22 +138,183 @@ std::vector<StoredTensor> checkpointTensors(const Plan &plan,
     std::memcpy(t.bytes.data(), data, t.bytes.size());
     tensors.push_back(std::move(t));
   };
-  const float *base = exec.region(Region::Param);
+  const char *firstName =
+      plan.config.optimizer == "sgd" ? "momentum_buffer" : "exp_avg";
   for (const Param &p : plan.params) {
     const Buffer &b = plan.buffers[p.buffer];
-    add(p.name, b.shape, exec.floats(p.buffer), b.elements());
-    int64_t off = exec.floats(p.buffer) - base;
-    const char *first =
-        plan.config.optimizer == "sgd" ? "momentum_buffer" : "exp_avg";
-    if (!opt.first.empty())
-      add(std::string("optimizer.") + first + "." + p.name, b.shape,
-          opt.first.data() + off, b.elements());
-    if (!opt.second.empty())
-      add("optimizer.exp_avg_sq." + p.name, b.shape, opt.second.data() + off,
+    add(p.name, b.shape, params.data() + b.offset, b.elements());
+    if (!first.empty())
+      add(std::string("optimizer.") + firstName + "." + p.name, b.shape,
+          first.data() + b.offset, b.elements());
+    if (!second.empty())
+      add("optimizer.exp_avg_sq." + p.name, b.shape, second.data() + b.offset,
           b.elements());
   }
   return tensors;
 }
+
+/// Where a training step runs. The trainer writes each batch into feed(),
+/// then calls run(); loss() may wait for the device.
+class Backend {
+public:
+  virtual ~Backend() = default;
+  /// Host memory for buffer `id` of the next batch (after prepare()).
+  virtual void *feed(int id) = 0;
+  virtual void prepare() {}
+  /// One step: forward, backward, clipping and the update with `lr`.
+  virtual void run(double lr, int64_t stepNo) = 0;
+  virtual double loss() = 0;
+  /// The gradient norm before clipping, if the backend measured it.
+  virtual double gradNorm() { return -1; }
+  virtual void getParams(std::vector<float> &params) = 0;
+  virtual void setParams(const std::vector<float> &params) = 0;
+  virtual void getState(std::vector<float> &first,
+                        std::vector<float> &second) = 0;
+  virtual void setState(const std::vector<float> &first,
+                        const std::vector<float> &second,
+                        int64_t stepsDone) = 0;
+};
+
+class CpuBackend : public Backend {
+public:
+  explicit CpuBackend(const Plan &plan) : plan(plan), exec(plan) {}
+  void *feed(int id) override { return exec.data(id); }
+  void run(double lr, int64_t) override {
+    exec.run();
+    float *grads = exec.region(Region::Grad);
+    int64_t n = exec.regionElements(Region::Param);
+    norm = plan.config.gradClip > 0
+               ? clipGradNorm(grads, n, plan.config.gradClip)
+               : -1;
+    optimizerStep(plan.config, lr, exec.region(Region::Param), grads, n, opt);
+  }
+  double loss() override { return exec.floats(plan.loss)[0]; }
+  double gradNorm() override { return norm; }
+  void getParams(std::vector<float> &p) override {
+    float *base = exec.region(Region::Param);
+    p.assign(base, base + exec.regionElements(Region::Param));
+  }
+  void setParams(const std::vector<float> &p) override {
+    std::copy(p.begin(), p.end(), exec.region(Region::Param));
+  }
+  void getState(std::vector<float> &first,
+                std::vector<float> &second) override {
+    first = opt.first;
+    second = opt.second;
+  }
+  void setState(const std::vector<float> &first,
+                const std::vector<float> &second, int64_t steps) override {
+    opt.first = first;
+    opt.second = second;
+    opt.step = steps;
+  }
+
+  const Plan &plan;
+  CpuExecutor<float> exec;
+  OptimizerState<float> opt;
+  double norm = -1;
+};
+
+/// Runs evaluation batches on the same kind of device as training.
+class EvalBackend {
+public:
+  virtual ~EvalBackend() = default;
+  virtual const Plan &plan() const = 0;
+  virtual void *feed(int id) = 0;
+  virtual void setParams(const Plan &train, const std::vector<float> &p) = 0;
+  /// Runs the batch; returns (loss, accuracy).
+  virtual std::pair<double, double> run() = 0;
+};
+
+/// Copies parameters by name (the eval plan may lay them out differently).
+template <typename SetFn>
+void copyParamsByName(const Plan &from, const std::vector<float> &params,
+                      const Plan &to, SetFn set) {
+  std::map<std::string, const Param *> byName;
+  for (const Param &p : from.params)
+    byName[p.name] = &p;
+  for (const Param &p : to.params) {
+    auto it = byName.find(p.name);
+    if (it != byName.end())
+      set(p.buffer, params.data() + from.buffers[it->second->buffer].offset);
+  }
+}
+
+class CpuEval : public EvalBackend {
+public:
+  explicit CpuEval(const Plan &p) : exec(p) {}
+  const Plan &plan() const override { return exec.plan(); }
+  void *feed(int id) override { return exec.data(id); }
+  void setParams(const Plan &train, const std::vector<float> &p) override {
+    copyParamsByName(train, p, exec.plan(), [&](int id, const float *src) {
+      std::memcpy(exec.floats(id), src,
+                  exec.plan().buffers[id].elements() * sizeof(float));
+    });
+  }
+  std::pair<double, double> run() override {
+    exec.run();
+    const Plan &p = exec.plan();
+    return {exec.floats(p.loss)[0],
+            p.accuracy >= 0 ? exec.floats(p.accuracy)[0] : 0.0};
+  }
+  CpuExecutor<float> exec;
+};
+
+class CudaBackend : public Backend {
+public:
+  CudaBackend(const Plan &plan, const CudaProgram &program, bool tf32)
+      : plan(plan), exec(plan, program, tf32) {}
+  void prepare() override { exec.waitSlot(slot); }
+  void *feed(int id) override { return exec.stagedInput(slot, id); }
+  void run(double lr, int64_t stepNo) override {
+    exec.step(slot, plan.config, lr, stepNo, /*update=*/true);
+    slot ^= 1;
+  }
+  double loss() override { return exec.loss(); }
+  void getParams(std::vector<float> &p) override {
+    p.resize(plan.regionSize.at(Region::Param));
+    exec.downloadRegion(Region::Param, p.data());
+  }
+  void setParams(const std::vector<float> &p) override {
+    exec.uploadRegion(Region::Param, p.data());
+  }
+  void getState(std::vector<float> &first,
+                std::vector<float> &second) override {
+    exec.downloadState(first, second);
+    if (plan.config.optimizer == "sgd") {
+      second.clear();
+      if (plan.config.momentum == 0)
+        first.clear();
+    }
+  }
+  void setState(const std::vector<float> &first,
+                const std::vector<float> &second, int64_t) override {
+    exec.uploadState(first, second);
+  }
+  const Plan &plan;
+  CudaExecutor exec;
+  int slot = 0;
+};
+
+class CudaEval : public EvalBackend {
+public:
+  CudaEval(const Plan &p, const CudaProgram &program, bool tf32)
+      : exec(p, program, tf32) {}
+  const Plan &plan() const override { return exec.plan(); }
+  void *feed(int id) override {
+    exec.waitSlot(0);
+    return exec.stagedInput(0, id);
+  }
+  void setParams(const Plan &train, const std::vector<float> &p) override {
+    copyParamsByName(train, p, exec.plan(),
+                     [&](int id, const float *src) { exec.upload(id, src); });
+  }
+  std::pair<double, double> run() override {
+    exec.step(0, exec.plan().config, 0.0, 1, /*update=*/false);
+    return {exec.loss(), exec.plan().accuracy >= 0 ? exec.accuracy() : 0.0};
+  }
+  CudaExecutor exec;
+};
 
 } // namespace
 
@@ -200,11 +364,19 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
   else
     total = std::max<int64_t>(1, c.epochs) * perEpoch;
 
-  CpuExecutor<float> exec(step);
-  OptimizerState<float> opt;
-  float *params = exec.region(Region::Param);
-  float *grads = exec.region(Region::Grad);
-  const int64_t paramElements = exec.regionElements(Region::Param);
+  const bool cuda = options.device == "cuda";
+  const bool tf32 = c.precision == "tf32";
+  std::unique_ptr<Backend> backend;
+  if (cuda) {
+    const CudaProgram *program = options.programFor(step);
+    if (!program)
+      return 1;
+    backend = std::make_unique<CudaBackend>(step, *program, tf32);
+  } else {
+    backend = std::make_unique<CpuBackend>(step);
+  }
+  const int64_t paramElements = step.regionSize.at(Region::Param);
+  std::vector<float> params(paramElements), first, second;
   int64_t start = 0;
 
   if (!options.resumePath.empty()) {
@@ -224,10 +396,10 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
       byName[t.name] = &t;
     bool hasState = meta["optimizer"] == c.optimizer;
     if (hasState && c.optimizer != "sgd") {
-      opt.first.assign(paramElements, 0.0f);
-      opt.second.assign(paramElements, 0.0f);
+      first.assign(paramElements, 0.0f);
+      second.assign(paramElements, 0.0f);
     } else if (hasState && c.momentum != 0) {
-      opt.first.assign(paramElements, 0.0f);
+      first.assign(paramElements, 0.0f);
     }
     auto load = [&](const std::string &name, const Buffer &b,
                     float *dst) -> bool {
@@ -243,31 +415,32 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
       std::memcpy(dst, it->second->bytes.data(), it->second->bytes.size());
       return true;
     };
+    const char *firstName = c.optimizer == "sgd" ? "momentum_buffer" : "exp_avg";
     for (const Param &p : step.params) {
       const Buffer &b = step.buffers[p.buffer];
-      int64_t off = exec.floats(p.buffer) - params;
-      if (!load(p.name, b, exec.floats(p.buffer)))
+      if (!load(p.name, b, params.data() + b.offset))
         return 1;
-      const char *first = c.optimizer == "sgd" ? "momentum_buffer" : "exp_avg";
-      if (!opt.first.empty() &&
-          !load(std::string("optimizer.") + first + "." + p.name, b,
-                opt.first.data() + off))
+      if (!first.empty() &&
+          !load(std::string("optimizer.") + firstName + "." + p.name, b,
+                first.data() + b.offset))
         return 1;
-      if (!opt.second.empty() &&
-          !load("optimizer.exp_avg_sq." + p.name, b, opt.second.data() + off))
+      if (!second.empty() && !load("optimizer.exp_avg_sq." + p.name, b,
+                                   second.data() + b.offset))
         return 1;
     }
     start = std::strtoll(meta["step"].c_str(), nullptr, 10);
-    opt.step = hasState ? start : 0;
     // Continue the same sequence of batches unless a seed is given again,
     // and the same schedule unless a length is given again.
     if (!options.seed && !meta["seed"].empty())
       seed = std::strtoull(meta["seed"].c_str(), nullptr, 10);
     if (!options.steps && !options.epochs && !meta["total_steps"].empty())
       total = std::strtoll(meta["total_steps"].c_str(), nullptr, 10);
+    backend->setParams(params);
+    backend->setState(first, second, hasState ? start : 0);
     out << "resumed " << options.resumePath << " at step " << start << "\n";
   } else {
-    exec.initParams(seed);
+    initParameters(step, seed, params.data());
+    backend->setParams(params);
   }
 
   Loader loader(*data, batch, seed, /*shuffle=*/true, /*dropLast=*/true);
@@ -295,8 +468,11 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
         {"batch", std::to_string(batch)},
         {"rng", "stateless: batches and windows derive from (seed, epoch, "
                 "index)"}};
+    backend->getParams(params);
+    backend->getState(first, second);
     if (!writeSafetensors(options.savePath,
-                          checkpointTensors(step, exec, opt), meta, error)) {
+                          checkpointTensors(step, params, first, second),
+                          meta, error)) {
       err << "gtc: error: " << error << "\n";
       return false;
     }
@@ -304,16 +480,18 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
   };
 
   // Evaluation over the whole eval set, in batches (a smaller last one).
-  std::map<int64_t, std::unique_ptr<CpuExecutor<float>>> evalExecs;
-  auto evaluate = [&](int64_t atStep, double &loss, double &acc) -> bool {
+  std::map<int64_t, std::unique_ptr<EvalBackend>> evals;
+  auto evaluate = [&](int64_t atStep) -> bool {
     Loader evalLoader(*evalData, batch, seed, /*shuffle=*/false,
                       /*dropLast=*/false);
+    backend->getParams(params);
     double lossSum = 0, accSum = 0;
     int64_t seen = 0;
+    bool hasAccuracy = false;
     for (int64_t b = 0; b < evalLoader.batchesPerEpoch(); ++b) {
       int64_t n = evalLoader.batchSize(b);
-      auto &ex = evalExecs[n];
-      if (!ex) {
+      auto &ev = evals[n];
+      if (!ev) {
         const Plan *plan = evalPlan ? evalPlan(n) : nullptr;
         if (!plan) {
           err << "gtc: error: cannot build the evaluation for a batch of "
@@ -325,32 +503,30 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
           err << "gtc: error: " << error << "\n";
           return false;
         }
-        ex = std::make_unique<CpuExecutor<float>>(*plan);
+        if (cuda) {
+          const CudaProgram *program = options.programFor(*plan);
+          if (!program)
+            return false;
+          ev = std::make_unique<CudaEval>(*plan, *program, tf32);
+        } else {
+          ev = std::make_unique<CpuEval>(*plan);
+        }
       }
-      const Plan &ep = ex->plan();
-      std::map<std::string, int> evalParams;
-      for (const Param &p : ep.params)
-        evalParams[p.name] = p.buffer;
-      for (const Param &p : step.params) {
-        auto it = evalParams.find(p.name);
-        if (it != evalParams.end())
-          std::memcpy(ex->floats(it->second), exec.floats(p.buffer),
-                      step.buffers[p.buffer].elements() * sizeof(float));
-      }
+      ev->setParams(step, params);
       Feeds ef;
-      matchFeeds(ep, *evalData, "eval", ef, error);
-      evalLoader.fill(0, b, ex->data(ef.input), ex->data(ef.label));
-      ex->run();
-      lossSum += double(ex->floats(ep.loss)[0]) * n;
-      if (ep.accuracy >= 0)
-        accSum += double(ex->floats(ep.accuracy)[0]) * n;
+      matchFeeds(ev->plan(), *evalData, "eval", ef, error);
+      evalLoader.fill(0, b, ev->feed(ef.input), ev->feed(ef.label));
+      auto [l, a] = ev->run();
+      lossSum += l * n;
+      accSum += a * n;
+      hasAccuracy = ev->plan().accuracy >= 0;
       seen += n;
     }
-    loss = lossSum / std::max<int64_t>(1, seen);
-    acc = accSum / std::max<int64_t>(1, seen);
+    double loss = lossSum / std::max<int64_t>(1, seen);
+    double acc = accSum / std::max<int64_t>(1, seen);
     out << "eval  step " << atStep << " | loss " << std::fixed
         << std::setprecision(4) << loss;
-    if (!evalExecs.empty() && evalExecs.begin()->second->plan().accuracy >= 0)
+    if (hasAccuracy)
       out << " | accuracy " << std::setprecision(2) << acc * 100 << "%";
     out << " | " << seen << " examples\n" << std::defaultfloat << std::flush;
     if (log)
@@ -363,20 +539,36 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
   out << "training " << step.model << " on " << data->describe() << "\n"
       << "  " << step.parameterCount() << " parameters, batch " << batch
       << ", " << perEpoch << " steps per epoch, " << total << " steps, "
-      << c.optimizer << " lr " << c.lr << ", " << threads()
-      << " threads, seed " << seed << "\n";
-  if (c.precision != "fp32")
+      << c.optimizer << " lr " << c.lr << ", ";
+  if (cuda)
+    out << options.deviceName << ", " << c.precision;
+  else
+    out << threads() << " threads";
+  out << ", seed " << seed << "\n";
+  if (!cuda && c.precision != "fp32")
     out << "  note: precision " << c.precision
         << " applies on GPUs; the CPU computes in fp32\n";
+  if (cuda)
+    out << "  kernels: " << compileStats().compiled << " compiled ("
+        << std::fixed << std::setprecision(2) << compileStats().seconds
+        << " s), " << compileStats().cacheHits << " from the cache\n"
+        << std::defaultfloat;
+  if (cuda && c.precision != "fp32" && c.precision != "tf32")
+    out << "  note: precision " << c.precision
+        << " needs the autocast pass, which is not there yet; computing in "
+           "fp32\n";
   out.flush();
 
   SignalGuard signals;
   const bool tty = options.progress && isatty(STDERR_FILENO);
   const int64_t logEvery =
-      c.logEvery > 0 ? c.logEvery : std::max<int64_t>(1, perEpoch / 10);
+      options.logEvery > 0
+          ? options.logEvery
+          : c.logEvery > 0 ? c.logEvery : std::max<int64_t>(1, perEpoch / 10);
   auto t0 = std::chrono::steady_clock::now();
   auto lastPrint = t0;
   double lossEma = 0, lastLoss = 0;
+  bool haveEma = false;
   int64_t sinceStart = 0;
   for (int64_t s = start; s < total; ++s) {
     if (interrupted) {
@@ -389,42 +581,47 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
       return 130;
     }
     int64_t epoch = s / perEpoch, b = s % perEpoch;
-    loader.fill(epoch, b, exec.data(feeds.input), exec.data(feeds.label));
+    backend->prepare();
+    loader.fill(epoch, b, backend->feed(feeds.input),
+                backend->feed(feeds.label));
+    double lr = scheduledLr(c, s, total);
     try {
-      exec.run();
+      backend->run(lr, s + 1);
     } catch (const RuntimeError &e) {
       err << "\ngtc: error: at step " << s << ": " << e.what() << "\n";
       return 1;
     }
-    double loss = exec.floats(step.loss)[0];
-    if (!std::isfinite(loss)) {
-      err << "\ngtc: error: the loss is " << loss << " at step " << s
-          << "; lower the learning rate or add grad_clip\n";
-      return 1;
-    }
-    double norm = c.gradClip > 0
-                      ? clipGradNorm(grads, paramElements, c.gradClip)
-                      : 0.0;
-    double lr = scheduledLr(c, s, total);
-    optimizerStep(c, lr, params, grads, paramElements, opt);
     ++sinceStart;
-    lastLoss = loss;
-    lossEma = sinceStart == 1 ? loss : 0.9 * lossEma + 0.1 * loss;
-
+    bool lastStep = s + 1 == total;
+    bool logged = (s + 1) % logEvery == 0 || lastStep;
     auto now = std::chrono::steady_clock::now();
+    bool printLine = tty ? std::chrono::duration<double>(now - lastPrint)
+                                   .count() > 0.25 || lastStep
+                         : logged;
+    // The loss is read only when it is shown or logged: on a GPU that is
+    // the only time the host waits for the device.
+    if (!cuda || logged || printLine) {
+      double loss = backend->loss();
+      if (!std::isfinite(loss)) {
+        err << "\ngtc: error: the loss is " << loss << " at step " << s + 1
+            << "; lower the learning rate or add grad_clip\n";
+        return 1;
+      }
+      lastLoss = loss;
+      lossEma = haveEma ? 0.9 * lossEma + 0.1 * loss : loss;
+      haveEma = true;
+    }
     double elapsed = std::chrono::duration<double>(now - t0).count();
     double rate = sinceStart * batch / std::max(elapsed, 1e-9);
     double eta = (total - s - 1) * batch / std::max(rate, 1e-9);
-    bool lastStep = s + 1 == total;
-    if (log && ((s + 1) % logEvery == 0 || lastStep))
+    if (log && logged) {
+      double norm = backend->gradNorm();
       log << "{\"step\": " << s + 1 << ", \"epoch\": " << epoch + 1
-          << ", \"loss\": " << num(loss) << ", \"lr\": " << num(lr)
-          << (c.gradClip > 0 ? ", \"grad_norm\": " + num(norm) : "")
+          << ", \"loss\": " << num(lastLoss) << ", \"lr\": " << num(lr)
+          << (norm >= 0 ? ", \"grad_norm\": " + num(norm) : "")
           << ", \"samples_per_s\": " << num(rate)
           << ", \"elapsed_s\": " << num(elapsed) << "}\n";
-    bool printLine = tty ? std::chrono::duration<double>(now - lastPrint)
-                                   .count() > 0.25 || lastStep
-                         : ((s + 1) % logEvery == 0 || lastStep);
+    }
     if (printLine) {
       lastPrint = now;
       std::ostringstream line;
@@ -441,16 +638,16 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
     bool epochEnd = (s + 1) % perEpoch == 0;
     bool evalNow = evalData &&
                    (c.evalEvery > 0 ? (s + 1) % c.evalEvery == 0 : epochEnd);
-    if (evalNow || (evalData && lastStep && !evalNow)) {
+    if (evalNow || (evalData && lastStep)) {
       if (tty)
         err << "\n";
-      double el, ea;
-      if (!evaluate(s + 1, el, ea))
+      if (!evaluate(s + 1))
         return 1;
     }
   }
   if (tty)
     err << "\n";
+  lastLoss = backend->loss();
   double elapsed = std::chrono::duration<double>(
                        std::chrono::steady_clock::now() - t0)
                        .count();
@@ -479,4 +676,73 @@ int gtc::rt::train(const Plan &step, const EvalPlanFn &evalPlan,
     err << "\ngtc: error: " << e.what() << "\n";
   }
   return 1;
+}
+
+/// `gtc run --bench N`: times the training step on random inputs (labels in
+/// [0, 10)), after warm-up: CUDA events over graph replays on a GPU, a
+/// steady clock on the CPU. Prints the median ms per step.
+int gtc::rt::benchmark(const Plan &plan, const RunOptions &run, int64_t iters,
+                       std::ostream &out, std::ostream &err) {
+  Rng rng(1);
+  std::vector<float> params(plan.regionSize.at(Region::Param));
+  initParameters(plan, 0, params.data());
+  auto fill = [&](auto dataFor) {
+    for (const Feed &f : plan.feeds) {
+      const Buffer &b = plan.buffers[f.buffer];
+      void *d = dataFor(f.buffer);
+      for (int64_t i = 0; i < b.elements(); ++i) {
+        if (b.dtype == DType::F32)
+          static_cast<float *>(d)[i] = static_cast<float>(rng.normal());
+        else
+          static_cast<int32_t *>(d)[i] = static_cast<int32_t>(rng.below(10));
+      }
+    }
+  };
+  double ms = 0;
+  try {
+    if (run.device == "cuda") {
+      const CudaProgram *program = run.programFor(plan);
+      if (!program)
+        return 1;
+      CudaExecutor exec(plan, *program,
+                                 plan.config.precision == "tf32");
+      exec.uploadRegion(Region::Param, params.data());
+      for (int slot = 0; slot < 2; ++slot)
+        fill([&](int id) { return exec.stagedInput(slot, id); });
+      ms = exec.timeStep(20, static_cast<int>(iters));
+      out << "kernels: " << compileStats().compiled << " compiled, "
+          << compileStats().cacheHits << " from the cache\n";
+    } else {
+      setThreads(run.threads);
+      CpuExecutor<float> exec(plan);
+      std::copy(params.begin(), params.end(),
+                exec.region(Region::Param));
+      fill([&](int id) { return exec.data(id); });
+      OptimizerState<float> opt;
+      int64_t n = exec.regionElements(Region::Param);
+      std::vector<double> times;
+      for (int64_t i = 0; i < iters + 3; ++i) {
+        auto t0 = std::chrono::steady_clock::now();
+        exec.run();
+        optimizerStep(plan.config, 1e-4,
+                               exec.region(Region::Param),
+                               exec.region(Region::Grad), n, opt);
+        times.push_back(std::chrono::duration<double, std::milli>(
+                            std::chrono::steady_clock::now() - t0)
+                            .count());
+      }
+      times.erase(times.begin(), times.begin() + 3);
+      std::sort(times.begin(), times.end());
+      ms = times[times.size() / 2];
+    }
+  } catch (const std::exception &e) {
+    err << "gtc: error: " << e.what() << "\n";
+    return 1;
+  }
+  char line[256];
+  std::snprintf(line, sizeof line, "bench %s batch %lld %s %s: %.4f ms/step\n",
+                plan.model.c_str(), (long long)plan.batch, run.device.c_str(),
+                plan.config.precision.c_str(), ms);
+  out << line;
+  return 0;
 }

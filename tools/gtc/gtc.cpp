@@ -8,7 +8,9 @@
 
 #include "gtc/Dialect/GT/GTOps.h"
 #include "gtc/Frontend/Driver.h"
+#include "gtc/CodeGen/CudaEmitter.h"
 #include "gtc/Plan/Pipeline.h"
+#include "gtc/Runtime/Cuda.h"
 #include "gtc/Runtime/Trainer.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include <iostream>
@@ -19,6 +21,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
@@ -49,18 +52,24 @@ options:
   --emit=mlir    print the gt dialect IR (feed it to gtc-opt)
   --emit=step    (run) print the training step IR after gt-autodiff
   --emit=plan    (run) print the compiled plan of the training step
+  --emit=cuda    (run) print the generated CUDA kernels of the training step
+  --explain      (run) print the memory plan (weights, gradients, optimizer
+                 state, activations, workspace) before training
   -o FILE        write the --emit output to FILE instead of stdout
   -h, --help     show this help
   --version      show the version
 
 run options (override the train block):
-  --device D     cpu or auto (the CUDA backend is not implemented yet)
+  --device D     cpu, cuda, or auto (the GPU if there is one; the default)
   --steps N      train N steps in all (counting resumed ones)
   --epochs N     train N epochs
   --batch N      batch size
   --seed S       seed for initialization, shuffling and sampling
   --threads N    CPU threads (default: all cores)
   --log FILE     append metrics as JSON lines
+  --log-every N  log (and print) every N steps
+  --bench N      time N training steps on random data and print ms/step
+  --precision P  fp32 or tf32 (tf32: cuBLASLt's TF32 GEMMs on a GPU)
   --save FILE    write a safetensors checkpoint at the end (and on Ctrl-C)
   --resume FILE  continue from a checkpoint written by --save
 
@@ -68,7 +77,7 @@ A file named '-' is read from standard input. Exit status: 0 on success,
 1 when the file has an error, 2 on a command-line mistake.
 )";
 
-enum class Emit { None, AST, MLIR, Step, Plan };
+enum class Emit { None, AST, MLIR, Step, Plan, Cuda };
 
 struct Options {
   std::string command = "check";
@@ -79,6 +88,9 @@ struct Options {
   std::optional<int64_t> batch;
   gtc::rt::RunOptions run;
   bool runOptionGiven = false;
+  bool explain = false;
+  int64_t bench = 0; ///< --bench N: time N steps instead of training
+  std::string precision; ///< --precision: overrides the train block
 };
 
 /// Parses a positive integer option value.
@@ -126,15 +138,23 @@ std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
         opts.emit = Emit::Step;
       else if (a == "plan")
         opts.emit = Emit::Plan;
+      else if (a == "cuda")
+        opts.emit = Emit::Cuda;
       else
         return usageError("unknown --emit kind '" + a +
-                          "'; expected --emit=ast, mlir, step or plan");
+                          "'; expected --emit=ast, mlir, step, plan or cuda");
+      continue;
+    }
+    if (a == "--explain") {
+      opts.explain = true;
+      opts.runOptionGiven = true;
       continue;
     }
     // Run options: --name VALUE or --name=VALUE.
     static const char *valued[] = {"--device", "--steps",  "--epochs",
                                    "--batch",  "--seed",   "--threads",
-                                   "--log",    "--save",   "--resume"};
+                                   "--log",    "--save",   "--resume",
+                                   "--log-every", "--bench", "--precision"};
     StringRef name = a.split('=').first;
     if (llvm::is_contained(valued, name)) {
       StringRef value;
@@ -171,6 +191,20 @@ std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
         if (!parseCount(name, value, n))
           return 2;
         opts.run.threads = static_cast<int>(n);
+      } else if (name == "--log-every") {
+        if (!parseCount(name, value, n))
+          return 2;
+        opts.run.logEvery = n;
+      } else if (name == "--precision") {
+        if (value != "fp32" && value != "tf32" && value != "bf16" &&
+            value != "fp16")
+          return usageError("unknown precision '" + value +
+                            "'; expected fp32, tf32, bf16 or fp16");
+        opts.precision = value.str();
+      } else if (name == "--bench") {
+        if (!parseCount(name, value, n))
+          return 2;
+        opts.bench = n;
       } else if (name == "--log") {
         opts.run.logPath = value.str();
       } else if (name == "--save") {
@@ -197,20 +231,66 @@ std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
     return usageError("no input file; usage: gtc <command> FILE.gt");
   if (opts.command == "check" &&
       (opts.runOptionGiven || opts.emit == Emit::Step ||
-       opts.emit == Emit::Plan))
-    return usageError("run options and --emit=step/plan need 'gtc run'");
+       opts.emit == Emit::Plan || opts.emit == Emit::Cuda))
+    return usageError("run options and --emit=step/plan/cuda need 'gtc run'");
   if (opts.run.steps && opts.run.epochs)
     return usageError("give --steps or --epochs, not both");
   return std::nullopt;
 }
 
+/// Prints the predicted memory of a training step, by kind.
+void explainPlan(const gtc::rt::Plan &plan, llvm::raw_ostream &os) {
+  auto bytes = [&](gtc::rt::Region r) {
+    auto it = plan.regionSize.find(r);
+    return it == plan.regionSize.end() ? int64_t(0) : it->second * 4;
+  };
+  int64_t params = bytes(gtc::rt::Region::Param);
+  int64_t state = plan.config.optimizer == "sgd"
+                      ? (plan.config.momentum != 0 ? params : 0)
+                      : 2 * params;
+  struct Row {
+    const char *what;
+    int64_t bytes;
+  } rows[] = {{"weights", params},
+              {"gradients", bytes(gtc::rt::Region::Grad)},
+              {"optimizer state", state},
+              {"activations and temporaries (memory plan)",
+               bytes(gtc::rt::Region::Temp)},
+              {"inputs (two slots on a GPU)", 2 * bytes(gtc::rt::Region::Input)},
+              {"constants", bytes(gtc::rt::Region::Const)},
+              {"GEMM workspace (GPU)", 32 << 20}};
+  int64_t total = 0, naive = 0;
+  for (const gtc::rt::Buffer &b : plan.buffers)
+    if (b.region == gtc::rt::Region::Temp)
+      naive += b.elements() * 4;
+  os << "memory plan of " << plan.model << " at batch " << plan.batch << ":\n";
+  for (const Row &r : rows) {
+    os << llvm::format("  %-44s %10.2f MiB\n", r.what, r.bytes / 1048576.0);
+    total += r.bytes;
+  }
+  os << llvm::format("  %-44s %10.2f MiB\n", "predicted peak", total / 1048576.0);
+  os << llvm::format("  (temporaries without reuse would need %.2f MiB)\n",
+                     naive / 1048576.0);
+  os << "  " << plan.kernels.size() << " kernels per step, "
+     << plan.parameterCount() << " parameters\n";
+}
+
 /// `gtc run`: compiles the step (and evaluation) plans and trains.
 int runModel(const Options &opts, mlir::ModuleOp module,
              llvm::ToolOutputFile *output) {
-  if (opts.device == "cuda") {
-    llvm::errs() << "gtc: error: the CUDA backend is not implemented yet; "
-                    "use --device cpu\n";
-    return 1;
+  gtc::rt::RunOptions run = opts.run;
+  run.device = "cpu";
+  if (opts.device != "cpu" && opts.emit == Emit::None) {
+    gtc::rt::CudaDeviceInfo info;
+    std::string error;
+    if (gtc::rt::cudaAvailable(info, error)) {
+      run.device = "cuda";
+      run.deviceName = info.name + " (sm_" + std::to_string(info.major) +
+                       std::to_string(info.minor) + ")";
+    } else if (opts.device == "cuda") {
+      llvm::errs() << "gtc: error: " << error << "\n";
+      return 1;
+    }
   }
   mlir::gt::TrainOp trainOp;
   for (auto t : module.getOps<mlir::gt::TrainOp>())
@@ -231,11 +311,55 @@ int runModel(const Options &opts, mlir::ModuleOp module,
   mlir::FailureOr<gtc::rt::Plan> step = gtc::compileStep(module, batch);
   if (mlir::failed(step))
     return 1;
+  if (!opts.precision.empty())
+    step->config.precision = opts.precision;
   if (opts.emit == Emit::Plan) {
     output->os() << gtc::rt::serialize(*step);
     output->keep();
     return 0;
   }
+  std::map<const gtc::rt::Plan *, std::unique_ptr<gtc::rt::CudaProgram>>
+      programs;
+  run.programFor = [&](const gtc::rt::Plan &plan)
+      -> const gtc::rt::CudaProgram * {
+    auto &slot = programs[&plan];
+    if (!slot) {
+      auto program = std::make_unique<gtc::rt::CudaProgram>();
+      std::string error;
+      if (!gtc::codegen::emitCuda(plan, *program, error)) {
+        llvm::errs() << "gtc: error: CUDA code generation: " << error << "\n";
+        return nullptr;
+      }
+      slot = std::move(program);
+    }
+    return slot.get();
+  };
+  if (opts.emit == Emit::Cuda) {
+    const gtc::rt::CudaProgram *program = run.programFor(*step);
+    if (!program)
+      return 1;
+    for (size_t k = 0; k < program->kernels.size(); ++k)
+      for (const gtc::rt::CudaLaunch &l : program->kernels[k]) {
+        if (l.kind == gtc::rt::CudaLaunch::Kind::Kernel)
+          output->os() << "// launch " << l.name << ": grid " << l.grid
+                       << ", block " << l.block << "\n"
+                       << l.source << "\n";
+        else if (l.kind == gtc::rt::CudaLaunch::Kind::Gemm)
+          output->os() << "// cuBLASLt GEMM for kernel " << k << " ("
+                       << step->kernels[k].op << "): " << l.m << "x" << l.n
+                       << "x" << l.k << (l.transA ? " A^T" : "")
+                       << (l.transB ? " B^T" : "") << ", batch " << l.batch
+                       << (l.bias >= 0 ? ", bias epilogue" : "") << "\n\n";
+        else
+          output->os() << "// memset of buffer " << l.c << "\n\n";
+      }
+    output->keep();
+    return 0;
+  }
+  if (opts.explain)
+    explainPlan(*step, llvm::outs());
+  if (opts.bench)
+    return gtc::rt::benchmark(*step, run, opts.bench, std::cout, std::cerr);
   if (!trainOp) {
     llvm::errs() << "gtc: error: the file has no train block; add one with "
                     "at least 'data = ...' (see frontend/LANGUAGE.md)\n";
@@ -253,7 +377,7 @@ int runModel(const Options &opts, mlir::ModuleOp module,
     return slot.get();
   };
   std::cout.flush();
-  return gtc::rt::train(*step, evalPlan, opts.run, std::cout, std::cerr);
+  return gtc::rt::train(*step, evalPlan, run, std::cout, std::cerr);
 }
 
 } // namespace

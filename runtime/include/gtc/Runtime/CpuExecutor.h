@@ -33,6 +33,12 @@ void parallelFor(int64_t n, const std::function<void(int64_t, int64_t)> &fn,
 void setThreads(int threads);
 int threads();
 
+/// Fills the parameter region `params` (the plan's layout) from each
+/// parameter's initializer, with a generator seeded from (seed, name):
+/// independent of order and of the other parameters, on every device.
+template <typename T>
+void initParameters(const Plan &plan, uint64_t seed, T *params);
+
 template <typename T> class CpuExecutor {
 public:
   /// Checks that every kernel of the plan is known (RuntimeError if not) and

@@ -9,6 +9,7 @@
 #ifndef GTC_RUNTIME_TRAINER_H
 #define GTC_RUNTIME_TRAINER_H
 
+#include "gtc/Runtime/CudaProgram.h"
 #include "gtc/Runtime/Plan.h"
 #include <functional>
 #include <iosfwd>
@@ -17,14 +18,22 @@
 
 namespace gtc::rt {
 
+/// Returns the GPU launches of a plan (emitted by the compiler), or null
+/// after reporting why not.
+using CudaProgramFn = std::function<const CudaProgram *(const Plan &)>;
+
 /// Command-line choices that override the train block.
 struct RunOptions {
+  std::string device = "cpu"; ///< "cpu" or "cuda"
+  std::string deviceName;     ///< for the log line, e.g. "NVIDIA H100"
+  CudaProgramFn programFor;   ///< needed with device "cuda"
   std::optional<int64_t> steps, epochs;
   std::optional<uint64_t> seed;
   std::string logPath;    ///< --log: JSONL metrics
   std::string savePath;   ///< --save: checkpoint at the end (and on SIGINT)
   std::string resumePath; ///< --resume: continue from a checkpoint
   int threads = 0;        ///< 0: all cores
+  int64_t logEvery = 0;   ///< 0: the train block's log_every
   bool progress = true;   ///< live progress line on a terminal
 };
 
@@ -37,6 +46,12 @@ using EvalPlanFn = std::function<const Plan *(int64_t batch)>;
 /// on `err` with what to do), 130 when interrupted (after saving).
 int train(const Plan &step, const EvalPlanFn &evalPlan,
           const RunOptions &options, std::ostream &out, std::ostream &err);
+
+/// `gtc run --bench N`: times the training step on random inputs (i32
+/// inputs in [0, 10)) after warm-up: CUDA events over graph replays on a
+/// GPU, a steady clock on the CPU. Prints the median ms per step.
+int benchmark(const Plan &plan, const RunOptions &options, int64_t iters,
+              std::ostream &out, std::ostream &err);
 
 } // namespace gtc::rt
 

@@ -1,0 +1,97 @@
+//===- Cuda.h - Running plans on NVIDIA GPUs --------------------*- C++ -*-===//
+//
+// The driver (libcuda.so.1), NVRTC and cuBLASLt are loaded at run time with
+// dlopen, so gtc starts on machines without them and says what is missing.
+// Kernels are compiled by NVRTC for the device's own architecture and cached
+// on disk by content hash (~/.cache/gtc, or $GTC_CACHE_DIR). A training step
+// is captured once as a CUDA graph per input slot and replayed; batches are
+// staged in pinned host buffers and copied on a separate stream, two slots
+// deep, so the copy of batch n+1 overlaps step n.
+//===----------------------------------------------------------------------===//
+
+#ifndef GTC_RUNTIME_CUDA_H
+#define GTC_RUNTIME_CUDA_H
+
+#include "gtc/Runtime/CpuExecutor.h"
+#include "gtc/Runtime/CudaProgram.h"
+#include "gtc/Runtime/Plan.h"
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace gtc::rt {
+
+/// Facts about the GPU, for logs and --explain.
+struct CudaDeviceInfo {
+  std::string name;
+  int major = 0, minor = 0;
+  int multiprocessors = 0;
+  size_t memory = 0;
+};
+
+/// Loads the driver and picks device 0. Returns false with a message that
+/// says what is missing and what to do (e.g. "no NVIDIA driver/GPU found
+/// (libcuda.so.1: cannot open ...); use --device cpu").
+bool cudaAvailable(CudaDeviceInfo &info, std::string &error);
+
+/// NVRTC compiles `source` for `arch` (e.g. "sm_90") to a cubin, through the
+/// on-disk cache. Errors carry NVRTC's log with the offending source lines.
+bool compileCuda(const std::string &source, const std::string &arch,
+                 std::vector<char> &cubin, bool &cached, std::string &error);
+
+/// Counts of what compileCuda did, for "a second run compiles nothing".
+struct CompileStats {
+  int compiled = 0, cacheHits = 0;
+  double seconds = 0;
+};
+CompileStats &compileStats();
+
+/// Runs a plan's CudaProgram on the GPU. Buffers live in one device arena
+/// laid out by the plan's memory plan; parameters, gradients and optimizer
+/// state are each contiguous, so clipping and the update are one kernel.
+class CudaExecutor {
+public:
+  /// Throws RuntimeError when the GPU, a kernel compilation or an
+  /// allocation fails.
+  CudaExecutor(const Plan &plan, const CudaProgram &program, bool tf32);
+  ~CudaExecutor();
+
+  const Plan &plan() const;
+  /// Copies host data into buffer `id` / out of it (synchronous).
+  void upload(int id, const void *data);
+  void download(int id, void *data);
+  void uploadRegion(Region r, const void *data);
+  void downloadRegion(Region r, void *data);
+
+  /// Pinned host memory for the inputs of slot 0/1: fill it, then step().
+  void *stagedInput(int slot, int buffer);
+  /// Runs one training step from input slot `slot`: copies the staged batch
+  /// (copy stream), runs the kernels (a graph after the first step), clips
+  /// and applies the optimizer with the given hyperparameters. Returns at
+  /// once; the loss arrives later (loss()).
+  void step(int slot, const TrainConfig &config, double lr, int64_t stepNo,
+            bool update);
+  /// Waits for everything enqueued and returns the last step's loss (and
+  /// accuracy of an eval plan, if it has one).
+  double loss();
+  double accuracy();
+  /// Waits until the staged input of `slot` may be overwritten.
+  void waitSlot(int slot);
+  /// Optimizer state (same layout as the parameters) for checkpoints.
+  void downloadState(std::vector<float> &first, std::vector<float> &second);
+  void uploadState(const std::vector<float> &first,
+                   const std::vector<float> &second);
+  /// Bytes of device memory: arena (by region), workspace, optimizer state.
+  std::vector<std::pair<std::string, size_t>> memoryBreakdown() const;
+  /// Times the step alone, in milliseconds (median of `iters` graph replays
+  /// after `warmup`, CUDA events).
+  double timeStep(int warmup, int iters);
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl;
+};
+
+} // namespace gtc::rt
+
+#endif // GTC_RUNTIME_CUDA_H

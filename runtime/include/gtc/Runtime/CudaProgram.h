@@ -1,0 +1,66 @@
+//===- CudaProgram.h - A plan's GPU launches --------------------*- C++ -*-===//
+//
+// What the CUDA code generator (compiler/lib/CodeGen) makes of a plan and the
+// CUDA executor runs: for every plan kernel, in order, a list of launches.
+// Kernels are complete CUDA C++ translation units for NVRTC (no #include; all
+// shapes baked in as constants; pointer arguments only); GEMMs go to
+// cuBLASLt; memsets clear buffers. No MLIR, no CUDA headers here.
+//===----------------------------------------------------------------------===//
+
+#ifndef GTC_RUNTIME_CUDAPROGRAM_H
+#define GTC_RUNTIME_CUDAPROGRAM_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gtc::rt {
+
+/// One GPU operation.
+struct CudaLaunch {
+  enum class Kind { Kernel, Gemm, Memset };
+  Kind kind = Kind::Kernel;
+
+  // Kernel: `extern "C" __global__ void <name>(T0 *p0, T1 *p1, ...)`, one
+  // pointer per entry of `buffers` (float* for f32 buffers, int* for i32),
+  // launched as grid x block threads (1-D) with `shared` bytes of dynamic
+  // shared memory. An entry kWorkspace stands for the program's workspace
+  // (see CudaProgram::workspaceBytes); the kernel declares the pointer type
+  // it wants (double*, float*, int*).
+  static constexpr int kWorkspace = -2;
+  std::string name;
+  std::string source;
+  int64_t grid = 1;
+  int64_t block = 256;
+  int64_t shared = 0;
+  std::vector<int> buffers;
+
+  // Gemm (row-major, f32): for i in [0, batch):
+  //   C_i = alpha * op(A_i) @ op(B_i) + beta * C_i  (+ bias[n] per row)
+  // with A_i = A + i * strideA (in elements; 0 broadcasts), op(A_i) M x K,
+  // op(B_i) K x N, C_i M x N, C_i = C + i * strideC.
+  int a = -1, b = -1, c = -1, bias = -1;
+  bool transA = false, transB = false;
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+  int64_t strideA = 0, strideB = 0, strideC = 0;
+  float alpha = 1.0f, beta = 0.0f;
+
+  // Memset: clear buffer `c` (all of it) to zero.
+};
+
+/// The launches of every plan kernel (same order and count as Plan::kernels).
+struct CudaProgram {
+  std::vector<std::vector<CudaLaunch>> kernels;
+  /// Bytes of device scratch memory (256-byte aligned) that the executor
+  /// allocates once and passes for every kWorkspace entry. Its contents are
+  /// undefined when a plan kernel starts; the launches of one plan kernel run
+  /// in order on one stream, so a launch reads what an earlier launch of the
+  /// same plan kernel wrote there (partial sums of deterministic two-stage
+  /// reductions, attention statistics). No data lives there across plan
+  /// kernels.
+  int64_t workspaceBytes = 0;
+};
+
+} // namespace gtc::rt
+
+#endif // GTC_RUNTIME_CUDAPROGRAM_H

@@ -1,0 +1,897 @@
+//===- Cuda.cpp - Running plans on NVIDIA GPUs ----------------------------===//
+
+#include "gtc/Runtime/Cuda.h"
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <cuda.h>
+#include <cublasLt.h>
+#include <dlfcn.h>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <nvrtc.h>
+#include <sstream>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <unordered_map>
+
+using namespace gtc::rt;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Libraries loaded at run time
+//===----------------------------------------------------------------------===//
+
+#define GTC_CU_FUNCTIONS(X)                                                    \
+  X(cuInit)                                                                    \
+  X(cuDeviceGet)                                                               \
+  X(cuDeviceGetCount)                                                          \
+  X(cuDeviceGetName)                                                           \
+  X(cuDeviceGetAttribute)                                                      \
+  X(cuDeviceTotalMem)                                                          \
+  X(cuDevicePrimaryCtxRetain)                                                  \
+  X(cuCtxSetCurrent)                                                           \
+  X(cuGetErrorString)                                                          \
+  X(cuMemAlloc)                                                                \
+  X(cuMemFree)                                                                 \
+  X(cuMemHostAlloc)                                                            \
+  X(cuMemFreeHost)                                                             \
+  X(cuMemcpyHtoD)                                                              \
+  X(cuMemcpyDtoH)                                                              \
+  X(cuMemcpyHtoDAsync)                                                         \
+  X(cuMemcpyDtoHAsync)                                                         \
+  X(cuMemsetD8Async)                                                           \
+  X(cuMemGetInfo)                                                              \
+  X(cuModuleLoadData)                                                          \
+  X(cuModuleGetFunction)                                                       \
+  X(cuFuncSetAttribute)                                                        \
+  X(cuLaunchKernel)                                                            \
+  X(cuStreamCreate)                                                            \
+  X(cuStreamSynchronize)                                                       \
+  X(cuStreamWaitEvent)                                                         \
+  X(cuStreamBeginCapture)                                                      \
+  X(cuStreamEndCapture)                                                        \
+  X(cuGraphInstantiateWithFlags)                                               \
+  X(cuGraphLaunch)                                                             \
+  X(cuEventCreate)                                                             \
+  X(cuEventRecord)                                                             \
+  X(cuEventSynchronize)                                                        \
+  X(cuEventElapsedTime)
+
+#define GTC_NVRTC_FUNCTIONS(X)                                                 \
+  X(nvrtcCreateProgram)                                                        \
+  X(nvrtcCompileProgram)                                                       \
+  X(nvrtcGetProgramLogSize)                                                    \
+  X(nvrtcGetProgramLog)                                                        \
+  X(nvrtcGetCUBINSize)                                                         \
+  X(nvrtcGetCUBIN)                                                             \
+  X(nvrtcDestroyProgram)                                                       \
+  X(nvrtcGetErrorString)                                                       \
+  X(nvrtcVersion)
+
+#define GTC_LT_FUNCTIONS(X)                                                    \
+  X(cublasLtCreate)                                                            \
+  X(cublasLtMatmulDescCreate)                                                  \
+  X(cublasLtMatmulDescSetAttribute)                                            \
+  X(cublasLtMatrixLayoutCreate)                                                \
+  X(cublasLtMatrixLayoutSetAttribute)                                          \
+  X(cublasLtMatmulPreferenceCreate)                                            \
+  X(cublasLtMatmulPreferenceSetAttribute)                                      \
+  X(cublasLtMatmulAlgoGetHeuristic)                                            \
+  X(cublasLtMatmul)
+
+struct Libs {
+#define DECLARE(f) decltype(&::f) f = nullptr;
+  GTC_CU_FUNCTIONS(DECLARE)
+  GTC_NVRTC_FUNCTIONS(DECLARE)
+  GTC_LT_FUNCTIONS(DECLARE)
+#undef DECLARE
+  bool driver = false, nvrtc = false, cublas = false;
+  std::string driverError, nvrtcError, cublasError;
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  CudaDeviceInfo info;
+};
+
+void *openFirst(std::initializer_list<const char *> names, std::string &error) {
+  for (const char *n : names)
+    if (void *h = dlopen(n, RTLD_NOW | RTLD_LOCAL))
+      return h;
+  const char *e = dlerror();
+  error = e ? e : "not found";
+  return nullptr;
+}
+
+Libs &libs() {
+  static Libs l;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // The driver: resolve every entry point through cuGetProcAddress, which
+    // returns the version of each function matching the headers we use.
+    if (void *h = openFirst({"libcuda.so.1", "libcuda.so"}, l.driverError)) {
+      using GetProc = CUresult (*)(const char *, void **, int, cuuint64_t,
+                                   CUdriverProcAddressQueryResult *);
+      auto getProc = reinterpret_cast<GetProc>(dlsym(h, "cuGetProcAddress_v2"));
+      bool ok = getProc != nullptr;
+#define RESOLVE(f)                                                             \
+  if (ok) {                                                                    \
+    CUdriverProcAddressQueryResult status;                                     \
+    ok = getProc(#f, reinterpret_cast<void **>(&l.f), CUDA_VERSION,           \
+                 CU_GET_PROC_ADDRESS_DEFAULT, &status) == CUDA_SUCCESS &&      \
+         l.f;                                                                  \
+    if (!ok)                                                                   \
+      l.driverError = "the NVIDIA driver lacks " #f "; update the driver";    \
+  }
+      GTC_CU_FUNCTIONS(RESOLVE)
+#undef RESOLVE
+      l.driver = ok;
+    }
+    if (void *h = openFirst({"libnvrtc.so.13", "libnvrtc.so",
+                             "/usr/local/cuda/lib64/libnvrtc.so.13"},
+                            l.nvrtcError)) {
+      bool ok = true;
+#define RESOLVE(f)                                                             \
+  ok = ok && (l.f = reinterpret_cast<decltype(l.f)>(dlsym(h, #f)));
+      GTC_NVRTC_FUNCTIONS(RESOLVE)
+#undef RESOLVE
+      l.nvrtc = ok;
+      if (!ok)
+        l.nvrtcError = "libnvrtc lacks an entry point; install CUDA 13's NVRTC";
+    }
+    if (void *h = openFirst({"libcublasLt.so.13", "libcublasLt.so",
+                             "/usr/local/cuda/lib64/libcublasLt.so.13"},
+                            l.cublasError)) {
+      bool ok = true;
+#define RESOLVE(f)                                                             \
+  ok = ok && (l.f = reinterpret_cast<decltype(l.f)>(dlsym(h, #f)));
+      GTC_LT_FUNCTIONS(RESOLVE)
+#undef RESOLVE
+      l.cublas = ok;
+      if (!ok)
+        l.cublasError = "libcublasLt lacks an entry point; install CUDA 13";
+    }
+  });
+  return l;
+}
+
+std::string cuError(CUresult r) {
+  const char *s = nullptr;
+  if (libs().cuGetErrorString)
+    libs().cuGetErrorString(r, &s);
+  return s ? s : "CUDA error " + std::to_string(int(r));
+}
+
+#define CU(call)                                                               \
+  do {                                                                         \
+    CUresult r_ = libs().call;                                                 \
+    if (r_ != CUDA_SUCCESS)                                                    \
+      throw RuntimeError(std::string("CUDA: ") + #call + ": " + cuError(r_));  \
+  } while (0)
+
+#define LT(call)                                                               \
+  do {                                                                         \
+    cublasStatus_t s_ = libs().call;                                           \
+    if (s_ != CUBLAS_STATUS_SUCCESS)                                           \
+      throw RuntimeError(std::string("cuBLASLt: ") + #call + " failed (" +     \
+                         std::to_string(int(s_)) + ")");                       \
+  } while (0)
+
+bool initDevice(std::string &error) {
+  Libs &l = libs();
+  if (!l.driver) {
+    error = "no NVIDIA driver/GPU found (" + l.driverError +
+            "); use --device cpu";
+    return false;
+  }
+  if (l.context)
+    return true;
+  int count = 0;
+  if (l.cuInit(0) != CUDA_SUCCESS || l.cuDeviceGetCount(&count) != CUDA_SUCCESS ||
+      count == 0) {
+    error = "no NVIDIA GPU found (the driver loads but sees no device); use "
+            "--device cpu";
+    return false;
+  }
+  CUresult r = l.cuDeviceGet(&l.device, 0);
+  if (r == CUDA_SUCCESS)
+    r = l.cuDevicePrimaryCtxRetain(&l.context, l.device);
+  if (r == CUDA_SUCCESS)
+    r = l.cuCtxSetCurrent(l.context);
+  if (r != CUDA_SUCCESS) {
+    error = "cannot open the GPU: " + cuError(r);
+    return false;
+  }
+  char name[256] = {0};
+  l.cuDeviceGetName(name, sizeof name, l.device);
+  l.info.name = name;
+  l.cuDeviceGetAttribute(&l.info.major,
+                         CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, l.device);
+  l.cuDeviceGetAttribute(&l.info.minor,
+                         CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, l.device);
+  l.cuDeviceGetAttribute(&l.info.multiprocessors,
+                         CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, l.device);
+  l.cuDeviceTotalMem(&l.info.memory, l.device);
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// NVRTC and the kernel cache
+//===----------------------------------------------------------------------===//
+
+uint64_t fnv1a(const std::string &s, uint64_t h = 1469598103934665603ULL) {
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+std::string cacheDir() {
+  if (const char *d = std::getenv("GTC_CACHE_DIR"))
+    return d;
+  if (const char *x = std::getenv("XDG_CACHE_HOME"))
+    return std::string(x) + "/gtc";
+  if (const char *home = std::getenv("HOME"))
+    return std::string(home) + "/.cache/gtc";
+  return "/tmp/gtc-cache";
+}
+
+void makeDirs(const std::string &path) {
+  for (size_t i = 1; i <= path.size(); ++i)
+    if (i == path.size() || path[i] == '/')
+      mkdir(path.substr(0, i).c_str(), 0755);
+}
+
+/// Adds the source lines NVRTC's log points at ("kernel.cu(12): error ...").
+std::string annotateLog(const std::string &log, const std::string &source) {
+  std::vector<std::string> lines;
+  std::istringstream in(source);
+  for (std::string l; std::getline(in, l);)
+    lines.push_back(l);
+  std::ostringstream out;
+  std::istringstream logIn(log);
+  for (std::string l; std::getline(logIn, l);) {
+    out << l << "\n";
+    size_t open = l.find('('), close = l.find(')');
+    if (open != std::string::npos && close != std::string::npos &&
+        close > open + 1 && l.find("error") != std::string::npos) {
+      int n = std::atoi(l.substr(open + 1, close - open - 1).c_str());
+      if (n >= 1 && n <= static_cast<int>(lines.size()))
+        out << "    " << n << " | " << lines[n - 1] << "\n";
+    }
+  }
+  return out.str();
+}
+
+} // namespace
+
+CompileStats &gtc::rt::compileStats() {
+  static CompileStats stats;
+  return stats;
+}
+
+bool gtc::rt::cudaAvailable(CudaDeviceInfo &info, std::string &error) {
+  if (!initDevice(error))
+    return false;
+  info = libs().info;
+  return true;
+}
+
+bool gtc::rt::compileCuda(const std::string &source, const std::string &arch,
+                          std::vector<char> &cubin, bool &cached,
+                          std::string &error) {
+  Libs &l = libs();
+  if (!l.nvrtc) {
+    error = "NVRTC is not available (" + l.nvrtcError +
+            "); install the CUDA 13 libraries";
+    return false;
+  }
+  int major = 0, minor = 0;
+  l.nvrtcVersion(&major, &minor);
+  const std::string key = source + "\n//" + arch + " nvrtc " +
+                          std::to_string(major) + "." + std::to_string(minor);
+  char name[32];
+  std::snprintf(name, sizeof name, "%016llx.cubin",
+                static_cast<unsigned long long>(fnv1a(key)));
+  std::string dir = cacheDir(), path = dir + "/" + name;
+  if (std::ifstream f{path, std::ios::binary}) {
+    cubin.assign(std::istreambuf_iterator<char>(f), {});
+    if (!cubin.empty()) {
+      cached = true;
+      ++compileStats().cacheHits;
+      return true;
+    }
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  nvrtcProgram prog;
+  if (l.nvrtcCreateProgram(&prog, source.c_str(), "kernel.cu", 0, nullptr,
+                           nullptr) != NVRTC_SUCCESS) {
+    error = "NVRTC could not create a program";
+    return false;
+  }
+  std::string archFlag = "--gpu-architecture=" + arch;
+  const char *opts[] = {archFlag.c_str(), "--std=c++17", "-default-device"};
+  nvrtcResult r = l.nvrtcCompileProgram(prog, 3, opts);
+  if (r != NVRTC_SUCCESS) {
+    size_t n = 0;
+    l.nvrtcGetProgramLogSize(prog, &n);
+    std::string log(n, '\0');
+    l.nvrtcGetProgramLog(prog, log.data());
+    error = "NVRTC failed to compile a generated kernel for " + arch + ":\n" +
+            annotateLog(log, source);
+    l.nvrtcDestroyProgram(&prog);
+    return false;
+  }
+  size_t size = 0;
+  l.nvrtcGetCUBINSize(prog, &size);
+  cubin.resize(size);
+  l.nvrtcGetCUBIN(prog, cubin.data());
+  l.nvrtcDestroyProgram(&prog);
+  cached = false;
+  ++compileStats().compiled;
+  compileStats().seconds += std::chrono::duration<double>(
+                                std::chrono::steady_clock::now() - t0)
+                                .count();
+  // Write through a temporary name, so a concurrent reader never sees half.
+  makeDirs(dir);
+  std::string tmp = path + ".tmp." + std::to_string(getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    f.write(cubin.data(), static_cast<std::streamsize>(cubin.size()));
+  }
+  std::rename(tmp.c_str(), path.c_str());
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// The executor
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Clipping and the optimizers over flat buffers. Hyperparameters come from
+/// a device buffer (filled before each step), so the graph replays as is.
+const char *kOptimizerSource = R"(
+struct Hyper {
+  float lr, beta1, beta2, eps, weightDecay, bc1, bc2, maxNorm;
+  float momentum, dampening;
+  int nesterov, first, kind; // kind: 0 sgd, 1 adam, 2 adamw
+};
+#define CHUNK 4096
+extern "C" __global__ void gtc_sumsq(const float *__restrict__ g, long long n,
+                                     float *__restrict__ partial) {
+  __shared__ float s[256];
+  long long base = (long long)blockIdx.x * CHUNK;
+  float acc = 0.f;
+  for (long long i = base + threadIdx.x; i < base + CHUNK && i < n; i += 256)
+    acc += g[i] * g[i];
+  s[threadIdx.x] = acc;
+  __syncthreads();
+  for (int w = 128; w > 0; w >>= 1) {
+    if (threadIdx.x < w) s[threadIdx.x] += s[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) partial[blockIdx.x] = s[0];
+}
+extern "C" __global__ void gtc_norm(const float *__restrict__ partial, int n,
+                                    float *__restrict__ norm) {
+  __shared__ double s[256];
+  double acc = 0;
+  for (int i = threadIdx.x; i < n; i += 256) acc += partial[i];
+  s[threadIdx.x] = acc;
+  __syncthreads();
+  for (int w = 128; w > 0; w >>= 1) {
+    if (threadIdx.x < w) s[threadIdx.x] += s[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) norm[0] = (float)sqrt(s[0]);
+}
+extern "C" __global__ void gtc_update(float *__restrict__ p,
+                                      const float *__restrict__ g,
+                                      float *__restrict__ m,
+                                      float *__restrict__ v, long long n,
+                                      const Hyper *__restrict__ hp,
+                                      const float *__restrict__ norm) {
+  Hyper h = *hp;
+  float scale = 1.f;
+  if (h.maxNorm > 0.f) {
+    float c = h.maxNorm / (norm[0] + 1e-6f);
+    scale = c < 1.f ? c : 1.f;
+  }
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x) {
+    float gi = g[i] * scale, pi = p[i];
+    if (h.kind == 0) {
+      if (h.weightDecay != 0.f) gi += h.weightDecay * pi;
+      if (h.momentum != 0.f) {
+        float b = h.first ? gi : h.momentum * m[i] + (1.f - h.dampening) * gi;
+        m[i] = b;
+        gi = h.nesterov ? gi + h.momentum * b : b;
+      }
+      p[i] = pi - h.lr * gi;
+    } else {
+      if (h.kind == 2) pi = pi * (1.f - h.lr * h.weightDecay);
+      else if (h.weightDecay != 0.f) gi += h.weightDecay * pi;
+      float mi = m[i] + (gi - m[i]) * (1.f - h.beta1);
+      float vi = v[i] * h.beta2 + (1.f - h.beta2) * gi * gi;
+      m[i] = mi;
+      v[i] = vi;
+      float denom = sqrtf(vi) / h.bc2 + h.eps;
+      p[i] = pi - (h.lr / h.bc1) * (mi / denom);
+    }
+  }
+}
+)";
+
+struct Hyper {
+  float lr, beta1, beta2, eps, weightDecay, bc1, bc2, maxNorm;
+  float momentum, dampening;
+  int nesterov, first, kind;
+};
+
+} // namespace
+
+struct CudaExecutor::Impl {
+  const Plan &plan;
+  const CudaProgram &program;
+  bool tf32;
+  std::string arch;
+  CUstream compute = nullptr, copy = nullptr;
+  CUdeviceptr arena = 0, inputs[2] = {0, 0}, workspace = 0, state = 0;
+  size_t arenaBytes = 0, workspaceBytes = 32 << 20, stateBytes = 0;
+  std::map<Region, size_t> regionOffset; ///< bytes into the arena
+  void *staged[2] = {nullptr, nullptr};  ///< pinned copies of the inputs
+  void *pinnedOut = nullptr;             ///< loss, accuracy
+  Hyper *pinnedHyper = nullptr; ///< one per input slot
+  CUdeviceptr hyper = 0, partial = 0, norm = 0;
+  int64_t paramElements = 0, partials = 0;
+  CUevent copied[2], consumed[2], done, start, stop;
+  bool consumedRecorded[2] = {false, false};
+  std::vector<CUmodule> modules;
+  struct Launch {
+    const CudaLaunch *spec;
+    CUfunction fn = nullptr;
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+  };
+  std::vector<Launch> launches;
+  CUfunction sumsq = nullptr, normFn = nullptr, update = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  CUgraphExec graphs[2] = {nullptr, nullptr};
+
+  Impl(const Plan &p, const CudaProgram &prog, bool tf32)
+      : plan(p), program(prog), tf32(tf32) {}
+
+  CUdeviceptr ptr(int id, int slot) const {
+    const Buffer &b = plan.buffers[id];
+    if (b.region == Region::Input)
+      return inputs[slot] + b.offset * 4;
+    return arena + regionOffset.at(b.region) + b.offset * 4;
+  }
+
+  CUfunction load(const std::string &source, const std::string &name) {
+    std::vector<char> cubin;
+    bool cached = false;
+    std::string error;
+    if (!compileCuda(source, arch, cubin, cached, error))
+      throw RuntimeError(error);
+    CUmodule m;
+    CU(cuModuleLoadData(&m, cubin.data()));
+    modules.push_back(m);
+    CUfunction f;
+    CU(cuModuleGetFunction(&f, m, name.c_str()));
+    return f;
+  }
+
+  void setupGemm(Launch &l) {
+    const CudaLaunch &s = *l.spec;
+    Libs &L = libs();
+    cublasComputeType_t compute =
+        tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    LT(cublasLtMatmulDescCreate(&l.desc, compute, CUDA_R_32F));
+    // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: pass B
+    // first. In column-major terms B (row-major rowsB x colsB) is colsB x rowsB.
+    cublasOperation_t opA = s.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t opB = s.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+    LT(cublasLtMatmulDescSetAttribute(l.desc, CUBLASLT_MATMUL_DESC_TRANSA,
+                                      &opA, sizeof opA));
+    LT(cublasLtMatmulDescSetAttribute(l.desc, CUBLASLT_MATMUL_DESC_TRANSB,
+                                      &opB, sizeof opB));
+    if (s.bias >= 0) {
+      cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+      LT(cublasLtMatmulDescSetAttribute(l.desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                        &epi, sizeof epi));
+    }
+    int64_t rowsB = s.transB ? s.n : s.k, colsB = s.transB ? s.k : s.n;
+    int64_t rowsA = s.transA ? s.k : s.m, colsA = s.transA ? s.m : s.k;
+    LT(cublasLtMatrixLayoutCreate(&l.la, CUDA_R_32F, colsB, rowsB, colsB));
+    LT(cublasLtMatrixLayoutCreate(&l.lb, CUDA_R_32F, colsA, rowsA, colsA));
+    LT(cublasLtMatrixLayoutCreate(&l.lc, CUDA_R_32F, s.n, s.m, s.n));
+    if (s.batch > 1) {
+      int32_t count = static_cast<int32_t>(s.batch);
+      for (auto [layout, stride] :
+           {std::pair{l.la, s.strideB}, std::pair{l.lb, s.strideA},
+            std::pair{l.lc, s.strideC}}) {
+        LT(cublasLtMatrixLayoutSetAttribute(
+            layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
+        LT(cublasLtMatrixLayoutSetAttribute(
+            layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+            sizeof stride));
+      }
+    }
+    cublasLtMatmulPreference_t pref;
+    LT(cublasLtMatmulPreferenceCreate(&pref));
+    LT(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspaceBytes,
+        sizeof workspaceBytes));
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    LT(cublasLtMatmulAlgoGetHeuristic(lt, l.desc, l.la, l.lb, l.lc, l.lc, pref,
+                                      1, &result, &found));
+    if (found == 0)
+      throw RuntimeError("cuBLASLt has no algorithm for a " +
+                         std::to_string(s.m) + "x" + std::to_string(s.n) +
+                         "x" + std::to_string(s.k) + " GEMM");
+    l.algo = result.algo;
+    (void)L;
+  }
+
+  void enqueueKernels(int slot) {
+    Libs &L = libs();
+    for (Launch &l : launches) {
+      const CudaLaunch &s = *l.spec;
+      if (s.kind == CudaLaunch::Kind::Memset) {
+        const Buffer &b = plan.buffers[s.c];
+        CU(cuMemsetD8Async(ptr(s.c, slot), 0, b.elements() * 4, compute));
+      } else if (s.kind == CudaLaunch::Kind::Gemm) {
+        CUdeviceptr a = ptr(s.a, slot), b = ptr(s.b, slot), c = ptr(s.c, slot);
+        if (s.bias >= 0) {
+          CUdeviceptr bias = ptr(s.bias, slot);
+          LT(cublasLtMatmulDescSetAttribute(
+              l.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+        }
+        float alpha = s.alpha, beta = s.beta;
+        LT(cublasLtMatmul(lt, l.desc, &alpha, reinterpret_cast<void *>(b),
+                          l.la, reinterpret_cast<void *>(a), l.lb, &beta,
+                          reinterpret_cast<void *>(c), l.lc,
+                          reinterpret_cast<void *>(c), l.lc, &l.algo,
+                          reinterpret_cast<void *>(workspace), workspaceBytes,
+                          compute));
+      } else {
+        std::vector<CUdeviceptr> ptrs;
+        for (int id : s.buffers)
+          ptrs.push_back(ptr(id, slot));
+        std::vector<void *> args;
+        for (CUdeviceptr &p : ptrs)
+          args.push_back(&p);
+        CU(cuLaunchKernel(l.fn, static_cast<unsigned>(s.grid), 1, 1,
+                          static_cast<unsigned>(s.block), 1, 1,
+                          static_cast<unsigned>(s.shared), compute,
+                          args.data(), nullptr));
+      }
+    }
+    (void)L;
+  }
+
+  void enqueueUpdate(int slot) {
+    if (paramElements == 0 || plan.kind != "step")
+      return;
+    CUdeviceptr p = arena + regionOffset.at(Region::Param);
+    CUdeviceptr g = arena + regionOffset.at(Region::Grad);
+    CUdeviceptr m = state, v = state + paramElements * 4;
+    long long n = paramElements;
+    int np = static_cast<int>(partials);
+    CU(cuMemcpyHtoDAsync(hyper, pinnedHyper + slot, sizeof(Hyper), compute));
+    {
+      void *args[] = {&g, &n, &partial};
+      CU(cuLaunchKernel(sumsq, static_cast<unsigned>(partials), 1, 1, 256, 1,
+                        1, 0, compute, args, nullptr));
+    }
+    {
+      void *args[] = {&partial, &np, &norm};
+      CU(cuLaunchKernel(normFn, 1, 1, 1, 256, 1, 1, 0, compute, args,
+                        nullptr));
+    }
+    void *args[] = {&p, &g, &m, &v, &n, &hyper, &norm};
+    CU(cuLaunchKernel(update, 132 * 4, 1, 1, 256, 1, 1, 0, compute, args,
+                      nullptr));
+  }
+
+  void enqueueOutputs() {
+    auto *out = static_cast<float *>(pinnedOut);
+    CU(cuMemcpyDtoHAsync(out, ptr(plan.loss, 0), 4, compute));
+    if (plan.accuracy >= 0)
+      CU(cuMemcpyDtoHAsync(out + 1, ptr(plan.accuracy, 0), 4, compute));
+  }
+};
+
+CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
+                           bool tf32)
+    : impl(std::make_unique<Impl>(plan, program, tf32)) {
+  std::string error;
+  if (!initDevice(error))
+    throw RuntimeError(error);
+  Libs &L = libs();
+  if (!L.nvrtc)
+    throw RuntimeError("NVRTC is not available (" + L.nvrtcError +
+                       "); install the CUDA 13 libraries");
+  if (!L.cublas)
+    throw RuntimeError("cuBLASLt is not available (" + L.cublasError +
+                       "); install the CUDA 13 libraries");
+  Impl &I = *impl;
+  I.arch = "sm_" + std::to_string(L.info.major) + std::to_string(L.info.minor);
+  CU(cuCtxSetCurrent(L.context));
+  CU(cuStreamCreate(&I.compute, CU_STREAM_NON_BLOCKING));
+  CU(cuStreamCreate(&I.copy, CU_STREAM_NON_BLOCKING));
+  for (int s = 0; s < 2; ++s) {
+    CU(cuEventCreate(&I.copied[s], CU_EVENT_DISABLE_TIMING));
+    CU(cuEventCreate(&I.consumed[s], CU_EVENT_DISABLE_TIMING));
+  }
+  CU(cuEventCreate(&I.done, CU_EVENT_DISABLE_TIMING));
+  CU(cuEventCreate(&I.start, CU_EVENT_DEFAULT));
+  CU(cuEventCreate(&I.stop, CU_EVENT_DEFAULT));
+  LT(cublasLtCreate(&I.lt));
+
+  // One arena for every region but the inputs (two slots of those).
+  size_t offset = 0;
+  for (auto [region, elements] : plan.regionSize) {
+    if (region == Region::Input)
+      continue;
+    I.regionOffset[region] = offset;
+    offset += (static_cast<size_t>(elements) * 4 + 255) / 256 * 256;
+  }
+  I.arenaBytes = std::max<size_t>(offset, 256);
+  CU(cuMemAlloc(&I.arena, I.arenaBytes));
+  size_t inputBytes = std::max<size_t>(
+      256, static_cast<size_t>(plan.regionSize.count(Region::Input)
+                                   ? plan.regionSize.at(Region::Input)
+                                   : 0) *
+               4);
+  for (int s = 0; s < 2; ++s) {
+    CU(cuMemAlloc(&I.inputs[s], inputBytes));
+    CU(cuMemHostAlloc(&I.staged[s], inputBytes, 0));
+  }
+  CU(cuMemAlloc(&I.workspace, I.workspaceBytes));
+  CU(cuMemHostAlloc(&I.pinnedOut, 16, 0));
+  void *hp = nullptr;
+  CU(cuMemHostAlloc(&hp, 2 * sizeof(Hyper), 0));
+  I.pinnedHyper = static_cast<Hyper *>(hp);
+  std::memset(I.pinnedHyper, 0, 2 * sizeof(Hyper));
+  I.paramElements = plan.regionSize.count(Region::Param)
+                        ? plan.regionSize.at(Region::Param)
+                        : 0;
+  if (plan.kind == "step" && I.paramElements > 0) {
+    I.stateBytes = static_cast<size_t>(I.paramElements) * 8;
+    CU(cuMemAlloc(&I.state, I.stateBytes));
+    CU(cuMemsetD8Async(I.state, 0, I.stateBytes, I.compute));
+    I.partials = (I.paramElements + 4095) / 4096;
+    CU(cuMemAlloc(&I.partial, I.partials * 4));
+    CU(cuMemAlloc(&I.norm, 4));
+    CU(cuMemAlloc(&I.hyper, sizeof(Hyper)));
+    I.sumsq = I.load(kOptimizerSource, "gtc_sumsq");
+    I.normFn = I.load(kOptimizerSource, "gtc_norm");
+    I.update = I.load(kOptimizerSource, "gtc_update");
+  }
+  // Zero the arena, then the constants.
+  CU(cuMemsetD8Async(I.arena, 0, I.arenaBytes, I.compute));
+  CU(cuStreamSynchronize(I.compute));
+  for (const Constant &c : plan.constants) {
+    const Buffer &b = plan.buffers[c.buffer];
+    std::vector<float> f;
+    std::vector<int32_t> i;
+    for (int64_t e = 0; e < b.elements(); ++e) {
+      double v = c.values.size() == 1 ? c.values[0] : c.values[e];
+      f.push_back(static_cast<float>(v));
+      i.push_back(static_cast<int32_t>(v));
+    }
+    upload(c.buffer, b.dtype == DType::F32 ? static_cast<const void *>(f.data())
+                                           : i.data());
+  }
+
+  // Compile (or fetch from the cache) every kernel; one module per source.
+  std::unordered_map<std::string, CUfunction> bySource;
+  for (const std::vector<CudaLaunch> &ls : program.kernels)
+    for (const CudaLaunch &s : ls) {
+      Impl::Launch l;
+      l.spec = &s;
+      if (s.kind == CudaLaunch::Kind::Kernel) {
+        auto it = bySource.find(s.source + s.name);
+        l.fn = it != bySource.end() ? it->second : I.load(s.source, s.name);
+        bySource[s.source + s.name] = l.fn;
+        if (s.shared > 48 * 1024)
+          CU(cuFuncSetAttribute(l.fn,
+                                CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                static_cast<int>(s.shared)));
+      } else if (s.kind == CudaLaunch::Kind::Gemm) {
+        I.setupGemm(l);
+      }
+      I.launches.push_back(l);
+    }
+}
+
+CudaExecutor::~CudaExecutor() {
+  if (!impl)
+    return;
+  // Device memory goes with the process; free what is large.
+  Libs &L = libs();
+  if (L.cuStreamSynchronize && impl->compute)
+    L.cuStreamSynchronize(impl->compute);
+  for (CUdeviceptr p : {impl->arena, impl->inputs[0], impl->inputs[1],
+                        impl->workspace, impl->state})
+    if (p)
+      L.cuMemFree(p);
+  for (void *p : {impl->staged[0], impl->staged[1], impl->pinnedOut,
+                  static_cast<void *>(impl->pinnedHyper)})
+    if (p)
+      L.cuMemFreeHost(p);
+}
+
+const Plan &CudaExecutor::plan() const { return impl->plan; }
+
+void CudaExecutor::upload(int id, const void *data) {
+  CU(cuStreamSynchronize(impl->compute));
+  const Buffer &b = impl->plan.buffers[id];
+  for (int s = 0; s < (b.region == Region::Input ? 2 : 1); ++s)
+    CU(cuMemcpyHtoD(impl->ptr(id, s), data, b.elements() * 4));
+}
+
+void CudaExecutor::download(int id, void *data) {
+  CU(cuStreamSynchronize(impl->compute));
+  CU(cuMemcpyDtoH(data, impl->ptr(id, 0),
+                  impl->plan.buffers[id].elements() * 4));
+}
+
+void CudaExecutor::uploadRegion(Region r, const void *data) {
+  CU(cuStreamSynchronize(impl->compute));
+  CU(cuMemcpyHtoD(impl->arena + impl->regionOffset.at(r), data,
+                  impl->plan.regionSize.at(r) * 4));
+}
+
+void CudaExecutor::downloadRegion(Region r, void *data) {
+  CU(cuStreamSynchronize(impl->compute));
+  CU(cuMemcpyDtoH(data, impl->arena + impl->regionOffset.at(r),
+                  impl->plan.regionSize.at(r) * 4));
+}
+
+void *CudaExecutor::stagedInput(int slot, int buffer) {
+  return static_cast<char *>(impl->staged[slot]) +
+         impl->plan.buffers[buffer].offset * 4;
+}
+
+void CudaExecutor::waitSlot(int slot) {
+  // The staged (pinned) slot is free once its copy has finished.
+  CU(cuEventSynchronize(impl->copied[slot]));
+}
+
+void CudaExecutor::step(int slot, const TrainConfig &c, double lr,
+                        int64_t stepNo, bool update) {
+  Impl &I = *impl;
+  Libs &L = libs();
+  // Copy the staged batch on the copy stream once the step that last read
+  // this slot's device inputs is done.
+  size_t inputBytes = I.plan.regionSize.count(Region::Input)
+                          ? I.plan.regionSize.at(Region::Input) * 4
+                          : 0;
+  if (I.consumedRecorded[slot])
+    CU(cuStreamWaitEvent(I.copy, I.consumed[slot], 0));
+  if (inputBytes)
+    CU(cuMemcpyHtoDAsync(I.inputs[slot], I.staged[slot], inputBytes, I.copy));
+  CU(cuEventRecord(I.copied[slot], I.copy));
+  CU(cuStreamWaitEvent(I.compute, I.copied[slot], 0));
+
+  // This slot's hyperparameters were last read by the step two back; wait
+  // for it (at most two steps are in flight, with no wait on the last one).
+  if (I.consumedRecorded[slot])
+    CU(cuEventSynchronize(I.consumed[slot]));
+  Hyper &h = I.pinnedHyper[slot];
+  h.lr = static_cast<float>(lr);
+  h.beta1 = static_cast<float>(c.beta1);
+  h.beta2 = static_cast<float>(c.beta2);
+  h.eps = static_cast<float>(c.eps);
+  h.weightDecay = static_cast<float>(c.weightDecay);
+  h.bc1 = static_cast<float>(1 - std::pow(c.beta1, double(stepNo)));
+  h.bc2 = static_cast<float>(std::sqrt(1 - std::pow(c.beta2, double(stepNo))));
+  h.maxNorm = static_cast<float>(c.gradClip);
+  h.momentum = static_cast<float>(c.momentum);
+  h.dampening = static_cast<float>(c.dampening);
+  h.nesterov = c.nesterov;
+  h.first = stepNo == 1;
+  h.kind = c.optimizer == "sgd" ? 0 : c.optimizer == "adam" ? 1 : 2;
+
+  bool useGraph = std::getenv("GTC_NO_GRAPH") == nullptr;
+  if (useGraph && !I.graphs[slot]) {
+    CUgraph graph;
+    CU(cuStreamBeginCapture(I.compute, CU_STREAM_CAPTURE_MODE_RELAXED));
+    I.enqueueKernels(slot);
+    if (update)
+      I.enqueueUpdate(slot);
+    I.enqueueOutputs();
+    CU(cuStreamEndCapture(I.compute, &graph));
+    CU(cuGraphInstantiateWithFlags(&I.graphs[slot], graph, 0));
+  }
+  if (useGraph) {
+    CU(cuGraphLaunch(I.graphs[slot], I.compute));
+  } else {
+    I.enqueueKernels(slot);
+    if (update)
+      I.enqueueUpdate(slot);
+    I.enqueueOutputs();
+  }
+  CU(cuEventRecord(I.consumed[slot], I.compute));
+  I.consumedRecorded[slot] = true;
+  CU(cuEventRecord(I.done, I.compute));
+  (void)L;
+}
+
+double CudaExecutor::loss() {
+  CU(cuEventSynchronize(impl->done));
+  return static_cast<float *>(impl->pinnedOut)[0];
+}
+
+double CudaExecutor::accuracy() {
+  CU(cuEventSynchronize(impl->done));
+  return static_cast<float *>(impl->pinnedOut)[1];
+}
+
+void CudaExecutor::downloadState(std::vector<float> &first,
+                                 std::vector<float> &second) {
+  CU(cuStreamSynchronize(impl->compute));
+  size_t n = static_cast<size_t>(impl->paramElements);
+  first.resize(n);
+  second.resize(n);
+  if (!impl->state)
+    return;
+  CU(cuMemcpyDtoH(first.data(), impl->state, n * 4));
+  CU(cuMemcpyDtoH(second.data(), impl->state + n * 4, n * 4));
+}
+
+void CudaExecutor::uploadState(const std::vector<float> &first,
+                               const std::vector<float> &second) {
+  size_t n = static_cast<size_t>(impl->paramElements);
+  if (!impl->state)
+    return;
+  CU(cuStreamSynchronize(impl->compute));
+  if (first.size() == n)
+    CU(cuMemcpyHtoD(impl->state, first.data(), n * 4));
+  if (second.size() == n)
+    CU(cuMemcpyHtoD(impl->state + n * 4, second.data(), n * 4));
+}
+
+std::vector<std::pair<std::string, size_t>>
+CudaExecutor::memoryBreakdown() const {
+  std::vector<std::pair<std::string, size_t>> out;
+  for (auto [region, elements] : impl->plan.regionSize) {
+    size_t bytes = static_cast<size_t>(elements) * 4 *
+                   (region == Region::Input ? 2 : 1);
+    out.push_back({regionName(region), bytes});
+  }
+  out.push_back({"optimizer state", impl->stateBytes});
+  out.push_back({"cuBLASLt workspace", impl->workspaceBytes});
+  return out;
+}
+
+double CudaExecutor::timeStep(int warmup, int iters) {
+  Impl &I = *impl;
+  TrainConfig c = I.plan.config;
+  for (int i = 0; i < warmup; ++i)
+    step(i % 2, c, 0.0, i + 1, true);
+  CU(cuStreamSynchronize(I.compute));
+  std::vector<float> ms;
+  for (int i = 0; i < iters; ++i) {
+    CU(cuEventRecord(I.start, I.compute));
+    CU(cuGraphLaunch(I.graphs[i % 2] ? I.graphs[i % 2] : I.graphs[0],
+                     I.compute));
+    CU(cuEventRecord(I.stop, I.compute));
+    CU(cuEventSynchronize(I.stop));
+    float t = 0;
+    CU(cuEventElapsedTime(&t, I.start, I.stop));
+    ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms.empty() ? 0 : ms[ms.size() / 2];
+}

@@ -1,0 +1,53 @@
+//===- CudaUnavailable.cpp - The CUDA runtime when built without CUDA -----===//
+//
+// Compiled instead of Cuda.cpp when the CUDA headers were not found at build
+// time: every entry point reports that this build has no GPU support.
+
+#include "gtc/Runtime/Cuda.h"
+
+using namespace gtc::rt;
+
+static const char *kMessage =
+    "this gtc was built without CUDA (no cuda.h at build time); rebuild with "
+    "the CUDA toolkit installed, or use --device cpu";
+
+bool gtc::rt::cudaAvailable(CudaDeviceInfo &, std::string &error) {
+  error = kMessage;
+  return false;
+}
+
+bool gtc::rt::compileCuda(const std::string &, const std::string &,
+                          std::vector<char> &, bool &, std::string &error) {
+  error = kMessage;
+  return false;
+}
+
+CompileStats &gtc::rt::compileStats() {
+  static CompileStats stats;
+  return stats;
+}
+
+struct CudaExecutor::Impl {};
+
+CudaExecutor::CudaExecutor(const Plan &, const CudaProgram &, bool) {
+  throw RuntimeError(kMessage);
+}
+CudaExecutor::~CudaExecutor() = default;
+const Plan &CudaExecutor::plan() const { throw RuntimeError(kMessage); }
+void CudaExecutor::upload(int, const void *) {}
+void CudaExecutor::download(int, void *) {}
+void CudaExecutor::uploadRegion(Region, const void *) {}
+void CudaExecutor::downloadRegion(Region, void *) {}
+void *CudaExecutor::stagedInput(int, int) { return nullptr; }
+void CudaExecutor::step(int, const TrainConfig &, double, int64_t, bool) {}
+double CudaExecutor::loss() { return 0; }
+double CudaExecutor::accuracy() { return 0; }
+void CudaExecutor::waitSlot(int) {}
+void CudaExecutor::downloadState(std::vector<float> &, std::vector<float> &) {}
+void CudaExecutor::uploadState(const std::vector<float> &,
+                               const std::vector<float> &) {}
+std::vector<std::pair<std::string, size_t>>
+CudaExecutor::memoryBreakdown() const {
+  return {};
+}
+double CudaExecutor::timeStep(int, int) { return 0; }

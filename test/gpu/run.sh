@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# The GPU test suite and benchmarks, in one run on a machine with an NVIDIA GPU
+# and the CUDA 13 libraries (no LLVM needed). Prints one table at the end.
+#
+#   test/gpu/run.sh BUNDLE
+#
+# BUNDLE is what `tools/dev.sh gpu-bundle` makes: gtc and gtc-gpu-check built
+# with -DGTC_STATIC=ON, the Fashion-MNIST files and torch_reference.py.
+set -u
+cd "$(dirname "$0")/../.."
+B=${1:-gpu-bundle}
+RESULTS=${OUT:-}          # the device tool's result folder, if any
+OUT=/tmp/gtc-gpu-work     # logs of every step
+rm -rf "$OUT" && mkdir -p "$OUT"
+# The bundle's binaries travel gzip-compressed.
+BIN=/tmp/gtc-gpu-bin
+mkdir -p "$BIN"
+for f in gtc gtc-gpu-check; do
+  if [ -f "$B/$f.gz" ]; then gunzip -c "$B/$f.gz" > "$BIN/$f"; else cp "$B/$f" "$BIN/$f"; fi
+  chmod +x "$BIN/$f"
+done
+GTC=$BIN/gtc
+export GTC_CACHE_DIR=$OUT/kernel-cache
+rm -rf "$GTC_CACHE_DIR"
+ROWS=()
+row() { ROWS+=("$(printf '%-64s | %s' "$1" "$2")"); }
+verdict() { [ "$1" = 0 ] && echo PASS || echo "FAIL (status $1)"; }
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+GPU=$(head -1 "$OUT/gpu.txt" | cut -d, -f1)
+# The examples read Fashion-MNIST from Debian's path.
+mkdir -p /usr/share/datasets/fashion-mnist
+cp -n "$B"/fashion-mnist/* /usr/share/datasets/fashion-mnist/ 2>/dev/null
+
+# 1. Every op's kernels (forward and backward) against the CPU.
+"$BIN/gtc-gpu-check" "$GTC" > "$OUT/ops-fp32.txt" 2>&1; s=$?
+cat "$OUT/ops-fp32.txt"
+row "ops fwd+bwd vs CPU, fp32 (13 models, rel err <= 1e-4)" "$(verdict $s)"
+"$BIN/gtc-gpu-check" "$GTC" --tf32 > "$OUT/ops-tf32.txt" 2>&1; s=$?
+tail -1 "$OUT/ops-tf32.txt"
+row "ops fwd+bwd vs CPU, tf32 GEMMs (rel err <= 5e-3)" "$(verdict $s)"
+
+# 2. MLP: 50 steps on the GPU and on the CPU from the same seed (fp32).
+"$GTC" run examples/mlp.gt --device cuda --steps 50 --log-every 1 --log "$OUT/gpu50.jsonl" > "$OUT/gpu50.txt" 2>&1
+"$GTC" run examples/mlp.gt --device cpu --steps 50 --log-every 1 --log "$OUT/cpu50.jsonl" > "$OUT/cpu50.txt" 2>&1
+python3 - "$OUT/gpu50.jsonl" "$OUT/cpu50.jsonl" > "$OUT/parity.txt" <<'PY'
+import json, sys
+g = [json.loads(l)["loss"] for l in open(sys.argv[1]) if '"eval"' not in l]
+c = [json.loads(l)["loss"] for l in open(sys.argv[2]) if '"eval"' not in l]
+err = max(abs(a - b) / abs(b) for a, b in zip(g, c))
+print(f"{len(g)} steps, max relative loss difference {err:.2e}, final {g[-1]:.6f} vs {c[-1]:.6f}")
+sys.exit(0 if len(g) == 50 and err <= 1e-4 else 1)
+PY
+s=$?; cat "$OUT/parity.txt"
+row "MLP 50 steps GPU vs CPU, fp32: $(cut -d, -f2 "$OUT/parity.txt")" "$(verdict $s)"
+
+# 3. The kernel cache: the second run compiles nothing.
+"$GTC" run examples/mlp.gt --device cuda --steps 5 > "$OUT/cache2.txt" 2>&1
+first=$(grep -o 'kernels: [0-9]* compiled' "$OUT/gpu50.txt" | head -1)
+second=$(grep -o 'kernels: [0-9]* compiled, [0-9]* from the cache' "$OUT/cache2.txt" | head -1)
+case "$second" in "kernels: 0 compiled"*) s=0 ;; *) s=1 ;; esac
+row "kernel cache: first run '$first'; second '$second'" "$(verdict $s)"
+
+# 4. Training the MLP example on the GPU: >= 88% test accuracy.
+/usr/bin/time -f "%e s" "$GTC" run examples/mlp.gt --device cuda --save "$OUT/mlp.safetensors" > "$OUT/mlp-train.txt" 2>&1
+acc=$(grep '^eval' "$OUT/mlp-train.txt" | tail -1 | grep -o 'accuracy [0-9.]*' | cut -d' ' -f2)
+python3 -c "import sys; sys.exit(0 if float('${acc:-0}') >= 88 else 1)"; s=$?
+row "MLP 5 epochs on the GPU: test accuracy ${acc:-?}% ($(tail -1 "$OUT/mlp-train.txt"))" "$(verdict $s)"
+python3 -c "
+from safetensors.numpy import load_file
+t = load_file('$OUT/mlp.safetensors'); print(len(t), 'tensors', sorted(t)[:3])" > "$OUT/safetensors.txt" 2>&1; s=$?
+row "checkpoint loads with Python's safetensors ($(cut -c1-40 "$OUT/safetensors.txt" | head -1))" "$(verdict $s)"
+
+# 5. Benchmark: gtc vs PyTorch, same GPU, same job.
+for b in 64 1024 16384; do
+  for p in fp32 tf32; do
+    "$GTC" run examples/mlp.gt --device cuda --batch $b --precision $p --bench 200 2>&1 | tail -1 >> "$OUT/bench.txt"
+  done
+done
+cat "$OUT/bench.txt"
+PYTHONUNBUFFERED=1 OUT=$OUT python3 test/bench/torch_mlp.py "$B" > "$OUT/torch.txt" 2>&1
+tail -3 "$OUT/torch.txt"
+python3 - "$OUT/bench.txt" "$OUT/torch_mlp.json" > "$OUT/bench-table.txt" <<'PY'
+import json, re, sys
+gtc = {}
+for line in open(sys.argv[1]):
+    m = re.search(r"batch (\d+) cuda (\w+): ([0-9.]+) ms/step", line)
+    if m:
+        gtc[(int(m[1]), m[2])] = float(m[3])
+torch = {}
+try:
+    for r in json.load(open(sys.argv[2])):
+        if r["what"].startswith("mlp-b"):
+            torch[(int(r["what"][5:]), r["mode"])] = r["ms_per_step"]
+except Exception as e:
+    print("no torch results:", e)
+print(f"{'MLP step':<16}{'gtc ms':>10}{'torch eager':>13}{'ratio':>8}{'torch.compile':>15}")
+for (b, p), ms in sorted(gtc.items()):
+    t = torch.get((b, p))
+    c = torch.get((b, "compile"))
+    print(f"b={b:<6} {p:<7}{ms:>10.4f}{(t or 0):>13.4f}{(t / ms if t else 0):>8.2f}{(c or 0):>15.4f}")
+PY
+cat "$OUT/bench-table.txt"
+
+if [ -n "$RESULTS" ]; then
+  tar czf "$RESULTS/gpu-logs.tgz" --exclude=kernel-cache -C "$OUT" .
+fi
+echo
+echo "== gtc GPU suite on $GPU"
+printf '%s\n' "${ROWS[@]}"
+echo "== MLP training step, ms (median of 200 CUDA-graph replays; torch: torch_reference.py timing)"
+cat "$OUT/bench-table.txt"

@@ -1,0 +1,289 @@
+//===- CudaEmitterTest.cpp - The CUDA code generator ----------------------===//
+//
+// Emits CUDA for the plans of the examples and of a model that uses every op,
+// checks the launches (unique names, GEMM shapes, buffer ids), and compiles
+// every kernel with NVRTC for sm_80 and sm_90. No GPU is needed. Identical
+// kernels (the same source up to the kernel's name, as in the repeated blocks
+// of a transformer) are compiled once.
+//===----------------------------------------------------------------------===//
+
+#include "gtc/CodeGen/CudaEmitter.h"
+#include "gtc/Frontend/Driver.h"
+#include "gtc/Plan/Pipeline.h"
+#include "mlir/IR/Diagnostics.h"
+#include "gtest/gtest.h"
+#include <fstream>
+#include <map>
+#include <nvrtc.h>
+#include <set>
+#include <sstream>
+
+using namespace gtc;
+
+namespace {
+
+/// Compiles `source` into a step plan (or an eval plan) at `batch`.
+std::optional<rt::Plan> compilePlan(const std::string &source, int64_t batch,
+                                    bool eval, std::string &errors) {
+  mlir::MLIRContext context;
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(
+      llvm::MemoryBuffer::getMemBufferCopy(source, "t.gt"), llvm::SMLoc());
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
+    errors += d.str() + "\n";
+    return mlir::success();
+  });
+  auto module = compileSource(context, sourceMgr, "t.gt");
+  if (!module)
+    return std::nullopt;
+  mlir::FailureOr<rt::Plan> plan =
+      eval ? compileEval(*module, batch) : compileStep(*module, batch);
+  if (mlir::failed(plan))
+    return std::nullopt;
+  return std::move(*plan);
+}
+
+std::string readExample(const std::string &name) {
+  std::ifstream in(std::string(GTC_SOURCE_DIR) + "/examples/" + name);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+/// Compiles one kernel; returns the empty string or the NVRTC log.
+std::string nvrtcCompile(const std::string &source, const std::string &name,
+                         const std::string &arch) {
+  nvrtcProgram prog;
+  nvrtcResult r = nvrtcCreateProgram(&prog, source.c_str(),
+                                     (name + ".cu").c_str(), 0, nullptr,
+                                     nullptr);
+  if (r != NVRTC_SUCCESS)
+    return std::string("nvrtcCreateProgram: ") + nvrtcGetErrorString(r);
+  std::string archOpt = "--gpu-architecture=" + arch;
+  const char *opts[] = {archOpt.c_str(), "--std=c++17"};
+  r = nvrtcCompileProgram(prog, 2, opts);
+  std::string log;
+  size_t size = 0;
+  nvrtcGetProgramLogSize(prog, &size);
+  if (size > 1) {
+    log.resize(size);
+    nvrtcGetProgramLog(prog, log.data());
+  }
+  nvrtcDestroyProgram(&prog);
+  if (r == NVRTC_SUCCESS)
+    return "";
+  return std::string(nvrtcGetErrorString(r)) + "\n" + log;
+}
+
+/// The source with every occurrence of `name` replaced, to find kernels that
+/// differ only by name.
+std::string anonymous(std::string source, const std::string &name) {
+  for (size_t at = source.find(name); at != std::string::npos;
+       at = source.find(name, at))
+    source.replace(at, name.size(), "KERNEL");
+  // The header comment names the plan kernel and its buffers.
+  size_t body = source.find("typedef long long i64;");
+  return body == std::string::npos ? source : source.substr(body);
+}
+
+struct Stats {
+  std::set<std::string> ops;
+  size_t launches = 0, compiled = 0;
+};
+
+/// Emits and checks `plan`; compiles its kernels (once per distinct source).
+void checkPlan(const rt::Plan &plan, Stats &stats,
+               std::map<std::string, std::string> &seen) {
+  rt::CudaProgram program;
+  std::string error;
+  ASSERT_TRUE(codegen::emitCuda(plan, program, error)) << error;
+  ASSERT_EQ(program.kernels.size(), plan.kernels.size());
+  std::set<std::string> names;
+  auto validBuffer = [&](int id) {
+    return id >= 0 && id < static_cast<int>(plan.buffers.size());
+  };
+  auto count = [&](int id) { return plan.buffers[id].elements(); };
+  for (size_t i = 0; i < program.kernels.size(); ++i) {
+    const rt::Kernel &k = plan.kernels[i];
+    stats.ops.insert(k.op);
+    EXPECT_FALSE(program.kernels[i].empty()) << "kernel " << i << " " << k.op;
+    for (const rt::CudaLaunch &l : program.kernels[i]) {
+      ++stats.launches;
+      SCOPED_TRACE("kernel " + std::to_string(i) + " (" + k.op + "), launch " +
+                   l.name);
+      EXPECT_TRUE(names.insert(l.name).second) << "duplicate name " << l.name;
+      switch (l.kind) {
+      case rt::CudaLaunch::Kind::Gemm: {
+        ASSERT_TRUE(validBuffer(l.a) && validBuffer(l.b) && validBuffer(l.c));
+        for (int id : {l.a, l.b, l.c})
+          EXPECT_EQ(plan.buffers[id].dtype, rt::DType::F32);
+        EXPECT_GT(l.m, 0);
+        EXPECT_GT(l.n, 0);
+        EXPECT_GT(l.k, 0);
+        EXPECT_GE(l.batch, 1);
+        EXPECT_EQ(count(l.c), l.batch * l.m * l.n);
+        EXPECT_EQ(l.strideC, l.batch > 1 ? l.m * l.n : 0);
+        EXPECT_TRUE(l.strideA == 0 || l.strideA == l.m * l.k);
+        EXPECT_TRUE(l.strideB == 0 || l.strideB == l.k * l.n);
+        EXPECT_EQ(count(l.a), (l.strideA ? l.batch : 1) * l.m * l.k);
+        EXPECT_EQ(count(l.b), (l.strideB ? l.batch : 1) * l.k * l.n);
+        if (l.bias >= 0) {
+          ASSERT_TRUE(validBuffer(l.bias));
+          EXPECT_EQ(count(l.bias), l.n);
+        }
+        // The operands' row-major shapes agree with the flags.
+        const auto &as = plan.buffers[l.a].shape;
+        const auto &bs = plan.buffers[l.b].shape;
+        if (as.size() >= 2 && l.batch > 1) {
+          EXPECT_EQ(as[as.size() - (l.transA ? 1 : 2)], l.m);
+        }
+        if (!as.empty()) {
+          EXPECT_EQ(as[as.size() - (l.transA ? 2 : 1)], l.k);
+        }
+        if (bs.size() >= 2) {
+          EXPECT_EQ(bs[bs.size() - (l.transB ? 1 : 2)], l.k);
+          EXPECT_EQ(bs[bs.size() - (l.transB ? 2 : 1)], l.n);
+        }
+        break;
+      }
+      case rt::CudaLaunch::Kind::Memset:
+        EXPECT_TRUE(validBuffer(l.c));
+        break;
+      case rt::CudaLaunch::Kind::Kernel: {
+        EXPECT_GE(l.grid, 1);
+        EXPECT_TRUE(l.block >= 32 && l.block <= 1024 && l.block % 32 == 0);
+        EXPECT_EQ(l.source.find("#include"), std::string::npos);
+        EXPECT_NE(l.source.find("extern \"C\" __global__"), std::string::npos);
+        for (int id : l.buffers) {
+          if (id == rt::CudaLaunch::kWorkspace)
+            EXPECT_GT(program.workspaceBytes, 0);
+          else
+            EXPECT_TRUE(validBuffer(id)) << id;
+        }
+        // One pointer parameter per buffer, in the entry's signature.
+        size_t sig = l.source.find(l.name + "(");
+        ASSERT_NE(sig, std::string::npos);
+        std::string params =
+            l.source.substr(sig, l.source.find(')', sig) - sig);
+        size_t pointers = 0;
+        for (size_t at = params.find('*'); at != std::string::npos;
+             at = params.find('*', at + 1))
+          ++pointers;
+        EXPECT_EQ(pointers, l.buffers.size()) << params;
+        std::string key = anonymous(l.source, l.name);
+        if (seen.count(key))
+          break;
+        for (const char *arch : {"sm_80", "sm_90"}) {
+          std::string log = nvrtcCompile(l.source, l.name, arch);
+          EXPECT_EQ(log, "") << "NVRTC (" << arch << ") failed on " << l.name
+                             << ":\n"
+                             << log << "\n--- source ---\n"
+                             << l.source;
+        }
+        ++stats.compiled;
+        seen[key] = l.name;
+        break;
+      }
+      }
+    }
+  }
+}
+
+/// Compiles a .gt source to a plan and checks its CUDA program.
+void checkSource(const std::string &source, int64_t batch, bool eval,
+                 Stats &stats, std::map<std::string, std::string> &seen) {
+  std::string errors;
+  std::optional<rt::Plan> plan = compilePlan(source, batch, eval, errors);
+  ASSERT_TRUE(plan.has_value()) << errors;
+  checkPlan(*plan, stats, seen);
+}
+
+TEST(CudaEmitterTest, NvrtcReportsErrors) {
+  EXPECT_EQ(nvrtcCompile("extern \"C\" __global__ void k(float *p) { p[0] = 1.f; }\n",
+                         "k", "sm_80"),
+            "");
+  EXPECT_NE(nvrtcCompile("extern \"C\" __global__ void k(float *p) { q[0] = 1.f; }\n",
+                         "k", "sm_90"),
+            "");
+}
+
+TEST(CudaEmitterTest, Mlp) {
+  Stats stats;
+  std::map<std::string, std::string> seen;
+  checkSource(readExample("mlp.gt"), 4, false, stats, seen);
+  checkSource(readExample("mlp.gt"), 4, true, stats, seen);
+  EXPECT_TRUE(stats.ops.count("accuracy"));
+}
+
+TEST(CudaEmitterTest, CharGpt) {
+  Stats stats;
+  std::map<std::string, std::string> seen;
+  checkSource(readExample("char_gpt.gt"), 2, false, stats, seen);
+}
+
+TEST(CudaEmitterTest, Gpt2) {
+  Stats stats;
+  std::map<std::string, std::string> seen;
+  checkSource(readExample("gpt2.gt"), 1, false, stats, seen);
+  // The twelve blocks share their kernels.
+  EXPECT_LT(stats.compiled, stats.launches / 4);
+}
+
+/// A model that uses every op of the CPU runtime (accuracy: in eval).
+const char *kEveryOp = R"(model every {
+  input x: f32[B, 3, 8]
+  input t: i32[B, 5]
+  label y: i32[B, 5]
+  param a: f32[3, 8] = normal(1.0)
+  param c: f32[8] = normal(1.0)
+  param e: f32[1, 8] = normal(1.0)
+  param u: f32[8, 3] = normal(1.0)
+  param p: f32[2, 8, 3] = normal(1.0)
+  param q: f32[2, 8, 5] = normal(1.0)
+  param b1: f32[8] = normal(1.0)
+  param b2: f32[8] = normal(1.0)
+  h = a * x + c
+  g = (h - e) / (c * c + 2) - x / (e * e + 1)
+  f = relu(h) + tanh(g) + sigmoid(h - g) + exp(a * 0.5) + log(a * a + 1)
+  f = f + sqrt(c * c + 0.5) + gelu(h) + gelu(-g, approximate: true)
+  s = softmax(f) + softmax(h, axis: 1)
+  m1 = matmul(s, u)
+  m2 = matmul(u, x, transpose_a: true, transpose_b: true)
+  m3 = matmul(p, q, transpose_a: true)
+  n = layernorm(f, eps: 1e-3)
+  k = sum(n, axis: -1) + mean(n, axis: (-1,))
+  r = mean(h, axis: (0, 2), keepdim: true)
+  w = transpose(h) * transpose(x)
+  z = reshape(h, (-1, 4)) * reshape(x, (-1, 4))
+  o = embedding(cast(sigmoid(x), i32), 2, dim: 4)
+  v = embedding(t, 7, dim: 8) + embedding(positions(5), 5, dim: 8)
+  v = attention(v, heads: 2) + attention(v, heads: 4, causal: false)
+  logits = linear(v, 7) + linear(layernorm(v), 7, bias: false)
+  loss = cross_entropy(logits, y) + mean(m1 * m1) + mean(m2) + sum(m3 * m3)
+  loss = loss + mean(k * k) + sum(r * r) + mean(w) + sum(z) + mean(o)
+  loss = loss + mean(-s * s) + mean(cast(t, f32)) + mean(x * (b1 + b2))
+})";
+
+TEST(CudaEmitterTest, EveryOp) {
+  Stats stats;
+  std::map<std::string, std::string> seen;
+  checkSource(kEveryOp, 2, false, stats, seen);
+  checkSource(kEveryOp, 2, true, stats, seen);
+  // accuracy: an eval plan whose loss is a cross-entropy (300 classes: a
+  // row of several warps).
+  checkSource(R"(model acc {
+    input x: f32[B, 3, 5]
+    label y: i32[B, 3]
+    loss = cross_entropy(linear(x, 300), y)
+  })", 2, true, stats, seen);
+  for (const char *op :
+       {"add", "sub", "mul", "div", "neg", "relu", "tanh", "exp", "log",
+        "sqrt", "sigmoid", "gelu", "activation_grad", "copy", "reshape",
+        "cast", "matmul", "linear", "layernorm", "layernorm_grad", "softmax",
+        "softmax_grad", "attention", "attention_grad", "embedding",
+        "embedding_grad", "cross_entropy", "cross_entropy_grad", "accuracy",
+        "sum", "mean", "sum_to", "broadcast", "transpose"})
+    EXPECT_TRUE(stats.ops.count(op)) << "no plan uses " << op;
+}
+
+} // namespace

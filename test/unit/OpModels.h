@@ -1,0 +1,132 @@
+//===- OpModels.h - Small models that exercise every op --------*- C++ -*-===//
+//
+// Shared by the float64 gradient checks (GradientTest.cpp) and the GPU-vs-CPU
+// comparisons (test/gpu/GpuTest.cpp): each model routes its parameters
+// through some ops so that their forward and backward kernels run.
+//===----------------------------------------------------------------------===//
+
+#ifndef GTC_TEST_OPMODELS_H
+#define GTC_TEST_OPMODELS_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace gtc::test {
+
+struct OpModel {
+  std::string name;
+  std::string source;
+  int64_t batch = 2;      ///< batch size to compile at
+  int32_t intRange = 3;   ///< i32 feeds are drawn from [0, intRange)
+  int64_t samples = 24;   ///< gradient elements checked per parameter
+};
+
+inline const std::vector<OpModel> &opModels() {
+  static const std::vector<OpModel> models = {
+      {"ElementwiseWithBroadcasting", R"(model m {
+    input x: f32[B, 3, 4]
+    param a: f32[3, 4] = normal(1.0)
+    param b: f32[4] = normal(1.0)
+    param c: f32[1, 4] = normal(1.0)
+    loss = mean((a * x + b) / (b * b + 2) - a * c + x / (c * c + 1) - b)
+  })", 2, 3, 24},
+      {"Negation", R"(model m {
+    input x: f32[B, 4]
+    param a: f32[4] = normal(1.0)
+    loss = mean(-(a * x) * a)
+  })", 2, 3, 24},
+      {"Activations", R"(model m {
+    input x: f32[B, 5]
+    param a: f32[5] = normal(1.0)
+    h = relu(a * x) + tanh(a * x) + sigmoid(a - x) + exp(a * 0.5)
+    h = h + log(a * a + 1) + sqrt(a * a + 0.5) + gelu(a * x)
+    h = h + gelu(x - a, approximate: true)
+    loss = mean(h * x)
+  })", 2, 3, 24},
+      {"Softmax", R"(model m {
+    input x: f32[B, 3, 4]
+    param a: f32[3, 4] = normal(1.0)
+    loss = mean(softmax(a * x) * x) + mean(softmax(a + x, axis: 1) * x)
+  })", 2, 3, 24},
+      {"MatmulTransposesAndBatches", R"(model m {
+    input x: f32[B, 3, 4]
+    param w: f32[4, 5] = normal(1.0)
+    param v: f32[5, 4] = normal(1.0)
+    param u: f32[4, 3] = normal(1.0)
+    param p: f32[2, 4, 3] = normal(1.0)
+    param q: f32[2, 4, 5] = normal(1.0)
+    h = matmul(x, w) + matmul(x, v, transpose_b: true)
+    g = matmul(u, x, transpose_a: true, transpose_b: true)
+    r = matmul(p, q, transpose_a: true)
+    loss = mean(h * h) + mean(g) + mean(r * r)
+  })", 2, 3, 24},
+      {"LinearRanksAndBias", R"(model m {
+    input x: f32[B, 3, 4]
+    input z: f32[B, 4]
+    h = linear(x, 6)
+    g = linear(z, 3, bias: false)
+    loss = mean(h * h) + mean(g * g)
+  })", 2, 3, 24},
+      {"LayerNorm", R"(model m {
+    input x: f32[B, 3, 8]
+    param a: f32[8] = normal(1.0)
+    h = layernorm(x * a, eps: 1e-3)
+    param w: f32[8] = normal(1.0)
+    loss = mean(h * w * x)
+  })", 2, 3, 24},
+      {"CausalAndFullAttention", R"(model m {
+    input x: f32[B, 5, 8]
+    h = attention(x, heads: 2, causal: true)
+    g = attention(x, heads: 4, causal: false)
+    loss = mean(h * x) + mean(g * g)
+  })", 2, 3, 24},
+      {"EmbeddingAndCrossEntropy", R"(model m {
+    input t: i32[B, 4]
+    label y: i32[B, 4]
+    h = embedding(t, 5, dim: 6) + embedding(positions(4), 4, dim: 6)
+    loss = cross_entropy(linear(h, 5), y)
+  })", 3, 5, 24},
+      {"ReductionsTransposeReshape", R"(model m {
+    input x: f32[B, 3, 4]
+    param a: f32[3, 4] = normal(1.0)
+    h = a * x
+    s = sum(h, axis: -1) + mean(h, axis: (-1,))
+    k = mean(h, axis: (0, 2), keepdim: true)
+    t = transpose(h) * transpose(x)
+    r = reshape(h, (-1, 2)) * reshape(x, (-1, 2))
+    loss = mean(s * s) + sum(k * k) + mean(t) + sum(r) + mean(h)
+  })", 2, 3, 24},
+      {"TiedWeights", R"(model m {
+    input t: i32[B, 3]
+    label y: i32[B, 3]
+    param wte: f32[6, 4] = normal(0.5)
+    x = embedding(t, wte)
+    loss = cross_entropy(matmul(layernorm(x), transpose(wte)), y)
+  })", 2, 6, 24},
+      {"WholeMlp", R"(model mlp {
+    input x: f32[B, 12]
+    label y: i32[B]
+    h = relu(linear(x, 16))
+    h = relu(linear(h, 16))
+    loss = cross_entropy(linear(h, 4), y)
+  })", 4, 4, 24},
+      {"WholeTwoLayerCharGpt", R"(model char_gpt {
+    let V = 11, T = 6, D = 8, H = 2, L = 2
+    input  tokens: i32[B, T]
+    label  targets: i32[B, T]
+    def block(x) {
+      x = x + attention(layernorm(x, name: "ln_1"), heads: H, causal: true, name: "attn")
+      return x + linear(gelu(linear(layernorm(x, name: "ln_2"), 4 * D, name: "mlp.fc"), approximate: true), D, name: "mlp.proj")
+    }
+    x = embedding(tokens, V, dim: D, std: 0.5, name: "wte") + embedding(positions(T), T, dim: D, std: 0.5, name: "wpe")
+    repeat L { x = block(x) }
+    loss = cross_entropy(linear(layernorm(x, name: "ln_f"), V, bias: false, name: "lm_head"), targets)
+  })", 2, 11, 12},
+  };
+  return models;
+}
+
+} // namespace gtc::test
+
+#endif // GTC_TEST_OPMODELS_H
