@@ -9,6 +9,7 @@
 #include <cuda.h>
 #include <cublasLt.h>
 #include <dlfcn.h>
+#include <exception>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -442,6 +443,7 @@ struct CudaExecutor::Impl {
   std::string arch;
   CUstream compute = nullptr, copy = nullptr;
   CUdeviceptr arena = 0, inputs[2] = {0, 0}, workspace = 0, state = 0;
+  CUdeviceptr scratch = 0; ///< the program's kWorkspace memory
   size_t arenaBytes = 0, workspaceBytes = 32 << 20, stateBytes = 0;
   std::map<Region, size_t> regionOffset; ///< bytes into the arena
   void *staged[2] = {nullptr, nullptr};  ///< pinned copies of the inputs
@@ -468,6 +470,8 @@ struct CudaExecutor::Impl {
       : plan(p), program(prog), tf32(tf32) {}
 
   CUdeviceptr ptr(int id, int slot) const {
+    if (id == CudaLaunch::kWorkspace)
+      return scratch;
     const Buffer &b = plan.buffers[id];
     if (b.region == Region::Input)
       return inputs[slot] + b.offset * 4;
@@ -541,6 +545,22 @@ struct CudaExecutor::Impl {
     (void)L;
   }
 
+  /// With GTC_CHECK_LAUNCHES=1 (and GTC_NO_GRAPH=1), waits after every
+  /// launch and names the one that failed.
+  void checkLaunch(const CudaLaunch &s) {
+    static const bool check = std::getenv("GTC_CHECK_LAUNCHES") != nullptr;
+    if (!check)
+      return;
+    CUresult r = libs().cuStreamSynchronize(compute);
+    if (r != CUDA_SUCCESS)
+      throw RuntimeError("CUDA: launch '" +
+                         (s.kind == CudaLaunch::Kind::Kernel ? s.name
+                          : s.kind == CudaLaunch::Kind::Gemm
+                              ? std::string("gemm")
+                              : std::string("memset")) +
+                         "' failed: " + cuError(r));
+  }
+
   void enqueueKernels(int slot) {
     Libs &L = libs();
     for (Launch &l : launches) {
@@ -574,6 +594,7 @@ struct CudaExecutor::Impl {
                           static_cast<unsigned>(s.shared), compute,
                           args.data(), nullptr));
       }
+      checkLaunch(s);
     }
     (void)L;
   }
@@ -657,6 +678,8 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
     CU(cuMemHostAlloc(&I.staged[s], inputBytes, 0));
   }
   CU(cuMemAlloc(&I.workspace, I.workspaceBytes));
+  if (program.workspaceBytes > 0)
+    CU(cuMemAlloc(&I.scratch, static_cast<size_t>(program.workspaceBytes)));
   CU(cuMemHostAlloc(&I.pinnedOut, 16, 0));
   void *hp = nullptr;
   CU(cuMemHostAlloc(&hp, 2 * sizeof(Hyper), 0));
@@ -693,6 +716,27 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
                                            : i.data());
   }
 
+  // Every buffer a launch names must exist.
+  auto valid = [&](int id) {
+    return id >= 0 && static_cast<size_t>(id) < plan.buffers.size();
+  };
+  for (const std::vector<CudaLaunch> &ls : program.kernels)
+    for (const CudaLaunch &s : ls) {
+      bool ok = true;
+      if (s.kind == CudaLaunch::Kind::Kernel)
+        for (int id : s.buffers)
+          ok = ok && (valid(id) || (id == CudaLaunch::kWorkspace &&
+                                    program.workspaceBytes > 0));
+      else if (s.kind == CudaLaunch::Kind::Gemm)
+        ok = valid(s.a) && valid(s.b) && valid(s.c) &&
+             (s.bias == -1 || valid(s.bias));
+      else
+        ok = valid(s.c);
+      if (!ok)
+        throw RuntimeError("the CUDA program names a missing buffer in '" +
+                           s.name + "'");
+    }
+
   // Compile (or fetch from the cache) every kernel; one module per source.
   std::unordered_map<std::string, CUfunction> bySource;
   for (const std::vector<CudaLaunch> &ls : program.kernels)
@@ -722,7 +766,7 @@ CudaExecutor::~CudaExecutor() {
   if (L.cuStreamSynchronize && impl->compute)
     L.cuStreamSynchronize(impl->compute);
   for (CUdeviceptr p : {impl->arena, impl->inputs[0], impl->inputs[1],
-                        impl->workspace, impl->state})
+                        impl->workspace, impl->state, impl->scratch})
     if (p)
       L.cuMemFree(p);
   for (void *p : {impl->staged[0], impl->staged[1], impl->pinnedOut,
@@ -872,6 +916,8 @@ CudaExecutor::memoryBreakdown() const {
   }
   out.push_back({"optimizer state", impl->stateBytes});
   out.push_back({"cuBLASLt workspace", impl->workspaceBytes});
+  out.push_back({"kernel scratch", static_cast<size_t>(
+                                       impl->program.workspaceBytes)});
   return out;
 }
 

@@ -98,7 +98,7 @@ std::vector<int64_t> broadcastStrides(const std::vector<int64_t> &shape,
 /// Whether `small` equals the trailing dimensions of `big` (leading 1s of
 /// `small` ignored): then small[i % count(small)] pairs with big[i].
 bool isTrailing(std::vector<int64_t> small, const std::vector<int64_t> &big) {
-  while (small.size() > big.size() && small.front() == 1)
+  while (!small.empty() && small.front() == 1)
     small.erase(small.begin());
   if (small.size() > big.size())
     return false;
