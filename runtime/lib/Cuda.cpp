@@ -608,14 +608,12 @@ struct CudaExecutor::Impl {
     long long n = paramElements;
     int np = static_cast<int>(partials);
     CU(cuMemcpyHtoDAsync(hyper, pinnedHyper + slot, sizeof(Hyper), compute));
-    {
+    if (plan.config.gradClip > 0) {
       void *args[] = {&g, &n, &partial};
       CU(cuLaunchKernel(sumsq, static_cast<unsigned>(partials), 1, 1, 256, 1,
                         1, 0, compute, args, nullptr));
-    }
-    {
-      void *args[] = {&partial, &np, &norm};
-      CU(cuLaunchKernel(normFn, 1, 1, 1, 256, 1, 1, 0, compute, args,
+      void *normArgs[] = {&partial, &np, &norm};
+      CU(cuLaunchKernel(normFn, 1, 1, 1, 256, 1, 1, 0, compute, normArgs,
                         nullptr));
     }
     void *args[] = {&p, &g, &m, &v, &n, &hyper, &norm};
