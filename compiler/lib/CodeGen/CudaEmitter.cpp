@@ -1275,6 +1275,25 @@ bool Emitter::crossEntropy() {
     }
   }
 )CU";
+  if (rows <= 1024) {
+    // Few rows: one block computes every row loss into shared memory and
+    // sums them in a fixed order (one launch instead of two).
+    std::string one = body;
+    one.insert(0, "  __shared__ double rl[" + str(rows) + "];\n");
+    size_t at = one.find("loss[row] = ");
+    one.replace(at, 12, "rl[row] = ");
+    one += "  __syncthreads();\n"
+           "  double s = 0.0;\n"
+           "  for (i64 i = threadIdx.x; i < ROWS; i += blockDim.x)\n"
+           "    s += rl[i];\n"
+           "  s = row_sum<256>(s, red);\n"
+           "  if (threadIdx.x == 0)\n"
+           "    y[0] = (float)(s / ROWS);\n";
+    launch("", rowWhat(rows, c, rt) + " in one block, then their mean",
+           {in(x, "x"), in(lab, "labels"), out(y, "y")},
+           kWarpHelpers | kRowHelpers, rowConsts(rows, c, rt), one, 1);
+    return true;
+  }
   launch("rows", rowWhat(rows, c, rt) + "; row losses to the workspace",
          {in(x, "x"), in(lab, "labels"), ws("double", "loss")},
          kWarpHelpers | kRowHelpers, rowConsts(rows, c, rt), body,
@@ -1497,10 +1516,12 @@ bool Emitter::reduce(int inBuf, int outBuf, const std::vector<int64_t> &kept,
     // Columns: [A, R, K] (A = 1 for [R, K]).
     int64_t a = seg.size() == 3 ? seg[0].first : 1;
     int64_t r = seg[seg.size() - 2].first, kk = seg.back().first;
-    int64_t chunks = r < 64 ? 1
-                            : std::max<int64_t>(
-                                  1, std::min(ceilDiv(r, 16),
-                                              ceilDiv(65536, a * kk)));
+    // Small sums take one launch (latency matters more than parallelism).
+    int64_t chunks = r < 64 || r * a * kk <= (int64_t(1) << 20)
+                         ? 1
+                         : std::max<int64_t>(
+                               1, std::min(ceilDiv(r, 16),
+                                           ceilDiv(65536, a * kk)));
     int64_t chunk = ceilDiv(r, chunks);
     chunks = ceilDiv(r, chunk);
     std::string consts = "constexpr i64 A = " + str(a) +
