@@ -356,8 +356,10 @@ int runModel(const Options &opts, mlir::ModuleOp module,
     output->keep();
     return 0;
   }
-  if (opts.explain)
+  if (opts.explain) {
     explainPlan(*step, llvm::outs());
+    llvm::outs().flush();
+  }
   if (opts.bench)
     return gtc::rt::benchmark(*step, run, opts.bench, std::cout, std::cerr);
   if (!trainOp) {

@@ -20,12 +20,12 @@
 
 #include "gtc/CodeGen/CudaEmitter.h"
 #include <algorithm>
-#include <climits>
 #include <cmath>
 #include <cstdio>
-#include <functional>
-#include <sstream>
+#include <map>
+#include <string>
 #include <utility>
+#include <vector>
 
 using namespace gtc;
 using namespace gtc::rt;
@@ -400,8 +400,9 @@ private:
   bool sumOrMean(bool mean);
   bool sumTo();
 
-  /// Launches the final pass of a two-stage reduction: one block sums
-  /// `n` doubles of the workspace, writes `result` to y[0].
+  /// Launches the final pass of a two-stage reduction: one block sums the
+  /// `n` values (of `valueType`) in the workspace into s, in a fixed order,
+  /// and writes `result` (an expression of s) to y[0].
   void finalSum(const std::string &suffix, int outBuf, int64_t n,
                 const std::string &valueType, const std::string &result);
 
@@ -1569,10 +1570,10 @@ bool Emitter::reduce(int inBuf, int outBuf, const std::vector<int64_t> &kept,
 
   // General: one warp per output element.
   int64_t count = nx / ny;
+  // Output o -> x offset of its first term (kept dimensions, in x's order,
+  // which is y's element order); term r -> offset over the reduced ones.
   Gather gk = makeGather(keptDims, {keptStrides});
   Gather gr = makeGather(redDims, {redStrides});
-  // The gathers need the row-major strides of each dims list as written:
-  // makeGather merges with the given strides, which are x's.
   std::string consts = "constexpr i64 NY = " + str(ny) +
                        ";\nconstexpr i64 COUNT = " + str(count) + ";\n" + sc;
   std::string body =
