@@ -506,8 +506,11 @@ struct CudaExecutor::Impl {
                                       &opA, sizeof opA));
     LT(cublasLtMatmulDescSetAttribute(l.desc, CUBLASLT_MATMUL_DESC_TRANSB,
                                       &opB, sizeof opB));
-    if (s.bias >= 0) {
-      cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    if (s.bias >= 0 || s.relu) {
+      cublasLtEpilogue_t epi =
+          s.relu ? (s.bias >= 0 ? CUBLASLT_EPILOGUE_RELU_BIAS
+                                : CUBLASLT_EPILOGUE_RELU)
+                 : CUBLASLT_EPILOGUE_BIAS;
       LT(cublasLtMatmulDescSetAttribute(l.desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
                                         &epi, sizeof epi));
     }

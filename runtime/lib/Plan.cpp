@@ -523,8 +523,10 @@ bool gtc::rt::deserialize(const std::string &text, Plan &plan,
         if (!validId(id))
           return fail("kernel '" + k.op + "' names buffer " +
                       std::to_string(id) + ", which does not exist");
+  // Evaluation plans have no gradients (grad -1).
   for (const Param &p : plan.params)
-    if (!validId(p.buffer) || !validId(p.grad))
+    if (!validId(p.buffer) ||
+        !(validId(p.grad) || (plan.kind == "eval" && p.grad == -1)))
       return fail("parameter '" + p.name + "' names a missing buffer");
   for (const Constant &c : plan.constants)
     if (!validId(c.buffer) ||

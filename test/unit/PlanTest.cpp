@@ -44,6 +44,24 @@ TEST(PlanTest, RoundTripsThroughText) {
   EXPECT_EQ(back.config.data.kind, "idx");
 }
 
+TEST(PlanTest, EvalPlansRoundTrip) {
+  mlir::MLIRContext context;
+  llvm::SourceMgr sourceMgr;
+  auto buffer = llvm::MemoryBuffer::getFile(example("mlp.gt"));
+  ASSERT_TRUE(bool(buffer));
+  sourceMgr.AddNewSourceBuffer(std::move(*buffer), llvm::SMLoc());
+  auto module = compileSource(context, sourceMgr, example("mlp.gt"));
+  ASSERT_TRUE(module);
+  auto plan = compileEval(*module, 16);
+  ASSERT_TRUE(mlir::succeeded(plan));
+  EXPECT_EQ(plan->kind, "eval");
+  EXPECT_GE(plan->accuracy, 0);
+  rt::Plan back;
+  std::string error;
+  ASSERT_TRUE(rt::deserialize(rt::serialize(*plan), back, error)) << error;
+  EXPECT_EQ(back.params.size(), plan->params.size());
+}
+
 TEST(PlanTest, RejectsDamagedText) {
   rt::Plan plan = compileFile(example("mlp.gt"), 4);
   std::string text = rt::serialize(plan), error;

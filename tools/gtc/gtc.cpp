@@ -349,7 +349,8 @@ int runModel(const Options &opts, mlir::ModuleOp module,
                        << step->kernels[k].op << "): " << l.m << "x" << l.n
                        << "x" << l.k << (l.transA ? " A^T" : "")
                        << (l.transB ? " B^T" : "") << ", batch " << l.batch
-                       << (l.bias >= 0 ? ", bias epilogue" : "") << "\n\n";
+                       << (l.bias >= 0 ? ", bias epilogue" : "")
+                       << (l.relu ? ", ReLU epilogue" : "") << "\n\n";
         else
           output->os() << "// memset of buffer " << l.c << "\n\n";
       }

@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -341,6 +342,7 @@ public:
       : plan(plan), program(program), error(error) {}
 
   bool run();
+  void planReluFusion();
 
 private:
   bool emitKernel();
@@ -410,6 +412,10 @@ private:
   CudaProgram &program;
   std::string &error;
   int index = 0;
+  /// ReLU epilogue fusion (planReluFusion): linear kernel -> relu output
+  /// buffer, relu kernels that emit nothing, linear output -> relu output.
+  std::map<int, int> fusedRelu, reluOutputOf;
+  std::set<int> elidedRelu;
   const Kernel *k = nullptr;
   std::vector<CudaLaunch> launches;
   int64_t workspace = 0;
@@ -489,9 +495,60 @@ void Emitter::launch(const std::string &suffix, const std::string &what,
   launches.push_back(std::move(l));
 }
 
+/// Finds `linear` kernels whose output is read only by one `relu` and by
+/// relu gradients: the GEMM then applies the ReLU in its epilogue and writes
+/// the relu's output, and the gradients read that output instead (x > 0
+/// exactly when relu(x) > 0). Skipped when the relu's output shares memory
+/// with an operand of the GEMM in the memory plan.
+void Emitter::planReluFusion() {
+  std::map<int, std::vector<int>> readers;
+  for (size_t i = 0; i < plan.kernels.size(); ++i)
+    for (int id : plan.kernels[i].inputs)
+      readers[id].push_back(static_cast<int>(i));
+  auto overlap = [&](int a, int b) {
+    const Buffer &x = plan.buffers[a], &y = plan.buffers[b];
+    return x.region == y.region && x.offset < y.offset + y.elements() &&
+           y.offset < x.offset + x.elements();
+  };
+  for (size_t i = 0; i < plan.kernels.size(); ++i) {
+    const Kernel &lin = plan.kernels[i];
+    if (lin.op != "linear" || lin.outputs.size() != 1)
+      continue;
+    int y = lin.outputs[0];
+    int relu = -1;
+    bool ok = true;
+    for (int r : readers[y]) {
+      const Kernel &rk = plan.kernels[r];
+      if (rk.op == "relu" && relu < 0 && r > static_cast<int>(i))
+        relu = r;
+      else if (!(rk.op == "activation_grad" &&
+                 rk.strAttr("kind", "") == "relu" && rk.inputs[1] == y &&
+                 rk.inputs[0] != y))
+        ok = false;
+    }
+    if (!ok || relu < 0)
+      continue;
+    int out = plan.kernels[relu].outputs[0];
+    for (int in : lin.inputs)
+      ok = ok && !overlap(in, out);
+    // Nothing between the GEMM and the relu may use the relu's memory.
+    for (int j = static_cast<int>(i) + 1; ok && j < relu; ++j)
+      for (const std::vector<int> *ids :
+           {&plan.kernels[j].inputs, &plan.kernels[j].outputs})
+        for (int id : *ids)
+          ok = ok && !overlap(id, out);
+    if (!ok)
+      continue;
+    fusedRelu[static_cast<int>(i)] = out;
+    elidedRelu.insert(relu);
+    reluOutputOf[y] = out;
+  }
+}
+
 bool Emitter::run() {
   program.kernels.clear();
   program.workspaceBytes = 0;
+  planReluFusion();
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
     index = static_cast<int>(i);
     k = &plan.kernels[i];
@@ -501,7 +558,7 @@ bool Emitter::run() {
       for (int id : *ids)
         if (id < 0 || id >= static_cast<int>(plan.buffers.size()))
           return fail("names buffer " + str(id) + ", which does not exist");
-    if (!emitKernel())
+    if (!elidedRelu.count(index) && !emitKernel())
       return false;
     program.kernels.push_back(std::move(launches));
     program.workspaceBytes = std::max(program.workspaceBytes, workspace);
@@ -772,7 +829,10 @@ bool Emitter::activationGrad() {
   if (count(k->inputs[0]) != count(k->outputs[0]) ||
       count(k->inputs[1]) != count(k->outputs[0]))
     return fail("operands of different sizes");
-  return elementwise({{k->inputs[0], "dy"}, {k->inputs[1], "x"}},
+  int x = k->inputs[1];
+  if (auto it = reluOutputOf.find(x); kind == "relu" && it != reluOutputOf.end())
+    x = it->second; // the fused GEMM wrote relu(x), not x
+  return elementwise({{k->inputs[0], "dy"}, {x, "x"}},
                      k->outputs[0], d + "\n  r = dy * d;",
                      "dy * " + kind + "'(x) over " +
                          str(count(k->outputs[0])) + " elements");
@@ -922,6 +982,11 @@ bool Emitter::linear() {
   l.c = y;
   l.bias = k->inputs.size() > 2 ? k->inputs[2] : -1;
   l.transB = true;
+  if (auto it = fusedRelu.find(index); it != fusedRelu.end()) {
+    l.c = it->second; // the relu's output, through the ReLU epilogue
+    l.relu = true;
+    l.name += "_relu";
+  }
   l.n = ws[0];
   l.k = ws[1];
   l.m = count(x) / ws[1];

@@ -44,11 +44,15 @@ struct CudaLaunch {
   int64_t m = 0, n = 0, k = 0, batch = 1;
   int64_t strideA = 0, strideB = 0, strideC = 0;
   float alpha = 1.0f, beta = 0.0f;
+  /// Applies max(x, 0) after the bias (cuBLASLt's RELU / RELU_BIAS epilogue).
+  bool relu = false;
 
   // Memset: clear buffer `c` (all of it) to zero.
 };
 
 /// The launches of every plan kernel (same order and count as Plan::kernels).
+/// A plan kernel's list is empty when an earlier launch does its work (a relu
+/// applied in a GEMM's epilogue).
 struct CudaProgram {
   std::vector<std::vector<CudaLaunch>> kernels;
   /// Bytes of device scratch memory (256-byte aligned) that the executor
