@@ -66,9 +66,11 @@ head -2 "$OUT/adamw-parity.txt"
 row "MLP+AdamW GPU vs CPU, fp32: $(head -1 "$OUT/adamw-parity.txt")" "$(verdict $s)"
 cp "$OUT/adamw-gpu.txt" "$OUT/gpu50.txt"
 
-# 3. The kernel cache: the second run compiles nothing.
-"$GTC" run examples/mlp.gt --device cuda --steps 5 > "$OUT/cache2.txt" 2>&1
-first=$(grep -o 'kernels: [0-9]* compiled' "$OUT/gpu50.txt" | head -1)
+# 3. The kernel cache: with an empty cache the first run compiles every
+# kernel; the second compiles nothing.
+GTC_CACHE_DIR=$OUT/fresh-cache "$GTC" run examples/mlp.gt --device cuda --steps 5 > "$OUT/cache1.txt" 2>&1
+GTC_CACHE_DIR=$OUT/fresh-cache "$GTC" run examples/mlp.gt --device cuda --steps 5 > "$OUT/cache2.txt" 2>&1
+first=$(grep -o 'kernels: [0-9]* compiled' "$OUT/cache1.txt" | head -1)
 second=$(grep -o 'kernels: [0-9]* compiled.*from the cache' "$OUT/cache2.txt" | head -1)
 case "$second" in "kernels: 0 compiled"*) s=0 ;; *) s=1 ;; esac
 row "kernel cache: first run '$first'; second '$second'" "$(verdict $s)"
@@ -115,7 +117,8 @@ PY
 cat "$OUT/bench-table.txt"
 
 if [ -n "$RESULTS" ]; then
-  tar czf "$RESULTS/gpu-logs.tgz" --exclude=kernel-cache --exclude='*.safetensors' -C "$OUT" .
+  tar czf "$RESULTS/gpu-logs.tgz" --exclude=kernel-cache --exclude=fresh-cache \
+    --exclude='*.safetensors' -C "$OUT" .
 fi
 echo
 echo "== gtc GPU suite on $GPU"
