@@ -814,7 +814,7 @@ void CudaExecutor::waitSlot(int slot) {
 }
 
 void CudaExecutor::step(int slot, const TrainConfig &c, double lr,
-                        int64_t stepNo, bool update) {
+                        int64_t stepNo, bool update, bool wantLoss) {
   Impl &I = *impl;
   Libs &L = libs();
   // Copy the staged batch on the copy stream once the step that last read
@@ -855,7 +855,6 @@ void CudaExecutor::step(int slot, const TrainConfig &c, double lr,
     I.enqueueKernels(slot);
     if (update)
       I.enqueueUpdate(slot);
-    I.enqueueOutputs();
     CU(cuStreamEndCapture(I.compute, &graph));
     CU(cuGraphInstantiateWithFlags(&I.graphs[slot], graph, 0));
   }
@@ -865,8 +864,10 @@ void CudaExecutor::step(int slot, const TrainConfig &c, double lr,
     I.enqueueKernels(slot);
     if (update)
       I.enqueueUpdate(slot);
-    I.enqueueOutputs();
   }
+  // The loss (computed before the update) is copied back only when asked.
+  if (wantLoss)
+    I.enqueueOutputs();
   CU(cuEventRecord(I.consumed[slot], I.compute));
   I.consumedRecorded[slot] = true;
   CU(cuEventRecord(I.done, I.compute));

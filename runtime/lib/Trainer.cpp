@@ -161,8 +161,9 @@ public:
   /// Host memory for buffer `id` of the next batch (after prepare()).
   virtual void *feed(int id) = 0;
   virtual void prepare() {}
-  /// One step: forward, backward, clipping and the update with `lr`.
-  virtual void run(double lr, int64_t stepNo) = 0;
+  /// One step: forward, backward, clipping and the update with `lr`;
+  /// loss() is valid afterwards only if `wantLoss`.
+  virtual void run(double lr, int64_t stepNo, bool wantLoss) = 0;
   virtual double loss() = 0;
   /// The gradient norm before clipping, if the backend measured it.
   virtual double gradNorm() { return -1; }
@@ -179,7 +180,7 @@ class CpuBackend : public Backend {
 public:
   explicit CpuBackend(const Plan &plan) : plan(plan), exec(plan) {}
   void *feed(int id) override { return exec.data(id); }
-  void run(double lr, int64_t) override {
+  void run(double lr, int64_t, bool) override {
     exec.run();
     float *grads = exec.region(Region::Grad);
     int64_t n = exec.regionElements(Region::Param);
@@ -266,8 +267,8 @@ public:
       : plan(plan), exec(plan, program, tf32) {}
   void prepare() override { exec.waitSlot(slot); }
   void *feed(int id) override { return exec.stagedInput(slot, id); }
-  void run(double lr, int64_t stepNo) override {
-    exec.step(slot, plan.config, lr, stepNo, /*update=*/true);
+  void run(double lr, int64_t stepNo, bool wantLoss) override {
+    exec.step(slot, plan.config, lr, stepNo, /*update=*/true, wantLoss);
     slot ^= 1;
   }
   double loss() override { return exec.loss(); }
@@ -585,19 +586,22 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
     loader.fill(epoch, b, backend->feed(feeds.input),
                 backend->feed(feeds.label));
     double lr = scheduledLr(c, s, total);
+    bool lastStep = s + 1 == total;
+    bool logged = (s + 1) % logEvery == 0 || lastStep;
+    bool printLine =
+        tty ? std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                            lastPrint)
+                      .count() > 0.25 ||
+                  lastStep
+            : logged;
     try {
-      backend->run(lr, s + 1);
+      backend->run(lr, s + 1, logged || printLine);
     } catch (const RuntimeError &e) {
       err << "\ngtc: error: at step " << s << ": " << e.what() << "\n";
       return 1;
     }
     ++sinceStart;
-    bool lastStep = s + 1 == total;
-    bool logged = (s + 1) % logEvery == 0 || lastStep;
     auto now = std::chrono::steady_clock::now();
-    bool printLine = tty ? std::chrono::duration<double>(now - lastPrint)
-                                   .count() > 0.25 || lastStep
-                         : logged;
     // The loss is read only when it is shown or logged: on a GPU that is
     // the only time the host waits for the device.
     if (!cuda || logged || printLine) {
@@ -661,6 +665,7 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
     out << "saved " << options.savePath << "\n";
   return 0;
 }
+
 } // namespace
 
 int gtc::rt::train(const Plan &step, const EvalPlanFn &evalPlan,

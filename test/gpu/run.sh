@@ -91,6 +91,11 @@ for b in 64 1024 16384; do
     "$GTC" run examples/mlp.gt --device cuda --batch $b --precision $p --bench 200 2>&1 | tail -1 >> "$OUT/bench.txt"
   done
 done
+# Run-to-run spread of the launch-bound case.
+for i in 1 2 3; do
+  "$GTC" run examples/mlp.gt --device cuda --batch 64 --precision tf32 --bench 500 2>&1 | tail -1 >> "$OUT/bench-b64-repeats.txt"
+done
+cat "$OUT/bench-b64-repeats.txt"
 cat "$OUT/bench.txt"
 PYTHONUNBUFFERED=1 OUT=$OUT python3 test/bench/torch_mlp.py "$B" > "$OUT/torch.txt" 2>&1
 tail -3 "$OUT/torch.txt"

@@ -1582,8 +1582,9 @@ bool Emitter::reduce(int inBuf, int outBuf, const std::vector<int64_t> &kept,
     // Columns: [A, R, K] (A = 1 for [R, K]).
     int64_t a = seg.size() == 3 ? seg[0].first : 1;
     int64_t r = seg[seg.size() - 2].first, kk = seg.back().first;
-    // Small sums take one launch (latency matters more than parallelism).
-    int64_t chunks = r < 64 || r * a * kk <= (int64_t(1) << 20)
+    // Short columns take one launch (latency matters more than parallelism
+    // there); long ones are split so that no thread adds more than ~R/16.
+    int64_t chunks = r <= 512
                          ? 1
                          : std::max<int64_t>(
                                1, std::min(ceilDiv(r, 16),

@@ -68,9 +68,10 @@ public:
   /// Runs one training step from input slot `slot`: copies the staged batch
   /// (copy stream), runs the kernels (a graph after the first step), clips
   /// and applies the optimizer with the given hyperparameters. Returns at
-  /// once; the loss arrives later (loss()).
+  /// once; the loss arrives later (loss()) if `wantLoss` (otherwise it stays
+  /// on the device: no copy, no wait).
   void step(int slot, const TrainConfig &config, double lr, int64_t stepNo,
-            bool update);
+            bool update, bool wantLoss = true);
   /// Waits for everything enqueued and returns the last step's loss (and
   /// accuracy of an eval plan, if it has one).
   double loss();
