@@ -115,13 +115,18 @@ void checkPlan(const rt::Plan &plan, Stats &stats,
     const rt::Kernel &k = plan.kernels[i];
     stats.ops.insert(k.op);
     if (program.kernels[i].empty()) {
-      // Only a relu whose GEMM applied it in the epilogue emits nothing.
+      // A fused kernel emits nothing: an earlier launch (a GEMM's ReLU
+      // epilogue, the fused cross-entropy) writes its output.
       bool fused = false;
       for (size_t j = 0; j < i; ++j)
         for (const rt::CudaLaunch &l : program.kernels[j])
-          fused |= l.kind == rt::CudaLaunch::Kind::Gemm && l.relu &&
-                   l.c == k.outputs[0];
-      EXPECT_TRUE(k.op == "relu" && fused) << "kernel " << i << " " << k.op;
+          fused |= (l.kind == rt::CudaLaunch::Kind::Gemm && l.relu &&
+                    l.c == k.outputs[0]) ||
+                   (l.kind == rt::CudaLaunch::Kind::Kernel &&
+                    std::count(l.buffers.begin(), l.buffers.end(),
+                               k.outputs[0]));
+      EXPECT_TRUE((k.op == "relu" || k.op == "cross_entropy_grad") && fused)
+          << "kernel " << i << " " << k.op;
     }
     for (const rt::CudaLaunch &l : program.kernels[i]) {
       ++stats.launches;

@@ -343,6 +343,7 @@ public:
 
   bool run();
   void planReluFusion();
+  void planCrossEntropyFusion();
 
 private:
   bool emitKernel();
@@ -415,7 +416,10 @@ private:
   /// ReLU epilogue fusion (planReluFusion): linear kernel -> relu output
   /// buffer, relu kernels that emit nothing, linear output -> relu output.
   std::map<int, int> fusedRelu, reluOutputOf;
-  std::set<int> elidedRelu;
+  /// cross_entropy kernel -> its fused cross_entropy_grad kernel.
+  std::map<int, int> fusedCrossEntropy;
+  /// Plan kernels whose work an earlier launch does.
+  std::set<int> elided;
   const Kernel *k = nullptr;
   std::vector<CudaLaunch> launches;
   int64_t workspace = 0;
@@ -540,8 +544,47 @@ void Emitter::planReluFusion() {
     if (!ok)
       continue;
     fusedRelu[static_cast<int>(i)] = out;
-    elidedRelu.insert(relu);
+    elided.insert(relu);
     reluOutputOf[y] = out;
+  }
+}
+
+/// Finds a cross_entropy and the cross_entropy_grad of the same logits and
+/// labels (small batches): one kernel then computes the loss and the
+/// gradient together, at the cross_entropy, when the gradient's memory is
+/// free there and its scale (the loss's gradient) is already available.
+void Emitter::planCrossEntropyFusion() {
+  auto overlap = [&](int a, int b) {
+    const Buffer &x = plan.buffers[a], &y = plan.buffers[b];
+    return x.region == y.region && x.offset < y.offset + y.elements() &&
+           y.offset < x.offset + x.elements();
+  };
+  for (size_t i = 0; i < plan.kernels.size(); ++i) {
+    const Kernel &ce = plan.kernels[i];
+    if (ce.op != "cross_entropy" || ce.inputs.size() != 2)
+      continue;
+    int x = ce.inputs[0];
+    int64_t c = shape(x).empty() ? 1 : shape(x).back();
+    if (count(x) / c > 1024)
+      continue;
+    for (size_t j = i + 1; j < plan.kernels.size(); ++j) {
+      const Kernel &g = plan.kernels[j];
+      if (g.op != "cross_entropy_grad" || g.inputs.size() != 3 ||
+          g.inputs[1] != x || g.inputs[2] != ce.inputs[1])
+        continue;
+      int scale = g.inputs[0], dx = g.outputs[0];
+      bool ok = plan.buffers[scale].region == Region::Const;
+      for (size_t q = i; ok && q < j; ++q)
+        for (const std::vector<int> *ids :
+             {&plan.kernels[q].inputs, &plan.kernels[q].outputs})
+          for (int id : *ids)
+            ok = ok && !overlap(id, dx);
+      if (ok) {
+        fusedCrossEntropy[static_cast<int>(i)] = static_cast<int>(j);
+        elided.insert(static_cast<int>(j));
+      }
+      break;
+    }
   }
 }
 
@@ -549,6 +592,7 @@ bool Emitter::run() {
   program.kernels.clear();
   program.workspaceBytes = 0;
   planReluFusion();
+  planCrossEntropyFusion();
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
     index = static_cast<int>(i);
     k = &plan.kernels[i];
@@ -558,7 +602,7 @@ bool Emitter::run() {
       for (int id : *ids)
         if (id < 0 || id >= static_cast<int>(plan.buffers.size()))
           return fail("names buffer " + str(id) + ", which does not exist");
-    if (!elidedRelu.count(index) && !emitKernel())
+    if (!elided.count(index) && !emitKernel())
       return false;
     program.kernels.push_back(std::move(launches));
     program.workspaceBytes = std::max(program.workspaceBytes, workspace);
@@ -1341,6 +1385,57 @@ bool Emitter::crossEntropy() {
     }
   }
 )CU";
+  if (auto it = fusedCrossEntropy.find(index); it != fusedCrossEntropy.end()) {
+    // The loss and its gradient in one block: the gradient as in
+    // crossEntropyGrad(), the row losses in shared memory, then their mean.
+    const Kernel &gk = plan.kernels[it->second];
+    int g = gk.inputs[0], dx = gk.outputs[0];
+    std::string both = "  __shared__ double red[8];\n"
+                       "  __shared__ float redf[8];\n"
+                       "  __shared__ double rl[" + str(rows) + "];\n"
+                       "  const double gs = (double)grad[0] / ROWS;\n"
+                       "  const float gsf = (float)gs;\n";
+    both += kRowLoop;
+    both += R"CU(    const float *xr = x + row * N;
+    float m = -GTC_INF;
+    if (active)
+      for (int j = lane; j < N; j += RT)
+        m = fmaxf(m, xr[j]);
+    m = row_max<RT>(m, redf);
+    double s = 0.0;
+    if (active)
+      for (int j = lane; j < N; j += RT)
+        s += (double)expf(xr[j] - m);
+    s = row_sum<RT>(s, red);
+    const float sf = (float)s;
+    const double lse = (double)m + log(s);
+    if (active) {
+      const int t = labels[row];
+      const bool ok = t >= 0 && t < N;
+      for (int j = lane; j < N; j += RT)
+        dx[row * N + j] = !ok ? GTC_NAN
+                          : j == t ? (float)((exp((double)xr[j] - lse) - 1.0) * gs)
+                                   : expf(xr[j] - m) / sf * gsf;
+      if (lane == 0)
+        rl[row] = ok ? log(s) + (double)m - (double)xr[t] : (double)GTC_NAN;
+    }
+  }
+  __syncthreads();
+  double total = 0.0;
+  for (i64 i = threadIdx.x; i < ROWS; i += blockDim.x)
+    total += rl[i];
+  total = row_sum<256>(total, red);
+  if (threadIdx.x == 0)
+    y[0] = (float)(total / ROWS);
+)CU";
+    launch("", rowWhat(rows, c, rt) +
+                   " in one block: loss and gradient (fused with kernel " +
+                   str(it->second) + ")",
+           {in(g, "grad"), in(x, "x"), in(lab, "labels"), out(y, "y"),
+            out(dx, "dx")},
+           kWarpHelpers | kRowHelpers, rowConsts(rows, c, rt), both, 1);
+    return true;
+  }
   if (rows <= 1024) {
     // Few rows: one block computes every row loss into shared memory and
     // sums them in a fixed order (one launch instead of two).
