@@ -354,13 +354,19 @@ bool gtc::rt::compileCuda(const std::string &source, const std::string &arch,
 
 namespace {
 
-/// Clipping and the optimizers over flat buffers. Hyperparameters come from
-/// a device buffer (filled before each step), so the graph replays as is.
+/// Clipping and the optimizers over flat buffers. Everything constant for a
+/// run is a kernel argument (captured once in the graph); what changes per
+/// step (the learning rate of the schedule, Adam's bias corrections) is
+/// computed on the device from a step counter the kernel advances itself, so
+/// a replay needs no transfer from the host. The formulas are
+/// scheduledLr()'s and optimizerStep()'s.
 const char *kOptimizerSource = R"(
 struct Hyper {
-  float lr, beta1, beta2, eps, weightDecay, bc1, bc2, maxNorm;
-  float momentum, dampening;
-  int nesterov, first, kind; // kind: 0 sgd, 1 adam, 2 adamw
+  double lr, final, beta1, beta2, eps, weightDecay, maxNorm, momentum,
+      dampening;
+  long long warmup, total;
+  int nesterov, kind, schedule; // kind: 0 sgd, 1 adam, 2 adamw;
+                                // schedule: 0 constant, 1 linear, 2 cosine
 };
 #define CHUNK 4096
 extern "C" __global__ void gtc_sumsq(const float *__restrict__ g, long long n,
@@ -391,47 +397,76 @@ extern "C" __global__ void gtc_norm(const float *__restrict__ partial, int n,
   }
   if (threadIdx.x == 0) norm[0] = (float)sqrt(s[0]);
 }
+__device__ double scheduled(const Hyper &h, long long s) {
+  if (h.warmup > 0 && s < h.warmup) return h.lr * (double)(s + 1) / h.warmup;
+  if (h.schedule == 0 || h.total <= h.warmup) return h.lr;
+  double p = (double)(s - h.warmup) / (double)(h.total - h.warmup);
+  p = p < 1.0 ? p : 1.0;
+  double decay = h.schedule == 1 ? 1.0 - p
+                                 : 0.5 * (1.0 + cos(3.14159265358979323846 * p));
+  return h.lr * (h.final + (1.0 - h.final) * decay);
+}
+// counter[0]: updates done; counter[1]: blocks finished in this update.
 extern "C" __global__ void gtc_update(float *__restrict__ p,
                                       const float *__restrict__ g,
                                       float *__restrict__ m,
                                       float *__restrict__ v, long long n,
-                                      const Hyper *__restrict__ hp,
+                                      const Hyper h,
+                                      unsigned long long *counter,
                                       const float *__restrict__ norm) {
-  Hyper h = *hp;
+  const unsigned long long t = counter[0] + 1;
+  const float lr = (float)scheduled(h, (long long)t - 1);
+  const float bc1 = (float)(1.0 - pow(h.beta1, (double)t));
+  const float bc2 = (float)sqrt(1.0 - pow(h.beta2, (double)t));
+  const float beta1 = (float)h.beta1, beta2 = (float)h.beta2;
+  const float eps = (float)h.eps, wd = (float)h.weightDecay;
+  const float mom = (float)h.momentum, damp = (float)h.dampening;
   float scale = 1.f;
-  if (h.maxNorm > 0.f) {
-    float c = h.maxNorm / (norm[0] + 1e-6f);
+  if (h.maxNorm > 0.0) {
+    float c = (float)h.maxNorm / (norm[0] + 1e-6f);
     scale = c < 1.f ? c : 1.f;
   }
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += (long long)gridDim.x * blockDim.x) {
     float gi = g[i] * scale, pi = p[i];
     if (h.kind == 0) {
-      if (h.weightDecay != 0.f) gi += h.weightDecay * pi;
-      if (h.momentum != 0.f) {
-        float b = h.first ? gi : h.momentum * m[i] + (1.f - h.dampening) * gi;
+      if (wd != 0.f) gi += wd * pi;
+      if (mom != 0.f) {
+        float b = t == 1 ? gi : mom * m[i] + (1.f - damp) * gi;
         m[i] = b;
-        gi = h.nesterov ? gi + h.momentum * b : b;
+        gi = h.nesterov ? gi + mom * b : b;
       }
-      p[i] = pi - h.lr * gi;
+      p[i] = pi - lr * gi;
     } else {
-      if (h.kind == 2) pi = pi * (1.f - h.lr * h.weightDecay);
-      else if (h.weightDecay != 0.f) gi += h.weightDecay * pi;
-      float mi = m[i] + (gi - m[i]) * (1.f - h.beta1);
-      float vi = v[i] * h.beta2 + (1.f - h.beta2) * gi * gi;
+      if (h.kind == 2) pi = pi * (1.f - lr * wd);
+      else if (wd != 0.f) gi += wd * pi;
+      float mi = m[i] + (gi - m[i]) * (1.f - beta1);
+      float vi = v[i] * beta2 + (1.f - beta2) * gi * gi;
       m[i] = mi;
       v[i] = vi;
-      float denom = sqrtf(vi) / h.bc2 + h.eps;
-      p[i] = pi - (h.lr / h.bc1) * (mi / denom);
+      float denom = sqrtf(vi) / bc2 + eps;
+      p[i] = pi - (lr / bc1) * (mi / denom);
+    }
+  }
+  // The last block to finish advances the step: every block has read it.
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    if (atomicAdd(&counter[1], 1ULL) == gridDim.x - 1) {
+      counter[0] = t;
+      counter[1] = 0;
+      __threadfence();
     }
   }
 }
 )";
 
+/// The kernel's Hyper, byte for byte.
 struct Hyper {
-  float lr, beta1, beta2, eps, weightDecay, bc1, bc2, maxNorm;
-  float momentum, dampening;
-  int nesterov, first, kind;
+  double lr, final, beta1, beta2, eps, weightDecay, maxNorm, momentum,
+      dampening;
+  long long warmup, total;
+  int nesterov, kind, schedule;
 };
 
 } // namespace
@@ -448,8 +483,8 @@ struct CudaExecutor::Impl {
   std::map<Region, size_t> regionOffset; ///< bytes into the arena
   void *staged[2] = {nullptr, nullptr};  ///< pinned copies of the inputs
   void *pinnedOut = nullptr;             ///< loss, accuracy
-  Hyper *pinnedHyper = nullptr; ///< one per input slot
-  CUdeviceptr hyper = 0, partial = 0, norm = 0;
+  CUdeviceptr counter = 0, partial = 0, norm = 0;
+  int64_t totalSteps = 1; ///< the schedule's length (setSchedule)
   int64_t paramElements = 0, partials = 0;
   CUevent copied[2], consumed[2], done, start, stop;
   bool consumedRecorded[2] = {false, false};
@@ -602,7 +637,7 @@ struct CudaExecutor::Impl {
     (void)L;
   }
 
-  void enqueueUpdate(int slot) {
+  void enqueueUpdate() {
     if (paramElements == 0 || plan.kind != "step")
       return;
     CUdeviceptr p = arena + regionOffset.at(Region::Param);
@@ -610,8 +645,22 @@ struct CudaExecutor::Impl {
     CUdeviceptr m = state, v = state + paramElements * 4;
     long long n = paramElements;
     int np = static_cast<int>(partials);
-    CU(cuMemcpyHtoDAsync(hyper, pinnedHyper + slot, sizeof(Hyper), compute));
-    if (plan.config.gradClip > 0) {
+    const TrainConfig &c = plan.config;
+    Hyper h{c.lr,
+            c.final,
+            c.beta1,
+            c.beta2,
+            c.eps,
+            c.weightDecay,
+            c.gradClip,
+            c.momentum,
+            c.dampening,
+            c.warmup,
+            totalSteps,
+            c.nesterov,
+            c.optimizer == "sgd" ? 0 : c.optimizer == "adam" ? 1 : 2,
+            c.schedule == "linear" ? 1 : c.schedule == "cosine" ? 2 : 0};
+    if (c.gradClip > 0) {
       void *args[] = {&g, &n, &partial};
       CU(cuLaunchKernel(sumsq, static_cast<unsigned>(partials), 1, 1, 256, 1,
                         1, 0, compute, args, nullptr));
@@ -619,7 +668,7 @@ struct CudaExecutor::Impl {
       CU(cuLaunchKernel(normFn, 1, 1, 1, 256, 1, 1, 0, compute, normArgs,
                         nullptr));
     }
-    void *args[] = {&p, &g, &m, &v, &n, &hyper, &norm};
+    void *args[] = {&p, &g, &m, &v, &n, &h, &counter, &norm};
     CU(cuLaunchKernel(update, 132 * 4, 1, 1, 256, 1, 1, 0, compute, args,
                       nullptr));
   }
@@ -682,10 +731,6 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
   if (program.workspaceBytes > 0)
     CU(cuMemAlloc(&I.scratch, static_cast<size_t>(program.workspaceBytes)));
   CU(cuMemHostAlloc(&I.pinnedOut, 16, 0));
-  void *hp = nullptr;
-  CU(cuMemHostAlloc(&hp, 2 * sizeof(Hyper), 0));
-  I.pinnedHyper = static_cast<Hyper *>(hp);
-  std::memset(I.pinnedHyper, 0, 2 * sizeof(Hyper));
   I.paramElements = plan.regionSize.count(Region::Param)
                         ? plan.regionSize.at(Region::Param)
                         : 0;
@@ -696,7 +741,8 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
     I.partials = (I.paramElements + 4095) / 4096;
     CU(cuMemAlloc(&I.partial, I.partials * 4));
     CU(cuMemAlloc(&I.norm, 4));
-    CU(cuMemAlloc(&I.hyper, sizeof(Hyper)));
+    CU(cuMemAlloc(&I.counter, 16));
+    CU(cuMemsetD8Async(I.counter, 0, 16, I.compute));
     I.sumsq = I.load(kOptimizerSource, "gtc_sumsq");
     I.normFn = I.load(kOptimizerSource, "gtc_norm");
     I.update = I.load(kOptimizerSource, "gtc_update");
@@ -767,11 +813,11 @@ CudaExecutor::~CudaExecutor() {
   if (L.cuStreamSynchronize && impl->compute)
     L.cuStreamSynchronize(impl->compute);
   for (CUdeviceptr p : {impl->arena, impl->inputs[0], impl->inputs[1],
-                        impl->workspace, impl->state, impl->scratch})
+                        impl->workspace, impl->state, impl->scratch,
+                        impl->counter})
     if (p)
       L.cuMemFree(p);
-  for (void *p : {impl->staged[0], impl->staged[1], impl->pinnedOut,
-                  static_cast<void *>(impl->pinnedHyper)})
+  for (void *p : {impl->staged[0], impl->staged[1], impl->pinnedOut})
     if (p)
       L.cuMemFreeHost(p);
 }
@@ -829,24 +875,11 @@ void CudaExecutor::step(int slot, const TrainConfig &c, double lr,
   CU(cuEventRecord(I.copied[slot], I.copy));
   CU(cuStreamWaitEvent(I.compute, I.copied[slot], 0));
 
-  // This slot's hyperparameters were last read by the step two back; wait
-  // for it (at most two steps are in flight, with no wait on the last one).
-  if (I.consumedRecorded[slot])
-    CU(cuEventSynchronize(I.consumed[slot]));
-  Hyper &h = I.pinnedHyper[slot];
-  h.lr = static_cast<float>(lr);
-  h.beta1 = static_cast<float>(c.beta1);
-  h.beta2 = static_cast<float>(c.beta2);
-  h.eps = static_cast<float>(c.eps);
-  h.weightDecay = static_cast<float>(c.weightDecay);
-  h.bc1 = static_cast<float>(1 - std::pow(c.beta1, double(stepNo)));
-  h.bc2 = static_cast<float>(std::sqrt(1 - std::pow(c.beta2, double(stepNo))));
-  h.maxNorm = static_cast<float>(c.gradClip);
-  h.momentum = static_cast<float>(c.momentum);
-  h.dampening = static_cast<float>(c.dampening);
-  h.nesterov = c.nesterov;
-  h.first = stepNo == 1;
-  h.kind = c.optimizer == "sgd" ? 0 : c.optimizer == "adam" ? 1 : 2;
+  // The learning rate and step number are the device's own (setSchedule);
+  // `lr` and `stepNo` are what the host expects them to be.
+  (void)lr;
+  (void)stepNo;
+  (void)c;
 
   bool useGraph = std::getenv("GTC_NO_GRAPH") == nullptr;
   if (useGraph && !I.graphs[slot]) {
@@ -854,7 +887,7 @@ void CudaExecutor::step(int slot, const TrainConfig &c, double lr,
     CU(cuStreamBeginCapture(I.compute, CU_STREAM_CAPTURE_MODE_RELAXED));
     I.enqueueKernels(slot);
     if (update)
-      I.enqueueUpdate(slot);
+      I.enqueueUpdate();
     CU(cuStreamEndCapture(I.compute, &graph));
     CU(cuGraphInstantiateWithFlags(&I.graphs[slot], graph, 0));
   }
@@ -863,7 +896,7 @@ void CudaExecutor::step(int slot, const TrainConfig &c, double lr,
   } else {
     I.enqueueKernels(slot);
     if (update)
-      I.enqueueUpdate(slot);
+      I.enqueueUpdate();
   }
   // The loss (computed before the update) is copied back only when asked.
   if (wantLoss)
@@ -882,6 +915,15 @@ double CudaExecutor::loss() {
 double CudaExecutor::accuracy() {
   CU(cuEventSynchronize(impl->done));
   return static_cast<float *>(impl->pinnedOut)[1];
+}
+
+void CudaExecutor::setSchedule(int64_t done, int64_t total) {
+  impl->totalSteps = std::max<int64_t>(1, total);
+  if (!impl->counter)
+    return;
+  CU(cuStreamSynchronize(impl->compute));
+  unsigned long long c[2] = {static_cast<unsigned long long>(done), 0};
+  CU(cuMemcpyHtoD(impl->counter, c, sizeof c));
 }
 
 void CudaExecutor::downloadState(std::vector<float> &first,

@@ -41,6 +41,7 @@ void CudaExecutor::downloadRegion(Region, void *) {}
 void *CudaExecutor::stagedInput(int, int) { return nullptr; }
 void CudaExecutor::step(int, const TrainConfig &, double, int64_t, bool) {}
 double CudaExecutor::loss() { return 0; }
+void CudaExecutor::setSchedule(int64_t, int64_t) {}
 double CudaExecutor::accuracy() { return 0; }
 void CudaExecutor::waitSlot(int) {}
 void CudaExecutor::downloadState(std::vector<float> &, std::vector<float> &) {}

@@ -174,6 +174,9 @@ public:
   virtual void setState(const std::vector<float> &first,
                         const std::vector<float> &second,
                         int64_t stepsDone) = 0;
+  /// The schedule's length and the updates done (devices that compute the
+  /// learning rate themselves).
+  virtual void setSchedule(int64_t done, int64_t total) {}
 };
 
 class CpuBackend : public Backend {
@@ -291,6 +294,9 @@ public:
   void setState(const std::vector<float> &first,
                 const std::vector<float> &second, int64_t) override {
     exec.uploadState(first, second);
+  }
+  void setSchedule(int64_t done, int64_t total) override {
+    exec.setSchedule(done, total);
   }
   const Plan &plan;
   CudaExecutor exec;
@@ -445,6 +451,7 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
   }
 
   Loader loader(*data, batch, seed, /*shuffle=*/true, /*dropLast=*/true);
+  backend->setSchedule(start, total);
 
   std::ofstream log;
   if (!options.logPath.empty()) {

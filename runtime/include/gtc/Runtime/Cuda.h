@@ -72,6 +72,9 @@ public:
   /// on the device: no copy, no wait).
   void step(int slot, const TrainConfig &config, double lr, int64_t stepNo,
             bool update, bool wantLoss = true);
+  /// Sets the optimizer's step counter (updates done, e.g. when resuming)
+  /// and the schedule's length; call before the first step.
+  void setSchedule(int64_t done, int64_t total);
   /// Waits for everything enqueued and returns the last step's loss (and
   /// accuracy of an eval plan, if it has one).
   double loss();
