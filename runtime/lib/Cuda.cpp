@@ -480,6 +480,7 @@ struct CudaExecutor::Impl {
   CUdeviceptr arena = 0, inputs[2] = {0, 0}, workspace = 0, state = 0;
   CUdeviceptr scratch = 0; ///< the program's kWorkspace memory
   size_t arenaBytes = 0, workspaceBytes = 32 << 20, stateBytes = 0;
+  size_t measured = 0; ///< device memory this executor took (cuMemGetInfo)
   std::map<Region, size_t> regionOffset; ///< bytes into the arena
   void *staged[2] = {nullptr, nullptr};  ///< pinned copies of the inputs
   void *pinnedOut = nullptr;             ///< loss, accuracy
@@ -707,6 +708,8 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
   CU(cuEventCreate(&I.start, CU_EVENT_DEFAULT));
   CU(cuEventCreate(&I.stop, CU_EVENT_DEFAULT));
   LT(cublasLtCreate(&I.lt));
+  size_t freeBefore = 0, total = 0;
+  CU(cuMemGetInfo(&freeBefore, &total));
 
   // One arena for every region but the inputs (two slots of those).
   size_t offset = 0;
@@ -747,6 +750,9 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
     I.normFn = I.load(kOptimizerSource, "gtc_norm");
     I.update = I.load(kOptimizerSource, "gtc_update");
   }
+  size_t freeAfter = 0;
+  CU(cuMemGetInfo(&freeAfter, &total));
+  I.measured = freeBefore > freeAfter ? freeBefore - freeAfter : 0;
   // Zero the arena, then the constants.
   CU(cuMemsetD8Async(I.arena, 0, I.arenaBytes, I.compute));
   CU(cuStreamSynchronize(I.compute));
@@ -962,6 +968,7 @@ CudaExecutor::memoryBreakdown() const {
   out.push_back({"cuBLASLt workspace", impl->workspaceBytes});
   out.push_back({"kernel scratch", static_cast<size_t>(
                                        impl->program.workspaceBytes)});
+  out.push_back({"measured (cuMemGetInfo)", impl->measured});
   return out;
 }
 

@@ -556,6 +556,15 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
   if (!cuda && c.precision != "fp32")
     out << "  note: precision " << c.precision
         << " applies on GPUs; the CPU computes in fp32\n";
+  if (auto *gpu = dynamic_cast<CudaBackend *>(backend.get())) {
+    size_t planned = 0, measured = 0;
+    for (auto [what, bytes] : gpu->exec.memoryBreakdown())
+      (what == "measured (cuMemGetInfo)" ? measured : planned) += bytes;
+    out << "  device memory: " << std::fixed << std::setprecision(1)
+        << planned / 1048576.0 << " MiB planned, " << measured / 1048576.0
+        << " MiB measured\n"
+        << std::defaultfloat;
+  }
   if (cuda)
     out << "  kernels: " << compileStats().compiled << " compiled ("
         << std::fixed << std::setprecision(2) << compileStats().seconds

@@ -85,6 +85,16 @@ from safetensors.numpy import load_file
 t = load_file('$OUT/mlp.safetensors'); print(len(t), 'tensors', sorted(t)[:3])" > "$OUT/safetensors.txt" 2>&1; s=$?
 row "checkpoint loads with Python's safetensors ($(cut -c1-40 "$OUT/safetensors.txt" | head -1))" "$(verdict $s)"
 
+# The character-level GPT (attention, layernorm, embeddings) trains too.
+if [ -f /usr/share/common-licenses/GPL-3 ]; then
+  "$GTC" run examples/char_gpt.gt --device cuda --steps 300 --log-every 50 > "$OUT/char_gpt.txt" 2>&1; s=$?
+  first=$(grep '^step 50/' "$OUT/char_gpt.txt" | grep -o 'loss [0-9.]*')
+  last=$(grep '^done' "$OUT/char_gpt.txt")
+  row "char_gpt 300 steps on GPL-3: $first at step 50; $last" "$(verdict $s)"
+fi
+grep -h 'device memory' "$OUT/adamw-gpu.txt" | head -1 > "$OUT/memory.txt"
+row "MLP b=128 $(cat "$OUT/memory.txt" | sed 's/^ *//')" "info"
+
 # 5. Benchmark: gtc vs PyTorch, same GPU, same job.
 for b in 64 1024 16384; do
   for p in fp32 tf32; do
