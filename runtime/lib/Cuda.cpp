@@ -572,15 +572,17 @@ struct CudaExecutor::Impl {
     LT(cublasLtMatmulPreferenceSetAttribute(
         pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspaceBytes,
         sizeof workspaceBytes));
-    cublasLtMatmulHeuristicResult_t result{};
+    cublasLtMatmulHeuristicResult_t results[8] = {};
     int found = 0;
     LT(cublasLtMatmulAlgoGetHeuristic(lt, l.desc, l.la, l.lb, l.lc, l.lc, pref,
-                                      1, &result, &found));
+                                      8, results, &found));
     if (found == 0)
       throw RuntimeError("cuBLASLt has no algorithm for a " +
                          std::to_string(s.m) + "x" + std::to_string(s.n) +
                          "x" + std::to_string(s.k) + " GEMM");
-    l.algo = result.algo;
+    l.algo = results[0].algo;
+    if (found > 1 && std::getenv("GTC_NO_AUTOTUNE") == nullptr)
+      autotune(l, results, found);
     (void)L;
   }
 
@@ -598,6 +600,44 @@ struct CudaExecutor::Impl {
                               ? std::string("gemm")
                               : std::string("memset")) +
                          "' failed: " + cuError(r));
+  }
+
+  /// Times each candidate algorithm on this GEMM's own buffers (CUDA
+  /// events, after a warm-up) and keeps the fastest. The output buffer gets
+  /// scratch values; every step writes it again before reading it.
+  void autotune(Launch &l, const cublasLtMatmulHeuristicResult_t *results,
+                int found) {
+    const CudaLaunch &s = *l.spec;
+    if (s.bias >= 0) {
+      CUdeviceptr bias = ptr(s.bias, 0);
+      LT(cublasLtMatmulDescSetAttribute(
+          l.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    }
+    float alpha = s.alpha, beta = s.beta;
+    auto run = [&](const cublasLtMatmulAlgo_t &algo) {
+      return libs().cublasLtMatmul(
+          lt, l.desc, &alpha, reinterpret_cast<void *>(ptr(s.b, 0)), l.la,
+          reinterpret_cast<void *>(ptr(s.a, 0)), l.lb, &beta,
+          reinterpret_cast<void *>(ptr(s.c, 0)), l.lc,
+          reinterpret_cast<void *>(ptr(s.c, 0)), l.lc, &algo,
+          reinterpret_cast<void *>(workspace), workspaceBytes, compute);
+    };
+    float best = -1;
+    for (int i = 0; i < found; ++i) {
+      if (run(results[i].algo) != CUBLAS_STATUS_SUCCESS)
+        continue;
+      CU(cuEventRecord(start, compute));
+      for (int r = 0; r < 5; ++r)
+        run(results[i].algo);
+      CU(cuEventRecord(stop, compute));
+      CU(cuEventSynchronize(stop));
+      float ms = 0;
+      CU(cuEventElapsedTime(&ms, start, stop));
+      if (best < 0 || ms < best) {
+        best = ms;
+        l.algo = results[i].algo;
+      }
+    }
   }
 
   void enqueueKernels(int slot) {

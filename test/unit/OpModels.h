@@ -9,6 +9,7 @@
 #define GTC_TEST_OPMODELS_H
 
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,9 @@ struct OpModel {
   int32_t intRange = 3;   ///< i32 feeds are drawn from [0, intRange)
   int64_t samples = 24;   ///< gradient elements checked per parameter
 };
+
+/// GoogleTest prints a model by its name.
+inline void PrintTo(const OpModel &m, std::ostream *os) { *os << m.name; }
 
 inline const std::vector<OpModel> &opModels() {
   static const std::vector<OpModel> models = {
