@@ -908,8 +908,7 @@ void CudaExecutor::waitSlot(int slot) {
   CU(cuEventSynchronize(impl->copied[slot]));
 }
 
-void CudaExecutor::step(int slot, const TrainConfig &c, double lr,
-                        int64_t stepNo, bool update, bool wantLoss) {
+void CudaExecutor::step(int slot, bool update, bool wantLoss) {
   Impl &I = *impl;
   Libs &L = libs();
   // Copy the staged batch on the copy stream once the step that last read
@@ -924,11 +923,6 @@ void CudaExecutor::step(int slot, const TrainConfig &c, double lr,
   CU(cuEventRecord(I.copied[slot], I.copy));
   CU(cuStreamWaitEvent(I.compute, I.copied[slot], 0));
 
-  // The learning rate and step number are the device's own (setSchedule);
-  // `lr` and `stepNo` are what the host expects them to be.
-  (void)lr;
-  (void)stepNo;
-  (void)c;
 
   bool useGraph = std::getenv("GTC_NO_GRAPH") == nullptr;
   if (useGraph && !I.graphs[slot]) {
@@ -1017,9 +1011,8 @@ CudaExecutor::memoryBreakdown() const {
 
 double CudaExecutor::timeStep(int warmup, int iters) {
   Impl &I = *impl;
-  TrainConfig c = I.plan.config;
   for (int i = 0; i < warmup; ++i)
-    step(i % 2, c, 0.0, i + 1, true);
+    step(i % 2, /*update=*/true);
   CU(cuStreamSynchronize(I.compute));
   std::vector<float> ms;
   for (int i = 0; i < iters; ++i) {

@@ -39,7 +39,7 @@ void CudaExecutor::download(int, void *) {}
 void CudaExecutor::uploadRegion(Region, const void *) {}
 void CudaExecutor::downloadRegion(Region, void *) {}
 void *CudaExecutor::stagedInput(int, int) { return nullptr; }
-void CudaExecutor::step(int, const TrainConfig &, double, int64_t, bool) {}
+void CudaExecutor::step(int, bool, bool) {}
 double CudaExecutor::loss() { return 0; }
 void CudaExecutor::setSchedule(int64_t, int64_t) {}
 double CudaExecutor::accuracy() { return 0; }

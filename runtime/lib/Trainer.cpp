@@ -270,8 +270,10 @@ public:
       : plan(plan), exec(plan, program, tf32) {}
   void prepare() override { exec.waitSlot(slot); }
   void *feed(int id) override { return exec.stagedInput(slot, id); }
-  void run(double lr, int64_t stepNo, bool wantLoss) override {
-    exec.step(slot, plan.config, lr, stepNo, /*update=*/true, wantLoss);
+  void run(double, int64_t, bool wantLoss) override {
+    // The device follows the schedule itself (setSchedule); the learning
+    // rate and step number the host passes are what it computes.
+    exec.step(slot, /*update=*/true, wantLoss);
     slot ^= 1;
   }
   double loss() override { return exec.loss(); }
@@ -317,7 +319,7 @@ public:
                      [&](int id, const float *src) { exec.upload(id, src); });
   }
   std::pair<double, double> run() override {
-    exec.step(0, exec.plan().config, 0.0, 1, /*update=*/false);
+    exec.step(0, /*update=*/false);
     return {exec.loss(), exec.plan().accuracy >= 0 ? exec.accuracy() : 0.0};
   }
   CudaExecutor exec;

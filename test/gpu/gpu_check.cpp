@@ -126,7 +126,7 @@ int main(int argc, char **argv) {
                     b.elements() * 4);
       }
       cpu.run();
-      gpu.step(0, plan.config, 0.0, 1, /*update=*/false);
+      gpu.step(0, /*update=*/false);
       double cpuLoss = cpu.floats(plan.loss)[0], gpuLoss = gpu.loss();
       double lossErr = std::fabs(gpuLoss - cpuLoss) /
                        std::max(1e-30, std::fabs(cpuLoss));

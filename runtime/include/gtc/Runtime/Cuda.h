@@ -66,12 +66,12 @@ public:
   /// Pinned host memory for the inputs of slot 0/1: fill it, then step().
   void *stagedInput(int slot, int buffer);
   /// Runs one training step from input slot `slot`: copies the staged batch
-  /// (copy stream), runs the kernels (a graph after the first step), clips
-  /// and applies the optimizer with the given hyperparameters. Returns at
+  /// (copy stream), runs the kernels (a graph after the first step), and
+  /// with `update` clips and applies the optimizer (the plan's train config;
+  /// the learning rate follows the device's step counter). Returns at
   /// once; the loss arrives later (loss()) if `wantLoss` (otherwise it stays
   /// on the device: no copy, no wait).
-  void step(int slot, const TrainConfig &config, double lr, int64_t stepNo,
-            bool update, bool wantLoss = true);
+  void step(int slot, bool update, bool wantLoss = true);
   /// Sets the optimizer's step counter (updates done, e.g. when resuming)
   /// and the schedule's length; call before the first step.
   void setSchedule(int64_t done, int64_t total);
