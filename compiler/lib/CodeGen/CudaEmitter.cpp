@@ -1071,20 +1071,9 @@ std::string rowWhat(int64_t rows, int64_t n, int rt) {
          " per row (" + str(rows) + " rows of " + str(n) + ")";
 }
 
-/// CpuExecutor's layernorm(): statistics in double, y in float.
-bool Emitter::layernorm() {
-  int x = k->inputs[0], w = k->inputs[1], b = k->inputs[2], y = k->outputs[0];
-  int64_t d = shape(x).empty() ? 1 : shape(x).back();
-  int64_t rows = count(x) / d;
-  if (count(w) != d || count(b) != d || count(y) != count(x))
-    return fail("layernorm shapes do not agree");
-  int rt = threadsPerRow(d);
-  std::string consts = rowConsts(rows, d, rt) + "constexpr double EPS = " +
-                       dbl(k->floatAttr("epsilon", 1e-5)) + ";\n";
-  std::string body = "  __shared__ double red[8];\n";
-  body += kRowLoop;
-  body += R"CU(    const float *xr = x + row * N;
-    double s = 0.0;
+/// A row's mean, variance and rstd in double, as CpuExecutor's layernorm
+/// (inside kRowLoop, after `xr` points at the row).
+static const char *kLayerNormStatistics = R"CU(    double s = 0.0;
     if (active)
       for (int j = lane; j < N; j += RT)
         s += (double)xr[j];
@@ -1097,7 +1086,23 @@ bool Emitter::layernorm() {
       }
     const double var = row_sum<RT>(q, red) / N;
     const float rstd = (float)(1.0 / sqrt(var + EPS));
-    const float m = (float)mean;
+)CU";
+
+/// CpuExecutor's layernorm(): statistics in double, y in float.
+bool Emitter::layernorm() {
+  int x = k->inputs[0], w = k->inputs[1], b = k->inputs[2], y = k->outputs[0];
+  int64_t d = shape(x).empty() ? 1 : shape(x).back();
+  int64_t rows = count(x) / d;
+  if (count(w) != d || count(b) != d || count(y) != count(x))
+    return fail("layernorm shapes do not agree");
+  int rt = threadsPerRow(d);
+  std::string consts = rowConsts(rows, d, rt) + "constexpr double EPS = " +
+                       dbl(k->floatAttr("epsilon", 1e-5)) + ";\n";
+  std::string body = "  __shared__ double red[8];\n";
+  body += kRowLoop;
+  body += "    const float *xr = x + row * N;\n";
+  body += kLayerNormStatistics;
+  body += R"CU(    const float m = (float)mean;
     if (active)
       for (int j = lane; j < N; j += RT)
         y[row * N + j] = (xr[j] - m) * rstd * w[j] + b[j];
@@ -1125,22 +1130,10 @@ bool Emitter::layernormGrad() {
                        dbl(k->floatAttr("epsilon", 1e-5)) + ";\n";
   std::string body = "  __shared__ double red[8];\n";
   body += kRowLoop;
-  body += R"CU(    const float *xr = x + row * N;
-    const float *gr = dy + row * N;
-    double s = 0.0;
-    if (active)
-      for (int j = lane; j < N; j += RT)
-        s += (double)xr[j];
-    const double mean = row_sum<RT>(s, red) / N;
-    double q = 0.0;
-    if (active)
-      for (int j = lane; j < N; j += RT) {
-        const double c = (double)xr[j] - mean;
-        q += c * c;
-      }
-    const double var = row_sum<RT>(q, red) / N;
-    const float rstd = (float)(1.0 / sqrt(var + EPS));
-    // s1 = mean(dxhat), s2 = mean(dxhat * xhat) with dxhat = dy * w.
+  body += "    const float *xr = x + row * N;\n"
+          "    const float *gr = dy + row * N;\n";
+  body += kLayerNormStatistics;
+  body += R"CU(    // s1 = mean(dxhat), s2 = mean(dxhat * xhat) with dxhat = dy * w.
     double s1 = 0.0, s2 = 0.0;
     if (active)
       for (int j = lane; j < N; j += RT) {
