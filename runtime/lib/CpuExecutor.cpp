@@ -436,6 +436,19 @@ template <typename T> void linear(Exec<T> &e, const Kernel &k) {
   }
 }
 
+/// A row's mean and (biased) variance, accumulated in double.
+template <typename T>
+void meanAndVariance(const T *xr, int64_t d, double &mean, double &var) {
+  mean = 0;
+  var = 0;
+  for (int64_t j = 0; j < d; ++j)
+    mean += xr[j];
+  mean /= d;
+  for (int64_t j = 0; j < d; ++j)
+    var += (xr[j] - mean) * (xr[j] - mean);
+  var /= d;
+}
+
 template <typename T> void layernorm(Exec<T> &e, const Kernel &k) {
   const Plan &p = e.plan();
   int64_t d = shapeOf(p, k.inputs[0]).back();
@@ -447,13 +460,8 @@ template <typename T> void layernorm(Exec<T> &e, const Kernel &k) {
   parallelFor(rows, [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       const T *xr = x + r * d;
-      double mean = 0, var = 0;
-      for (int64_t j = 0; j < d; ++j)
-        mean += xr[j];
-      mean /= d;
-      for (int64_t j = 0; j < d; ++j)
-        var += (xr[j] - mean) * (xr[j] - mean);
-      var /= d;
+      double mean, var;
+      meanAndVariance(xr, d, mean, var);
       T rstd = static_cast<T>(1.0 / std::sqrt(var + eps));
       for (int64_t j = 0; j < d; ++j)
         y[r * d + j] = (xr[j] - T(mean)) * rstd * w[j] + b[j];
@@ -474,13 +482,8 @@ template <typename T> void layernormGrad(Exec<T> &e, const Kernel &k) {
   parallelFor(rows, [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       const T *xr = x + r * d;
-      double m = 0, v = 0;
-      for (int64_t j = 0; j < d; ++j)
-        m += xr[j];
-      m /= d;
-      for (int64_t j = 0; j < d; ++j)
-        v += (xr[j] - m) * (xr[j] - m);
-      v /= d;
+      double m, v;
+      meanAndVariance(xr, d, m, v);
       mean[r] = T(m);
       rstd[r] = T(1.0 / std::sqrt(v + eps));
       double s1 = 0, s2 = 0; // mean(dxhat), mean(dxhat * xhat)
