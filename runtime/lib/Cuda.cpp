@@ -426,26 +426,53 @@ extern "C" __global__ void gtc_update(float *__restrict__ p,
     float c = (float)h.maxNorm / (norm[0] + 1e-6f);
     scale = c < 1.f ? c : 1.f;
   }
-  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += (long long)gridDim.x * blockDim.x) {
-    float gi = g[i] * scale, pi = p[i];
+  // One element: optimizerStep()'s formulas.
+  auto one = [&](float &pe, float ge, float &me, float &ve) {
+    float gi = ge * scale, pi = pe;
     if (h.kind == 0) {
       if (wd != 0.f) gi += wd * pi;
       if (mom != 0.f) {
-        float b = t == 1 ? gi : mom * m[i] + (1.f - damp) * gi;
-        m[i] = b;
+        float b = t == 1 ? gi : mom * me + (1.f - damp) * gi;
+        me = b;
         gi = h.nesterov ? gi + mom * b : b;
       }
-      p[i] = pi - lr * gi;
+      pe = pi - lr * gi;
     } else {
       if (h.kind == 2) pi = pi * (1.f - lr * wd);
       else if (wd != 0.f) gi += wd * pi;
-      float mi = m[i] + (gi - m[i]) * (1.f - beta1);
-      float vi = v[i] * beta2 + (1.f - beta2) * gi * gi;
-      m[i] = mi;
-      v[i] = vi;
+      float mi = me + (gi - me) * (1.f - beta1);
+      float vi = ve * beta2 + (1.f - beta2) * gi * gi;
+      me = mi;
+      ve = vi;
       float denom = sqrtf(vi) / bc2 + eps;
-      p[i] = pi - (lr / bc1) * (mi / denom);
+      pe = pi - (lr / bc1) * (mi / denom);
+    }
+  };
+  const long long stride = (long long)gridDim.x * blockDim.x;
+  const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if ((n & 3) == 0) {
+    // 16-byte accesses: every region starts 64-byte aligned and holds a
+    // multiple of 16 elements.
+    float4 *p4 = reinterpret_cast<float4 *>(p);
+    const float4 *g4 = reinterpret_cast<const float4 *>(g);
+    float4 *m4 = reinterpret_cast<float4 *>(m);
+    float4 *v4 = reinterpret_cast<float4 *>(v);
+    for (long long i = first; i < n / 4; i += stride) {
+      float4 pv = p4[i], gv = g4[i], mv = m4[i], vv = v4[i];
+      one(pv.x, gv.x, mv.x, vv.x);
+      one(pv.y, gv.y, mv.y, vv.y);
+      one(pv.z, gv.z, mv.z, vv.z);
+      one(pv.w, gv.w, mv.w, vv.w);
+      p4[i] = pv;
+      m4[i] = mv;
+      if (h.kind != 0) v4[i] = vv;
+    }
+  } else {
+    for (long long i = first; i < n; i += stride) {
+      float vi = h.kind != 0 ? v[i] : 0.f, mi = m[i];
+      one(p[i], g[i], mi, vi);
+      m[i] = mi;
+      if (h.kind != 0) v[i] = vi;
     }
   }
   // The last block to finish advances the step: every block has read it.
