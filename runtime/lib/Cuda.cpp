@@ -528,6 +528,49 @@ struct CudaExecutor::Impl {
   CUfunction sumsq = nullptr, normFn = nullptr, update = nullptr;
   cublasLtHandle_t lt = nullptr;
   CUgraphExec graphs[2] = {nullptr, nullptr};
+  /// GTC_TIMELINE=FILE: per step, events around the batch copy (copy
+  /// stream) and the step (compute stream), written as a Chrome trace.
+  struct Marks {
+    CUevent copyBegin, copyEnd, stepBegin, stepEnd;
+  };
+  std::vector<Marks> timeline;
+  const char *timelinePath = std::getenv("GTC_TIMELINE");
+
+  CUevent timingEvent() {
+    CUevent e;
+    CU(cuEventCreate(&e, CU_EVENT_DEFAULT));
+    return e;
+  }
+
+  /// Writes the Chrome trace (chrome://tracing, Perfetto): one row per
+  /// stream, times in microseconds from the first copy.
+  void writeTimeline() {
+    if (!timelinePath || timeline.empty())
+      return;
+    Libs &L = libs();
+    L.cuStreamSynchronize(compute);
+    L.cuStreamSynchronize(copy);
+    std::ofstream f(timelinePath);
+    f << "{\"traceEvents\": [\n";
+    CUevent origin = timeline.front().copyBegin;
+    auto at = [&](CUevent e) {
+      float ms = 0;
+      L.cuEventElapsedTime(&ms, origin, e);
+      return ms * 1000.0;
+    };
+    for (size_t i = 0; i < timeline.size(); ++i) {
+      const Marks &m = timeline[i];
+      f << (i ? ",\n" : "") << "{\"name\": \"copy batch " << i
+        << "\", \"ph\": \"X\", \"pid\": 0, \"tid\": \"copy stream\", \"ts\": "
+        << at(m.copyBegin) << ", \"dur\": " << at(m.copyEnd) - at(m.copyBegin)
+        << "},\n{\"name\": \"step " << i
+        << "\", \"ph\": \"X\", \"pid\": 0, \"tid\": \"compute stream\", "
+           "\"ts\": "
+        << at(m.stepBegin) << ", \"dur\": " << at(m.stepEnd) - at(m.stepBegin)
+        << "}";
+    }
+    f << "\n]}\n";
+  }
 
   Impl(const Plan &p, const CudaProgram &prog, bool tf32)
       : plan(p), program(prog), tf32(tf32) {}
@@ -884,6 +927,8 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
 CudaExecutor::~CudaExecutor() {
   if (!impl)
     return;
+  if (impl->plan.kind == "step")
+    impl->writeTimeline();
   // Device memory goes with the process; free what is large.
   Libs &L = libs();
   if (L.cuStreamSynchronize && impl->compute)
@@ -945,8 +990,16 @@ void CudaExecutor::step(int slot, bool update, bool wantLoss) {
                           : 0;
   if (I.consumedRecorded[slot])
     CU(cuStreamWaitEvent(I.copy, I.consumed[slot], 0));
+  Impl::Marks marks{};
+  if (I.timelinePath) {
+    marks = {I.timingEvent(), I.timingEvent(), I.timingEvent(),
+             I.timingEvent()};
+    CU(cuEventRecord(marks.copyBegin, I.copy));
+  }
   if (inputBytes)
     CU(cuMemcpyHtoDAsync(I.inputs[slot], I.staged[slot], inputBytes, I.copy));
+  if (I.timelinePath)
+    CU(cuEventRecord(marks.copyEnd, I.copy));
   CU(cuEventRecord(I.copied[slot], I.copy));
   CU(cuStreamWaitEvent(I.compute, I.copied[slot], 0));
 
@@ -961,12 +1014,18 @@ void CudaExecutor::step(int slot, bool update, bool wantLoss) {
     CU(cuStreamEndCapture(I.compute, &graph));
     CU(cuGraphInstantiateWithFlags(&I.graphs[slot], graph, 0));
   }
+  if (I.timelinePath)
+    CU(cuEventRecord(marks.stepBegin, I.compute));
   if (useGraph) {
     CU(cuGraphLaunch(I.graphs[slot], I.compute));
   } else {
     I.enqueueKernels(slot);
     if (update)
       I.enqueueUpdate();
+  }
+  if (I.timelinePath) {
+    CU(cuEventRecord(marks.stepEnd, I.compute));
+    I.timeline.push_back(marks);
   }
   // The loss (computed before the update) is copied back only when asked.
   if (wantLoss)

@@ -75,6 +75,24 @@ second=$(grep -o 'kernels: [0-9]* compiled.*from the cache' "$OUT/cache2.txt" | 
 case "$second" in "kernels: 0 compiled"*) s=0 ;; *) s=1 ;; esac
 row "kernel cache: first run '$first'; second '$second'" "$(verdict $s)"
 
+# The copy of batch n+1 overlaps step n: a timeline of 100 char_gpt steps
+# (GPU-bound; the MLP's steps are shorter than loading its batches on the
+# host), events on both streams written as a Chrome trace; count overlaps.
+GTC_TIMELINE=$OUT/timeline.json "$GTC" run examples/char_gpt.gt --device cuda --steps 100 > "$OUT/timeline-run.txt" 2>&1
+python3 - "$OUT/timeline.json" > "$OUT/overlap.txt" <<'PY'
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+copies = [e for e in ev if e["tid"] == "copy stream"]
+steps = [e for e in ev if e["tid"] == "compute stream"]
+over = sum(1 for n in range(len(steps) - 1)
+           if copies[n + 1]["ts"] < steps[n]["ts"] + steps[n]["dur"]
+           and copies[n + 1]["ts"] + copies[n + 1]["dur"] > steps[n]["ts"])
+print(f"copy of batch n+1 overlapped step n in {over} of {len(steps) - 1} steps")
+sys.exit(0 if over >= (len(steps) - 1) // 2 else 1)
+PY
+s=$?; cat "$OUT/overlap.txt"
+row "timeline: $(cat "$OUT/overlap.txt")" "$(verdict $s)"
+
 # 4. Training the MLP example on the GPU: >= 88% test accuracy.
 /usr/bin/time -f "%e s" "$GTC" run examples/mlp.gt --device cuda --save "$OUT/mlp.safetensors" > "$OUT/mlp-train.txt" 2>&1
 acc=$(grep '^eval' "$OUT/mlp-train.txt" | tail -1 | grep -o 'accuracy [0-9.]*' | cut -d' ' -f2)
