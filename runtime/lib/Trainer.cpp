@@ -583,7 +583,8 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
   const int64_t logEvery =
       options.logEvery > 0
           ? options.logEvery
-          : c.logEvery > 0 ? c.logEvery : std::max<int64_t>(1, perEpoch / 10);
+          : c.logEvery > 0 ? c.logEvery
+                           : std::max<int64_t>(1, (total - start) / 50);
   auto t0 = std::chrono::steady_clock::now();
   auto lastPrint = t0;
   double lossEma = 0, lastLoss = 0;

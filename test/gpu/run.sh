@@ -78,7 +78,7 @@ row "kernel cache: first run '$first'; second '$second'" "$(verdict $s)"
 # The copy of batch n+1 overlaps step n: a timeline of 100 char_gpt steps
 # (GPU-bound; the MLP's steps are shorter than loading its batches on the
 # host), events on both streams written as a Chrome trace; count overlaps.
-GTC_TIMELINE=$OUT/timeline.json "$GTC" run examples/char_gpt.gt --device cuda --steps 100 > "$OUT/timeline-run.txt" 2>&1
+GTC_TIMELINE=$OUT/timeline.json "$GTC" run examples/char_gpt.gt --device cuda --steps 100 --log-every 50 > "$OUT/timeline-run.txt" 2>&1
 python3 - "$OUT/timeline.json" > "$OUT/overlap.txt" <<'PY'
 import json, sys
 ev = json.load(open(sys.argv[1]))["traceEvents"]
