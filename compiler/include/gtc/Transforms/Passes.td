@@ -46,4 +46,34 @@ def GtAutodiffPass : Pass<"gt-autodiff", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::gt::GTDialect", "mlir::func::FuncDialect"];
 }
 
+def GtAutocastPass : Pass<"gt-autocast", "mlir::ModuleOp"> {
+  let summary = "Assigns each op a precision, PyTorch-AMP style";
+  let description = [{
+    With `precision` bf16 or fp16 (the option, else the model's `gt.train`
+    setting), rewrites each model's forward graph by a per-op policy:
+
+    | policy | ops | computes in |
+    |---|---|---|
+    | low | linear, matmul, attention | bf16/fp16 (f32 accumulation in the kernels) |
+    | fp32 | softmax, layernorm, sum, mean, exp, log, sqrt, cross_entropy | f32 |
+    | follow | everything else | the widest float type of its operands |
+
+    Parameters stay f32 (master weights): each gets one cast to the low type
+    right after its declaration, shared by all its low-precision uses, so
+    the backward's cast rule returns f32 gradients to the optimizer. Integer
+    tensors and ops already in the chosen type are left alone. fp32 and tf32
+    change nothing (tf32 is a GEMM mode of the runtime).
+    `--gt-autocast=print-policy=1` prints the table.
+
+    Example: `gtc-opt --gt-autocast=precision=bf16`.
+  }];
+  let options = [
+    Option<"precision", "precision", "std::string", /*default=*/"\"\"",
+           "fp32, tf32, bf16 or fp16 (default: the gt.train setting)">,
+    Option<"printPolicy", "print-policy", "bool", /*default=*/"false",
+           "print the per-op policy table to stderr">
+  ];
+  let dependentDialects = ["mlir::gt::GTDialect"];
+}
+
 #endif // GTC_TRANSFORMS_PASSES

@@ -1,0 +1,174 @@
+//===- Autocast.cpp - Per-op precision, PyTorch-AMP style -----------------===//
+
+#include "gtc/Dialect/GT/GTOps.h"
+#include "gtc/Transforms/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace mlir::gt {
+#define GEN_PASS_DEF_GTAUTOCASTPASS
+#include "gtc/Transforms/Passes.h.inc"
+} // namespace mlir::gt
+
+using namespace mlir;
+using namespace mlir::gt;
+
+namespace {
+
+/// Where an op computes under autocast.
+enum class Policy { Low, Fp32, Follow };
+
+/// The policy table: the one place that decides (printed by print-policy).
+Policy policyOf(Operation *op) {
+  if (isa<LinearOp, MatmulOp, AttentionOp>(op))
+    return Policy::Low;
+  if (isa<SoftmaxOp, LayerNormOp, SumOp, MeanOp, ExpOp, LogOp, SqrtOp,
+          CrossEntropyOp>(op))
+    return Policy::Fp32;
+  return Policy::Follow;
+}
+
+void printPolicyTable(llvm::raw_ostream &os) {
+  os << "gt-autocast policy\n"
+        "  low (bf16/fp16, f32 accumulation): gt.linear gt.matmul "
+        "gt.attention\n"
+        "  fp32:                              gt.softmax gt.layernorm gt.sum "
+        "gt.mean gt.exp gt.log gt.sqrt gt.cross_entropy\n"
+        "  follow (widest float operand):     every other op\n"
+        "  parameters: f32 master weights, one cast to the low type each\n";
+}
+
+bool isFloatTensor(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t && isa<FloatType>(t.getElementType());
+}
+
+Type elementOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getElementType();
+}
+
+/// Rewrites one function, op by op in order.
+class Caster {
+public:
+  Caster(func::FuncOp func, Type low) : func(func), low(low) {}
+
+  LogicalResult run() {
+    SmallVector<Operation *> ops;
+    for (Operation &op : func.getBody().front().without_terminator())
+      ops.push_back(&op);
+    for (Operation *op : ops)
+      if (failed(visit(op)))
+        return failure();
+    return success();
+  }
+
+private:
+  /// `v` in element type `to`, through one cast per (value, type).
+  Value castTo(Value v, Type to) {
+    if (elementOf(v) == to)
+      return v;
+    auto key = std::make_pair(v, to);
+    if (Value c = casts.lookup(key))
+      return c;
+    OpBuilder b(func.getContext());
+    if (Operation *def = v.getDefiningOp())
+      b.setInsertionPointAfter(def);
+    else
+      b.setInsertionPointToStart(&func.getBody().front());
+    auto type = cast<RankedTensorType>(v.getType()).clone(to);
+    Value c = CastOp::create(b, v.getLoc(), type, v);
+    casts[key] = c;
+    return c;
+  }
+
+  LogicalResult visit(Operation *op) {
+    if (isa<ParamOp, InputOp, LabelOp, ConstantOp, PositionsOp, CastOp>(op))
+      return success();
+    Policy policy = policyOf(op);
+    Type f32 = Float32Type::get(op->getContext());
+    Type target;
+    if (policy == Policy::Low) {
+      target = low;
+    } else if (policy == Policy::Fp32) {
+      target = f32;
+    } else {
+      // The widest float operand: f32 if any operand is f32.
+      for (Value v : op->getOperands())
+        if (isFloatTensor(v) && (!target || elementOf(v).isF32()))
+          target = elementOf(v);
+    }
+    if (!target)
+      return success();
+    for (OpOperand &use : op->getOpOperands()) {
+      Value v = use.get();
+      if (isFloatTensor(v) && elementOf(v) != target)
+        use.set(castTo(v, target));
+    }
+    // The results follow the (possibly new) operand types.
+    SmallVector<Type> types;
+    if (auto iface = dyn_cast<InferTypeOpInterface>(op)) {
+      if (failed(iface.inferReturnTypes(
+              op->getContext(), op->getLoc(), op->getOperands(),
+              op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
+              op->getRegions(), types)))
+        return failure();
+    } else if (isa<ReshapeOp, BroadcastOp>(op)) {
+      types.push_back(cast<RankedTensorType>(op->getResult(0).getType())
+                          .clone(target));
+    } else {
+      return op->emitError("gt-autocast cannot retype '")
+             << op->getName() << "'";
+    }
+    for (auto [r, t] : llvm::zip(op->getResults(), types)) {
+      Type old = r.getType();
+      r.setType(t);
+      // Keep every use type-correct: users see the new type; a value that
+      // leaves the function (the loss) goes back to its declared type.
+      if (old != t)
+        for (OpOperand &use : llvm::make_early_inc_range(r.getUses()))
+          if (isa<func::ReturnOp>(use.getOwner())) {
+            OpBuilder b(use.getOwner());
+            use.set(CastOp::create(b, r.getLoc(), old, r));
+          }
+    }
+    return success();
+  }
+
+  func::FuncOp func;
+  Type low;
+  DenseMap<std::pair<Value, Type>, Value> casts;
+};
+
+struct GtAutocastPass
+    : public mlir::gt::impl::GtAutocastPassBase<GtAutocastPass> {
+  using GtAutocastPassBase::GtAutocastPassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (printPolicy)
+      printPolicyTable(llvm::errs());
+    std::string mode = precision;
+    if (mode.empty())
+      for (auto train : module.getOps<TrainOp>())
+        if (auto p = train->getAttrOfType<StringAttr>("precision"))
+          mode = p.str();
+    if (mode.empty() || mode == "fp32" || mode == "tf32")
+      return;
+    Type low;
+    if (mode == "bf16")
+      low = BFloat16Type::get(&getContext());
+    else if (mode == "fp16")
+      low = Float16Type::get(&getContext());
+    else {
+      module.emitError("gt-autocast: unknown precision '")
+          << mode << "'; expected fp32, tf32, bf16 or fp16";
+      return signalPassFailure();
+    }
+    for (auto func : module.getOps<func::FuncOp>())
+      if (func->hasAttr(kModelAttrName) && failed(Caster(func, low).run()))
+        return signalPassFailure();
+  }
+};
+
+} // namespace
