@@ -7,6 +7,7 @@
 // of a transformer) are compiled once.
 //===----------------------------------------------------------------------===//
 
+#include "CompileHelpers.h"
 #include "gtc/CodeGen/CudaEmitter.h"
 #include "gtc/Frontend/Driver.h"
 #include "gtc/Plan/Pipeline.h"
@@ -23,27 +24,6 @@
 using namespace gtc;
 
 namespace {
-
-/// Compiles `source` into a step plan (or an eval plan) at `batch`.
-std::optional<rt::Plan> compilePlan(const std::string &source, int64_t batch,
-                                    bool eval, std::string &errors) {
-  mlir::MLIRContext context;
-  llvm::SourceMgr sourceMgr;
-  sourceMgr.AddNewSourceBuffer(
-      llvm::MemoryBuffer::getMemBufferCopy(source, "t.gt"), llvm::SMLoc());
-  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
-    errors += d.str() + "\n";
-    return mlir::success();
-  });
-  auto module = compileSource(context, sourceMgr, "t.gt");
-  if (!module)
-    return std::nullopt;
-  mlir::FailureOr<rt::Plan> plan =
-      eval ? compileEval(*module, batch) : compileStep(*module, batch);
-  if (mlir::failed(plan))
-    return std::nullopt;
-  return std::move(*plan);
-}
 
 std::string readExample(const std::string &name) {
   std::ifstream in(std::string(GTC_SOURCE_DIR) + "/examples/" + name);
@@ -218,7 +198,7 @@ void checkPlan(const rt::Plan &plan, Stats &stats,
 void checkSource(const std::string &source, int64_t batch, bool eval,
                  Stats &stats, std::map<std::string, std::string> &seen) {
   std::string errors;
-  std::optional<rt::Plan> plan = compilePlan(source, batch, eval, errors);
+  std::optional<rt::Plan> plan = test::compilePlan(source, batch, errors, eval);
   ASSERT_TRUE(plan.has_value()) << errors;
   checkPlan(*plan, stats, seen);
 }

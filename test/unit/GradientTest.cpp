@@ -9,6 +9,7 @@
 #include "gtc/Plan/Pipeline.h"
 #include "gtc/Runtime/CpuExecutor.h"
 #include "gtc/Runtime/Rng.h"
+#include "CompileHelpers.h"
 #include "OpModels.h"
 #include "mlir/IR/Diagnostics.h"
 #include "gtest/gtest.h"
@@ -17,27 +18,6 @@
 using namespace gtc;
 
 namespace {
-
-/// Compiles `source` into a training-step plan at `batch`; fails the test
-/// with the diagnostics otherwise.
-std::optional<rt::Plan> compile(const std::string &source, int64_t batch,
-                                std::string &errors) {
-  mlir::MLIRContext context;
-  llvm::SourceMgr sourceMgr;
-  sourceMgr.AddNewSourceBuffer(
-      llvm::MemoryBuffer::getMemBufferCopy(source, "t.gt"), llvm::SMLoc());
-  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
-    errors += d.str() + "\n";
-    return mlir::success();
-  });
-  auto module = compileSource(context, sourceMgr, "t.gt");
-  if (!module)
-    return std::nullopt;
-  mlir::FailureOr<rt::Plan> plan = compileStep(*module, batch);
-  if (mlir::failed(plan))
-    return std::nullopt;
-  return std::move(*plan);
-}
 
 /// Fills the feeds: floats ~ N(0, 1), ints uniform in [0, intRange).
 void fillFeeds(rt::CpuExecutor<double> &ex, int32_t intRange, uint64_t seed) {
@@ -58,7 +38,7 @@ void fillFeeds(rt::CpuExecutor<double> &ex, int32_t intRange, uint64_t seed) {
 int64_t checkGradients(const std::string &source, int64_t batch = 2,
                        int32_t intRange = 3, int64_t samplesPerParam = 24) {
   std::string errors;
-  std::optional<rt::Plan> plan = compile(source, batch, errors);
+  std::optional<rt::Plan> plan = test::compilePlan(source, batch, errors);
   EXPECT_TRUE(plan.has_value()) << errors;
   if (!plan)
     return 0;
@@ -115,7 +95,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(GradientTest, UnusedParameterGetsZero) {
   std::string errors;
-  auto plan = compile(R"(model m {
+  auto plan = test::compilePlan(R"(model m {
     input x: f32[B, 2]
     param a: f32[2] = normal(1.0)
     param unused: f32[3] = normal(1.0)

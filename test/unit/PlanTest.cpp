@@ -1,8 +1,6 @@
 //===- PlanTest.cpp - Plan building, memory planning, serialization -------===//
 
-#include "gtc/Frontend/Driver.h"
-#include "gtc/Plan/Pipeline.h"
-#include "mlir/IR/Diagnostics.h"
+#include "CompileHelpers.h"
 #include "gtest/gtest.h"
 #include <algorithm>
 
@@ -10,22 +8,18 @@ using namespace gtc;
 
 namespace {
 
-rt::Plan compileFile(const std::string &path, int64_t batch) {
-  mlir::MLIRContext context;
-  std::string errors;
-  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
-    errors += d.str() + "\n";
-    return mlir::success();
-  });
-  llvm::SourceMgr sourceMgr;
+/// Compiles the example file at `path`; `eval` picks the evaluation pass.
+rt::Plan compileFile(const std::string &path, int64_t batch,
+                     bool eval = false) {
   auto buffer = llvm::MemoryBuffer::getFile(path);
   EXPECT_TRUE(bool(buffer)) << path;
-  sourceMgr.AddNewSourceBuffer(std::move(*buffer), llvm::SMLoc());
-  auto module = compileSource(context, sourceMgr, path);
-  EXPECT_TRUE(module) << errors;
-  auto plan = compileStep(*module, batch);
-  EXPECT_TRUE(mlir::succeeded(plan)) << errors;
-  return std::move(*plan);
+  if (!buffer)
+    return {};
+  std::string errors;
+  std::optional<rt::Plan> plan = test::compilePlan(
+      (*buffer)->getBuffer().str(), batch, errors, eval, path);
+  EXPECT_TRUE(plan) << errors;
+  return plan ? std::move(*plan) : rt::Plan();
 }
 
 std::string example(const char *name) {
@@ -45,21 +39,13 @@ TEST(PlanTest, RoundTripsThroughText) {
 }
 
 TEST(PlanTest, EvalPlansRoundTrip) {
-  mlir::MLIRContext context;
-  llvm::SourceMgr sourceMgr;
-  auto buffer = llvm::MemoryBuffer::getFile(example("mlp.gt"));
-  ASSERT_TRUE(bool(buffer));
-  sourceMgr.AddNewSourceBuffer(std::move(*buffer), llvm::SMLoc());
-  auto module = compileSource(context, sourceMgr, example("mlp.gt"));
-  ASSERT_TRUE(module);
-  auto plan = compileEval(*module, 16);
-  ASSERT_TRUE(mlir::succeeded(plan));
-  EXPECT_EQ(plan->kind, "eval");
-  EXPECT_GE(plan->accuracy, 0);
+  rt::Plan plan = compileFile(example("mlp.gt"), 16, /*eval=*/true);
+  EXPECT_EQ(plan.kind, "eval");
+  EXPECT_GE(plan.accuracy, 0);
   rt::Plan back;
   std::string error;
-  ASSERT_TRUE(rt::deserialize(rt::serialize(*plan), back, error)) << error;
-  EXPECT_EQ(back.params.size(), plan->params.size());
+  ASSERT_TRUE(rt::deserialize(rt::serialize(plan), back, error)) << error;
+  EXPECT_EQ(back.params.size(), plan.params.size());
 }
 
 TEST(PlanTest, RejectsDamagedText) {

@@ -126,24 +126,22 @@ const char *kPrelude = R"CU(typedef long long i64;
 
 const char *kWarpSnippet = R"CU(
 // Butterfly reductions: every lane gets the same, deterministic result.
-__device__ __forceinline__ float warp_sum(float v) {
+struct Add {
+  template <typename T> __device__ T operator()(T a, T b) const { return a + b; }
+};
+struct Max {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+template <typename T, typename Op>
+__device__ __forceinline__ T warp_reduce(T v, Op op) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1)
-    v += __shfl_xor_sync(0xffffffffu, v, o);
+    v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
-__device__ __forceinline__ double warp_sum(double v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1)
-    v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1)
-    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
+__device__ __forceinline__ float warp_sum(float v) { return warp_reduce(v, Add()); }
+__device__ __forceinline__ double warp_sum(double v) { return warp_reduce(v, Add()); }
+__device__ __forceinline__ float warp_max(float v) { return warp_reduce(v, Max()); }
 )CU";
 
 const char *kRowSnippet = R"CU(
@@ -151,9 +149,9 @@ const char *kRowSnippet = R"CU(
 // RT / 32 consecutive warps. Every thread of the block must call them (they
 // synchronize the block when RT > 32); every thread of the row gets the
 // result, combined in a fixed order. `sh` holds one value per warp.
-template <int RT, typename T>
-__device__ __forceinline__ T row_sum(T v, T *sh) {
-  v = warp_sum(v);
+template <int RT, typename T, typename Op>
+__device__ __forceinline__ T row_reduce(T v, T *sh, Op op) {
+  v = warp_reduce(v, op);
   if (RT > 32) {
     __syncthreads();
     if ((threadIdx.x & 31) == 0)
@@ -162,24 +160,15 @@ __device__ __forceinline__ T row_sum(T v, T *sh) {
     const int first = threadIdx.x / RT * (RT / 32);
     v = sh[first];
     for (int w = 1; w < RT / 32; ++w)
-      v += sh[first + w];
+      v = op(v, sh[first + w]);
   }
   return v;
 }
+template <int RT, typename T>
+__device__ __forceinline__ T row_sum(T v, T *sh) { return row_reduce<RT>(v, sh, Add()); }
 template <int RT>
 __device__ __forceinline__ float row_max(float v, float *sh) {
-  v = warp_max(v);
-  if (RT > 32) {
-    __syncthreads();
-    if ((threadIdx.x & 31) == 0)
-      sh[threadIdx.x >> 5] = v;
-    __syncthreads();
-    const int first = threadIdx.x / RT * (RT / 32);
-    v = sh[first];
-    for (int w = 1; w < RT / 32; ++w)
-      v = fmaxf(v, sh[first + w]);
-  }
-  return v;
+  return row_reduce<RT>(v, sh, Max());
 }
 )CU";
 

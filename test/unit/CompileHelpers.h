@@ -1,0 +1,41 @@
+//===- CompileHelpers.h - .gt source to plans for unit tests ----*- C++ -*-===//
+
+#ifndef GTC_TEST_COMPILEHELPERS_H
+#define GTC_TEST_COMPILEHELPERS_H
+
+#include "gtc/Frontend/Driver.h"
+#include "gtc/Plan/Pipeline.h"
+#include "mlir/IR/Diagnostics.h"
+#include <optional>
+#include <string>
+
+namespace gtc::test {
+
+/// Compiles `source` (named `name` in diagnostics) into the training step at
+/// `batch`, or its evaluation pass with `eval`; on failure returns nullopt
+/// with the diagnostics in `errors`.
+inline std::optional<rt::Plan> compilePlan(const std::string &source,
+                                           int64_t batch, std::string &errors,
+                                           bool eval = false,
+                                           const std::string &name = "t.gt") {
+  mlir::MLIRContext context;
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(
+      llvm::MemoryBuffer::getMemBufferCopy(source, name), llvm::SMLoc());
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
+    errors += d.str() + "\n";
+    return mlir::success();
+  });
+  auto module = compileSource(context, sourceMgr, name);
+  if (!module)
+    return std::nullopt;
+  mlir::FailureOr<rt::Plan> plan =
+      eval ? compileEval(*module, batch) : compileStep(*module, batch);
+  if (mlir::failed(plan))
+    return std::nullopt;
+  return std::move(*plan);
+}
+
+} // namespace gtc::test
+
+#endif // GTC_TEST_COMPILEHELPERS_H
