@@ -151,6 +151,20 @@ void appendJsonString(std::string &out, std::string_view s) {
   out += '"';
 }
 
+/// A JSON object of `members`, whose values are already JSON text.
+std::string jsonObject(const std::map<std::string, std::string> &members) {
+  std::string out = "{";
+  for (const auto &[key, value] : members) {
+    if (out.size() > 1)
+      out += ',';
+    appendJsonString(out, key);
+    out += ':';
+    out += value;
+  }
+  out += '}';
+  return out;
+}
+
 //===----------------------------------------------------------------------===//
 // Writing
 //===----------------------------------------------------------------------===//
@@ -632,30 +646,12 @@ bool writeSafetensors(const std::string &path,
     entries.emplace(t->name, std::move(value));
   }
   if (!metadata.empty()) {
-    std::string value = "{";
-    bool first = true;
-    for (const auto &[key, text] : metadata) {
-      if (!first)
-        value += ',';
-      first = false;
-      appendJsonString(value, key);
-      value += ':';
-      appendJsonString(value, text);
-    }
-    value += '}';
-    entries.emplace("__metadata__", std::move(value));
+    std::map<std::string, std::string> members;
+    for (const auto &[key, text] : metadata)
+      appendJsonString(members[key], text);
+    entries.emplace("__metadata__", jsonObject(members));
   }
-  std::string header = "{";
-  bool first = true;
-  for (const auto &[key, value] : entries) {
-    if (!first)
-      header += ',';
-    first = false;
-    appendJsonString(header, key);
-    header += ':';
-    header += value;
-  }
-  header += '}';
+  std::string header = jsonObject(entries);
   header.append((8 - header.size() % 8) % 8, ' ');
   if (header.size() > kMaxHeaderBytes) {
     error = prefix + "the header would be " + std::to_string(header.size()) +

@@ -161,6 +161,38 @@ public:
     return true;
   }
 
+  /// Reads the `dataBytes` a `headerBytes` header promised into `out` and
+  /// checks that the file ends right there. `contents` names what the header
+  /// promised ("21 tokens") for the messages.
+  template <typename T>
+  bool readBody(std::vector<T> &out, uint64_t headerBytes, uint64_t dataBytes,
+                const std::string &contents, std::string &error) {
+    const std::string uncompressed = compressed() ? " (uncompressed)" : "";
+    const uint64_t expectedTotal = headerBytes + dataBytes;
+    uint64_t dataGot = 0;
+    if (!readInto(out, dataBytes, dataGot, error))
+      return false;
+    if (dataGot < dataBytes) {
+      error = path + ": truncated: header says " + contents + " (" +
+              std::to_string(expectedTotal) + " bytes), file has " +
+              std::to_string(headerBytes + dataGot) + " bytes" + uncompressed +
+              "; download the file again";
+      return false;
+    }
+    int64_t extra = countRest(error);
+    if (extra < 0)
+      return false;
+    if (extra > 0) {
+      error = path + ": " + std::to_string(extra) +
+              " bytes of unexpected data after " + contents + " (expected " +
+              std::to_string(expectedTotal) + " bytes, file has " +
+              std::to_string(expectedTotal + uint64_t(extra)) + uncompressed +
+              ")";
+      return false;
+    }
+    return true;
+  }
+
   /// Reads everything left; returns the byte count, or -1 with `error` set.
   int64_t countRest(std::string &error) {
     std::vector<unsigned char> buffer(1 << 16);
@@ -308,30 +340,7 @@ bool readIdx(const std::string &path, unsigned rank, IdxContents &out,
       return false;
     }
   }
-  const uint64_t expectedTotal = headerBytes + dataBytes;
-
-  uint64_t dataGot = 0;
-  if (!in.readInto(out.data, dataBytes, dataGot, error))
-    return false;
-  if (dataGot < dataBytes) {
-    error = path + ": truncated: header says " + shape + " (" +
-            std::to_string(expectedTotal) + " bytes), file has " +
-            std::to_string(headerBytes + dataGot) + uncompressed +
-            "; download the file again";
-    return false;
-  }
-  int64_t extra = in.countRest(error);
-  if (extra < 0)
-    return false;
-  if (extra > 0) {
-    error = path + ": " + std::to_string(extra) +
-            " bytes of unexpected data after " + shape + " (expected " +
-            std::to_string(expectedTotal) + " bytes, file has " +
-            std::to_string(expectedTotal + uint64_t(extra)) + uncompressed +
-            ")";
-    return false;
-  }
-  return true;
+  return in.readBody(out.data, headerBytes, dataBytes, shape, error);
 }
 
 class IdxDataset final : public Dataset {
@@ -492,29 +501,10 @@ std::unique_ptr<Dataset> openTokens(const std::string &path, int64_t seq,
     return nullptr;
   }
 
-  const uint64_t dataBytes = uint64_t(count) * 2;
-  const uint64_t expectedTotal = kTokenHeaderBytes + dataBytes;
   std::vector<uint16_t> tokens;
-  uint64_t dataGot = 0;
-  if (!in.readInto(tokens, dataBytes, dataGot, error))
+  if (!in.readBody(tokens, kTokenHeaderBytes, uint64_t(count) * 2,
+                   std::to_string(count) + " tokens", error))
     return nullptr;
-  if (dataGot < dataBytes) {
-    error = path + ": truncated: header says " + std::to_string(count) +
-            " tokens (" + std::to_string(expectedTotal) + " bytes), file has " +
-            std::to_string(kTokenHeaderBytes + dataGot);
-    return nullptr;
-  }
-  int64_t extra = in.countRest(error);
-  if (extra < 0)
-    return nullptr;
-  if (extra > 0) {
-    error = path + ": " + std::to_string(extra) +
-            " bytes of unexpected data after " + std::to_string(count) +
-            " tokens (expected " + std::to_string(expectedTotal) +
-            " bytes, file has " +
-            std::to_string(expectedTotal + uint64_t(extra)) + ")";
-    return nullptr;
-  }
   if (count < seq + 1) {
     error = tooFewTokens(path, count, "tokens", seq);
     return nullptr;

@@ -1,5 +1,6 @@
 //===- CheckpointTest.cpp - Unit tests for safetensors reading/writing ----===//
 
+#include "FileHelpers.h"
 #include "gtc/Runtime/Checkpoint.h"
 #include "gtc/Runtime/Rng.h"
 #include "gtest/gtest.h"
@@ -9,7 +10,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <dirent.h>
-#include <ftw.h>
 #include <map>
 #include <string>
 #include <sys/stat.h>
@@ -20,43 +20,7 @@ using namespace gtc::rt;
 
 namespace {
 
-using Bytes = std::vector<uint8_t>;
-
-/// A fresh directory under gtest's temporary directory, removed with
-/// everything in it when the test ends.
-class ScratchDir {
-public:
-  ScratchDir() {
-    std::string pattern = ::testing::TempDir() + "gtc-ckpt-XXXXXX";
-    std::vector<char> buf(pattern.begin(), pattern.end());
-    buf.push_back('\0');
-    const char *dir = ::mkdtemp(buf.data());
-    EXPECT_NE(dir, nullptr) << "mkdtemp failed for " << pattern;
-    path = dir ? dir : "";
-  }
-  ~ScratchDir() {
-    if (!path.empty())
-      ::nftw(
-          path.c_str(),
-          [](const char *file, const struct stat *, int, struct FTW *) {
-            std::remove(file); // best effort
-            return 0;
-          },
-          16, FTW_DEPTH | FTW_PHYS);
-  }
-  ScratchDir(const ScratchDir &) = delete;
-  ScratchDir &operator=(const ScratchDir &) = delete;
-  std::string path;
-};
-
-void writeFile(const std::string &path, const Bytes &bytes) {
-  FILE *f = std::fopen(path.c_str(), "wb");
-  ASSERT_NE(f, nullptr) << path;
-  if (!bytes.empty()) {
-    ASSERT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), f), bytes.size());
-  }
-  std::fclose(f);
-}
+using namespace gtc::test;
 
 Bytes readFile(const std::string &path) {
   Bytes bytes;

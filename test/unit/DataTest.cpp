@@ -1,5 +1,6 @@
 //===- DataTest.cpp - Unit tests for the runtime's datasets, loader, RNG --===//
 
+#include "FileHelpers.h"
 #include "gtc/Runtime/Data.h"
 #include "gtc/Runtime/Rng.h"
 #include "gtest/gtest.h"
@@ -9,7 +10,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ftw.h>
 #include <set>
 #include <string>
 #include <sys/stat.h>
@@ -21,44 +21,7 @@ using namespace gtc::rt;
 
 namespace {
 
-using Bytes = std::vector<uint8_t>;
-
-/// A fresh directory under gtest's temporary directory.
-/// A fresh directory under gtest's temporary directory, removed with
-/// everything in it when the test ends.
-class ScratchDir {
-public:
-  ScratchDir() {
-    std::string pattern = ::testing::TempDir() + "gtc-data-XXXXXX";
-    std::vector<char> buf(pattern.begin(), pattern.end());
-    buf.push_back('\0');
-    const char *dir = ::mkdtemp(buf.data());
-    EXPECT_NE(dir, nullptr) << "mkdtemp failed for " << pattern;
-    path = dir ? dir : "";
-  }
-  ~ScratchDir() {
-    if (!path.empty())
-      ::nftw(
-          path.c_str(),
-          [](const char *file, const struct stat *, int, struct FTW *) {
-            std::remove(file); // best effort
-            return 0;
-          },
-          16, FTW_DEPTH | FTW_PHYS);
-  }
-  ScratchDir(const ScratchDir &) = delete;
-  ScratchDir &operator=(const ScratchDir &) = delete;
-  std::string path;
-};
-
-void writeFile(const std::string &path, const Bytes &bytes) {
-  FILE *f = std::fopen(path.c_str(), "wb");
-  ASSERT_NE(f, nullptr) << path;
-  if (!bytes.empty()) {
-    ASSERT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), f), bytes.size());
-  }
-  std::fclose(f);
-}
+using namespace gtc::test;
 
 void writeGzip(const std::string &path, const Bytes &bytes) {
   gzFile f = gzopen(path.c_str(), "wb");
