@@ -216,33 +216,20 @@ public:
     skipSpace();
     if (!expect('{', "the header must be a JSON object"))
       return false;
-    skipSpace();
-    if (!consume('}')) {
-      while (true) {
-        std::string key;
-        size_t keyAt = pos;
-        if (!parseString(key) || !colon())
-          return false;
-        if (!seen.insert(key).second)
-          return failAt(keyAt, "duplicate key \"" + key + "\"");
-        if (key == "__metadata__") {
-          if (!parseMetadata(metadata))
-            return false;
-        } else {
-          TensorEntry entry;
-          entry.name = key;
-          if (!parseTensor(entry))
-            return false;
-          tensors.push_back(std::move(entry));
-        }
-        skipSpace();
-        if (consume('}'))
-          break;
-        if (!expect(',', "expected ',' or '}' after a value"))
-          return false;
-        skipSpace();
-      }
-    }
+    bool ok = parseMembers([&](const std::string &key, size_t keyAt) {
+      if (!seen.insert(key).second)
+        return failAt(keyAt, "duplicate key \"" + key + "\"");
+      if (key == "__metadata__")
+        return parseMetadata(metadata);
+      TensorEntry entry;
+      entry.name = key;
+      if (!parseTensor(entry))
+        return false;
+      tensors.push_back(std::move(entry));
+      return true;
+    });
+    if (!ok)
+      return false;
     skipSpace();
     if (pos != text.size())
       return failAt(pos, "unexpected text after the header's JSON object");
@@ -448,23 +435,17 @@ private:
     }
   }
 
-  bool parseMetadata(std::map<std::string, std::string> &metadata) {
-    if (!expect('{', "\"__metadata__\" must be an object of strings"))
-      return false;
+  /// Parses the members of an object whose '{' was just consumed, through
+  /// its '}': `member(key, keyAt)` parses each value.
+  template <typename F> bool parseMembers(F member) {
     skipSpace();
     if (consume('}'))
       return true;
     while (true) {
-      std::string key, value;
+      std::string key;
       size_t keyAt = pos;
-      if (!parseString(key) || !colon())
+      if (!parseString(key) || !colon() || !member(key, keyAt))
         return false;
-      if (pos < text.size() && text[pos] != '"')
-        return fail("values in \"__metadata__\" must be strings");
-      if (!parseString(value))
-        return false;
-      if (!metadata.emplace(std::move(key), std::move(value)).second)
-        return failAt(keyAt, "duplicate key in \"__metadata__\"");
       skipSpace();
       if (consume('}'))
         return true;
@@ -474,58 +455,63 @@ private:
     }
   }
 
+  bool parseMetadata(std::map<std::string, std::string> &metadata) {
+    if (!expect('{', "\"__metadata__\" must be an object of strings"))
+      return false;
+    return parseMembers([&](const std::string &key, size_t keyAt) {
+      std::string value;
+      if (pos < text.size() && text[pos] != '"')
+        return fail("values in \"__metadata__\" must be strings");
+      if (!parseString(value))
+        return false;
+      if (!metadata.emplace(key, std::move(value)).second)
+        return failAt(keyAt, "duplicate key in \"__metadata__\"");
+      return true;
+    });
+  }
+
   bool parseTensor(TensorEntry &entry) {
     const std::string context = "tensor \"" + entry.name + "\": ";
     if (!expect('{', (context + "expected an object").c_str()))
       return false;
     bool haveDtype = false, haveShape = false, haveOffsets = false;
-    skipSpace();
-    if (!consume('}')) {
-      while (true) {
-        std::string key;
-        size_t keyAt = pos;
-        if (!parseString(key) || !colon())
-          return false;
-        bool *have = nullptr;
-        if (key == "dtype") {
-          have = &haveDtype;
-        } else if (key == "shape") {
-          have = &haveShape;
-        } else if (key == "data_offsets") {
-          have = &haveOffsets;
-        } else {
-          return failAt(keyAt, context + "unexpected key \"" + key +
-                                   "\" (expected dtype, shape, data_offsets)");
-        }
-        if (*have)
-          return failAt(keyAt, context + "duplicate key \"" + key + "\"");
-        *have = true;
-        if (key == "dtype") {
-          if (!parseString(entry.dtype))
-            return false;
-        } else if (key == "shape") {
-          std::vector<uint64_t> dims;
-          if (!parseIntegerArray(dims, kMaxRank, "shape"))
-            return false;
-          entry.shape.assign(dims.begin(), dims.end());
-        } else {
-          std::vector<uint64_t> offsets;
-          size_t at = pos;
-          if (!parseIntegerArray(offsets, 2, "data_offsets"))
-            return false;
-          if (offsets.size() != 2)
-            return failAt(at, context + "data_offsets must be [begin, end]");
-          entry.begin = offsets[0];
-          entry.end = offsets[1];
-        }
-        skipSpace();
-        if (consume('}'))
-          break;
-        if (!expect(',', "expected ',' or '}' after a value"))
-          return false;
-        skipSpace();
+    bool ok = parseMembers([&](const std::string &key, size_t keyAt) {
+      bool *have = nullptr;
+      if (key == "dtype") {
+        have = &haveDtype;
+      } else if (key == "shape") {
+        have = &haveShape;
+      } else if (key == "data_offsets") {
+        have = &haveOffsets;
+      } else {
+        return failAt(keyAt, context + "unexpected key \"" + key +
+                                 "\" (expected dtype, shape, data_offsets)");
       }
-    }
+      if (*have)
+        return failAt(keyAt, context + "duplicate key \"" + key + "\"");
+      *have = true;
+      if (key == "dtype") {
+        if (!parseString(entry.dtype))
+          return false;
+      } else if (key == "shape") {
+        std::vector<uint64_t> dims;
+        if (!parseIntegerArray(dims, kMaxRank, "shape"))
+          return false;
+        entry.shape.assign(dims.begin(), dims.end());
+      } else {
+        std::vector<uint64_t> offsets;
+        size_t at = pos;
+        if (!parseIntegerArray(offsets, 2, "data_offsets"))
+          return false;
+        if (offsets.size() != 2)
+          return failAt(at, context + "data_offsets must be [begin, end]");
+        entry.begin = offsets[0];
+        entry.end = offsets[1];
+      }
+      return true;
+    });
+    if (!ok)
+      return false;
     if (!haveDtype || !haveShape || !haveOffsets)
       return fail(context + "missing " +
                   (!haveDtype   ? "dtype"

@@ -51,6 +51,11 @@ int64_t Buffer::elements() const {
   return n;
 }
 
+bool Buffer::overlaps(const Buffer &other) const {
+  return region == other.region && offset < other.offset + other.elements() &&
+         other.offset < offset + elements();
+}
+
 int64_t Kernel::intAttr(const std::string &key, int64_t fallback) const {
   auto it = attrs.find(key);
   return it == attrs.end() ? fallback : it->second.i;

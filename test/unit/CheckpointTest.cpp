@@ -22,18 +22,6 @@ namespace {
 
 using namespace gtc::test;
 
-Bytes readFile(const std::string &path) {
-  Bytes bytes;
-  FILE *f = std::fopen(path.c_str(), "rb");
-  if (!f)
-    return bytes;
-  int c;
-  while ((c = std::fgetc(f)) != EOF)
-    bytes.push_back(uint8_t(c));
-  std::fclose(f);
-  return bytes;
-}
-
 std::vector<std::string> listDir(const std::string &dir) {
   std::vector<std::string> names;
   if (DIR *d = ::opendir(dir.c_str())) {

@@ -33,18 +33,6 @@ void writeGzip(const std::string &path, const Bytes &bytes) {
   ASSERT_EQ(gzclose(f), Z_OK);
 }
 
-Bytes readFile(const std::string &path) {
-  Bytes bytes;
-  FILE *f = std::fopen(path.c_str(), "rb");
-  if (!f)
-    return bytes;
-  int c;
-  while ((c = std::fgetc(f)) != EOF)
-    bytes.push_back(uint8_t(c));
-  std::fclose(f);
-  return bytes;
-}
-
 void putBigEndian32(Bytes &out, uint32_t v) {
   for (int shift = 24; shift >= 0; shift -= 8)
     out.push_back(uint8_t(v >> shift));

@@ -53,6 +53,18 @@ inline void writeFile(const std::string &path, const Bytes &bytes) {
   std::fclose(f);
 }
 
+inline Bytes readFile(const std::string &path) {
+  Bytes bytes;
+  FILE *f = std::fopen(path.c_str(), "rb");
+  if (!f)
+    return bytes;
+  int c;
+  while ((c = std::fgetc(f)) != EOF)
+    bytes.push_back(uint8_t(c));
+  std::fclose(f);
+  return bytes;
+}
+
 } // namespace gtc::test
 
 #endif // GTC_TEST_FILEHELPERS_H

@@ -106,10 +106,15 @@ TEST(GradientTest, UnusedParameterGetsZero) {
   ex.initParams(1);
   fillFeeds(ex, 1, 2);
   ex.run();
-  for (const rt::Param &p : plan->params)
-    if (p.name == "unused")
-      for (int64_t i = 0; i < 3; ++i)
-        EXPECT_EQ(ex.floats(p.grad)[i], 0.0);
+  bool found = false;
+  for (const rt::Param &p : plan->params) {
+    if (p.name != "unused")
+      continue;
+    found = true;
+    for (int64_t i = 0; i < 3; ++i)
+      EXPECT_EQ(ex.floats(p.grad)[i], 0.0);
+  }
+  EXPECT_TRUE(found) << "the plan lost the unused parameter";
 }
 
 } // namespace

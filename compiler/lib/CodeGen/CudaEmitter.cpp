@@ -499,9 +499,7 @@ void Emitter::planReluFusion() {
     for (int id : plan.kernels[i].inputs)
       readers[id].push_back(static_cast<int>(i));
   auto overlap = [&](int a, int b) {
-    const Buffer &x = plan.buffers[a], &y = plan.buffers[b];
-    return x.region == y.region && x.offset < y.offset + y.elements() &&
-           y.offset < x.offset + x.elements();
+    return plan.buffers[a].overlaps(plan.buffers[b]);
   };
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
     const Kernel &lin = plan.kernels[i];
@@ -544,9 +542,7 @@ void Emitter::planReluFusion() {
 /// free there and its scale (the loss's gradient) is already available.
 void Emitter::planCrossEntropyFusion() {
   auto overlap = [&](int a, int b) {
-    const Buffer &x = plan.buffers[a], &y = plan.buffers[b];
-    return x.region == y.region && x.offset < y.offset + y.elements() &&
-           y.offset < x.offset + x.elements();
+    return plan.buffers[a].overlaps(plan.buffers[b]);
   };
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
     const Kernel &ce = plan.kernels[i];

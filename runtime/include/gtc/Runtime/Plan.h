@@ -45,6 +45,8 @@ struct Buffer {
   Region region = Region::Temp;
   int64_t offset = 0; ///< In elements from the start of the region.
   int64_t elements() const;
+  /// Whether the two buffers share any memory.
+  bool overlaps(const Buffer &other) const;
 };
 
 /// An attribute of a kernel: an integer, a float, a string or an int list.
