@@ -364,7 +364,7 @@ template <typename T> void activationGrad(Exec<T> &e, const Kernel &k) {
 template <typename T> void copy(Exec<T> &e, const Kernel &k) {
   const Plan &p = e.plan();
   int64_t n = countOf(p, k.outputs[0]);
-  size_t width = p.buffers[k.outputs[0]].dtype == DType::F32 ? sizeof(T) : 4;
+  size_t width = isFloat(p.buffers[k.outputs[0]].dtype) ? sizeof(T) : 4;
   std::memmove(e.data(k.outputs[0]), e.data(k.inputs[0]), n * width);
 }
 
@@ -372,7 +372,8 @@ template <typename T> void cast(Exec<T> &e, const Kernel &k) {
   const Plan &p = e.plan();
   DType from = p.buffers[k.inputs[0]].dtype, to = p.buffers[k.outputs[0]].dtype;
   int64_t n = countOf(p, k.outputs[0]);
-  if (from == to)
+  // Between float types the values stay (run() rounds 16-bit outputs).
+  if (isFloat(from) == isFloat(to))
     return copy(e, k);
   if (from == DType::I32) {
     const int32_t *x = e.ints(k.inputs[0]);
@@ -962,16 +963,25 @@ CpuExecutor<T>::CpuExecutor(const Plan &plan) : plan_(plan) {
       throw RuntimeError("the CPU runtime has no kernel for '" + k.op + "'");
     fns_.push_back(it->second);
   }
+  for (const Buffer &b : plan.buffers) {
+    if (dtypeBytes(b.dtype) != 2)
+      continue;
+    if (b.region == Region::Param || b.region == Region::Grad)
+      throw RuntimeError("16-bit parameter or gradient '" + b.name +
+                         "': parameters and gradients are f32 (master "
+                         "weights); recompile the plan");
+    sixteenBit_ = true;
+  }
   for (auto [region, elements] : plan.regionSize) {
     size_t bytes = static_cast<size_t>(std::max<int64_t>(elements, 1)) *
-                   sizeof(T);
+                   widen(region) * sizeof(T);
     regions_[region].reset(new std::byte[bytes]());
   }
   for (const Constant &c : plan.constants) {
     const Buffer &b = plan.buffers[c.buffer];
     for (int64_t i = 0; i < b.elements(); ++i) {
       double v = c.values.size() == 1 ? c.values[0] : c.values[i];
-      if (b.dtype == DType::F32)
+      if (isFloat(b.dtype))
         floats(c.buffer)[i] = static_cast<T>(v);
       else
         ints(c.buffer)[i] = static_cast<int32_t>(v);
@@ -983,7 +993,7 @@ template <typename T> CpuExecutor<T>::~CpuExecutor() = default;
 
 template <typename T> void *CpuExecutor<T>::data(int id) const {
   const Buffer &b = plan_.buffers[id];
-  return regions_.at(b.region).get() + b.offset * sizeof(T);
+  return regions_.at(b.region).get() + b.offset * widen(b.region) * sizeof(T);
 }
 
 template <typename T> T *CpuExecutor<T>::region(Region r) const {
@@ -1022,8 +1032,24 @@ template <typename T> void CpuExecutor<T>::initParams(uint64_t seed) {
 }
 
 template <typename T> void CpuExecutor<T>::run() {
-  for (size_t i = 0; i < fns_.size(); ++i)
-    fns_[i](*this, plan_.kernels[i]);
+  for (size_t i = 0; i < fns_.size(); ++i) {
+    const Kernel &k = plan_.kernels[i];
+    fns_[i](*this, k);
+    // A 16-bit output holds what the GPU stores: the value rounded.
+    for (int id : k.outputs) {
+      DType d = plan_.buffers[id].dtype;
+      if (dtypeBytes(d) != 2)
+        continue;
+      T *y = floats(id);
+      int64_t n = plan_.buffers[id].elements();
+      parallelFor(n, [&](int64_t lo, int64_t hi) {
+        for (int64_t j = lo; j < hi; ++j) {
+          y[j] = static_cast<T>(
+              fromHalfBits(toHalfBits(static_cast<float>(y[j]), d), d));
+        }
+      }, 4096);
+    }
+  }
 }
 
 template class gtc::rt::CpuExecutor<float>;

@@ -603,6 +603,17 @@ struct CudaExecutor::Impl {
     Libs &L = libs();
     cublasComputeType_t compute =
         tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    // 16-bit operands (gt-autocast) accumulate in f32 too; bias and output
+    // have the operands' type.
+    DType dt = plan.buffers[s.c].dtype;
+    cudaDataType_t type = dt == DType::BF16  ? CUDA_R_16BF
+                          : dt == DType::F16 ? CUDA_R_16F
+                                             : CUDA_R_32F;
+    for (int id : {s.a, s.b, s.bias})
+      if (id >= 0 && plan.buffers[id].dtype != dt)
+        throw RuntimeError("GEMM operands of different element types ('" +
+                           plan.buffers[id].name + "', '" +
+                           plan.buffers[s.c].name + "')");
     LT(cublasLtMatmulDescCreate(&l.desc, compute, CUDA_R_32F));
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: pass B
     // first. In column-major terms B (row-major rowsB x colsB) is colsB x rowsB.
@@ -622,9 +633,9 @@ struct CudaExecutor::Impl {
     }
     int64_t rowsB = s.transB ? s.n : s.k, colsB = s.transB ? s.k : s.n;
     int64_t rowsA = s.transA ? s.k : s.m, colsA = s.transA ? s.m : s.k;
-    LT(cublasLtMatrixLayoutCreate(&l.la, CUDA_R_32F, colsB, rowsB, colsB));
-    LT(cublasLtMatrixLayoutCreate(&l.lb, CUDA_R_32F, colsA, rowsA, colsA));
-    LT(cublasLtMatrixLayoutCreate(&l.lc, CUDA_R_32F, s.n, s.m, s.n));
+    LT(cublasLtMatrixLayoutCreate(&l.la, type, colsB, rowsB, colsB));
+    LT(cublasLtMatrixLayoutCreate(&l.lb, type, colsA, rowsA, colsA));
+    LT(cublasLtMatrixLayoutCreate(&l.lc, type, s.n, s.m, s.n));
     if (s.batch > 1) {
       int32_t count = static_cast<int32_t>(s.batch);
       for (auto [layout, stride] :
@@ -719,7 +730,7 @@ struct CudaExecutor::Impl {
       const CudaLaunch &s = *l.spec;
       if (s.kind == CudaLaunch::Kind::Memset) {
         const Buffer &b = plan.buffers[s.c];
-        CU(cuMemsetD8Async(ptr(s.c, slot), 0, b.elements() * 4, compute));
+        CU(cuMemsetD8Async(ptr(s.c, slot), 0, b.slots() * 4, compute));
       } else if (s.kind == CudaLaunch::Kind::Gemm) {
         CUdeviceptr a = ptr(s.a, slot), b = ptr(s.b, slot), c = ptr(s.c, slot);
         if (s.bias >= 0) {
@@ -873,13 +884,16 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
     const Buffer &b = plan.buffers[c.buffer];
     std::vector<float> f;
     std::vector<int32_t> i;
+    std::vector<uint16_t> h;
     for (int64_t e = 0; e < b.elements(); ++e) {
       double v = c.values.size() == 1 ? c.values[0] : c.values[e];
       f.push_back(static_cast<float>(v));
       i.push_back(static_cast<int32_t>(v));
+      h.push_back(toHalfBits(static_cast<float>(v), b.dtype));
     }
-    upload(c.buffer, b.dtype == DType::F32 ? static_cast<const void *>(f.data())
-                                           : i.data());
+    upload(c.buffer, b.dtype == DType::F32   ? static_cast<const void *>(f.data())
+                     : b.dtype == DType::I32 ? static_cast<const void *>(i.data())
+                                             : h.data());
   }
 
   // Every buffer a launch names must exist.
@@ -949,13 +963,13 @@ void CudaExecutor::upload(int id, const void *data) {
   CU(cuStreamSynchronize(impl->compute));
   const Buffer &b = impl->plan.buffers[id];
   for (int s = 0; s < (b.region == Region::Input ? 2 : 1); ++s)
-    CU(cuMemcpyHtoD(impl->ptr(id, s), data, b.elements() * 4));
+    CU(cuMemcpyHtoD(impl->ptr(id, s), data, b.elements() * dtypeBytes(b.dtype)));
 }
 
 void CudaExecutor::download(int id, void *data) {
   CU(cuStreamSynchronize(impl->compute));
-  CU(cuMemcpyDtoH(data, impl->ptr(id, 0),
-                  impl->plan.buffers[id].elements() * 4));
+  const Buffer &b = impl->plan.buffers[id];
+  CU(cuMemcpyDtoH(data, impl->ptr(id, 0), b.elements() * dtypeBytes(b.dtype)));
 }
 
 void CudaExecutor::uploadRegion(Region r, const void *data) {

@@ -22,11 +22,73 @@
 #include "gtc/Runtime/Plan.h"
 #include <cerrno>
 #include <cstdio>
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 #include <type_traits>
 
 using namespace gtc::rt;
+
+const char *gtc::rt::dtypeName(DType d) {
+  switch (d) {
+  case DType::F32:
+    return "f32";
+  case DType::I32:
+    return "i32";
+  case DType::BF16:
+    return "bf16";
+  case DType::F16:
+    return "f16";
+  }
+  return "?";
+}
+
+uint16_t gtc::rt::toHalfBits(float v, DType d) {
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  if (d == DType::BF16) {
+    if ((u & 0x7fffffffu) > 0x7f800000u) // NaN stays a (quiet) NaN
+      return static_cast<uint16_t>((u >> 16) | 0x40);
+    return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  }
+  uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  float a = std::fabs(v);
+  if (std::isnan(v))
+    return sign | 0x7e00;
+  if (!(a < 65520.f)) // rounds to infinity
+    return sign | 0x7c00;
+  if (a < 6.103515625e-05f) // subnormal (or zero): units of 2^-24
+    return sign | static_cast<uint16_t>(std::nearbyint(a * 16777216.f));
+  int e;
+  float m = std::frexp(a, &e); // a = m * 2^e, m in [0.5, 1)
+  // 11 significant bits; rounding may carry into the exponent, which the
+  // bit layout absorbs (mantissa 2048 -> next exponent, mantissa 1024).
+  uint32_t q = static_cast<uint32_t>(std::nearbyint(std::ldexp(m, 11)));
+  uint32_t bits = (static_cast<uint32_t>(e + 14) << 10) + (q - 1024);
+  return sign | static_cast<uint16_t>(bits);
+}
+
+float gtc::rt::fromHalfBits(uint16_t bits, DType d) {
+  uint32_t u;
+  if (d == DType::BF16) {
+    u = static_cast<uint32_t>(bits) << 16;
+  } else {
+    uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
+    uint32_t exp = (bits >> 10) & 0x1f, man = bits & 0x3ffu;
+    if (exp == 0) { // zero or subnormal: man * 2^-24
+      float v = std::ldexp(static_cast<float>(man), -24);
+      return sign ? -v : v;
+    }
+    if (exp == 31)
+      u = sign | 0x7f800000u | (man << 13);
+    else
+      u = sign | ((exp + 112) << 23) | (man << 13);
+  }
+  float v;
+  std::memcpy(&v, &u, 4);
+  return v;
+}
 
 const char *gtc::rt::regionName(Region r) {
   switch (r) {
@@ -51,9 +113,13 @@ int64_t Buffer::elements() const {
   return n;
 }
 
+int64_t Buffer::slots() const {
+  return dtypeBytes(dtype) == 2 ? (elements() + 1) / 2 : elements();
+}
+
 bool Buffer::overlaps(const Buffer &other) const {
-  return region == other.region && offset < other.offset + other.elements() &&
-         other.offset < offset + elements();
+  return region == other.region && offset < other.offset + other.slots() &&
+         other.offset < offset + slots();
 }
 
 int64_t Kernel::intAttr(const std::string &key, int64_t fallback) const {
@@ -115,7 +181,6 @@ std::string num(double v) {
   return s;
 }
 
-const char *dtypeName(DType d) { return d == DType::F32 ? "f32" : "i32"; }
 
 void writeSource(std::ostringstream &os, const char *key,
                  const TrainConfig::Source &s) {
@@ -298,6 +363,15 @@ bool parseRegion(const std::string &s, Region &r) {
   return false;
 }
 
+bool parseDType(const std::string &s, DType &d) {
+  for (DType c : {DType::F32, DType::I32, DType::BF16, DType::F16})
+    if (s == dtypeName(c)) {
+      d = c;
+      return true;
+    }
+  return false;
+}
+
 bool readSource(LineReader &in, TrainConfig::Source &s) {
   return in.str(s.kind) && in.str(s.images) && in.str(s.labels) &&
          in.str(s.path) && in.number(s.scale) && in.number(s.seq);
@@ -403,10 +477,9 @@ bool gtc::rt::deserialize(const std::string &text, Plan &plan,
       Buffer b;
       std::string dtype, region;
       size_t rank;
-      ok = in.word(dtype) && (dtype == "f32" || dtype == "i32") &&
-           in.word(region) && parseRegion(region, b.region) &&
-           in.number(b.offset) && b.offset >= 0 && in.count(rank, 16);
-      b.dtype = dtype == "f32" ? DType::F32 : DType::I32;
+      ok = in.word(dtype) && parseDType(dtype, b.dtype) && in.word(region) &&
+           parseRegion(region, b.region) && in.number(b.offset) &&
+           b.offset >= 0 && in.count(rank, 16);
       for (size_t i = 0; ok && i < rank; ++i) {
         int64_t d;
         ok = in.number(d) && d > 0 && d < (int64_t(1) << 40);
@@ -519,7 +592,7 @@ bool gtc::rt::deserialize(const std::string &text, Plan &plan,
   };
   for (const Buffer &b : plan.buffers) {
     auto it = plan.regionSize.find(b.region);
-    if (it == plan.regionSize.end() || b.offset + b.elements() > it->second)
+    if (it == plan.regionSize.end() || b.offset + b.slots() > it->second)
       return fail("buffer '" + b.name + "' lies outside its region");
   }
   for (const Kernel &k : plan.kernels)

@@ -56,7 +56,7 @@ std::unique_ptr<Dataset> openSource(const TrainConfig::Source &s,
 }
 
 std::string shapeText(DType d, const std::vector<int64_t> &shape) {
-  std::string s = d == DType::F32 ? "f32[" : "i32[";
+  std::string s = std::string(dtypeName(d)) + "[";
   for (size_t i = 0; i < shape.size(); ++i)
     s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";
@@ -551,13 +551,16 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
       << ", " << perEpoch << " steps per epoch, " << total << " steps, "
       << c.optimizer << " lr " << c.lr << ", ";
   if (cuda)
-    out << options.deviceName << ", " << c.precision;
+    out << options.deviceName;
   else
     out << threads() << " threads";
-  out << ", seed " << seed << "\n";
-  if (!cuda && c.precision != "fp32")
-    out << "  note: precision " << c.precision
-        << " applies on GPUs; the CPU computes in fp32\n";
+  out << ", " << c.precision << ", seed " << seed << "\n";
+  if (!cuda && c.precision == "tf32")
+    out << "  note: tf32 is a GPU GEMM mode; the CPU computes in fp32\n";
+  if (!cuda && (c.precision == "bf16" || c.precision == "fp16"))
+    out << "  note: the CPU emulates " << c.precision
+        << ": values rounded to it where the GPU stores it, arithmetic in "
+           "fp32\n";
   if (auto *gpu = dynamic_cast<CudaBackend *>(backend.get())) {
     size_t planned = 0, measured = 0;
     for (auto [what, bytes] : gpu->exec.memoryBreakdown())
@@ -572,10 +575,6 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
         << std::fixed << std::setprecision(2) << compileStats().seconds
         << " s), " << compileStats().cacheHits << " from the cache\n"
         << std::defaultfloat;
-  if (cuda && c.precision != "fp32" && c.precision != "tf32")
-    out << "  note: precision " << c.precision
-        << " needs the autocast pass, which is not there yet; computing in "
-           "fp32\n";
   out.flush();
 
   SignalGuard signals;

@@ -12,12 +12,14 @@
 namespace gtc::test {
 
 /// Compiles `source` (named `name` in diagnostics) into the training step at
-/// `batch`, or its evaluation pass with `eval`; on failure returns nullopt
-/// with the diagnostics in `errors`.
+/// `batch`, or its evaluation pass with `eval`, at `precision` (empty: the
+/// train block's); on failure returns nullopt with the diagnostics in
+/// `errors`.
 inline std::optional<rt::Plan> compilePlan(const std::string &source,
                                            int64_t batch, std::string &errors,
                                            bool eval = false,
-                                           const std::string &name = "t.gt") {
+                                           const std::string &name = "t.gt",
+                                           const std::string &precision = "") {
   mlir::MLIRContext context;
   llvm::SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(
@@ -29,8 +31,11 @@ inline std::optional<rt::Plan> compilePlan(const std::string &source,
   auto module = compileSource(context, sourceMgr, name);
   if (!module)
     return std::nullopt;
+  CompileOptions options;
+  options.batch = batch;
+  options.precision = precision;
   mlir::FailureOr<rt::Plan> plan =
-      eval ? compileEval(*module, batch) : compileStep(*module, batch);
+      eval ? compileEval(*module, options) : compileStep(*module, options);
   if (mlir::failed(plan))
     return std::nullopt;
   return std::move(*plan);

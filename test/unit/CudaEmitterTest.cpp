@@ -116,8 +116,11 @@ void checkPlan(const rt::Plan &plan, Stats &stats,
       switch (l.kind) {
       case rt::CudaLaunch::Kind::Gemm: {
         ASSERT_TRUE(validBuffer(l.a) && validBuffer(l.b) && validBuffer(l.c));
-        for (int id : {l.a, l.b, l.c})
-          EXPECT_EQ(plan.buffers[id].dtype, rt::DType::F32);
+        for (int id : {l.a, l.b, l.c, l.bias}) {
+          if (id >= 0) // one float type (f32, or 16-bit under autocast)
+            EXPECT_EQ(plan.buffers[id].dtype, plan.buffers[l.c].dtype);
+        }
+        EXPECT_NE(plan.buffers[l.c].dtype, rt::DType::I32);
         EXPECT_GT(l.m, 0);
         EXPECT_GT(l.n, 0);
         EXPECT_GT(l.k, 0);
@@ -194,11 +197,14 @@ void checkPlan(const rt::Plan &plan, Stats &stats,
   }
 }
 
-/// Compiles a .gt source to a plan and checks its CUDA program.
+/// Compiles a .gt source to a plan (at `precision`, empty: the train
+/// block's) and checks its CUDA program.
 void checkSource(const std::string &source, int64_t batch, bool eval,
-                 Stats &stats, std::map<std::string, std::string> &seen) {
+                 Stats &stats, std::map<std::string, std::string> &seen,
+                 const std::string &precision = "") {
   std::string errors;
-  std::optional<rt::Plan> plan = test::compilePlan(source, batch, errors, eval);
+  std::optional<rt::Plan> plan =
+      test::compilePlan(source, batch, errors, eval, "t.gt", precision);
   ASSERT_TRUE(plan.has_value()) << errors;
   checkPlan(*plan, stats, seen);
 }
@@ -289,6 +295,29 @@ TEST(CudaEmitterTest, EveryOp) {
         "embedding_grad", "cross_entropy", "cross_entropy_grad", "accuracy",
         "sum", "mean", "sum_to", "broadcast", "transpose"})
     EXPECT_TRUE(stats.ops.count(op)) << "no plan uses " << op;
+}
+
+/// Autocast plans: 16-bit GEMMs, attention, elementwise ops, reductions and
+/// casts; every kernel compiles for both 16-bit types.
+TEST(CudaEmitterTest, EveryOpAutocast) {
+  for (const char *precision : {"bf16", "fp16"}) {
+    SCOPED_TRACE(precision);
+    Stats stats;
+    std::map<std::string, std::string> seen;
+    std::string errors;
+    std::optional<rt::Plan> plan =
+        test::compilePlan(kEveryOp, 2, errors, false, "t.gt", precision);
+    ASSERT_TRUE(plan.has_value()) << errors;
+    std::set<std::string> lowOps;
+    for (const rt::Kernel &k : plan->kernels)
+      if (rt::dtypeBytes(plan->buffers[k.outputs[0]].dtype) == 2)
+        lowOps.insert(k.op);
+    for (const char *op : {"matmul", "linear", "attention", "attention_grad",
+                           "cast", "add", "sum_to"})
+      EXPECT_TRUE(lowOps.count(op)) << "no 16-bit " << op;
+    checkPlan(*plan, stats, seen);
+    checkSource(readExample("mlp.gt"), 4, false, stats, seen, precision);
+  }
 }
 
 } // namespace

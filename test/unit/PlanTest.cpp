@@ -88,16 +88,14 @@ TEST(PlanTest, MemoryPlanIsSoundAndReuses) {
     const rt::Buffer &ba = plan.buffers[a];
     if (ba.region != rt::Region::Temp)
       continue;
-    total += ba.elements();
+    total += ba.slots();
     for (size_t b = a + 1; b < n; ++b) {
       const rt::Buffer &bb = plan.buffers[b];
       if (bb.region != rt::Region::Temp)
         continue;
       bool live = def[a] <= std::max(last[b], def[b]) &&
                   def[b] <= std::max(last[a], def[a]);
-      bool overlap = ba.offset < bb.offset + bb.elements() &&
-                     bb.offset < ba.offset + ba.elements();
-      EXPECT_FALSE(live && overlap) << ba.name << " and " << bb.name;
+      EXPECT_FALSE(live && ba.overlaps(bb)) << ba.name << " and " << bb.name;
     }
   }
   EXPECT_LT(plan.regionSize[rt::Region::Temp], total / 2);

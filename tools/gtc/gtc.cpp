@@ -295,24 +295,24 @@ int runModel(const Options &opts, mlir::ModuleOp module,
   mlir::gt::TrainOp trainOp;
   for (auto t : module.getOps<mlir::gt::TrainOp>())
     trainOp = t;
-  int64_t batch = opts.batch.value_or(32);
+  gtc::CompileOptions compile;
+  compile.batch = opts.batch.value_or(32);
   if (!opts.batch && trainOp)
     if (auto b = trainOp->getAttrOfType<mlir::IntegerAttr>("batch"))
-      batch = b.getInt();
+      compile.batch = b.getInt();
+  compile.precision = opts.precision;
 
   if (opts.emit == Emit::Step) {
-    auto step = gtc::lowerToStep(module, batch);
+    auto step = gtc::lowerToStep(module, compile);
     if (mlir::failed(step))
       return 1;
     (*step)->print(output->os());
     output->keep();
     return 0;
   }
-  mlir::FailureOr<gtc::rt::Plan> step = gtc::compileStep(module, batch);
+  mlir::FailureOr<gtc::rt::Plan> step = gtc::compileStep(module, compile);
   if (mlir::failed(step))
     return 1;
-  if (!opts.precision.empty())
-    step->config.precision = opts.precision;
   if (opts.emit == Emit::Plan) {
     output->os() << gtc::rt::serialize(*step);
     output->keep();
@@ -372,7 +372,10 @@ int runModel(const Options &opts, mlir::ModuleOp module,
   gtc::rt::EvalPlanFn evalPlan = [&](int64_t n) -> const gtc::rt::Plan * {
     auto &slot = evalPlans[n];
     if (!slot) {
-      mlir::FailureOr<gtc::rt::Plan> plan = gtc::compileEval(module, n);
+      gtc::CompileOptions evalOptions = compile;
+      evalOptions.batch = n;
+      mlir::FailureOr<gtc::rt::Plan> plan =
+          gtc::compileEval(module, evalOptions);
       if (mlir::failed(plan))
         return nullptr;
       slot = std::make_unique<gtc::rt::Plan>(std::move(*plan));

@@ -122,6 +122,32 @@ enum Helper : unsigned {
 const char *kPrelude = R"CU(typedef long long i64;
 #define GTC_INF __int_as_float(0x7f800000)
 #define GTC_NAN __int_as_float(0x7fffffff)
+// 16-bit storage types (no CUDA headers under NVRTC): read as float, assigned
+// from float with round-to-nearest-even (PTX cvt.rn; sm_80 and newer).
+struct bf16_t {
+  unsigned short u;
+  __device__ __forceinline__ operator float() const {
+    return __uint_as_float((unsigned)u << 16);
+  }
+  __device__ __forceinline__ bf16_t &operator=(float f) {
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(u) : "f"(f));
+    return *this;
+  }
+};
+struct f16_t {
+  unsigned short u;
+  __device__ __forceinline__ operator float() const {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(u));
+    return f;
+  }
+  __device__ __forceinline__ f16_t &operator=(float f) {
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(u) : "f"(f));
+    return *this;
+  }
+};
+struct __align__(8) bf16_t4 { bf16_t x, y, z, w; };
+struct __align__(8) f16_t4 { f16_t x, y, z, w; };
 )CU";
 
 const char *kWarpSnippet = R"CU(
@@ -343,7 +369,28 @@ private:
   }
   int64_t count(int id) const { return plan.buffers[id].elements(); }
   bool isF32(int id) const { return plan.buffers[id].dtype == DType::F32; }
-  std::string ctype(int id) const { return isF32(id) ? "float" : "int"; }
+  bool isFloat(int id) const { return rt::isFloat(plan.buffers[id].dtype); }
+  /// The C type a kernel stores the buffer's elements in.
+  std::string ctype(int id) const {
+    switch (plan.buffers[id].dtype) {
+    case DType::F32:
+      return "float";
+    case DType::I32:
+      return "int";
+    case DType::BF16:
+      return "bf16_t";
+    case DType::F16:
+      return "f16_t";
+    }
+    return "?";
+  }
+  /// The C type it computes in: float for every float type.
+  std::string computeType(int id) const {
+    return isFloat(id) ? "float" : "int";
+  }
+  /// Fails unless every float operand of the kernel is f32 (the ops that
+  /// gt-autocast keeps in f32 have f32 kernels only).
+  bool needF32();
   std::string describe(int id) const;
   Arg in(int id, const std::string &name) const { return {id, name, false, ""}; }
   Arg out(int id, const std::string &name) const { return {id, name, true, ""}; }
@@ -420,10 +467,20 @@ bool Emitter::fail(const std::string &message) {
   return false;
 }
 
+bool Emitter::needF32() {
+  for (const std::vector<int> *ids : {&k->inputs, &k->outputs})
+    for (int id : *ids)
+      if (isFloat(id) && !isF32(id))
+        return fail("its GPU kernel computes f32 only, got " + describe(id) +
+                    "; gt-autocast keeps this op in f32 (cast the operand "
+                    "to f32 in the model)");
+  return true;
+}
+
 std::string Emitter::describe(int id) const {
   const Buffer &b = plan.buffers[id];
   return "#" + str(id) + " \"" + b.name + "\" " +
-         (b.dtype == DType::F32 ? "f32" : "i32") + shapeStr(b.shape);
+         dtypeName(b.dtype) + shapeStr(b.shape);
 }
 
 void Emitter::launch(const std::string &suffix, const std::string &what,
@@ -604,6 +661,12 @@ bool Emitter::emitKernel() {
     return fail("unexpected operands: " + str(k->inputs.size()) + " in, " +
                 str(k->outputs.size()) + " out");
   };
+  static const std::set<std::string> f32Only = {
+      "layernorm",     "layernorm_grad",     "softmax",  "softmax_grad",
+      "cross_entropy", "cross_entropy_grad", "accuracy", "embedding",
+      "embedding_grad"};
+  if (f32Only.count(op) && !needF32())
+    return false;
   // Unary elementwise functions, as CpuExecutor's lambdas.
   static const std::map<std::string, std::string> unaries = {
       {"relu", "r = x > 0.f ? x : 0.f;"},
@@ -615,7 +678,7 @@ bool Emitter::emitKernel() {
       {"sigmoid", "r = 1.f / (1.f + expf(-x));"},
   };
   if (auto it = unaries.find(op); it != unaries.end()) {
-    if (!arity(1, 1) || !isF32(k->inputs[0]))
+    if (!arity(1, 1) || !isFloat(k->inputs[0]))
       return wrong();
     return unary(it->second);
   }
@@ -700,7 +763,7 @@ bool Emitter::elementwise(const std::vector<Operand> &ops, int outBuf,
         (o.access == Access::Trailing && o.period % 4 != 0))
       vec = false;
   }
-  const std::string rt = ctype(outBuf);
+  const std::string rt = computeType(outBuf);
   int64_t items = vec ? n / 4 : n;
   bool wide = n > (int64_t(1) << 30);
   std::string it = wide ? "i64" : "int";
@@ -719,8 +782,8 @@ bool Emitter::elementwise(const std::vector<Operand> &ops, int outBuf,
   // The function of one element.
   consts += "\n__device__ __forceinline__ " + rt + " f(";
   for (size_t o = 0; o < ops.size(); ++o)
-    consts += (o ? ", " : "") + ("const " + ctype(ops[o].buffer) + " " +
-                                 ops[o].name);
+    consts += (o ? ", " : "") + ("const " + computeType(ops[o].buffer) +
+                                 " " + ops[o].name);
   consts += ") {\n  " + rt + " r;\n  " + expr + "\n  return r;\n}\n";
 
   std::string body;
@@ -737,7 +800,8 @@ bool Emitter::elementwise(const std::vector<Operand> &ops, int outBuf,
         body += "  const " + t + "4 *v_" + o.name + " = reinterpret_cast<const " +
                 t + "4 *>(p_" + o.name + ");\n";
     }
-    body += "  " + rt + "4 *v_r = reinterpret_cast<" + rt + "4 *>(p_r);\n";
+    const std::string st = ctype(outBuf);
+    body += "  " + st + "4 *v_r = reinterpret_cast<" + st + "4 *>(p_r);\n";
     body += loopHead;
     for (const Operand &o : ops) {
       std::string t = ctype(o.buffer);
@@ -747,7 +811,7 @@ bool Emitter::elementwise(const std::vector<Operand> &ops, int outBuf,
         body += "    const " + t + "4 " + o.name + " = v_" + o.name +
                 "[i % (P_" + o.name + " / 4)];\n";
     }
-    body += "    " + rt + "4 r;\n";
+    body += "    " + st + "4 r;\n";
     for (const char *c : {"x", "y", "z", "w"}) {
       body += "    r." + std::string(c) + " = f(";
       for (size_t o = 0; o < ops.size(); ++o)
@@ -886,7 +950,7 @@ bool Emitter::cast() {
   if (plan.buffers[x].dtype == plan.buffers[y].dtype)
     return copy();
   return elementwise({{x, "x"}}, y,
-                     std::string("r = static_cast<") + ctype(y) + ">(x);",
+                     "r = static_cast<" + computeType(y) + ">(x);",
                      "cast " + ctype(x) + " -> " + ctype(y) + " of " +
                          str(count(y)) + " elements");
 }
@@ -943,8 +1007,10 @@ bool Emitter::transpose() {
 bool Emitter::matmul() {
   int a = k->inputs[0], b = k->inputs[1], y = k->outputs[0];
   const auto &as = shape(a), &bs = shape(b), &ys = shape(y);
-  if (!isF32(a) || !isF32(b) || !isF32(y))
-    return fail("matmul needs f32 operands");
+  if (!isFloat(y) || plan.buffers[a].dtype != plan.buffers[y].dtype ||
+      plan.buffers[b].dtype != plan.buffers[y].dtype)
+    return fail("matmul needs float operands of one type, got " +
+                describe(a) + " x " + describe(b) + " -> " + describe(y));
   if (as.size() < 2 || bs.size() < 2 || ys.size() < 2)
     return fail("matmul operands need rank >= 2");
   bool ta = k->intAttr("transpose_a", 0), tb = k->intAttr("transpose_b", 0);
@@ -1003,6 +1069,10 @@ bool Emitter::linear() {
   const auto &ws = shape(w);
   if (ws.size() != 2)
     return fail("linear weight must be rank 2");
+  for (int id : k->inputs)
+    if (!isFloat(y) || plan.buffers[id].dtype != plan.buffers[y].dtype)
+      return fail("linear needs float operands of one type, got " +
+                  describe(id) + " -> " + describe(y));
   CudaLaunch l;
   l.kind = CudaLaunch::Kind::Gemm;
   l.name = "k" + str(index) + "_linear";
@@ -1085,7 +1155,7 @@ bool Emitter::layernorm() {
                        dbl(k->floatAttr("epsilon", 1e-5)) + ";\n";
   std::string body = "  __shared__ double red[8];\n";
   body += kRowLoop;
-  body += "    const float *xr = x + row * N;\n";
+  body += "    const auto *xr = x + row * N;\n";
   body += kLayerNormStatistics;
   body += R"CU(    const float m = (float)mean;
     if (active)
@@ -1115,8 +1185,8 @@ bool Emitter::layernormGrad() {
                        dbl(k->floatAttr("epsilon", 1e-5)) + ";\n";
   std::string body = "  __shared__ double red[8];\n";
   body += kRowLoop;
-  body += "    const float *xr = x + row * N;\n"
-          "    const float *gr = dy + row * N;\n";
+  body += "    const auto *xr = x + row * N;\n"
+          "    const auto *gr = dy + row * N;\n";
   body += kLayerNormStatistics;
   body += R"CU(    // s1 = mean(dxhat), s2 = mean(dxhat * xhat) with dxhat = dy * w.
     double s1 = 0.0, s2 = 0.0;
@@ -1277,7 +1347,7 @@ bool Emitter::softmax(bool grad) {
                           : "  __shared__ float red[8];\n";
   body += kRowLoop;
   if (!grad)
-    body += R"CU(    const float *xr = x + row * N;
+    body += R"CU(    const auto *xr = x + row * N;
     float m = -GTC_INF;
     if (active)
       for (int j = lane; j < N; j += RT)
@@ -1338,7 +1408,7 @@ void Emitter::finalSum(const std::string &suffix, int outBuf, int64_t n,
 /// NaN.
 static std::string crossEntropyRows(bool grad, const std::string &lossStore) {
   std::string body = kRowLoop;
-  body += R"CU(    const float *xr = x + row * N;
+  body += R"CU(    const auto *xr = x + row * N;
     float m = -GTC_INF;
     if (active)
       for (int j = lane; j < N; j += RT)
@@ -1465,7 +1535,7 @@ bool Emitter::accuracy() {
   std::string body = "  __shared__ float shv[8];\n"
                      "  __shared__ int shi[8];\n";
   body += kRowLoop;
-  body += R"CU(    const float *xr = x + row * N;
+  body += R"CU(    const auto *xr = x + row * N;
     float v = -GTC_INF;
     int best = 0x7fffffff;
     if (active)
@@ -1507,8 +1577,8 @@ bool Emitter::reduce(int inBuf, int outBuf, const std::vector<int64_t> &kept,
   if (ys.size() > xs.size())
     return fail("the result has a higher rank than the input");
   ys.insert(ys.begin(), xs.size() - ys.size(), 1);
-  if (!isF32(inBuf) || !isF32(outBuf))
-    return fail("reductions need f32 tensors");
+  if (!isFloat(inBuf) || !isFloat(outBuf))
+    return fail("reductions need float tensors");
   if (product(ys) != count(outBuf))
     return fail("the result shape does not match");
   // Segments of merged dimensions: (size, reduced).
@@ -1634,7 +1704,7 @@ bool Emitter::reduce(int inBuf, int outBuf, const std::vector<int64_t> &kept,
     std::string body = R"CU(  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < CHUNKS * A * K;
        i += (i64)gridDim.x * blockDim.x) {
     const i64 kk = i % K, a = i / K % A, c = i / (K * A);
-    const float *src = x + a * R * K + kk;
+    const auto *src = x + a * R * K + kk;
     const i64 end = min(R, (c + 1) * CHUNK);
     double s = 0.0;
     for (i64 r = c * CHUNK; r < end; ++r)
@@ -1943,7 +2013,7 @@ std::string attnQueryLoop(bool withG, const std::string &state,
     const int qt = QT - 1 - tile % QT;  // the longest causal tiles first
     const int h = tile / QT % H, b = tile / QT / H;
     const int q0 = qt * BQ;
-    const float *base = qkv + (i64)b * T * ROW + h * HD;
+    const auto *base = qkv + (i64)b * T * ROW + h * HD;
     __syncthreads();
     for (int e = threadIdx.x; e < BQ * HD; e += blockDim.x) {
       const int r = e / HD, c = e % HD;
@@ -1961,7 +2031,7 @@ std::string attnQueryLoop(bool withG, const std::string &state,
       for (int e = threadIdx.x; e < 32 * HD; e += blockDim.x) {
         const int r = e / HD, c = e % HD;
         const bool ok = k0 + r < T;
-        const float *src = base + (i64)(k0 + r) * ROW + c;
+        const auto *src = base + (i64)(k0 + r) * ROW + c;
         ks[r * HDP + c] = ok ? src[D] : 0.f;
         vs[r * HDP + c] = ok ? src[2 * D] : 0.f;
       }
@@ -2055,7 +2125,7 @@ bool Emitter::attention() {
                        "constexpr int QT = " +
                        str(qt) + ";  // query tiles\n" + dotsSnippet(s.hd) +
                        kWeightedSnippet;
-  std::string finish = R"CU(      float *out = y + ((i64)b * T + t) * D + h * HD;
+  std::string finish = R"CU(      auto *out = y + ((i64)b * T + t) * D + h * HD;
 #pragma unroll
       for (int j = 0; j < NC; ++j)
         if (lane + 32 * j < HD)
@@ -2105,7 +2175,7 @@ bool Emitter::attentionGrad() {
   std::string consts = common + "constexpr int BQ = " + str(bq) +
                        ", QPW = BQ / 8;\nconstexpr int QT = " + str(qt) +
                        ";\n" + dotsSnippet(s.hd) + kWeightedSnippet;
-  std::string finish = R"CU(      const float *g = dy + ((i64)b * T + t) * D + h * HD;
+  std::string finish = R"CU(      const auto *g = dy + ((i64)b * T + t) * D + h * HD;
       float delta = 0.f;
 #pragma unroll
       for (int j = 0; j < NC; ++j)
@@ -2160,7 +2230,7 @@ bool Emitter::attentionGrad() {
       weighted<QPW>(acc, ws[warp], ks, lane);
       __syncwarp();
 )CU";
-  finish = R"CU(      float *out = dqkv + ((i64)b * T + t) * ROW + h * HD;
+  finish = R"CU(      auto *out = dqkv + ((i64)b * T + t) * ROW + h * HD;
 #pragma unroll
       for (int j = 0; j < NC; ++j)
         if (lane + 32 * j < HD)
@@ -2203,13 +2273,13 @@ bool Emitter::attentionGrad() {
     const int kt = tile % KT;  // the longest causal tiles first
     const int h = tile / KT % H, b = tile / KT / H;
     const int u0 = kt * BKY;
-    const float *base = qkv + (i64)b * T * ROW + h * HD;
+    const auto *base = qkv + (i64)b * T * ROW + h * HD;
     const float *st = stats + ((i64)b * H + h) * T * 2;
     __syncthreads();
     for (int e = threadIdx.x; e < BKY * HD; e += blockDim.x) {
       const int r = e / HD, c = e % HD;
       const bool ok = u0 + r < T;
-      const float *src = base + (i64)(u0 + r) * ROW + c;
+      const auto *src = base + (i64)(u0 + r) * ROW + c;
       kk[e] = ok ? src[D] : 0.f;
       vv[e] = ok ? src[2 * D] : 0.f;
     }
@@ -2257,7 +2327,7 @@ bool Emitter::attentionGrad() {
       const int u = u0 + warp + 8 * i;
       if (u >= T)
         continue;
-      float *out = dqkv + ((i64)b * T + u) * ROW + h * HD;
+      auto *out = dqkv + ((i64)b * T + u) * ROW + h * HD;
 #pragma unroll
       for (int j = 0; j < NC; ++j)
         if (lane + 32 * j < HD) {

@@ -9,6 +9,7 @@
 
 using namespace mlir;
 using namespace mlir::gt;
+using gtc::CompileOptions;
 namespace rt = gtc::rt;
 
 namespace {
@@ -25,17 +26,23 @@ TrainOp findTrain(ModuleOp module) {
   return ops.empty() ? TrainOp() : *ops.begin();
 }
 
-/// Clones the module and runs shape inference at `batch` (and more passes).
-FailureOr<OwningOpRef<ModuleOp>> specialize(ModuleOp module, int64_t batch,
+/// Clones the module and runs shape inference at the batch size (and more
+/// passes).
+FailureOr<OwningOpRef<ModuleOp>> specialize(ModuleOp module,
+                                            const CompileOptions &options,
                                             bool differentiate) {
-  if (batch < 1)
-    return module.emitError("the batch size must be >= 1, got ") << batch;
+  if (options.batch < 1)
+    return module.emitError("the batch size must be >= 1, got ")
+           << options.batch;
   OwningOpRef<ModuleOp> clone(module.clone());
   PassManager pm(module.getContext());
   GtShapeInferencePassOptions shape;
-  shape.batch = batch;
+  shape.batch = options.batch;
   pm.addPass(createGtShapeInferencePass(shape));
   pm.addPass(createCanonicalizerPass());
+  GtAutocastPassOptions autocast;
+  autocast.precision = options.precision;
+  pm.addPass(createGtAutocastPass(autocast));
   if (differentiate)
     pm.addPass(createGtAutodiffPass());
   if (failed(pm.run(*clone)))
@@ -43,26 +50,37 @@ FailureOr<OwningOpRef<ModuleOp>> specialize(ModuleOp module, int64_t batch,
   return clone;
 }
 
-} // namespace
-
-FailureOr<OwningOpRef<ModuleOp>> gtc::lowerToStep(ModuleOp module,
-                                                  int64_t batch) {
-  return specialize(module, batch, /*differentiate=*/true);
+/// The plan of `func`, with the precision it was compiled for.
+FailureOr<rt::Plan> finishPlan(func::FuncOp func, ModuleOp lowered,
+                               const CompileOptions &options) {
+  FailureOr<rt::Plan> plan = gtc::buildPlan(func, findTrain(lowered));
+  if (succeeded(plan) && !options.precision.empty())
+    plan->config.precision = options.precision;
+  return plan;
 }
 
-FailureOr<rt::Plan> gtc::compileStep(ModuleOp module, int64_t batch) {
-  FailureOr<OwningOpRef<ModuleOp>> lowered = lowerToStep(module, batch);
+} // namespace
+
+FailureOr<OwningOpRef<ModuleOp>>
+gtc::lowerToStep(ModuleOp module, const CompileOptions &options) {
+  return specialize(module, options, /*differentiate=*/true);
+}
+
+FailureOr<rt::Plan> gtc::compileStep(ModuleOp module,
+                                     const CompileOptions &options) {
+  FailureOr<OwningOpRef<ModuleOp>> lowered = lowerToStep(module, options);
   if (failed(lowered))
     return failure();
   func::FuncOp step = findFunc(**lowered, kStepAttrName);
   if (!step)
     return module.emitError("the module has no model to train");
-  return buildPlan(step, findTrain(**lowered));
+  return finishPlan(step, **lowered, options);
 }
 
-FailureOr<rt::Plan> gtc::compileEval(ModuleOp module, int64_t batch) {
+FailureOr<rt::Plan> gtc::compileEval(ModuleOp module,
+                                     const CompileOptions &options) {
   FailureOr<OwningOpRef<ModuleOp>> lowered =
-      specialize(module, batch, /*differentiate=*/false);
+      specialize(module, options, /*differentiate=*/false);
   if (failed(lowered))
     return failure();
   func::FuncOp model = findFunc(**lowered, kModelAttrName);
@@ -82,7 +100,7 @@ FailureOr<rt::Plan> gtc::compileEval(ModuleOp module, int64_t batch) {
     model.setFunctionType(FunctionType::get(
         module.getContext(), {}, ret.getOperandTypes()));
   }
-  FailureOr<rt::Plan> plan = buildPlan(model, findTrain(**lowered));
+  FailureOr<rt::Plan> plan = finishPlan(model, **lowered, options);
   if (succeeded(plan))
     plan->kind = "eval";
   return plan;

@@ -56,19 +56,25 @@ FailureOr<int> PlanBuilder::addBuffer(Value v, MemRegion region,
            << "the plan needs static shapes, got " << v.getType()
            << "; run gt-shape-inference=batch=N first";
   Type et = type.getElementType();
-  if (!et.isF32() && !et.isInteger(32))
-    return emitError(v.getLoc())
-           << "the runtime computes in f32 and i32 for now, got "
-           << formatType(type)
-           << "; lower precisions arrive with the autocast pass";
   rt::Buffer b;
+  if (et.isF32())
+    b.dtype = rt::DType::F32;
+  else if (et.isInteger(32))
+    b.dtype = rt::DType::I32;
+  else if (et.isBF16())
+    b.dtype = rt::DType::BF16;
+  else if (et.isF16())
+    b.dtype = rt::DType::F16;
+  else
+    return emitError(v.getLoc())
+           << "the runtime cannot store " << formatType(type)
+           << "; use f32, bf16, f16 or i32 elements";
   b.name = std::move(name);
-  b.dtype = et.isF32() ? rt::DType::F32 : rt::DType::I32;
   b.shape.assign(type.getShape().begin(), type.getShape().end());
   b.region = region;
   if (region != MemRegion::Temp && region != MemRegion::Grad) {
     b.offset = cursor[region];
-    cursor[region] += alignUp(std::max<int64_t>(1, b.elements()));
+    cursor[region] += alignUp(std::max<int64_t>(1, b.slots()));
   }
   int id = static_cast<int>(plan.buffers.size());
   plan.buffers.push_back(std::move(b));
@@ -130,12 +136,12 @@ void PlanBuilder::placeTemporaries() {
     if (plan.buffers[i].region == MemRegion::Temp)
       temps.push_back(static_cast<int>(i));
   std::stable_sort(temps.begin(), temps.end(), [&](int a, int b) {
-    return plan.buffers[a].elements() > plan.buffers[b].elements();
+    return plan.buffers[a].slots() > plan.buffers[b].slots();
   });
   std::vector<int> placed;
   int64_t size = 0;
   for (int t : temps) {
-    int64_t need = alignUp(std::max<int64_t>(1, plan.buffers[t].elements()));
+    int64_t need = alignUp(std::max<int64_t>(1, plan.buffers[t].slots()));
     int64_t lo = defAt[t], hi = std::max(lastUse[t], defAt[t]);
     std::vector<std::pair<int64_t, int64_t>> busy;
     for (int p : placed) {
@@ -144,7 +150,7 @@ void PlanBuilder::placeTemporaries() {
         busy.push_back({plan.buffers[p].offset,
                         plan.buffers[p].offset +
                             alignUp(std::max<int64_t>(
-                                1, plan.buffers[p].elements()))});
+                                1, plan.buffers[p].slots()))});
     }
     std::sort(busy.begin(), busy.end());
     int64_t offset = 0;

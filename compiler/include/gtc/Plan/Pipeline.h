@@ -8,19 +8,28 @@
 
 namespace gtc {
 
+/// What to compile a module for.
+struct CompileOptions {
+  int64_t batch = 32;
+  /// fp32, tf32, bf16 or fp16; empty: the gt.train setting (else fp32).
+  std::string precision;
+};
+
 /// Compiles the training step of the module's model at a fixed batch size:
-/// gt-shape-inference{batch}, canonicalize, gt-autodiff, then the plan. The
-/// module is not changed (the passes run on a clone). Errors are emitted as
-/// diagnostics.
-mlir::FailureOr<rt::Plan> compileStep(mlir::ModuleOp module, int64_t batch);
+/// gt-shape-inference{batch}, canonicalize, gt-autocast{precision},
+/// gt-autodiff, then the plan. The module is not changed (the passes run on
+/// a clone). Errors are emitted as diagnostics.
+mlir::FailureOr<rt::Plan> compileStep(mlir::ModuleOp module,
+                                      const CompileOptions &options);
 
-/// Compiles the evaluation pass at `batch`: the forward graph returning the
-/// loss and, when the loss is a cross_entropy, the accuracy of its logits.
-mlir::FailureOr<rt::Plan> compileEval(mlir::ModuleOp module, int64_t batch);
+/// Compiles the evaluation pass: the forward graph returning the loss and,
+/// when the loss is a cross_entropy, the accuracy of its logits.
+mlir::FailureOr<rt::Plan> compileEval(mlir::ModuleOp module,
+                                      const CompileOptions &options);
 
-/// The IR of the training step at `batch` (for --emit=step).
+/// The IR of the training step (for --emit=step).
 mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>
-lowerToStep(mlir::ModuleOp module, int64_t batch);
+lowerToStep(mlir::ModuleOp module, const CompileOptions &options);
 
 } // namespace gtc
 

@@ -49,7 +49,8 @@ public:
   CpuExecutor &operator=(const CpuExecutor &) = delete;
 
   const Plan &plan() const { return plan_; }
-  /// The data of buffer `id`: T elements for f32 buffers, int32_t for i32.
+  /// The data of buffer `id`: T elements for float buffers (16-bit ones hold
+  /// their rounded values), int32_t for i32.
   void *data(int id) const;
   T *floats(int id) const { return static_cast<T *>(data(id)); }
   int32_t *ints(int id) const { return static_cast<int32_t *>(data(id)); }
@@ -68,6 +69,13 @@ private:
   const Plan &plan_;
   std::vector<KernelFn> fns_;
   std::map<Region, std::unique_ptr<std::byte[]>> regions_;
+  /// Whether the plan has 16-bit buffers: each of their elements takes a T
+  /// here, so the regions that hold them are widened twice (a 4-byte slot of
+  /// the plan becomes two T).
+  bool sixteenBit_ = false;
+  int64_t widen(Region r) const {
+    return sixteenBit_ && r != Region::Param && r != Region::Grad ? 2 : 1;
+  }
 };
 
 extern template class CpuExecutor<float>;

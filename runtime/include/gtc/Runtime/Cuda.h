@@ -57,7 +57,8 @@ public:
   ~CudaExecutor();
 
   const Plan &plan() const;
-  /// Copies host data into buffer `id` / out of it (synchronous).
+  /// Copies host data into buffer `id` / out of it (synchronous): its
+  /// elements as stored (16-bit buffers as BF16/F16 bits).
   void upload(int id, const void *data);
   void download(int id, void *data);
   void uploadRegion(Region r, const void *data);

@@ -20,8 +20,23 @@
 
 namespace gtc::rt {
 
-/// Element types of example tensors.
-enum class DType { F32, I32 };
+/// Element types of tensors. Example tensors are F32 or I32; BF16 and F16
+/// appear in plans compiled with precision bf16/fp16 (gt-autocast).
+enum class DType { F32, I32, BF16, F16 };
+
+/// Bytes of one element.
+inline int dtypeBytes(DType d) {
+  return d == DType::BF16 || d == DType::F16 ? 2 : 4;
+}
+/// Whether elements are floating point.
+inline bool isFloat(DType d) { return d != DType::I32; }
+/// "f32", "i32", "bf16", "f16".
+const char *dtypeName(DType d);
+/// The bits of `v` as a BF16 or F16 element, rounded to nearest (ties to
+/// even); F16 overflows to infinity beyond 65504 and keeps subnormals.
+uint16_t toHalfBits(float v, DType d);
+/// The value of BF16 or F16 bits.
+float fromHalfBits(uint16_t bits, DType d);
 
 /// The shape of one example's tensor (without the batch dimension).
 struct ExampleSpec {

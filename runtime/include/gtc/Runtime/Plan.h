@@ -36,8 +36,10 @@ enum class Region : uint8_t {
 
 const char *regionName(Region r);
 
-/// One tensor of the plan. Offsets and sizes are in 4-byte elements, so an
-/// executor may widen every element (float64 for gradient checks) by scaling.
+/// One tensor of the plan. Offsets and region sizes are in 4-byte slots: a
+/// 4-byte element takes one slot, two 16-bit elements share one (a buffer
+/// starts on a slot boundary). An executor may widen every element (float64
+/// for gradient checks, float for 16-bit buffers on the CPU) by scaling.
 struct Buffer {
   std::string name; ///< The value's name in the IR, for --explain and errors.
   DType dtype = DType::F32;
@@ -45,6 +47,8 @@ struct Buffer {
   Region region = Region::Temp;
   int64_t offset = 0; ///< In elements from the start of the region.
   int64_t elements() const;
+  /// The 4-byte slots it occupies: ceil(elements * element bytes / 4).
+  int64_t slots() const;
   /// Whether the two buffers share any memory.
   bool overlaps(const Buffer &other) const;
 };
