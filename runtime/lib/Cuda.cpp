@@ -367,15 +367,16 @@ struct Hyper {
   long long warmup, total;
   int nesterov, kind, schedule; // kind: 0 sgd, 1 adam, 2 adamw;
                                 // schedule: 0 constant, 1 linear, 2 cosine
+  int scaling;                  // dynamic loss scaling (LossScaler's rule)
 };
 #define CHUNK 4096
 extern "C" __global__ void gtc_sumsq(const float *__restrict__ g, long long n,
                                      float *__restrict__ partial) {
   __shared__ float s[256];
   long long base = (long long)blockIdx.x * CHUNK;
-  float acc = 0.f;
+  double acc = 0.0;  // double: scaled fp16 gradients may be large
   for (long long i = base + threadIdx.x; i < base + CHUNK && i < n; i += 256)
-    acc += g[i] * g[i];
+    acc += (double)g[i] * g[i];
   s[threadIdx.x] = acc;
   __syncthreads();
   for (int w = 128; w > 0; w >>= 1) {
@@ -406,16 +407,24 @@ __device__ double scheduled(const Hyper &h, long long s) {
                                  : 0.5 * (1.0 + cos(3.14159265358979323846 * p));
   return h.lr * (h.final + (1.0 - h.final) * decay);
 }
-// counter[0]: updates done; counter[1]: blocks finished in this update.
+// counter[0]: steps done (the schedule's position); counter[1]: blocks
+// finished in this update; counter[2]: updates applied (Adam's t);
+// counter[3]: steps skipped; counter[4]: finite steps since the loss scale
+// last changed. `lossScale` (with h.scaling) is the seed of the backward
+// pass: gradients arrive multiplied by it.
 extern "C" __global__ void gtc_update(float *__restrict__ p,
                                       const float *__restrict__ g,
                                       float *__restrict__ m,
                                       float *__restrict__ v, long long n,
                                       const Hyper h,
                                       unsigned long long *counter,
-                                      const float *__restrict__ norm) {
-  const unsigned long long t = counter[0] + 1;
-  const float lr = (float)scheduled(h, (long long)t - 1);
+                                      const float *__restrict__ norm,
+                                      float *lossScale) {
+  const float ls = h.scaling ? lossScale[0] : 1.f;
+  // The norm of the scaled gradients is finite iff every gradient is.
+  const bool apply = !h.scaling || isfinite(norm[0]);
+  const unsigned long long t = counter[2] + 1;
+  const float lr = (float)scheduled(h, (long long)counter[0]);
   const float bc1 = (float)(1.0 - pow(h.beta1, (double)t));
   const float bc2 = (float)sqrt(1.0 - pow(h.beta2, (double)t));
   const float beta1 = (float)h.beta1, beta2 = (float)h.beta2;
@@ -423,9 +432,10 @@ extern "C" __global__ void gtc_update(float *__restrict__ p,
   const float mom = (float)h.momentum, damp = (float)h.dampening;
   float scale = 1.f;
   if (h.maxNorm > 0.0) {
-    float c = (float)h.maxNorm / (norm[0] + 1e-6f);
+    float c = (float)h.maxNorm / (norm[0] / ls + 1e-6f);
     scale = c < 1.f ? c : 1.f;
   }
+  scale /= ls;
   // One element: optimizerStep()'s formulas.
   auto one = [&](float &pe, float ge, float &me, float &ve) {
     float gi = ge * scale, pi = pe;
@@ -450,7 +460,9 @@ extern "C" __global__ void gtc_update(float *__restrict__ p,
   };
   const long long stride = (long long)gridDim.x * blockDim.x;
   const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  if ((n & 3) == 0) {
+  if (!apply) {
+    // Skipped: no update.
+  } else if ((n & 3) == 0) {
     // 16-byte accesses: every region starts 64-byte aligned and holds a
     // multiple of 16 elements.
     float4 *p4 = reinterpret_cast<float4 *>(p);
@@ -480,8 +492,20 @@ extern "C" __global__ void gtc_update(float *__restrict__ p,
   if (threadIdx.x == 0) {
     __threadfence();
     if (atomicAdd(&counter[1], 1ULL) == gridDim.x - 1) {
-      counter[0] = t;
+      counter[0] += 1;
       counter[1] = 0;
+      if (apply)
+        counter[2] = t;
+      if (h.scaling) {
+        if (!apply) {
+          lossScale[0] = ls * 0.5f;
+          counter[3] += 1;
+          counter[4] = 0;
+        } else if (++counter[4] == 2000) {
+          lossScale[0] = ls * 2.f;
+          counter[4] = 0;
+        }
+      }
       __threadfence();
     }
   }
@@ -494,7 +518,11 @@ struct Hyper {
       dampening;
   long long warmup, total;
   int nesterov, kind, schedule;
+  int scaling;
 };
+
+/// The update kernel's step counters (see gtc_update).
+constexpr int kCounters = 5;
 
 } // namespace
 
@@ -502,6 +530,7 @@ struct CudaExecutor::Impl {
   const Plan &plan;
   const CudaProgram &program;
   bool tf32;
+  bool scaling; ///< dynamic loss scaling (Plan::scalesLoss)
   std::string arch;
   CUstream compute = nullptr, copy = nullptr;
   CUdeviceptr arena = 0, inputs[2] = {0, 0}, workspace = 0, state = 0;
@@ -510,7 +539,8 @@ struct CudaExecutor::Impl {
   size_t measured = 0; ///< device memory this executor took (cuMemGetInfo)
   std::map<Region, size_t> regionOffset; ///< bytes into the arena
   void *staged[2] = {nullptr, nullptr};  ///< pinned copies of the inputs
-  void *pinnedOut = nullptr;             ///< loss, accuracy
+  /// loss, accuracy (floats), loss scale (float at 8), skipped (u64 at 16)
+  void *pinnedOut = nullptr;
   CUdeviceptr counter = 0, partial = 0, norm = 0;
   int64_t totalSteps = 1; ///< the schedule's length (setSchedule)
   int64_t paramElements = 0, partials = 0;
@@ -573,7 +603,7 @@ struct CudaExecutor::Impl {
   }
 
   Impl(const Plan &p, const CudaProgram &prog, bool tf32)
-      : plan(p), program(prog), tf32(tf32) {}
+      : plan(p), program(prog), tf32(tf32), scaling(p.scalesLoss()) {}
 
   CUdeviceptr ptr(int id, int slot) const {
     if (id == CudaLaunch::kWorkspace)
@@ -784,8 +814,10 @@ struct CudaExecutor::Impl {
             totalSteps,
             c.nesterov,
             c.optimizer == "sgd" ? 0 : c.optimizer == "adam" ? 1 : 2,
-            c.schedule == "linear" ? 1 : c.schedule == "cosine" ? 2 : 0};
-    if (c.gradClip > 0) {
+            c.schedule == "linear" ? 1 : c.schedule == "cosine" ? 2 : 0,
+            scaling};
+    CUdeviceptr scale = scaling ? ptr(plan.lossScale, 0) : 0;
+    if (c.gradClip > 0 || scaling) {
       void *args[] = {&g, &n, &partial};
       CU(cuLaunchKernel(sumsq, static_cast<unsigned>(partials), 1, 1, 256, 1,
                         1, 0, compute, args, nullptr));
@@ -793,7 +825,7 @@ struct CudaExecutor::Impl {
       CU(cuLaunchKernel(normFn, 1, 1, 1, 256, 1, 1, 0, compute, normArgs,
                         nullptr));
     }
-    void *args[] = {&p, &g, &m, &v, &n, &h, &counter, &norm};
+    void *args[] = {&p, &g, &m, &v, &n, &h, &counter, &norm, &scale};
     CU(cuLaunchKernel(update, 132 * 4, 1, 1, 256, 1, 1, 0, compute, args,
                       nullptr));
   }
@@ -803,6 +835,10 @@ struct CudaExecutor::Impl {
     CU(cuMemcpyDtoHAsync(out, ptr(plan.loss, 0), 4, compute));
     if (plan.accuracy >= 0)
       CU(cuMemcpyDtoHAsync(out + 1, ptr(plan.accuracy, 0), 4, compute));
+    if (scaling) {
+      CU(cuMemcpyDtoHAsync(out + 2, ptr(plan.lossScale, 0), 4, compute));
+      CU(cuMemcpyDtoHAsync(out + 4, counter + 3 * 8, 8, compute));
+    }
   }
 };
 
@@ -857,7 +893,7 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
   CU(cuMemAlloc(&I.workspace, I.workspaceBytes));
   if (program.workspaceBytes > 0)
     CU(cuMemAlloc(&I.scratch, static_cast<size_t>(program.workspaceBytes)));
-  CU(cuMemHostAlloc(&I.pinnedOut, 16, 0));
+  CU(cuMemHostAlloc(&I.pinnedOut, 32, 0));
   I.paramElements = plan.regionSize.count(Region::Param)
                         ? plan.regionSize.at(Region::Param)
                         : 0;
@@ -868,8 +904,8 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
     I.partials = (I.paramElements + 4095) / 4096;
     CU(cuMemAlloc(&I.partial, I.partials * 4));
     CU(cuMemAlloc(&I.norm, 4));
-    CU(cuMemAlloc(&I.counter, 16));
-    CU(cuMemsetD8Async(I.counter, 0, 16, I.compute));
+    CU(cuMemAlloc(&I.counter, kCounters * 8));
+    CU(cuMemsetD8Async(I.counter, 0, kCounters * 8, I.compute));
     I.sumsq = I.load(kOptimizerSource, "gtc_sumsq");
     I.normFn = I.load(kOptimizerSource, "gtc_norm");
     I.update = I.load(kOptimizerSource, "gtc_update");
@@ -1055,6 +1091,20 @@ double CudaExecutor::loss() {
   return static_cast<float *>(impl->pinnedOut)[0];
 }
 
+bool CudaExecutor::lossScale(double &scale, int64_t &skipped) {
+  if (!impl->scaling)
+    return false;
+  CU(cuEventSynchronize(impl->done));
+  const char *out = static_cast<const char *>(impl->pinnedOut);
+  float s;
+  uint64_t k;
+  std::memcpy(&s, out + 8, 4);
+  std::memcpy(&k, out + 16, 8);
+  scale = s;
+  skipped = static_cast<int64_t>(k);
+  return true;
+}
+
 double CudaExecutor::accuracy() {
   CU(cuEventSynchronize(impl->done));
   return static_cast<float *>(impl->pinnedOut)[1];
@@ -1065,7 +1115,8 @@ void CudaExecutor::setSchedule(int64_t done, int64_t total) {
   if (!impl->counter)
     return;
   CU(cuStreamSynchronize(impl->compute));
-  unsigned long long c[2] = {static_cast<unsigned long long>(done), 0};
+  unsigned long long c[kCounters] = {static_cast<unsigned long long>(done), 0,
+                                     static_cast<unsigned long long>(done)};
   CU(cuMemcpyHtoD(impl->counter, c, sizeof c));
 }
 

@@ -20,6 +20,27 @@ double gtc::rt::scheduledLr(const TrainConfig &c, int64_t step,
   return c.lr * (c.final + (1.0 - c.final) * decay);
 }
 
+bool gtc::rt::LossScaler::record(bool finite) {
+  if (!finite) {
+    scale *= 0.5f;
+    goodSteps = 0;
+    ++skipped;
+    return false;
+  }
+  if (++goodSteps == kGrowthInterval) {
+    scale *= 2.0f;
+    goodSteps = 0;
+  }
+  return true;
+}
+
+template <typename T> bool gtc::rt::allFinite(const T *v, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(v[i]))
+      return false;
+  return true;
+}
+
 template <typename T>
 double gtc::rt::clipGradNorm(T *grad, int64_t n, double maxNorm) {
   // Partial sums per fixed chunk, added in order: the same result on any
@@ -100,6 +121,7 @@ void gtc::rt::optimizerStep(const TrainConfig &c, double lr, T *param,
   }, 1 << 14);
 }
 
+template bool gtc::rt::allFinite<float>(const float *, int64_t);
 template double gtc::rt::clipGradNorm<float>(float *, int64_t, double);
 template double gtc::rt::clipGradNorm<double>(double *, int64_t, double);
 template void gtc::rt::optimizerStep<float>(const TrainConfig &, double,

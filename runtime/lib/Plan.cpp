@@ -15,6 +15,7 @@
 //   feed 0 0 x
 //   loss 20
 //   accuracy -1
+//   lossscale 19
 //   config lr 0.001
 //   end
 //===----------------------------------------------------------------------===//
@@ -111,6 +112,10 @@ int64_t Buffer::elements() const {
   for (int64_t d : shape)
     n *= d;
   return n;
+}
+
+bool Plan::scalesLoss() const {
+  return config.precision == "fp16" && lossScale >= 0 && kind == "step";
 }
 
 int64_t Buffer::slots() const {
@@ -253,6 +258,7 @@ std::string gtc::rt::serialize(const Plan &plan) {
        << encode(f.name) << '\n';
   os << "loss " << plan.loss << '\n';
   os << "accuracy " << plan.accuracy << '\n';
+  os << "lossscale " << plan.lossScale << '\n';
   const TrainConfig &c = plan.config;
   writeSource(os, "data", c.data);
   writeSource(os, "eval", c.eval);
@@ -565,6 +571,8 @@ bool gtc::rt::deserialize(const std::string &text, Plan &plan,
       ok = in.number(plan.loss);
     } else if (tag == "accuracy") {
       ok = in.number(plan.accuracy);
+    } else if (tag == "lossscale") {
+      ok = in.number(plan.lossScale);
     } else if (tag == "source") {
       std::string which;
       ok = in.word(which) && (which == "data" || which == "eval") &&
@@ -619,5 +627,11 @@ bool gtc::rt::deserialize(const std::string &text, Plan &plan,
     return fail("the plan has no loss buffer");
   if (plan.accuracy != -1 && !validId(plan.accuracy))
     return fail("the accuracy buffer does not exist");
+  if (plan.lossScale != -1 &&
+      (!validId(plan.lossScale) ||
+       plan.buffers[plan.lossScale].region != Region::Const ||
+       plan.buffers[plan.lossScale].dtype != DType::F32 ||
+       plan.buffers[plan.lossScale].elements() != 1))
+    return fail("the loss-scale buffer is not a scalar f32 constant");
   return true;
 }

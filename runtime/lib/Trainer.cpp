@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iomanip>
@@ -67,6 +68,17 @@ struct Feeds {
   int input = -1, label = -1;
 };
 
+/// Multiplies a float input batch by 1e30, so that the step overflows
+/// (GTC_INJECT_OVERFLOW, for the loss-scaling tests).
+void injectOverflow(const Plan &plan, const Feeds &feeds, void *data) {
+  const Buffer &b = plan.buffers[feeds.input];
+  if (b.dtype != DType::F32)
+    return;
+  float *x = static_cast<float *>(data);
+  for (int64_t i = 0; i < b.elements(); ++i)
+    x[i] = x[i] * 1e30f + 1e30f;
+}
+
 bool matchFeeds(const Plan &plan, const Dataset &data, const char *what,
                 Feeds &feeds, std::string &error) {
   for (const Feed &f : plan.feeds) {
@@ -114,7 +126,10 @@ std::string formatDuration(double seconds) {
   return buf;
 }
 
+/// A JSON number (null when not finite).
 std::string num(double v) {
+  if (!std::isfinite(v))
+    return "null";
   std::ostringstream os;
   os << std::setprecision(9) << v;
   return os.str();
@@ -167,6 +182,9 @@ public:
   virtual double loss() = 0;
   /// The gradient norm before clipping, if the backend measured it.
   virtual double gradNorm() { return -1; }
+  /// With dynamic loss scaling: the scale for the next step and the steps
+  /// skipped so far (as of the last step whose loss was read).
+  virtual bool lossScale(double &scale, int64_t &skipped) { return false; }
   virtual void getParams(std::vector<float> &params) = 0;
   virtual void setParams(const std::vector<float> &params) = 0;
   virtual void getState(std::vector<float> &first,
@@ -181,16 +199,34 @@ public:
 
 class CpuBackend : public Backend {
 public:
-  explicit CpuBackend(const Plan &plan) : plan(plan), exec(plan) {}
+  explicit CpuBackend(const Plan &plan)
+      : plan(plan), exec(plan), scaling(plan.scalesLoss()) {}
   void *feed(int id) override { return exec.data(id); }
   void run(double lr, int64_t, bool) override {
+    if (scaling)
+      exec.floats(plan.lossScale)[0] = scaler.scale;
     exec.run();
     float *grads = exec.region(Region::Grad);
     int64_t n = exec.regionElements(Region::Param);
+    if (scaling) {
+      // Unscale with the scale this step used; skip on inf/NaN.
+      float used = scaler.scale;
+      if (!scaler.record(allFinite(grads, n))) {
+        norm = -1;
+        return;
+      }
+      for (int64_t i = 0; i < n; ++i)
+        grads[i] /= used;
+    }
     norm = plan.config.gradClip > 0
                ? clipGradNorm(grads, n, plan.config.gradClip)
                : -1;
     optimizerStep(plan.config, lr, exec.region(Region::Param), grads, n, opt);
+  }
+  bool lossScale(double &scale, int64_t &skipped) override {
+    scale = scaler.scale;
+    skipped = scaler.skipped;
+    return scaling;
   }
   double loss() override { return exec.floats(plan.loss)[0]; }
   double gradNorm() override { return norm; }
@@ -217,6 +253,8 @@ public:
   CpuExecutor<float> exec;
   OptimizerState<float> opt;
   double norm = -1;
+  bool scaling;
+  LossScaler scaler;
 };
 
 /// Runs evaluation batches on the same kind of device as training.
@@ -277,6 +315,9 @@ public:
     slot ^= 1;
   }
   double loss() override { return exec.loss(); }
+  bool lossScale(double &scale, int64_t &skipped) override {
+    return exec.lossScale(scale, skipped);
+  }
   void getParams(std::vector<float> &p) override {
     p.resize(plan.regionSize.at(Region::Param));
     exec.downloadRegion(Region::Param, p.data());
@@ -577,6 +618,18 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
         << std::defaultfloat;
   out.flush();
 
+  const bool scaling = step.scalesLoss();
+  if (scaling)
+    out << "  loss scaling: dynamic, initial " << LossScaler::kInitial
+        << ", x2 after " << LossScaler::kGrowthInterval
+        << " finite steps, x0.5 and skip on inf/NaN\n";
+  // A test hook: GTC_INJECT_OVERFLOW=N makes step N's inputs overflow.
+  const int64_t injectOverflowAt =
+      std::getenv("GTC_INJECT_OVERFLOW")
+          ? std::atoll(std::getenv("GTC_INJECT_OVERFLOW"))
+          : 0;
+  out.flush();
+
   SignalGuard signals;
   const bool tty = options.progress && isatty(STDERR_FILENO);
   const int64_t logEvery =
@@ -603,6 +656,8 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
     backend->prepare();
     loader.fill(epoch, b, backend->feed(feeds.input),
                 backend->feed(feeds.label));
+    if (s + 1 == injectOverflowAt)
+      injectOverflow(step, feeds, backend->feed(feeds.input));
     double lr = scheduledLr(c, s, total);
     bool lastStep = s + 1 == total;
     bool logged = (s + 1) % logEvery == 0 || lastStep;
@@ -624,23 +679,31 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
     // the only time the host waits for the device.
     if (!cuda || logged || printLine) {
       double loss = backend->loss();
-      if (!std::isfinite(loss)) {
+      lastLoss = loss;
+      // With loss scaling an inf/NaN step is skipped, not fatal.
+      if (!std::isfinite(loss) && !scaling) {
         err << "\ngtc: error: the loss is " << loss << " at step " << s + 1
             << "; lower the learning rate or add grad_clip\n";
         return 1;
       }
-      lastLoss = loss;
-      lossEma = haveEma ? 0.9 * lossEma + 0.1 * loss : loss;
-      haveEma = true;
+      if (std::isfinite(loss)) {
+        lossEma = haveEma ? 0.9 * lossEma + 0.1 * loss : loss;
+        haveEma = true;
+      }
     }
     double elapsed = std::chrono::duration<double>(now - t0).count();
     double rate = sinceStart * batch / std::max(elapsed, 1e-9);
     double eta = (total - s - 1) * batch / std::max(rate, 1e-9);
     if (log && logged) {
-      double norm = backend->gradNorm();
+      double norm = backend->gradNorm(), scale = 0;
+      int64_t skipped = 0;
+      std::string scaleFields;
+      if (backend->lossScale(scale, skipped))
+        scaleFields = ", \"loss_scale\": " + num(scale) +
+                      ", \"skipped_steps\": " + std::to_string(skipped);
       log << "{\"step\": " << s + 1 << ", \"epoch\": " << epoch + 1
           << ", \"loss\": " << num(lastLoss) << ", \"lr\": " << num(lr)
-          << (norm >= 0 ? ", \"grad_norm\": " + num(norm) : "")
+          << (norm >= 0 ? ", \"grad_norm\": " + num(norm) : "") << scaleFields
           << ", \"samples_per_s\": " << num(rate)
           << ", \"elapsed_s\": " << num(elapsed) << "}\n";
     }

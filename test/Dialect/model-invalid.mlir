@@ -94,3 +94,22 @@ func.func @m() -> tensor<f32> attributes {gt.model} {
 }
 // expected-error @+1 {{setting 'grad_clip' must be a number > 0}}
 gt.train @m {grad_clip = -1.0 : f64}
+
+// -----
+
+// gt.loss_grad marks the f32 scalar constant that seeds the backward pass.
+func.func @seed_type() -> tensor<f32> attributes {gt.model} {
+  // expected-error @+1 {{'gt.loss_grad' only applies to a gt.constant of type 'tensor<f32>'}}
+  %0 = gt.constant dense<1.0> : tensor<2xf32> {gt.loss_grad}
+  %1 = gt.constant dense<1.0> : tensor<f32>
+  return %1 : tensor<f32>
+}
+
+// -----
+
+func.func @seed_op() -> tensor<f32> attributes {gt.model} {
+  %0 = gt.constant dense<1.0> : tensor<f32>
+  // expected-error @+1 {{'gt.loss_grad' only applies to a gt.constant}}
+  %1 = gt.neg %0 {gt.loss_grad} : tensor<f32>
+  return %1 : tensor<f32>
+}

@@ -9,7 +9,7 @@
 // CHECK:      %[[H:.*]] = gt.linear %[[X]], %[[W]], %[[B]]
 // CHECK:      %[[R:.*]] = gt.relu %[[H]]
 // CHECK:      %[[L:.*]] = gt.cross_entropy %[[R]], %[[Y:.*]] :
-// CHECK:      %[[ONE:.*]] = gt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK:      %[[ONE:.*]] = gt.constant dense<1.000000e+00> : tensor<f32> {gt.loss_grad}
 // CHECK:      %[[DR:.*]] = gt.cross_entropy_grad %[[ONE]], %[[R]], %[[Y]]
 // CHECK:      %[[DH:.*]] = gt.activation_grad %[[DR]], %[[H]] <{kind = "relu"}> : tensor<4x3xf32>
 // CHECK:      %[[DW:.*]] = gt.matmul %[[DH]], %[[X]] <{transpose_a = true}> : tensor<4x3xf32>, tensor<4x5xf32>

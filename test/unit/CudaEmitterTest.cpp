@@ -117,8 +117,9 @@ void checkPlan(const rt::Plan &plan, Stats &stats,
       case rt::CudaLaunch::Kind::Gemm: {
         ASSERT_TRUE(validBuffer(l.a) && validBuffer(l.b) && validBuffer(l.c));
         for (int id : {l.a, l.b, l.c, l.bias}) {
-          if (id >= 0) // one float type (f32, or 16-bit under autocast)
+          if (id >= 0) { // one float type (f32, or 16-bit under autocast)
             EXPECT_EQ(plan.buffers[id].dtype, plan.buffers[l.c].dtype);
+          }
         }
         EXPECT_NE(plan.buffers[l.c].dtype, rt::DType::I32);
         EXPECT_GT(l.m, 0);

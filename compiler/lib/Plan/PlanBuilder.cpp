@@ -240,6 +240,8 @@ FailureOr<rt::Plan> PlanBuilder::build() {
         }
       }
       plan.constants.push_back(std::move(c));
+      if (op.hasAttr(kLossGradAttrName))
+        plan.lossScale = *id;
       continue;
     }
     if (auto g = dyn_cast<GradientOp>(op)) {

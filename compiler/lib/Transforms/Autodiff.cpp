@@ -288,7 +288,9 @@ LogicalResult Differentiator::run(Value loss) {
            << func.getSymName() << "' does not depend on any parameter";
 
   // Backward sweep.
-  grads[loss] = constant(1.0, b.getF32Type());
+  Value seed = constant(1.0, b.getF32Type());
+  seed.getDefiningOp()->setAttr(kLossGradAttrName, b.getUnitAttr());
+  grads[loss] = seed;
   for (Operation *op : llvm::reverse(ops)) {
     if (op->getNumResults() != 1 || isa<ParamOp>(op))
       continue;

@@ -18,15 +18,25 @@ void GTDialect::initialize() {
 
 /// `gt.model` marks a function as a model and `gt.step` a training step built
 /// from one: no arguments (the leaves are gt.input / gt.label / gt.param), one
-/// f32 scalar result (the loss).
+/// f32 scalar result (the loss). `gt.loss_grad` marks the f32 scalar
+/// gt.constant that seeds a step's backward pass.
 LogicalResult GTDialect::verifyOperationAttribute(Operation *op,
                                                   NamedAttribute attr) {
-  if (attr.getName() != kModelAttrName && attr.getName() != kStepAttrName)
+  if (attr.getName() != kModelAttrName && attr.getName() != kStepAttrName &&
+      attr.getName() != kLossGradAttrName)
     return op->emitError() << "unknown gt dialect attribute '"
                            << attr.getName().getValue() << "'";
   if (!isa<UnitAttr>(attr.getValue()))
     return op->emitError() << "'" << attr.getName().getValue()
                            << "' must be a unit attribute";
+  if (attr.getName() == kLossGradAttrName) {
+    auto scalar = RankedTensorType::get({}, Float32Type::get(op->getContext()));
+    if (!isa<ConstantOp>(op) || op->getResult(0).getType() != scalar)
+      return op->emitError() << "'" << attr.getName().getValue()
+                             << "' only applies to a gt.constant of type "
+                             << scalar;
+    return success();
+  }
   auto func = dyn_cast<func::FuncOp>(op);
   if (!func)
     return op->emitError() << "'" << attr.getName().getValue()

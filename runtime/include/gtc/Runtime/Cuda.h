@@ -80,6 +80,10 @@ public:
   /// accuracy of an eval plan, if it has one).
   double loss();
   double accuracy();
+  /// With dynamic loss scaling (fp16): the scale for the next step and the
+  /// steps skipped, as of the last step that copied its loss back; false
+  /// without scaling.
+  bool lossScale(double &scale, int64_t &skipped);
   /// Waits until the staged input of `slot` may be overwritten.
   void waitSlot(int slot);
   /// Optimizer state (same layout as the parameters) for checkpoints.

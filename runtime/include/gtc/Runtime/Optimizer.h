@@ -26,6 +26,25 @@ template <typename T> struct OptimizerState {
   int64_t step = 0;      ///< Updates done so far.
 };
 
+/// fp16's dynamic loss scaler, with torch.cuda.amp.GradScaler's defaults:
+/// the loss's gradient starts at 2^16; a step whose gradients hold an inf or
+/// NaN is skipped (no update) and halves the scale; 2000 finite steps in a
+/// row double it. The GPU's update kernel applies the same rule on the
+/// device (runtime/lib/Cuda.cpp, gtc_update).
+struct LossScaler {
+  static constexpr float kInitial = 65536.0f;
+  static constexpr int64_t kGrowthInterval = 2000;
+  float scale = kInitial;
+  int64_t goodSteps = 0; ///< Finite steps since the last change.
+  int64_t skipped = 0;   ///< Steps skipped so far.
+  /// Records a step whose gradients were finite or not; returns whether its
+  /// update applies.
+  bool record(bool finite);
+};
+
+/// Whether all n values are finite.
+template <typename T> bool allFinite(const T *v, int64_t n);
+
 /// Scales `grad` (n elements) so that its L2 norm is at most `maxNorm`, as
 /// clip_grad_norm_ (coefficient maxNorm / (norm + 1e-6), clamped to 1).
 /// Returns the norm before clipping.

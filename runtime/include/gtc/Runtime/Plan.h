@@ -135,11 +135,17 @@ struct Plan {
   std::vector<Feed> feeds;
   int loss = -1;     ///< Buffer of the scalar loss.
   int accuracy = -1; ///< Buffer of the scalar accuracy (eval), or -1.
+  /// Buffer of the backward pass's seed, d loss / d loss (a constant 1), or
+  /// -1. With dynamic loss scaling (fp16) the runtime keeps the current
+  /// scale there, so every gradient comes out multiplied by it.
+  int lossScale = -1;
   /// Region sizes in elements.
   std::map<Region, int64_t> regionSize;
   TrainConfig config;
 
   int64_t parameterCount() const;
+  /// Whether training uses dynamic loss scaling (LossScaler): fp16 steps.
+  bool scalesLoss() const;
 };
 
 /// The versioned text form of a plan.
