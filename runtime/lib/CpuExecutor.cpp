@@ -882,6 +882,38 @@ template <typename T> void broadcast(Exec<T> &e, const Kernel &k) {
   }, 4096);
 }
 
+/// pad and slice: y[c] = x[c] where every coordinate c is inside x, else 0
+/// (the shapes have one rank; slice's y fits in x, pad's x in y).
+template <typename T> void padOrSlice(Exec<T> &e, const Kernel &k) {
+  const Plan &p = e.plan();
+  const auto &xs = shapeOf(p, k.inputs[0]);
+  const auto &ys = shapeOf(p, k.outputs[0]);
+  if (xs.size() != ys.size())
+    throw RuntimeError(k.op + " between ranks " + std::to_string(xs.size()) +
+                       " and " + std::to_string(ys.size()));
+  const T *x = e.floats(k.inputs[0]);
+  T *y = e.floats(k.outputs[0]);
+  // Row by row (the last dimension): a copy of the common part, then zeros.
+  const int64_t xn = xs.back(), yn = ys.back(), common = std::min(xn, yn);
+  parallelFor(countOf(p, k.outputs[0]) / yn, [&](int64_t lo, int64_t hi) {
+    for (int64_t row = lo; row < hi; ++row) {
+      int64_t rem = row, off = 0, stride = xn;
+      bool inside = true;
+      for (size_t d = ys.size() - 1; d-- > 0;) {
+        int64_t c = rem % ys[d];
+        rem /= ys[d];
+        inside = inside && c < xs[d];
+        off += c * stride;
+        stride *= xs[d];
+      }
+      T *yr = y + row * yn;
+      int64_t copied = inside ? common : 0;
+      std::copy(x + off, x + off + copied, yr);
+      std::fill(yr + copied, yr + yn, T(0));
+    }
+  }, std::max<int64_t>(1, 4096 / yn));
+}
+
 template <typename T> void transpose(Exec<T> &e, const Kernel &k) {
   const Plan &p = e.plan();
   const auto &xs = shapeOf(p, k.inputs[0]);
@@ -945,6 +977,8 @@ kernelTable() {
           {"sum_to", sumTo<T>},
           {"broadcast", broadcast<T>},
           {"transpose", transpose<T>},
+          {"pad", padOrSlice<T>},
+          {"slice", padOrSlice<T>},
       };
   return table;
 }

@@ -784,7 +784,7 @@ int gtc::rt::benchmark(const Plan &plan, const RunOptions &run, int64_t iters,
       }
     }
   };
-  double ms = 0;
+  double ms = 0, deviceMiB = 0;
   try {
     if (run.device == "cuda") {
       const CudaProgram *program = run.programFor(plan);
@@ -796,6 +796,9 @@ int gtc::rt::benchmark(const Plan &plan, const RunOptions &run, int64_t iters,
       for (int slot = 0; slot < 2; ++slot)
         fill([&](int id) { return exec.stagedInput(slot, id); });
       ms = exec.timeStep(20, static_cast<int>(iters));
+      for (auto [what, bytes] : exec.memoryBreakdown())
+        if (what == "measured (cuMemGetInfo)")
+          deviceMiB = bytes / 1048576.0;
       out << "kernels: " << compileStats().compiled << " compiled, "
           << compileStats().cacheHits << " from the cache\n";
     } else {
@@ -826,9 +829,13 @@ int gtc::rt::benchmark(const Plan &plan, const RunOptions &run, int64_t iters,
     return 1;
   }
   char line[256];
-  std::snprintf(line, sizeof line, "bench %s batch %lld %s %s: %.4f ms/step\n",
+  std::snprintf(line, sizeof line, "bench %s batch %lld %s %s: %.4f ms/step",
                 plan.model.c_str(), (long long)plan.batch, run.device.c_str(),
                 plan.config.precision.c_str(), ms);
   out << line;
+  if (deviceMiB > 0)
+    out << ", device memory " << std::fixed << std::setprecision(1)
+        << deviceMiB << " MiB" << std::defaultfloat;
+  out << "\n";
   return 0;
 }

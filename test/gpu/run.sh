@@ -36,9 +36,16 @@ cp -n "$B"/fashion-mnist/* /usr/share/datasets/fashion-mnist/ 2>/dev/null
 "$BIN/gtc-gpu-check" "$GTC" > "$OUT/ops-fp32.txt" 2>&1; s=$?
 cat "$OUT/ops-fp32.txt"
 row "ops fwd+bwd vs CPU, fp32 (13 models, rel err <= 1e-4)" "$(verdict $s)"
-"$BIN/gtc-gpu-check" "$GTC" --tf32 > "$OUT/ops-tf32.txt" 2>&1; s=$?
+"$BIN/gtc-gpu-check" "$GTC" --precision tf32 > "$OUT/ops-tf32.txt" 2>&1; s=$?
 tail -1 "$OUT/ops-tf32.txt"
 row "ops fwd+bwd vs CPU, tf32 GEMMs (rel err <= 5e-3)" "$(verdict $s)"
+# Autocast plans: the GPU's 16-bit kernels against the CPU's emulation.
+for p in bf16:3e-2 fp16:5e-3; do
+  "$BIN/gtc-gpu-check" "$GTC" --precision ${p%:*} > "$OUT/ops-${p%:*}.txt" 2>&1; s=$?
+  cat "$OUT/ops-${p%:*}.txt"
+  worst=$(awk '$2 ~ /e/ {print $3}' "$OUT/ops-${p%:*}.txt" | sort -g | tail -1)
+  row "ops fwd+bwd vs CPU emulation, ${p%:*} (rel err <= ${p#*:}; worst $worst)" "$(verdict $s)"
+done
 
 # 2. MLP: 50 steps on the GPU and on the CPU from the same seed (fp32), with
 # SGD (tolerance 1e-4) and with the example's AdamW (Adam divides by the
@@ -113,6 +120,64 @@ fi
 grep -h 'device memory' "$OUT/adamw-gpu.txt" | head -1 > "$OUT/memory.txt"
 row "MLP b=128 $(cat "$OUT/memory.txt" | sed 's/^ *//')" "info"
 
+# 6. Precision (gt-autocast). bf16 and fp16 track the fp32 loss curve:
+# per-step losses averaged over windows of 10 steps, largest relative gap;
+# tolerance 5% for bf16 (8-bit mantissa), 2% for fp16.
+curve() { # name model steps precision
+  "$GTC" run "$2" --device cuda --steps "$3" --precision "$4" --log-every 1 --log "$OUT/$1-$4.jsonl" > "$OUT/$1-$4.txt" 2>&1
+}
+gap() { # name precision tolerance
+  python3 - "$OUT/$1-fp32.jsonl" "$OUT/$1-$2.jsonl" "$3" <<'PY'
+import json, sys
+def losses(p):
+    return [r["loss"] for r in map(json.loads, open(p)) if "lr" in r]
+a, b, tol = losses(sys.argv[1]), losses(sys.argv[2]), float(sys.argv[3])
+w = 10
+ma = [sum(a[i:i + w]) / w for i in range(0, len(a) - w + 1, w)]
+mb = [sum(b[i:i + w]) / w for i in range(0, len(b) - w + 1, w)]
+g = max(abs(x - y) / x for x, y in zip(ma, mb)) if len(a) == len(b) and ma else 1e9
+print(f"max gap {g * 100:.2f}% (tol {tol * 100:.0f}%), final {b[-1]:.4f} vs fp32 {a[-1]:.4f}")
+sys.exit(0 if g <= tol else 1)
+PY
+}
+for p in fp32 bf16 fp16; do
+  curve mlpc examples/mlp.gt 300 $p
+  [ -f /usr/share/common-licenses/GPL-3 ] && curve gptc examples/char_gpt.gt 300 $p
+done
+for p in bf16:0.05 fp16:0.02; do
+  gap mlpc ${p%:*} ${p#*:} > "$OUT/mlpc-gap-${p%:*}.txt"; s=$?
+  row "MLP 300 steps ${p%:*} vs fp32: $(cat "$OUT/mlpc-gap-${p%:*}.txt")" "$(verdict $s)"
+  if [ -f /usr/share/common-licenses/GPL-3 ]; then
+    gap gptc ${p%:*} ${p#*:} > "$OUT/gptc-gap-${p%:*}.txt"; s=$?
+    row "char_gpt 300 steps ${p%:*} vs fp32: $(cat "$OUT/gptc-gap-${p%:*}.txt")" "$(verdict $s)"
+  fi
+done
+# fp16 with an overflow injected at step 4: that step is skipped, the scale
+# halves, training goes on (the same check as test/Run/loss-scaling.test).
+"$GTC" run examples/mlp.gt --device cuda --precision fp16 --batch 16 --steps 8 --log-every 1 --log "$OUT/ovf-clean.jsonl" > "$OUT/ovf-clean.txt" 2>&1
+GTC_INJECT_OVERFLOW=4 "$GTC" run examples/mlp.gt --device cuda --precision fp16 --batch 16 --steps 8 --log-every 1 --log "$OUT/ovf-inj.jsonl" > "$OUT/ovf-inj.txt" 2>&1
+python3 test/Run/Inputs/check_scaling.py "$OUT/ovf-clean.jsonl" "$OUT/ovf-inj.jsonl" 4 > "$OUT/ovf.txt" 2>&1; s=$?
+row "fp16 injected overflow: $(tail -1 "$OUT/ovf.txt" | cut -c1-70)" "$(verdict $s)"
+# bf16 vs fp32 speed and device memory (one job, same GPU).
+for m in "examples/mlp.gt --batch 16384" "examples/char_gpt.gt"; do
+  for p in fp32 tf32 bf16 fp16; do
+    "$GTC" run $m --device cuda --precision $p --bench 100 2>&1 | tail -1 >> "$OUT/bench-precision.txt"
+  done
+done
+cat "$OUT/bench-precision.txt"
+python3 - "$OUT/bench-precision.txt" > "$OUT/speedup.txt" <<'PY'
+import re, sys
+t = {}
+for l in open(sys.argv[1]):
+    m = re.search(r"bench (\w+) batch (\d+) cuda (\w+): ([0-9.]+) ms/step", l)
+    if m: t[(m[1], m[3])] = float(m[4])
+r = t[("mlp", "fp32")] / t[("mlp", "bf16")]
+print(f"MLP b=16384 bf16 {t[('mlp', 'bf16')]:.3f} ms vs fp32 {t[('mlp', 'fp32')]:.3f} ms: {r:.2f}x")
+sys.exit(0 if r >= 2 else 1)
+PY
+s=$?
+row "$(cat "$OUT/speedup.txt") (>= 2x)" "$(verdict $s)"
+
 # 5. Benchmark: gtc vs PyTorch, same GPU, same job.
 for b in 64 1024 16384; do
   for p in fp32 tf32; do
@@ -148,6 +213,8 @@ for (b, p), ms in sorted(gtc.items()):
     print(f"b={b:<6} {p:<7}{ms:>10.4f}{(t or 0):>13.4f}{(t / ms if t else 0):>8.2f}{(c or 0):>15.4f}")
 PY
 cat "$OUT/bench-table.txt"
+echo "== precision: ms/step and device memory (median of 100 CUDA-graph replays)"
+cat "$OUT/bench-precision.txt"
 
 if [ -n "$RESULTS" ]; then
   tar czf "$RESULTS/gpu-logs.tgz" --exclude=kernel-cache --exclude=fresh-cache \
@@ -158,3 +225,5 @@ echo "== gtc GPU suite on $GPU"
 printf '%s\n' "${ROWS[@]}"
 echo "== MLP training step, ms (median of 200 CUDA-graph replays; torch: torch_reference.py timing)"
 cat "$OUT/bench-table.txt"
+echo "== precision: ms/step and device memory (median of 100 CUDA-graph replays)"
+cat "$OUT/bench-precision.txt"

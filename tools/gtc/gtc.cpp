@@ -54,7 +54,8 @@ options:
   --emit=plan    (run) print the compiled plan of the training step
   --emit=cuda    (run) print the generated CUDA kernels of the training step
   --explain      (run) print the memory plan (weights, gradients, optimizer
-                 state, activations, workspace) before training
+                 state, activations, workspace), each op's precision and
+                 the padded GEMMs before training
   -o FILE        write the --emit output to FILE instead of stdout
   -h, --help     show this help
   --version      show the version
@@ -69,7 +70,9 @@ run options (override the train block):
   --log FILE     append metrics as JSON lines
   --log-every N  log (and print) every N steps
   --bench N      time N training steps on random data and print ms/step
-  --precision P  fp32 or tf32 (tf32: cuBLASLt's TF32 GEMMs on a GPU)
+  --precision P  fp32, tf32 (cuBLASLt's TF32 GEMMs on a GPU), bf16 or fp16
+                 (gt-autocast; fp16 with dynamic loss scaling)
+  --no-pad       keep GEMM dimensions as written (no gt-pad-dims)
   --save FILE    write a safetensors checkpoint at the end (and on Ctrl-C)
   --resume FILE  continue from a checkpoint written by --save
 
@@ -89,6 +92,7 @@ struct Options {
   gtc::rt::RunOptions run;
   bool runOptionGiven = false;
   bool explain = false;
+  bool noPad = false; ///< --no-pad
   int64_t bench = 0; ///< --bench N: time N steps instead of training
   std::string precision; ///< --precision: overrides the train block
 };
@@ -147,6 +151,11 @@ std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
     }
     if (a == "--explain") {
       opts.explain = true;
+      opts.runOptionGiven = true;
+      continue;
+    }
+    if (a == "--no-pad") {
+      opts.noPad = true;
       opts.runOptionGiven = true;
       continue;
     }
@@ -238,6 +247,56 @@ std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
   return std::nullopt;
 }
 
+/// Prints each op kind's element types, the padded GEMM operands, and with
+/// 16-bit precision the activation memory saved against `fp32` (the same
+/// model compiled at fp32).
+void explainPrecision(const gtc::rt::Plan &plan, const gtc::rt::Plan *fp32,
+                      llvm::raw_ostream &os) {
+  using gtc::rt::Buffer;
+  std::map<std::string, std::map<std::string, int>> kinds;
+  std::vector<std::string> pads;
+  auto shape = [](const Buffer &b) {
+    std::string s = "[";
+    for (size_t i = 0; i < b.shape.size(); ++i)
+      s += (i ? "," : "") + std::to_string(b.shape[i]);
+    return s + "]";
+  };
+  for (const gtc::rt::Kernel &k : plan.kernels) {
+    const Buffer &out = plan.buffers[k.outputs[0]];
+    ++kinds[k.op][gtc::rt::dtypeName(out.dtype)];
+    if (k.op == "pad" || k.op == "slice") {
+      const Buffer &in = plan.buffers[k.inputs[0]];
+      pads.push_back(k.op + " " + gtc::rt::dtypeName(in.dtype) + shape(in) +
+                     " -> " + shape(out) + " (" + in.name + ")");
+    }
+  }
+  os << "precision " << plan.config.precision
+     << ": kernels per op and element type of their results\n";
+  for (const auto &[op, types] : kinds) {
+    std::string line;
+    for (const auto &[type, n] : types)
+      line += " " + type + " x" + std::to_string(n);
+    os << llvm::format("  %-20s%s\n", op.c_str(), line.c_str());
+  }
+  if (pads.empty()) {
+    os << "padding: none (every GEMM dimension is aligned, or --no-pad)\n";
+  } else {
+    os << "padding (gt-pad-dims; results sliced back):\n";
+    for (const std::string &p : pads)
+      os << "  " << p << "\n";
+  }
+  if (fp32) {
+    auto temp = [](const gtc::rt::Plan &p) {
+      auto it = p.regionSize.find(gtc::rt::Region::Temp);
+      return it == p.regionSize.end() ? 0.0 : it->second * 4 / 1048576.0;
+    };
+    os << llvm::format("activations: %.2f MiB at %s, %.2f MiB at fp32 "
+                       "(%.2f MiB saved)\n",
+                       temp(plan), plan.config.precision.c_str(), temp(*fp32),
+                       temp(*fp32) - temp(plan));
+  }
+}
+
 /// Prints the predicted memory of a training step, by kind.
 void explainPlan(const gtc::rt::Plan &plan, llvm::raw_ostream &os) {
   auto bytes = [&](gtc::rt::Region r) {
@@ -262,7 +321,7 @@ void explainPlan(const gtc::rt::Plan &plan, llvm::raw_ostream &os) {
   int64_t total = 0, naive = 0;
   for (const gtc::rt::Buffer &b : plan.buffers)
     if (b.region == gtc::rt::Region::Temp)
-      naive += b.elements() * 4;
+      naive += b.slots() * 4;
   os << "memory plan of " << plan.model << " at batch " << plan.batch << ":\n";
   for (const Row &r : rows) {
     os << llvm::format("  %-44s %10.2f MiB\n", r.what, r.bytes / 1048576.0);
@@ -301,6 +360,7 @@ int runModel(const Options &opts, mlir::ModuleOp module,
     if (auto b = trainOp->getAttrOfType<mlir::IntegerAttr>("batch"))
       compile.batch = b.getInt();
   compile.precision = opts.precision;
+  compile.pad = !opts.noPad;
 
   if (opts.emit == Emit::Step) {
     auto step = gtc::lowerToStep(module, compile);
@@ -359,6 +419,15 @@ int runModel(const Options &opts, mlir::ModuleOp module,
   }
   if (opts.explain) {
     explainPlan(*step, llvm::outs());
+    std::optional<gtc::rt::Plan> fp32;
+    const std::string &p = step->config.precision;
+    if (p == "bf16" || p == "fp16") {
+      gtc::CompileOptions f = compile;
+      f.precision = "fp32";
+      if (auto plan = gtc::compileStep(module, f); mlir::succeeded(plan))
+        fp32 = std::move(*plan);
+    }
+    explainPrecision(*step, fp32 ? &*fp32 : nullptr, llvm::outs());
     llvm::outs().flush();
   }
   if (opts.bench)

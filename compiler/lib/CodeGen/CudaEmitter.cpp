@@ -422,6 +422,7 @@ private:
   bool cast();
   bool broadcast();
   bool transpose();
+  bool padOrSlice();
   bool matmul();
   bool linear();
   bool layernorm();
@@ -712,6 +713,8 @@ bool Emitter::emitKernel() {
     return arity(1, 1) ? broadcast() : wrong();
   if (op == "transpose")
     return arity(1, 1) ? transpose() : wrong();
+  if (op == "pad" || op == "slice")
+    return arity(1, 1) ? padOrSlice() : wrong();
   if (op == "matmul")
     return arity(2, 1) ? matmul() : wrong();
   if (op == "linear")
@@ -995,6 +998,45 @@ bool Emitter::transpose() {
   }
   return elementwise({o}, y, "r = x;",
                      "transpose " + shapeStr(xs) + " by " + shapeStr(perm));
+}
+
+/// CpuExecutor's padOrSlice(): y[c] = x[c] where every coordinate c is
+/// inside x, else 0.
+bool Emitter::padOrSlice() {
+  int x = k->inputs[0], y = k->outputs[0];
+  const auto &xs = shape(x), &ys = shape(y);
+  if (xs.size() != ys.size() || xs.empty() ||
+      plan.buffers[x].dtype != plan.buffers[y].dtype || !isFloat(y))
+    return fail("pad/slice needs float tensors of one rank and type");
+  int64_t n = count(y);
+  std::string dims = "constexpr int R = " + str(ys.size()) +
+                     ";\n__device__ constexpr i64 XS[R] = {";
+  std::string ydims = "__device__ constexpr i64 YS[R] = {";
+  for (size_t d = 0; d < ys.size(); ++d) {
+    dims += (d ? ", " : "") + str(xs[d]);
+    ydims += (d ? ", " : "") + str(ys[d]);
+  }
+  std::string consts = "constexpr i64 N = " + str(n) + ";\n" + dims +
+                       "};\n" + ydims + "};\n";
+  std::string body = R"CU(  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < N;
+       i += (i64)gridDim.x * blockDim.x) {
+    i64 rem = i, off = 0, stride = 1;
+    bool inside = true;
+#pragma unroll
+    for (int d = R - 1; d >= 0; --d) {
+      const i64 c = rem % YS[d];
+      rem /= YS[d];
+      inside = inside && c < XS[d];
+      off += c * stride;
+      stride *= XS[d];
+    }
+    y[i] = inside ? (float)x[off] : 0.f;
+  }
+)CU";
+  launch("", k->op + " " + shapeStr(xs) + " -> " + shapeStr(ys),
+         {in(x, "x"), out(y, "y")}, 0, consts, body,
+         std::min(ceilDiv(n, kBlock), kMaxGrid));
+  return true;
 }
 
 //===----------------------------------------------------------------------===//

@@ -43,6 +43,8 @@ FailureOr<OwningOpRef<ModuleOp>> specialize(ModuleOp module,
   GtAutocastPassOptions autocast;
   autocast.precision = options.precision;
   pm.addPass(createGtAutocastPass(autocast));
+  if (options.pad)
+    pm.addPass(createGtPadDimsPass());
   if (differentiate)
     pm.addPass(createGtAutodiffPass());
   if (failed(pm.run(*clone)))

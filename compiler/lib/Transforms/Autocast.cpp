@@ -113,7 +113,7 @@ private:
               op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
               op->getRegions(), types)))
         return failure();
-    } else if (isa<ReshapeOp, BroadcastOp>(op)) {
+    } else if (isa<ReshapeOp, BroadcastOp, PadOp, SliceOp>(op)) {
       types.push_back(cast<RankedTensorType>(op->getResult(0).getType())
                           .clone(target));
     } else {

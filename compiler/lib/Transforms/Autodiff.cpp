@@ -256,6 +256,17 @@ LogicalResult Differentiator::differentiate(Operation *op, Value dy) {
                    ReshapeOp::create(b, loc, o.getInput().getType(), dy));
         return success();
       })
+      .Case<PadOp>([&](PadOp o) {
+        // The padding is constant: its gradient is dropped.
+        accumulate(o.getInput(),
+                   SliceOp::create(b, loc, o.getInput().getType(), dy));
+        return success();
+      })
+      .Case<SliceOp>([&](SliceOp o) {
+        accumulate(o.getInput(),
+                   PadOp::create(b, loc, o.getInput().getType(), dy));
+        return success();
+      })
       .Case<BroadcastOp>([&](BroadcastOp o) {
         accumulate(o.getInput(), sumTo(dy, o.getInput()));
         return success();

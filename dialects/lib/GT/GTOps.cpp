@@ -563,6 +563,46 @@ OpFoldResult SumToOp::fold(FoldAdaptor) {
   return {};
 }
 
+/// Checks that `small` fits in `big` dimension by dimension (same rank).
+static LogicalResult verifyFits(Operation *op, RankedTensorType small,
+                                RankedTensorType big, StringRef what) {
+  bool ok = small.getRank() == big.getRank();
+  for (int64_t i = 0; ok && i < small.getRank(); ++i)
+    ok = !small.isDynamicDim(i) && !big.isDynamicDim(i) &&
+         small.getDimSize(i) <= big.getDimSize(i);
+  if (!ok)
+    return op->emitOpError("cannot ")
+           << what << " " << formatType(op->getOperand(0).getType()) << " to "
+           << formatType(op->getResult(0).getType())
+           << ": the ranks must agree and every dimension be static and "
+           << (what == "pad" ? "no smaller" : "no larger");
+  return success();
+}
+
+LogicalResult PadOp::verify() {
+  return verifyFits(*this, getInput().getType(), getType(), "pad");
+}
+
+OpFoldResult PadOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  return {};
+}
+
+LogicalResult SliceOp::verify() {
+  return verifyFits(*this, getType(), getInput().getType(), "slice");
+}
+
+OpFoldResult SliceOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  // slice(pad(x)) back to x's shape is x.
+  if (auto pad = getInput().getDefiningOp<PadOp>())
+    if (pad.getInput().getType() == getType())
+      return pad.getInput();
+  return {};
+}
+
 LogicalResult ActivationGradOp::verify() {
   static const StringRef kinds[] = {"relu", "gelu", "gelu_tanh", "tanh",
                                     "sigmoid", "exp", "log", "sqrt"};

@@ -10,5 +10,5 @@ a, b, tol = losses(sys.argv[1]), losses(sys.argv[2]), float(sys.argv[3])
 assert len(a) == len(b) and a, (len(a), len(b))
 worst = max(abs(x - y) / abs(x) for x, y in zip(a, b))
 assert worst <= tol, "losses differ by %.3g (> %g)" % (worst, tol)
-print("%d losses within %g (largest relative difference below the tolerance)"
-      % (len(a), tol))
+print("%d losses within %g (largest relative difference %.2g)"
+      % (len(a), tol, worst))

@@ -13,11 +13,13 @@ struct CompileOptions {
   int64_t batch = 32;
   /// fp32, tf32, bf16 or fp16; empty: the gt.train setting (else fp32).
   std::string precision;
+  /// Pad GEMM dimensions to tensor-core multiples (gt-pad-dims).
+  bool pad = true;
 };
 
 /// Compiles the training step of the module's model at a fixed batch size:
 /// gt-shape-inference{batch}, canonicalize, gt-autocast{precision},
-/// gt-autodiff, then the plan. The module is not changed (the passes run on
+/// gt-pad-dims (unless !pad), gt-autodiff, then the plan. The module is not changed (the passes run on
 /// a clone). Errors are emitted as diagnostics.
 mlir::FailureOr<rt::Plan> compileStep(mlir::ModuleOp module,
                                       const CompileOptions &options);

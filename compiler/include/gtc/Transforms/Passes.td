@@ -27,6 +27,30 @@ def GtShapeInferencePass : Pass<"gt-shape-inference", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::gt::GTDialect"];
 }
 
+def GtPadDimsPass : Pass<"gt-pad-dims", "mlir::ModuleOp"> {
+  let summary = "Pads GEMM dimensions to tensor-core multiples and slices the results back";
+  let description = [{
+    For every `gt.linear` of a model whose output size N or reduction size K
+    is not a multiple of the element type's tile (8 for bf16/f16, 4 for f32;
+    64 from 4096 on, e.g. a vocabulary of 50257 -> 50304): pads the weight
+    to [Np, Kp] and the bias to [Np] with zeros (`gt.pad`), the input's last
+    dimension to Kp, and slices the [.., Np] result back to [.., N]
+    (`gt.slice`). The padded logits never reach a softmax or a loss, and the
+    padded weights get no gradient (they are constants, not parameters), so
+    the model computes the same function. Aligned linears are left alone.
+    Runs after gt-autocast (the tile depends on the element type) and before
+    gt-autodiff, on static shapes.
+
+    Example: `gtc-opt --gt-shape-inference=batch=8 --gt-pad-dims`, or
+    `--gt-pad-dims=multiple=16` to use one multiple for every dimension.
+  }];
+  let options = [
+    Option<"multiple", "multiple", "int64_t", /*default=*/"0",
+           "pad every dimension to this multiple (0: by element type and size)">
+  ];
+  let dependentDialects = ["mlir::gt::GTDialect"];
+}
+
 def GtAutodiffPass : Pass<"gt-autodiff", "mlir::ModuleOp"> {
   let summary = "Builds the training step of each model by reverse-mode differentiation";
   let description = [{

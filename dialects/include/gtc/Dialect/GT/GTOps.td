@@ -469,6 +469,50 @@ def GT_SumToOp : GT_Op<"sum_to", [Pure, SameOperandsAndResultElementType]> {
   let hasFolder = 1;
 }
 
+def GT_PadOp : GT_Op<"pad", [Pure, SameOperandsAndResultElementType]> {
+  let summary = "extends dimensions with zeros at their ends";
+  let description = [{
+    The result has the input's rank; each dimension is at least the input's,
+    and element `[i0, ..., in]` is the input's where every index is inside
+    the input, else 0. Inserted by gt-pad-dims to round GEMM dimensions up to
+    tensor-core multiples; its gradient is gt.slice.
+
+    Example:
+
+    ```mlir
+    // A 1001-row weight padded to 1008 rows.
+    %wp = gt.pad %w : tensor<1001x784xbf16> -> tensor<1008x784xbf16>
+    ```
+  }];
+  let arguments = (ins GT_FloatTensor:$input);
+  let results = (outs GT_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def GT_SliceOp : GT_Op<"slice", [Pure, SameOperandsAndResultElementType]> {
+  let summary = "keeps the leading part of each dimension";
+  let description = [{
+    The result has the input's rank; each dimension is at most the input's,
+    and element `[i0, ..., in]` is the input's. Removes the padding of
+    gt.pad (gt-pad-dims slices padded GEMM results back to the model's
+    sizes, so the padding never reaches a softmax or a loss); its gradient
+    is gt.pad.
+
+    Example:
+
+    ```mlir
+    %logits = gt.slice %lp : tensor<8x50304xbf16> -> tensor<8x50257xbf16>
+    ```
+  }];
+  let arguments = (ins GT_FloatTensor:$input);
+  let results = (outs GT_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
 def GT_ActivationGradOp : GT_Op<"activation_grad",
     [Pure, SameOperandsAndResultType, InferTypeOpInterface]> {
   let summary = "the gradient of an elementwise function";

@@ -1,0 +1,92 @@
+//===- PadDims.cpp - Pad GEMM dimensions to tensor-core multiples ---------===//
+//
+// cuBLASLt's tensor-core kernels want every matrix dimension a multiple of
+// 8 (16-bit) or 4 (f32) elements, so rows start 16-byte aligned; large
+// dimensions (a vocabulary) tile better at multiples of 64. This pass pads
+// the output and reduction dimensions of every gt.linear: the weight (and
+// bias) get zero rows/columns, the input zero columns, and the result is
+// sliced back, so every other op (softmax, the loss) sees the model's own
+// sizes and the function computed is unchanged. The padding is constant, so
+// gt-autodiff's pad/slice rules give the parameters exactly the gradients
+// of the unpadded model.
+//===----------------------------------------------------------------------===//
+
+#include "gtc/Dialect/GT/GTOps.h"
+#include "gtc/Transforms/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace mlir::gt {
+#define GEN_PASS_DEF_GTPADDIMSPASS
+#include "gtc/Transforms/Passes.h.inc"
+} // namespace mlir::gt
+
+using namespace mlir;
+using namespace mlir::gt;
+
+namespace {
+
+/// Dimensions from this size on are padded to kLargeMultiple.
+constexpr int64_t kLargeDim = 4096;
+constexpr int64_t kLargeMultiple = 64;
+
+struct GtPadDimsPass : public mlir::gt::impl::GtPadDimsPassBase<GtPadDimsPass> {
+  using GtPadDimsPassBase::GtPadDimsPassBase;
+
+  /// The size `d` is padded to for elements of `type`.
+  int64_t padded(int64_t d, Type type) const {
+    int64_t m = multiple > 0                    ? multiple
+                : d >= kLargeDim                ? kLargeMultiple
+                : type.getIntOrFloatBitWidth() <= 16 ? 8
+                                                     : 4;
+    return (d + m - 1) / m * m;
+  }
+
+  /// `v` padded with zeros to `shape`, or `v` if it has that shape.
+  static Value pad(OpBuilder &b, Value v, ArrayRef<int64_t> shape) {
+    auto type = cast<RankedTensorType>(v.getType());
+    if (type.getShape() == shape)
+      return v;
+    return PadOp::create(b, v.getLoc(), type.clone(shape), v);
+  }
+
+  void runOnOperation() override {
+    SmallVector<LinearOp> linears;
+    getOperation().walk([&](LinearOp op) {
+      if (op->getParentOfType<func::FuncOp>()->hasAttr(kModelAttrName))
+        linears.push_back(op);
+    });
+    for (LinearOp op : linears) {
+      auto w = op.getWeight().getType();
+      auto y = op.getType();
+      if (!w.hasStaticShape() || !y.hasStaticShape() ||
+          !op.getInput().getType().hasStaticShape()) {
+        op.emitError("gt-pad-dims needs static shapes; run "
+                     "gt-shape-inference=batch=N first");
+        return signalPassFailure();
+      }
+      Type et = w.getElementType();
+      int64_t n = w.getDimSize(0), k = w.getDimSize(1);
+      int64_t np = padded(n, et), kp = padded(k, et);
+      if (np == n && kp == k)
+        continue; // already aligned: unchanged
+      OpBuilder b(op);
+      Value x = op.getInput();
+      SmallVector<int64_t> xs(op.getInput().getType().getShape());
+      xs.back() = kp;
+      x = pad(b, x, xs);
+      Value wp = pad(b, op.getWeight(), {np, kp});
+      Value bias = op.getBias();
+      if (bias)
+        bias = pad(b, bias, {np});
+      auto yp = LinearOp::create(b, op.getLoc(), x, wp, bias);
+      Value result = yp.getResult();
+      if (np != n)
+        result = SliceOp::create(b, op.getLoc(), y, result);
+      op.getResult().replaceAllUsesWith(result);
+      op.erase();
+    }
+  }
+};
+
+} // namespace
