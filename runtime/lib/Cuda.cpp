@@ -1,6 +1,7 @@
 //===- Cuda.cpp - Running plans on NVIDIA GPUs ----------------------------===//
 
 #include "gtc/Runtime/Cuda.h"
+#include "gtc/Runtime/Optimizer.h"
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -683,6 +684,28 @@ struct CudaExecutor::Impl {
     LT(cublasLtMatmulPreferenceSetAttribute(
         pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspaceBytes,
         sizeof workspaceBytes));
+    // The heuristic assumes 256-byte aligned pointers unless told: plan
+    // buffers are 64-byte aligned (16-bit ones may sit anywhere on a 4-byte
+    // slot boundary times 16), so state each operand's alignment, over both
+    // input slots. (In cuBLASLt's terms B comes first: see above.)
+    auto alignment = [&](int id) {
+      uint32_t a = 256;
+      for (int slot = 0; slot < 2; ++slot) {
+        CUdeviceptr p = ptr(id, slot);
+        while (a > 1 && p % a != 0)
+          a /= 2;
+      }
+      return a;
+    };
+    uint32_t alignA = alignment(s.b), alignB = alignment(s.a),
+             alignC = alignment(s.c);
+    for (auto [attr, value] :
+         {std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignA},
+          std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alignB},
+          std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignC},
+          std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignC}})
+      LT(cublasLtMatmulPreferenceSetAttribute(pref, attr, value,
+                                              sizeof *value));
     cublasLtMatmulHeuristicResult_t results[8] = {};
     int found = 0;
     LT(cublasLtMatmulAlgoGetHeuristic(lt, l.desc, l.la, l.lb, l.lc, l.lc, pref,
@@ -930,6 +953,11 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
     upload(c.buffer, b.dtype == DType::F32   ? static_cast<const void *>(f.data())
                      : b.dtype == DType::I32 ? static_cast<const void *>(i.data())
                                              : h.data());
+  }
+  // Dynamic loss scaling starts the seed of the backward pass at 2^16.
+  if (I.scaling) {
+    float initial = LossScaler::kInitial;
+    upload(plan.lossScale, &initial);
   }
 
   // Every buffer a launch names must exist.

@@ -58,3 +58,17 @@ func.func @dead(%x: tensor<2x3xf32>) {
   %0 = gt.relu %x : tensor<2x3xf32>
   return
 }
+
+// -----
+
+// slice(pad(x)) back to x's shape is x; a pad or slice to the same shape is
+// its input.
+// CHECK-LABEL: func.func @pad_slice
+// CHECK-SAME: (%[[X:.*]]: tensor<4x10xf32>)
+// CHECK-NEXT: return %[[X]]
+func.func @pad_slice(%x: tensor<4x10xf32>) -> tensor<4x10xf32> {
+  %p = gt.pad %x : tensor<4x10xf32> -> tensor<4x16xf32>
+  %s = gt.slice %p : tensor<4x16xf32> -> tensor<4x10xf32>
+  %q = gt.pad %s : tensor<4x10xf32> -> tensor<4x10xf32>
+  return %q : tensor<4x10xf32>
+}

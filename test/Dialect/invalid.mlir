@@ -289,3 +289,35 @@ func.func @positions() {
   %0 = gt.positions 0 : tensor<0xi32>
   return
 }
+
+// -----
+
+func.func @pad_smaller(%x: tensor<4x8xf32>) -> tensor<4x6xf32> {
+  // expected-error @+1 {{'gt.pad' op cannot pad f32[4, 8] to f32[4, 6]: the ranks must agree and every dimension be static and no smaller}}
+  %y = gt.pad %x : tensor<4x8xf32> -> tensor<4x6xf32>
+  return %y : tensor<4x6xf32>
+}
+
+// -----
+
+func.func @slice_larger(%x: tensor<4x8xf32>) -> tensor<4x9xf32> {
+  // expected-error @+1 {{'gt.slice' op cannot slice f32[4, 8] to f32[4, 9]: the ranks must agree and every dimension be static and no larger}}
+  %y = gt.slice %x : tensor<4x8xf32> -> tensor<4x9xf32>
+  return %y : tensor<4x9xf32>
+}
+
+// -----
+
+func.func @pad_rank(%x: tensor<4x8xf32>) -> tensor<4x8x1xf32> {
+  // expected-error @+1 {{'gt.pad' op cannot pad}}
+  %y = gt.pad %x : tensor<4x8xf32> -> tensor<4x8x1xf32>
+  return %y : tensor<4x8x1xf32>
+}
+
+// -----
+
+func.func @pad_type(%x: tensor<4x8xf32>) -> tensor<4x16xbf16> {
+  // expected-error @+1 {{'gt.pad' op requires the same element type for all operands and results}}
+  %y = gt.pad %x : tensor<4x8xf32> -> tensor<4x16xbf16>
+  return %y : tensor<4x16xbf16>
+}

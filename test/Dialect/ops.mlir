@@ -81,3 +81,13 @@ func.func @all_ops() -> tensor<f32> attributes {gt.model} {
 
 // CHECK: gt.train @all_ops {batch = 8 : i64, optimizer = {lr = 1.000000e-01 : f64, name = "sgd"}, precision = "bf16"}
 gt.train @all_ops {batch = 8 : i64, optimizer = {name = "sgd", lr = 0.1 : f64}, precision = "bf16"}
+
+// gt.pad and gt.slice (inserted by gt-pad-dims).
+// CHECK-LABEL: func.func @pad_slice
+// CHECK: %[[P:.*]] = gt.pad %{{.*}} : tensor<4x1001xbf16> -> tensor<8x1008xbf16>
+// CHECK: gt.slice %[[P]] : tensor<8x1008xbf16> -> tensor<4x1001xbf16>
+func.func @pad_slice(%x: tensor<4x1001xbf16>) -> tensor<4x1001xbf16> {
+  %p = gt.pad %x : tensor<4x1001xbf16> -> tensor<8x1008xbf16>
+  %s = gt.slice %p : tensor<8x1008xbf16> -> tensor<4x1001xbf16>
+  return %s : tensor<4x1001xbf16>
+}

@@ -78,3 +78,23 @@ func.func @keep() -> tensor<f32> attributes {gt.model} {
   %m = gt.mean %w : tensor<2xf32>
   return %m : tensor<f32>
 }
+
+// -----
+
+// pad's gradient is a slice, slice's a pad: the padded weight rows get no
+// gradient, the parameter exactly its own.
+// CHECK-LABEL: func.func @padded_step
+// CHECK:      %[[ONE:.*]] = gt.constant dense<1.000000e+00> : tensor<f32> {gt.loss_grad}
+// CHECK:      %[[DYP:.*]] = gt.pad %{{.*}} : tensor<2x3xf32> -> tensor<2x8xf32>
+// CHECK:      %[[DWP:.*]] = gt.matmul %[[DYP]], %{{.*}} <{transpose_a = true}> : tensor<2x8xf32>, tensor<2x4xf32>
+// CHECK:      %[[DW:.*]] = gt.slice %[[DWP]] : tensor<8x4xf32> -> tensor<3x4xf32>
+// CHECK:      gt.gradient "w", %[[DW]] : tensor<3x4xf32>
+func.func @padded() -> tensor<f32> attributes {gt.model} {
+  %x = gt.input "x" : tensor<2x4xf32>
+  %w = gt.param "w" = "zeros" [] : tensor<3x4xf32>
+  %wp = gt.pad %w : tensor<3x4xf32> -> tensor<8x4xf32>
+  %yp = gt.linear %x, %wp : tensor<2x4xf32>, tensor<8x4xf32>
+  %y = gt.slice %yp : tensor<2x8xf32> -> tensor<2x3xf32>
+  %l = gt.mean %y : tensor<2x3xf32>
+  return %l : tensor<f32>
+}

@@ -13,8 +13,10 @@ using MemRegion = gtc::rt::Region;
 
 namespace {
 
-/// Buffers are aligned to 16 elements (64 bytes) inside their regions.
-constexpr int64_t kAlign = 16;
+/// Buffers are aligned to 64 slots (256 bytes) inside their regions: what
+/// cuBLASLt's fastest kernels (TMA on Hopper) and 16-byte vector accesses
+/// want.
+constexpr int64_t kAlign = 64;
 
 int64_t alignUp(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 

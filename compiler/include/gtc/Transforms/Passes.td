@@ -30,14 +30,15 @@ def GtShapeInferencePass : Pass<"gt-shape-inference", "mlir::ModuleOp"> {
 def GtPadDimsPass : Pass<"gt-pad-dims", "mlir::ModuleOp"> {
   let summary = "Pads GEMM dimensions to tensor-core multiples and slices the results back";
   let description = [{
-    For every `gt.linear` of a model whose output size N or reduction size K
-    is not a multiple of the element type's tile (8 for bf16/f16, 4 for f32;
-    64 from 4096 on, e.g. a vocabulary of 50257 -> 50304): pads the weight
+    For every bf16/f16 `gt.linear` of a model whose output size N or
+    reduction size K is not a multiple of the tensor-core tile (8; 64 from
+    4096 on, e.g. a vocabulary of 50257 -> 50304): pads the weight
     to [Np, Kp] and the bias to [Np] with zeros (`gt.pad`), the input's last
     dimension to Kp, and slices the [.., Np] result back to [.., N]
     (`gt.slice`). The padded logits never reach a softmax or a loss, and the
     padded weights get no gradient (they are constants, not parameters), so
-    the model computes the same function. Aligned linears are left alone.
+    the model computes the same function. Aligned and f32 linears are left
+    alone (`multiple=N` pads every linear, f32 too, to multiples of N).
     Runs after gt-autocast (the tile depends on the element type) and before
     gt-autodiff, on static shapes.
 
