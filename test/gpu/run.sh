@@ -158,6 +158,30 @@ done
 GTC_INJECT_OVERFLOW=4 "$GTC" run examples/mlp.gt --device cuda --precision fp16 --batch 16 --steps 8 --log-every 1 --log "$OUT/ovf-inj.jsonl" > "$OUT/ovf-inj.txt" 2>&1
 python3 test/Run/Inputs/check_scaling.py "$OUT/ovf-clean.jsonl" "$OUT/ovf-inj.jsonl" 4 > "$OUT/ovf.txt" 2>&1; s=$?
 row "fp16 injected overflow: $(tail -1 "$OUT/ovf.txt" | cut -c1-70)" "$(verdict $s)"
+# gt-pad-dims keeps the function: the odd-sized MLP (hidden 1001) trains
+# to the same curve padded and unpadded on the GPU (bf16; the GEMMs differ in
+# summation order, so the windowed-loss tolerance of section 6 applies).
+"$GTC" run test/Run/Inputs/odd_mlp.gt --device cuda --precision bf16 --steps 300 --log-every 1 --log "$OUT/oddc-fp32.jsonl" > "$OUT/oddc-pad.txt" 2>&1
+"$GTC" run test/Run/Inputs/odd_mlp.gt --device cuda --precision bf16 --steps 300 --log-every 1 --no-pad --log "$OUT/oddc-nopad.jsonl" > "$OUT/oddc-nopad.txt" 2>&1
+gap oddc nopad 0.02 > "$OUT/oddc-gap.txt"; s=$?
+row "odd MLP bf16 300 steps, unpadded vs padded: $(cat "$OUT/oddc-gap.txt" | sed 's/fp32/padded/')" "$(verdict $s)"
+# Padded vs unpadded speed: hidden 1001, vocabulary 50257, bf16.
+for b in 512 4096; do
+  for pad in "" --no-pad; do
+    echo "$("$GTC" run test/gpu/odd.gt --device cuda --batch $b --precision bf16 --bench 50 $pad 2>&1 | tail -1) ${pad:-padded}" >> "$OUT/bench-pad.txt"
+  done
+done
+cat "$OUT/bench-pad.txt"
+python3 - "$OUT/bench-pad.txt" > "$OUT/pad-speedup.txt" <<'PY'
+import re, sys
+t = {}
+for l in open(sys.argv[1]):
+    m = re.search(r"batch (\d+) cuda bf16: ([0-9.]+) ms/step.* (padded|--no-pad)", l)
+    if m: t[(int(m[1]), m[3])] = float(m[2])
+print("; ".join(f"b={b}: {t[(b, 'padded')]:.3f} vs {t[(b, '--no-pad')]:.3f} ms ({t[(b, '--no-pad')] / t[(b, 'padded')]:.2f}x)"
+                for b in sorted({k[0] for k in t})))
+PY
+row "odd sizes bf16 padded vs unpadded: $(cat "$OUT/pad-speedup.txt")" "info"
 # bf16 vs fp32 speed and device memory (one job, same GPU).
 for m in "examples/mlp.gt --batch 16384" "examples/char_gpt.gt"; do
   for p in fp32 tf32 bf16 fp16; do
@@ -180,7 +204,7 @@ row "$(cat "$OUT/speedup.txt") (>= 2x)" "$(verdict $s)"
 
 # 5. Benchmark: gtc vs PyTorch, same GPU, same job.
 for b in 64 1024 16384; do
-  for p in fp32 tf32; do
+  for p in fp32 tf32 bf16; do
     "$GTC" run examples/mlp.gt --device cuda --batch $b --precision $p --bench 200 2>&1 | tail -1 >> "$OUT/bench.txt"
   done
 done
@@ -215,6 +239,8 @@ PY
 cat "$OUT/bench-table.txt"
 echo "== precision: ms/step and device memory (median of 100 CUDA-graph replays)"
 cat "$OUT/bench-precision.txt"
+echo "== gt-pad-dims: odd sizes (hidden 1001, vocabulary 50257), bf16"
+cat "$OUT/bench-pad.txt"
 
 if [ -n "$RESULTS" ]; then
   tar czf "$RESULTS/gpu-logs.tgz" --exclude=kernel-cache --exclude=fresh-cache \
@@ -227,3 +253,5 @@ echo "== MLP training step, ms (median of 200 CUDA-graph replays; torch: torch_r
 cat "$OUT/bench-table.txt"
 echo "== precision: ms/step and device memory (median of 100 CUDA-graph replays)"
 cat "$OUT/bench-precision.txt"
+echo "== gt-pad-dims: odd sizes (hidden 1001, vocabulary 50257), bf16"
+cat "$OUT/bench-pad.txt"
