@@ -120,6 +120,12 @@ int main(int argc, char **argv) {
                                 cpu.region(rt::Region::Param) +
                                     cpu.regionElements(rt::Region::Param));
       gpu.uploadRegion(rt::Region::Param, params.data());
+      // Compare unscaled gradients: the seed of the backward pass is 1 on
+      // both sides (fp16 plans start it at the loss scale on the GPU).
+      if (plan.lossScale >= 0) {
+        float one = 1.0f;
+        gpu.upload(plan.lossScale, &one);
+      }
       rt::Rng rng(11);
       for (const rt::Feed &f : plan.feeds) {
         const rt::Buffer &b = plan.buffers[f.buffer];

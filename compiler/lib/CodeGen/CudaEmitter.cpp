@@ -34,6 +34,11 @@ using namespace gtc::rt;
 namespace {
 
 constexpr int kBlock = 256;
+/// Cross-entropies of at most this many rows and logits run in one block
+/// (no second launch for the mean; fusable with the gradient); larger ones
+/// spread the rows over the GPU (a 512 x 50257 one took 55 ms in one block).
+constexpr int64_t kOneBlockRows = 1024, kOneBlockLogits = 1 << 16;
+
 /// Grid cap of grid-stride elementwise kernels: 8 blocks per SM of an H100.
 constexpr int64_t kMaxGrid = 132 * 8;
 /// Grid cap of kernels with one block (or a few threads) per row or tile.
@@ -580,12 +585,18 @@ void Emitter::planReluFusion() {
     int out = plan.kernels[relu].outputs[0];
     for (int in : lin.inputs)
       ok = ok && !overlap(in, out);
-    // Nothing between the GEMM and the relu may use the relu's memory.
+    // Nothing between the GEMM and the relu may use the relu's memory, and
+    // nothing up to the last relu gradient (which reads it in place of y)
+    // may overwrite it: the memory plan kept y alive that long, not it.
     for (int j = static_cast<int>(i) + 1; ok && j < relu; ++j)
       for (const std::vector<int> *ids :
            {&plan.kernels[j].inputs, &plan.kernels[j].outputs})
         for (int id : *ids)
           ok = ok && !overlap(id, out);
+    int lastRead = readers[y].back();
+    for (int j = relu + 1; ok && j <= lastRead; ++j)
+      for (int id : plan.kernels[j].outputs)
+        ok = ok && !overlap(id, out);
     if (!ok)
       continue;
     fusedRelu[static_cast<int>(i)] = out;
@@ -608,7 +619,7 @@ void Emitter::planCrossEntropyFusion() {
       continue;
     int x = ce.inputs[0];
     int64_t c = shape(x).empty() ? 1 : shape(x).back();
-    if (count(x) / c > 1024)
+    if (count(x) / c > kOneBlockRows || count(x) > kOneBlockLogits)
       continue;
     for (size_t j = i + 1; j < plan.kernels.size(); ++j) {
       const Kernel &g = plan.kernels[j];
@@ -1523,7 +1534,7 @@ bool Emitter::crossEntropy() {
            kWarpHelpers | kRowHelpers, rowConsts(rows, c, rt), body, 1);
     return true;
   }
-  if (rows <= 1024) {
+  if (rows <= kOneBlockRows && count(x) <= kOneBlockLogits) {
     std::string body = kCrossEntropyShared + sharedLosses +
                        crossEntropyRows(false, "rl[row] = ") +
                        kMeanOfRowLosses;
