@@ -4,8 +4,8 @@
 // multiple of 8 elements, so rows start 16-byte aligned; large dimensions (a
 // vocabulary) tile better at multiples of 64. This pass pads the output and
 // reduction dimensions of every 16-bit gt.linear (f32 ones are left alone:
-// the fp32/tf32 GEMMs gain nothing measurable from it and their results
-// stay bit-comparable with the CPU's): the weight (and
+// the gain is not measured there, and unpadded fp32 GEMMs stay comparable
+// with the CPU's; see README.md): the weight (and
 // bias) get zero rows/columns, the input zero columns, and the result is
 // sliced back, so every other op (softmax, the loss) sees the model's own
 // sizes and the function computed is unchanged. The padding is constant, so
