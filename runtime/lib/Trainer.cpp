@@ -628,6 +628,12 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
       std::getenv("GTC_INJECT_OVERFLOW")
           ? std::atoll(std::getenv("GTC_INJECT_OVERFLOW"))
           : 0;
+  if (injectOverflowAt > 0)
+    out << "  test hook GTC_INJECT_OVERFLOW: step " << injectOverflowAt
+        << "'s inputs times 1e30"
+        << (step.buffers[feeds.input].dtype == DType::F32
+                ? "\n"
+                : " (no effect: the inputs are not f32)\n");
   out.flush();
 
   SignalGuard signals;
@@ -689,6 +695,17 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
       if (std::isfinite(loss)) {
         lossEma = haveEma ? 0.9 * lossEma + 0.1 * loss : loss;
         haveEma = true;
+      }
+      // Every step overflowing halves the scale each time; below fp16's
+      // smallest value it can no longer help.
+      double scale;
+      int64_t skipped;
+      if (scaling && backend->lossScale(scale, skipped) && scale < 0x1p-24) {
+        err << "\ngtc: error: the fp16 loss scale fell to " << scale
+            << " after " << skipped << " skipped steps (at step " << s + 1
+            << "): the gradients overflow whatever the scale; lower the "
+               "learning rate, add grad_clip, or use precision bf16\n";
+        return 1;
       }
     }
     double elapsed = std::chrono::duration<double>(now - t0).count();
