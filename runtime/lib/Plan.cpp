@@ -54,20 +54,20 @@ uint16_t gtc::rt::toHalfBits(float v, DType d) {
     return static_cast<uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
   }
   uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
-  float a = std::fabs(v);
-  if (std::isnan(v))
+  u &= 0x7fffffffu;
+  if (u > 0x7f800000u) // NaN
     return sign | 0x7e00;
-  if (!(a < 65520.f)) // rounds to infinity
+  if (u >= 0x477ff000u) // from 65520 on: rounds to infinity
     return sign | 0x7c00;
-  if (a < 6.103515625e-05f) // subnormal (or zero): units of 2^-24
+  if (u < 0x38800000u) { // below 2^-14: subnormal (or zero), units of 2^-24
+    float a;
+    std::memcpy(&a, &u, 4);
     return sign | static_cast<uint16_t>(std::nearbyint(a * 16777216.f));
-  int e;
-  float m = std::frexp(a, &e); // a = m * 2^e, m in [0.5, 1)
-  // 11 significant bits; rounding may carry into the exponent, which the
-  // bit layout absorbs (mantissa 2048 -> next exponent, mantissa 1024).
-  uint32_t q = static_cast<uint32_t>(std::nearbyint(std::ldexp(m, 11)));
-  uint32_t bits = (static_cast<uint32_t>(e + 14) << 10) + (q - 1024);
-  return sign | static_cast<uint16_t>(bits);
+  }
+  // Normal: round the 23-bit mantissa to 10 bits (ties to even; a carry
+  // moves into the exponent), then rebias the exponent from 127 to 15.
+  u += 0xfffu + ((u >> 13) & 1u);
+  return sign | static_cast<uint16_t>((u - 0x38000000u) >> 13);
 }
 
 float gtc::rt::fromHalfBits(uint16_t bits, DType d) {
