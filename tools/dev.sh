@@ -55,7 +55,7 @@ case "${1:-}" in
     ;;
   gpu-bundle)
     # Portable binaries for a GPU machine without LLVM: gpu-bundle/ (ignored
-    # by git) with gtc, gtc-gpu-check, the Fashion-MNIST files and PyTorch's
+    # by git) with gtc, gtc-runner, gtc-gpu-check, the Fashion-MNIST files and PyTorch's
     # reference benchmark; run there: test/gpu/run.sh gpu-bundle
     install_missing
     if [ ! -f build-static/build.ninja ]; then
@@ -63,11 +63,12 @@ case "${1:-}" in
         -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
         -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit
     fi
-    ninja -C build-static gtc gtc-gpu-check
+    ninja -C build-static gtc gtc-runner gtc-gpu-check
     rm -rf gpu-bundle && mkdir -p gpu-bundle/fashion-mnist
     # gzip: the bundle travels to the GPU machine under a 64 MiB limit.
     gzip -9 -c build-static/bin/gtc > gpu-bundle/gtc.gz
     gzip -9 -c build-static/bin/gtc-gpu-check > gpu-bundle/gtc-gpu-check.gz
+    gzip -9 -c build-static/bin/gtc-runner > gpu-bundle/gtc-runner.gz
     cp /usr/share/datasets/fashion-mnist/*.gz gpu-bundle/fashion-mnist/
     cp ../shared/bench/torch_reference.py gpu-bundle/ 2>/dev/null || true
     du -sh gpu-bundle

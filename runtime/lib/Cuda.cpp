@@ -1,7 +1,9 @@
 //===- Cuda.cpp - Running plans on NVIDIA GPUs ----------------------------===//
 
 #include "gtc/Runtime/Cuda.h"
+#include "gtc/Runtime/Bundle.h"
 #include "gtc/Runtime/Optimizer.h"
+#include "gtc/Runtime/Rng.h"
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -71,6 +73,8 @@ namespace {
   X(nvrtcGetProgramLog)                                                        \
   X(nvrtcGetCUBINSize)                                                         \
   X(nvrtcGetCUBIN)                                                             \
+  X(nvrtcGetPTXSize)                                                           \
+  X(nvrtcGetPTX)                                                               \
   X(nvrtcDestroyProgram)                                                       \
   X(nvrtcGetErrorString)                                                       \
   X(nvrtcVersion)
@@ -224,13 +228,6 @@ bool initDevice(std::string &error) {
 // NVRTC and the kernel cache
 //===----------------------------------------------------------------------===//
 
-uint64_t fnv1a(const std::string &s, uint64_t h = 1469598103934665603ULL) {
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
 
 std::string cacheDir() {
   if (const char *d = std::getenv("GTC_CACHE_DIR"))
@@ -286,6 +283,16 @@ bool gtc::rt::cudaAvailable(CudaDeviceInfo &info, std::string &error) {
 bool gtc::rt::compileCuda(const std::string &source, const std::string &arch,
                           std::vector<char> &cubin, bool &cached,
                           std::string &error) {
+  // A compiled executable ships its kernels: the cubin for this GPU, else
+  // PTX for the driver to compile.
+  if (const auto *shipped = prebuiltKernels())
+    for (const std::string &a : {arch, std::string("ptx")})
+      if (auto it = shipped->find(kernelKey(source, a)); it != shipped->end()) {
+        cubin.assign(it->second.begin(), it->second.end());
+        cached = true;
+        ++compileStats().cacheHits;
+        return true;
+      }
   Libs &l = libs();
   if (!l.nvrtc) {
     error = "NVRTC is not available (" + l.nvrtcError +
@@ -297,7 +304,8 @@ bool gtc::rt::compileCuda(const std::string &source, const std::string &arch,
   const std::string key = source + "\n//" + arch + " nvrtc " +
                           std::to_string(major) + "." + std::to_string(minor);
   char name[32];
-  std::snprintf(name, sizeof name, "%016llx.cubin",
+  const bool ptx = arch.rfind("compute_", 0) == 0; // a virtual arch
+  std::snprintf(name, sizeof name, ptx ? "%016llx.ptx" : "%016llx.cubin",
                 static_cast<unsigned long long>(fnv1a(key)));
   std::string dir = cacheDir(), path = dir + "/" + name;
   if (std::ifstream f{path, std::ios::binary}) {
@@ -329,9 +337,15 @@ bool gtc::rt::compileCuda(const std::string &source, const std::string &arch,
     return false;
   }
   size_t size = 0;
-  l.nvrtcGetCUBINSize(prog, &size);
-  cubin.resize(size);
-  l.nvrtcGetCUBIN(prog, cubin.data());
+  if (ptx) { // NUL-terminated text, as cuModuleLoadData takes it
+    l.nvrtcGetPTXSize(prog, &size);
+    cubin.resize(size);
+    l.nvrtcGetPTX(prog, cubin.data());
+  } else {
+    l.nvrtcGetCUBINSize(prog, &size);
+    cubin.resize(size);
+    l.nvrtcGetCUBIN(prog, cubin.data());
+  }
   l.nvrtcDestroyProgram(&prog);
   cached = false;
   ++compileStats().compiled;

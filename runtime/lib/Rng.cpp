@@ -84,4 +84,9 @@ double Rng::normal() {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(kTwoPi * u2);
 }
 
+uint64_t fnv1a(std::string_view bytes) {
+  return fnv1a(reinterpret_cast<const unsigned char *>(bytes.data()),
+               bytes.size());
+}
+
 } // namespace gtc::rt

@@ -44,17 +44,6 @@ struct SignalGuard {
   }
 };
 
-std::unique_ptr<Dataset> openSource(const TrainConfig::Source &s,
-                                    std::string &error) {
-  if (s.kind == "idx")
-    return openIdx(s.images, s.labels, static_cast<float>(s.scale), error);
-  if (s.kind == "tokens")
-    return openTokens(s.path, s.seq, error);
-  if (s.kind == "text")
-    return openText(s.path, s.seq, error);
-  error = "unknown data kind '" + s.kind + "'";
-  return nullptr;
-}
 
 std::string shapeText(DType d, const std::vector<int64_t> &shape) {
   std::string s = std::string(dtypeName(d)) + "[";
@@ -367,6 +356,18 @@ public:
 };
 
 } // namespace
+
+std::unique_ptr<Dataset> gtc::rt::openSource(const TrainConfig::Source &s,
+                                             std::string &error) {
+  if (s.kind == "idx")
+    return openIdx(s.images, s.labels, static_cast<float>(s.scale), error);
+  if (s.kind == "tokens")
+    return openTokens(s.path, s.seq, error);
+  if (s.kind == "text")
+    return openText(s.path, s.seq, error);
+  error = "unknown data kind '" + s.kind + "'";
+  return nullptr;
+}
 
 namespace {
 int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,

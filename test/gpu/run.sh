@@ -15,7 +15,7 @@ rm -rf "$OUT" && mkdir -p "$OUT"
 # The bundle's binaries travel gzip-compressed.
 BIN=/tmp/gtc-gpu-bin
 mkdir -p "$BIN"
-for f in gtc gtc-gpu-check; do
+for f in gtc gtc-runner gtc-gpu-check; do
   if [ -f "$B/$f.gz" ]; then gunzip -c "$B/$f.gz" > "$BIN/$f"; else cp "$B/$f" "$BIN/$f"; fi
   chmod +x "$BIN/$f"
 done
@@ -201,6 +201,34 @@ sys.exit(0 if r >= 2 else 1)
 PY
 s=$?
 row "$(cat "$OUT/speedup.txt") (>= 2x)" "$(verdict $s)"
+
+# 7. gtc compile: standalone executables, run from a directory without gtc,
+# against `gtc run` with the same seed (identical losses expected: the same
+# plan and kernels). GPT-2 124M trains on a synthetic token file.
+python3 - "$OUT/tokens.bin" <<'PY'
+import random, struct, sys
+random.seed(1)
+n = 1 << 20
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<3i", 20240520, 1, n) + bytes(253 * 4))
+    f.write(struct.pack("<%dH" % n, *(random.randrange(50257) for _ in range(n))))
+PY
+mkdir -p "$OUT/alone"
+GTC_CACHE_DIR=$OUT/compile-cache /usr/bin/time -f "%e" -o "$OUT/compile-time.txt" "$GTC" compile examples/gpt2.gt -o "$OUT/alone/gpt2" > "$OUT/compile-gpt2.txt" 2>&1; s=$?
+cat "$OUT/compile-gpt2.txt"
+"$GTC" compile examples/mlp.gt -o "$OUT/alone/mlp" > "$OUT/compile-mlp.txt" 2>&1
+ldd "$OUT/alone/gpt2" > "$OUT/ldd.txt" 2>&1
+( cd "$OUT/alone" && ./gpt2 --steps 20 --log-every 1 --data "$OUT/tokens.bin" --eval "$OUT/tokens.bin" --log "$OUT/gpt2-exe.jsonl" ) > "$OUT/gpt2-exe.txt" 2>&1; s1=$?
+"$GTC" run examples/gpt2.gt --steps 20 --log-every 1 --data "$OUT/tokens.bin" --eval "$OUT/tokens.bin" --log "$OUT/gpt2-run.jsonl" > "$OUT/gpt2-run.txt" 2>&1
+tail -3 "$OUT/gpt2-exe.txt"
+python3 test/Run/Inputs/compare_losses.py "$OUT/gpt2-run.jsonl" "$OUT/gpt2-exe.jsonl" 0 > "$OUT/gpt2-same.txt" 2>&1; s2=$?
+grep -qi "llvm\|mlir" "$OUT/ldd.txt"; nollvm=$?
+row "gtc compile gpt2: $(head -1 "$OUT/compile-gpt2.txt" | sed 's/^wrote [^:]*: //' | cut -c1-60), $(cat "$OUT/compile-time.txt") s wall" "info"
+row "compiled gpt2 --steps 20 on the GPU vs gtc run: $(tail -1 "$OUT/gpt2-same.txt" | cut -c1-50); $(grep -o 'kernels: .*' "$OUT/gpt2-exe.txt" | head -1)" "$(verdict $((s1 + s2 + (nollvm == 0))))"
+( cd "$OUT/alone" && ./mlp --steps 50 --log-every 1 --log "$OUT/mlp-exe.jsonl" ) > "$OUT/mlp-exe.txt" 2>&1; s1=$?
+"$GTC" run examples/mlp.gt --steps 50 --log-every 1 --log "$OUT/mlp-run.jsonl" > "$OUT/mlp-run.txt" 2>&1
+python3 test/Run/Inputs/compare_losses.py "$OUT/mlp-run.jsonl" "$OUT/mlp-exe.jsonl" 0 > "$OUT/mlp-same.txt" 2>&1; s2=$?
+row "compiled mlp 50 steps on the GPU vs gtc run: $(tail -1 "$OUT/mlp-same.txt" | cut -c1-50)" "$(verdict $((s1 + s2)))"
 
 # 5. Benchmark: gtc vs PyTorch, same GPU, same job.
 for b in 64 1024 16384; do

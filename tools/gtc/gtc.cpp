@@ -11,8 +11,11 @@
 #include "gtc/CodeGen/CudaEmitter.h"
 #include "gtc/Plan/Pipeline.h"
 #include "gtc/Runtime/Cuda.h"
+#include "gtc/Runtime/Bundle.h"
+#include "gtc/Runtime/RunArgs.h"
 #include "gtc/Runtime/Trainer.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include <chrono>
 #include <cmath>
 #include <iostream>
 #include <map>
@@ -22,6 +25,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -46,7 +50,9 @@ usage: gtc <command> FILE.gt [options]
 commands:
   check     parse and check FILE.gt: names, arguments, shapes, dtypes, settings
   run       compile FILE.gt and train it now
-  compile   write a standalone training executable    (not implemented yet)
+  compile   write a standalone training executable (-o EXE): the runtime,
+            the compiled plans and the GPU kernels; EXE --help lists its
+            options
 
 options:
   --emit=ast     print the syntax tree
@@ -61,21 +67,13 @@ options:
   -h, --help     show this help
   --version      show the version
 
-run options (override the train block):
-  --device D     cpu, cuda, or auto (the GPU if there is one; the default)
-  --steps N      train N steps in all (counting resumed ones)
-  --epochs N     train N epochs
-  --batch N      batch size
-  --seed S       seed for initialization, shuffling and sampling
-  --threads N    CPU threads (default: all cores)
-  --log FILE     append metrics as JSON lines
-  --log-every N  log (and print) every N steps
-  --bench N      time N training steps on random data and print ms/step
-  --precision P  fp32, tf32 (cuBLASLt's TF32 GEMMs on a GPU), bf16 or fp16
-                 (gt-autocast; fp16 with dynamic loss scaling)
-  --no-pad       keep GEMM dimensions as written (no gt-pad-dims)
-  --save FILE    write a safetensors checkpoint at the end (and on Ctrl-C)
-  --resume FILE  continue from a checkpoint written by --save
+run options (override the train block; compiled executables take them too):
+)";
+
+constexpr const char *kUsageTail = R"(
+compile options (gtc compile FILE.gt -o EXE [--batch N] [--precision P]):
+  --arch LIST    GPU architectures to ship cubins for (default sm_80,sm_90),
+                 plus PTX of the newest for later GPUs
 
 A file named '-' is read from standard input. Exit status: 0 on success,
 1 when the file has an error, 2 on a command-line mistake.
@@ -88,28 +86,9 @@ struct Options {
   std::string input;
   std::string output = "-";
   Emit emit = Emit::None;
-  std::string device = "auto";
-  std::optional<int64_t> batch;
-  gtc::rt::RunOptions run;
-  bool runOptionGiven = false;
-  bool explain = false;
-  bool noPad = false; ///< --no-pad
-  int64_t bench = 0; ///< --bench N: time N steps instead of training
-  std::string precision; ///< --precision: overrides the train block
+  gtc::rt::RunArgs args; ///< run options (shared with compiled executables)
+  std::string arch = "sm_80,sm_90"; ///< compile: cubin architectures
 };
-
-/// Parses a positive integer option value.
-bool parseCount(StringRef name, StringRef value, int64_t &out,
-                int64_t min = 1) {
-  long long v;
-  if (value.getAsInteger(10, v) || v < min) {
-    llvm::errs() << "gtc: error: " << name << " needs an integer >= " << min
-                 << ", got '" << value << "'\nRun 'gtc --help' for usage.\n";
-    return false;
-  }
-  out = v;
-  return true;
-}
 
 int usageError(const llvm::Twine &message) {
   llvm::errs() << "gtc: error: " << message
@@ -127,7 +106,7 @@ std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
   for (; i < args.size(); ++i) {
     StringRef a = args[i];
     if (a == "-h" || a == "--help") {
-      llvm::outs() << kUsage;
+      llvm::outs() << kUsage << gtc::rt::kRunOptionsHelp << kUsageTail;
       return 0;
     }
     if (a == "--version") {
@@ -150,79 +129,23 @@ std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
                           "'; expected --emit=ast, mlir, step, plan or cuda");
       continue;
     }
-    if (a == "--explain") {
-      opts.explain = true;
-      opts.runOptionGiven = true;
-      continue;
-    }
-    if (a == "--no-pad") {
-      opts.noPad = true;
-      opts.runOptionGiven = true;
-      continue;
-    }
-    // Run options: --name VALUE or --name=VALUE.
-    static const char *valued[] = {"--device", "--steps",  "--epochs",
-                                   "--batch",  "--seed",   "--threads",
-                                   "--log",    "--save",   "--resume",
-                                   "--log-every", "--bench", "--precision"};
-    StringRef name = a.split('=').first;
-    if (llvm::is_contained(valued, name)) {
-      StringRef value;
+    if (a == "--arch" || a.starts_with("--arch=")) {
       if (a.contains('='))
-        value = a.split('=').second;
+        opts.arch = a.split('=').second.str();
       else if (i + 1 < args.size())
-        value = args[++i];
+        opts.arch = args[++i].str();
       else
-        return usageError(name + " needs a value");
-      opts.runOptionGiven = true;
-      int64_t n;
-      if (name == "--device") {
-        if (value != "cpu" && value != "cuda" && value != "auto")
-          return usageError("unknown device '" + value +
-                            "'; expected cpu, cuda or auto");
-        opts.device = value.str();
-      } else if (name == "--steps") {
-        if (!parseCount(name, value, n))
-          return 2;
-        opts.run.steps = n;
-      } else if (name == "--epochs") {
-        if (!parseCount(name, value, n))
-          return 2;
-        opts.run.epochs = n;
-      } else if (name == "--batch") {
-        if (!parseCount(name, value, n))
-          return 2;
-        opts.batch = n;
-      } else if (name == "--seed") {
-        if (!parseCount(name, value, n, 0))
-          return 2;
-        opts.run.seed = static_cast<uint64_t>(n);
-      } else if (name == "--threads") {
-        if (!parseCount(name, value, n))
-          return 2;
-        opts.run.threads = static_cast<int>(n);
-      } else if (name == "--log-every") {
-        if (!parseCount(name, value, n))
-          return 2;
-        opts.run.logEvery = n;
-      } else if (name == "--precision") {
-        if (value != "fp32" && value != "tf32" && value != "bf16" &&
-            value != "fp16")
-          return usageError("unknown precision '" + value +
-                            "'; expected fp32, tf32, bf16 or fp16");
-        opts.precision = value.str();
-      } else if (name == "--bench") {
-        if (!parseCount(name, value, n))
-          return 2;
-        opts.bench = n;
-      } else if (name == "--log") {
-        opts.run.logPath = value.str();
-      } else if (name == "--save") {
-        opts.run.savePath = value.str();
-      } else {
-        opts.run.resumePath = value.str();
-      }
+        return usageError("--arch needs a value, e.g. sm_80,sm_90");
       continue;
+    }
+    {
+      std::vector<std::string> strs(args.begin(), args.end());
+      std::string error;
+      gtc::rt::ArgResult r = gtc::rt::parseRunArg(strs, i, opts.args, error);
+      if (r == gtc::rt::ArgResult::Error)
+        return usageError(error);
+      if (r == gtc::rt::ArgResult::Ok)
+        continue;
     }
     if (a == "-o") {
       if (i + 1 == args.size())
@@ -240,10 +163,10 @@ std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
   if (opts.input.empty())
     return usageError("no input file; usage: gtc <command> FILE.gt");
   if (opts.command == "check" &&
-      (opts.runOptionGiven || opts.emit == Emit::Step ||
+      (opts.args.given || opts.emit == Emit::Step ||
        opts.emit == Emit::Plan || opts.emit == Emit::Cuda))
     return usageError("run options and --emit=step/plan/cuda need 'gtc run'");
-  if (opts.run.steps && opts.run.epochs)
+  if (opts.args.run.steps && opts.args.run.epochs)
     return usageError("give --steps or --epochs, not both");
   return std::nullopt;
 }
@@ -341,30 +264,23 @@ void explainPlan(const gtc::rt::Plan &plan, llvm::raw_ostream &os) {
 /// `gtc run`: compiles the step (and evaluation) plans and trains.
 int runModel(const Options &opts, mlir::ModuleOp module,
              llvm::ToolOutputFile *output) {
-  gtc::rt::RunOptions run = opts.run;
-  run.device = "cpu";
-  if (opts.device != "cpu" && opts.emit == Emit::None) {
-    gtc::rt::CudaDeviceInfo info;
-    std::string error;
-    if (gtc::rt::cudaAvailable(info, error)) {
-      run.device = "cuda";
-      run.deviceName = info.name + " (sm_" + std::to_string(info.major) +
-                       std::to_string(info.minor) + ")";
-    } else if (opts.device == "cuda") {
-      llvm::errs() << "gtc: error: " << error << "\n";
-      return 1;
-    }
+  gtc::rt::RunOptions run = opts.args.run;
+  std::string error;
+  if (!gtc::rt::chooseDevice(opts.emit == Emit::None ? opts.args.device : "cpu",
+                             run, error)) {
+    llvm::errs() << "gtc: error: " << error << "\n";
+    return 1;
   }
   mlir::gt::TrainOp trainOp;
   for (auto t : module.getOps<mlir::gt::TrainOp>())
     trainOp = t;
   gtc::CompileOptions compile;
-  compile.batch = opts.batch.value_or(32);
-  if (!opts.batch && trainOp)
+  compile.batch = opts.args.batch.value_or(32);
+  if (!opts.args.batch && trainOp)
     if (auto b = trainOp->getAttrOfType<mlir::IntegerAttr>("batch"))
       compile.batch = b.getInt();
-  compile.precision = opts.precision;
-  compile.pad = !opts.noPad;
+  compile.precision = opts.args.precision;
+  compile.pad = !opts.args.noPad;
 
   if (opts.emit == Emit::Step) {
     auto step = gtc::lowerToStep(module, compile);
@@ -377,27 +293,14 @@ int runModel(const Options &opts, mlir::ModuleOp module,
   mlir::FailureOr<gtc::rt::Plan> step = gtc::compileStep(module, compile);
   if (mlir::failed(step))
     return 1;
+  if (!gtc::rt::applyDataPaths(opts.args, step->config, error))
+    return usageError(error);
   if (opts.emit == Emit::Plan) {
     output->os() << gtc::rt::serialize(*step);
     output->keep();
     return 0;
   }
-  std::map<const gtc::rt::Plan *, std::unique_ptr<gtc::rt::CudaProgram>>
-      programs;
-  run.programFor = [&](const gtc::rt::Plan &plan)
-      -> const gtc::rt::CudaProgram * {
-    auto &slot = programs[&plan];
-    if (!slot) {
-      auto program = std::make_unique<gtc::rt::CudaProgram>();
-      std::string error;
-      if (!gtc::codegen::emitCuda(plan, *program, error)) {
-        llvm::errs() << "gtc: error: CUDA code generation: " << error << "\n";
-        return nullptr;
-      }
-      slot = std::move(program);
-    }
-    return slot.get();
-  };
+  run.programFor = gtc::codegen::programCache("gtc");
   if (opts.emit == Emit::Cuda) {
     const gtc::rt::CudaProgram *program = run.programFor(*step);
     if (!program)
@@ -421,7 +324,7 @@ int runModel(const Options &opts, mlir::ModuleOp module,
     output->keep();
     return 0;
   }
-  if (opts.explain) {
+  if (opts.args.explain) {
     explainPlan(*step, llvm::outs());
     std::optional<gtc::rt::Plan> fp32;
     const std::string &p = step->config.precision;
@@ -434,8 +337,8 @@ int runModel(const Options &opts, mlir::ModuleOp module,
     explainPrecision(*step, fp32 ? &*fp32 : nullptr, llvm::outs());
     llvm::outs().flush();
   }
-  if (opts.bench)
-    return gtc::rt::benchmark(*step, run, opts.bench, std::cout, std::cerr);
+  if (opts.args.bench)
+    return gtc::rt::benchmark(*step, run, opts.args.bench, std::cout, std::cerr);
   if (!trainOp) {
     llvm::errs() << "gtc: error: the file has no train block; add one with "
                     "at least 'data = ...' (see frontend/LANGUAGE.md)\n";
@@ -457,6 +360,204 @@ int runModel(const Options &opts, mlir::ModuleOp module,
   };
   std::cout.flush();
   return gtc::rt::train(*step, evalPlan, run, std::cout, std::cerr);
+}
+
+/// The runner `gtc compile` builds on: $GTC_RUNNER, else gtc-runner next to
+/// this gtc.
+std::string findRunner(const char *argv0) {
+  if (const char *env = std::getenv("GTC_RUNNER"))
+    return env;
+  std::string self = llvm::sys::fs::getMainExecutable(
+      argv0, reinterpret_cast<void *>(&findRunner));
+  llvm::SmallString<256> dir(llvm::sys::path::parent_path(self));
+  llvm::sys::path::append(dir, "gtc-runner");
+  return std::string(dir);
+}
+
+/// `gtc compile`: the runner plus the plans (step; evaluation at the batch
+/// size and at the last, smaller batch of the eval data) and every kernel
+/// compiled by NVRTC for each --arch, plus PTX for the newest.
+int compileModel(const Options &opts, mlir::ModuleOp module,
+                 const char *argv0) {
+  auto t0 = std::chrono::steady_clock::now();
+  if (opts.output == "-")
+    return usageError("gtc compile needs -o EXE (the executable to write)");
+  if (opts.args.run.steps || opts.args.run.epochs || opts.args.run.seed ||
+      !opts.args.run.logPath.empty() || !opts.args.run.savePath.empty() ||
+      !opts.args.run.resumePath.empty() || opts.args.bench ||
+      !opts.args.data.empty() || !opts.args.eval.empty())
+    return usageError("give run options (--steps, --log, --data, ...) to "
+                      "the compiled executable, not to gtc compile");
+  mlir::gt::TrainOp trainOp;
+  for (auto t : module.getOps<mlir::gt::TrainOp>())
+    trainOp = t;
+  if (!trainOp) {
+    llvm::errs() << "gtc: error: the file has no train block; a compiled "
+                    "executable trains what it says (see "
+                    "frontend/LANGUAGE.md)\n";
+    return 1;
+  }
+  gtc::CompileOptions compile;
+  compile.batch = opts.args.batch.value_or(32);
+  if (!opts.args.batch)
+    if (auto b = trainOp->getAttrOfType<mlir::IntegerAttr>("batch"))
+      compile.batch = b.getInt();
+  compile.precision = opts.args.precision;
+  compile.pad = !opts.args.noPad;
+  mlir::FailureOr<gtc::rt::Plan> step = gtc::compileStep(module, compile);
+  if (mlir::failed(step))
+    return 1;
+  std::vector<gtc::rt::Plan> plans{*step};
+  gtc::rt::Bundle bundle;
+  bundle.step = gtc::rt::serialize(*step);
+  // Evaluation plans: full batches, and the remainder of the eval data as
+  // it is now (an executable given other eval data says so).
+  std::vector<int64_t> evalBatches;
+  if (!step->config.eval.kind.empty()) {
+    evalBatches.push_back(compile.batch);
+    std::string error;
+    if (auto data = gtc::rt::openSource(step->config.eval, error)) {
+      if (data->size() % compile.batch)
+        evalBatches.push_back(data->size() % compile.batch);
+    } else {
+      llvm::errs() << "gtc: warning: " << error
+                   << "; the executable evaluates full batches only\n";
+    }
+  }
+  for (int64_t n : evalBatches) {
+    gtc::CompileOptions e = compile;
+    e.batch = n;
+    mlir::FailureOr<gtc::rt::Plan> plan = gtc::compileEval(module, e);
+    if (mlir::failed(plan))
+      return 1;
+    bundle.evals[n] = gtc::rt::serialize(*plan);
+    plans.push_back(std::move(*plan));
+  }
+  // Kernels: cubins for each arch and PTX of the newest (same sources as
+  // the runner's emitter makes; they are looked up by source hash).
+  llvm::SmallVector<StringRef> archs;
+  StringRef(opts.arch).split(archs, ',', -1, false);
+  std::string newest;
+  for (StringRef a : archs) {
+    if (!a.starts_with("sm_") || a.size() < 5)
+      return usageError("--arch takes sm_XY names (e.g. sm_80,sm_90), got '" +
+                        a + "'");
+    bundle.archs.push_back(a.str());
+    if (newest.empty() || a.substr(3).compare_numeric(newest.substr(3)) > 0)
+      newest = a.str();
+  }
+  std::string ptxArch = "compute_" + newest.substr(3);
+  int compiled = 0;
+  std::string nvrtcProblem;
+  for (const gtc::rt::Plan &plan : plans) {
+    gtc::rt::CudaProgram program;
+    std::string error;
+    if (!gtc::codegen::emitCuda(plan, program, error)) {
+      llvm::errs() << "gtc: warning: no GPU kernels (" << error
+                   << "); the executable trains on the CPU only\n";
+      break;
+    }
+    for (const auto &launches : program.kernels)
+      for (const gtc::rt::CudaLaunch &l : launches) {
+        if (l.kind != gtc::rt::CudaLaunch::Kind::Kernel || !nvrtcProblem.empty())
+          continue;
+        for (const std::string &a : bundle.archs) {
+          std::string key = gtc::rt::kernelKey(l.source, a);
+          if (bundle.kernels.count(key))
+            continue;
+          std::vector<char> bin;
+          bool cached = false;
+          if (!gtc::rt::compileCuda(l.source, a, bin, cached, error)) {
+            nvrtcProblem = error;
+            break;
+          }
+          bundle.kernels[key].assign(bin.begin(), bin.end());
+          ++compiled;
+        }
+        std::string key = gtc::rt::kernelKey(l.source, "ptx");
+        std::vector<char> ptx;
+        bool cached = false;
+        if (nvrtcProblem.empty() && !bundle.kernels.count(key)) {
+          if (gtc::rt::compileCuda(l.source, ptxArch, ptx, cached, error))
+            bundle.kernels[key].assign(ptx.begin(), ptx.end());
+          else
+            nvrtcProblem = error;
+        }
+      }
+  }
+  if (!nvrtcProblem.empty()) {
+    llvm::errs() << "gtc: warning: GPU kernels not precompiled ("
+                 << nvrtcProblem.substr(0, nvrtcProblem.find('\n'))
+                 << "); the executable compiles them with NVRTC on the GPU "
+                    "machine\n";
+    bundle.kernels.clear();
+    bundle.archs.clear();
+  }
+
+  std::string runnerPath = findRunner(argv0);
+  auto runner = llvm::MemoryBuffer::getFile(runnerPath, /*IsText=*/false);
+  if (!runner) {
+    llvm::errs() << "gtc: error: cannot read the runner " << runnerPath << ": "
+                 << runner.getError().message()
+                 << "; build the gtc-runner target (or set GTC_RUNNER)\n";
+    return 1;
+  }
+  std::string payload = gtc::rt::packBundle(bundle);
+  // Write beside the target, then rename: never a half-written executable.
+  std::string tmp = opts.output + ".tmp";
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream out(tmp, ec, llvm::sys::fs::OF_None);
+    if (ec) {
+      llvm::errs() << "gtc: error: cannot write " << tmp << ": "
+                   << ec.message() << "\n";
+      return 1;
+    }
+    out << (*runner)->getBuffer() << payload;
+    out.close();
+    if (out.has_error()) {
+      llvm::errs() << "gtc: error: writing " << tmp << " failed: "
+                   << out.error().message() << "\n";
+      out.clear_error();
+      llvm::sys::fs::remove(tmp);
+      return 1;
+    }
+  }
+  llvm::sys::fs::setPermissions(tmp, llvm::sys::fs::all_read |
+                                         llvm::sys::fs::all_exe |
+                                         llvm::sys::fs::owner_write);
+  if (std::error_code ec = llvm::sys::fs::rename(tmp, opts.output)) {
+    llvm::errs() << "gtc: error: cannot create " << opts.output << ": "
+                 << ec.message() << "\n";
+    llvm::sys::fs::remove(tmp);
+    return 1;
+  }
+  double seconds = std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - t0)
+                       .count();
+  size_t kernelBytes = 0;
+  for (const auto &[key, bin] : bundle.kernels)
+    kernelBytes += bin.size();
+  llvm::outs() << llvm::format(
+      "wrote %s: %.1f MiB (runner %.1f MiB, plans %.1f KiB, %zu GPU kernel "
+      "binaries %.1f MiB for %s%s) in %.1f s\n",
+      opts.output.c_str(), (runner.get()->getBufferSize() + payload.size()) /
+                               1048576.0,
+      runner.get()->getBufferSize() / 1048576.0,
+      (bundle.step.size() +
+       [&] {
+         size_t n = 0;
+         for (const auto &[b, p] : bundle.evals)
+           n += p.size();
+         return n;
+       }()) / 1024.0,
+      bundle.kernels.size(), kernelBytes / 1048576.0,
+      opts.arch.c_str(), bundle.kernels.empty() ? " (none)" : " + PTX",
+      seconds);
+  llvm::outs() << "model " << step->model << ", batch " << step->batch
+               << ", precision " << step->config.precision << "; run '"
+               << opts.output << " --help' for its options\n";
+  return 0;
 }
 
 } // namespace
@@ -486,12 +587,18 @@ int main(int argc, char **argv) {
   mlir::SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
 
   std::string error;
-  auto output = mlir::openOutputFile(opts.output, &error);
-  if (!output) {
+  // -o names the executable for compile, the --emit output otherwise.
+  std::unique_ptr<llvm::ToolOutputFile> output =
+      opts.command == "compile" ? nullptr
+                                : mlir::openOutputFile(opts.output, &error);
+  if (!output && opts.command != "compile") {
     llvm::errs() << "gtc: error: " << error << "\n";
     return 1;
   }
 
+  if (opts.command == "compile" && opts.emit != Emit::None)
+    return usageError("--emit does not go with compile (-o names the "
+                      "executable); use gtc run --emit=...");
   if (opts.emit == Emit::AST) {
     std::optional<gtc::File> file =
         gtc::parseSource(context, sourceMgr, path);
@@ -512,11 +619,7 @@ int main(int argc, char **argv) {
   }
   if (opts.command == "check")
     return 0;
-  if (opts.command == "compile") {
-    llvm::errs() << "gtc compile: " << path
-                 << " checks out, but 'compile' is not implemented yet; use "
-                    "'gtc run' to train now\n";
-    return 1;
-  }
+  if (opts.command == "compile")
+    return compileModel(opts, *module, argv[0]);
   return runModel(opts, *module, output.get());
 }

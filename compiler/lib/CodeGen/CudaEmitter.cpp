@@ -23,6 +23,8 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <iostream>
+#include <memory>
 #include <set>
 #include <string>
 #include <utility>
@@ -2404,4 +2406,22 @@ bool Emitter::attentionGrad() {
 bool gtc::codegen::emitCuda(const Plan &plan, CudaProgram &program,
                             std::string &error) {
   return Emitter(plan, program, error).run();
+}
+
+rt::CudaProgramFn gtc::codegen::programCache(const std::string &tool) {
+  auto programs = std::make_shared<
+      std::map<const Plan *, std::unique_ptr<CudaProgram>>>();
+  return [programs, tool](const Plan &plan) -> const CudaProgram * {
+    auto &slot = (*programs)[&plan];
+    if (!slot) {
+      auto program = std::make_unique<CudaProgram>();
+      std::string error;
+      if (!emitCuda(plan, *program, error)) {
+        std::cerr << tool << ": error: " << error << "\n";
+        return nullptr;
+      }
+      slot = std::move(program);
+    }
+    return slot.get();
+  };
 }

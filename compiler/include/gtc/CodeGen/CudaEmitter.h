@@ -13,6 +13,7 @@
 
 #include "gtc/Runtime/CudaProgram.h"
 #include "gtc/Runtime/Plan.h"
+#include "gtc/Runtime/Trainer.h"
 #include <string>
 
 namespace gtc::codegen {
@@ -21,6 +22,10 @@ namespace gtc::codegen {
 /// `error` for an op or case it cannot handle.
 bool emitCuda(const rt::Plan &plan, rt::CudaProgram &program,
               std::string &error);
+
+/// A RunOptions::programFor that emits each plan's program once and keeps
+/// it; errors go to stderr after `tool` ("gtc: error: ...").
+rt::CudaProgramFn programCache(const std::string &tool);
 
 } // namespace gtc::codegen
 

@@ -17,6 +17,8 @@ namespace gtc::rt {
 uint64_t mixSeed(uint64_t seed, std::string_view tag);
 /// Mixes a seed with a number (an epoch, an index).
 uint64_t mixSeed(uint64_t seed, uint64_t value);
+/// The 64-bit FNV-1a hash of `bytes` (cache keys, checksums).
+uint64_t fnv1a(std::string_view bytes);
 
 /// SplitMix64 with uniform and normal draws. Copyable; the whole state is
 /// `state`, so it can be saved in a checkpoint and restored.

@@ -12,6 +12,7 @@
 #include "gtc/Runtime/CudaProgram.h"
 #include "gtc/Runtime/Plan.h"
 #include <functional>
+#include <memory>
 #include <iosfwd>
 #include <optional>
 #include <string>
@@ -40,6 +41,11 @@ struct RunOptions {
 /// Returns the evaluation plan for a batch of `batch` examples (the last
 /// batch of an eval set may be smaller), or null if it cannot be built.
 using EvalPlanFn = std::function<const Plan *(int64_t batch)>;
+
+/// Opens a train-block data source (idx, tokens or text); null with a
+/// message if it cannot.
+std::unique_ptr<Dataset> openSource(const TrainConfig::Source &source,
+                                    std::string &error);
 
 /// Trains `step` as configured; prints progress and summaries to `out`.
 /// Returns the process exit status: 0 on success, 1 on an error (reported

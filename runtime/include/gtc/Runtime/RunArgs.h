@@ -1,0 +1,54 @@
+//===- RunArgs.h - Command-line options of a training run -------*- C++ -*-===//
+//
+// The options `gtc run` and compiled training executables share (--steps,
+// --device, --log, --save, --data, ...): one parser, one meaning, one set of
+// messages.
+//===----------------------------------------------------------------------===//
+
+#ifndef GTC_RUNTIME_RUNARGS_H
+#define GTC_RUNTIME_RUNARGS_H
+
+#include "gtc/Runtime/Trainer.h"
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gtc::rt {
+
+struct RunArgs {
+  std::string device = "auto"; ///< cpu, cuda or auto
+  std::optional<int64_t> batch;
+  std::string precision; ///< empty: the train block's
+  int64_t bench = 0;     ///< --bench N: time N steps instead of training
+  bool explain = false, noPad = false;
+  /// --data / --eval: replace the train block's files ("PATH", or
+  /// "IMAGES,LABELS" for idx sources).
+  std::string data, eval;
+  RunOptions run;
+  bool given = false; ///< whether any of these options was given
+};
+
+enum class ArgResult { NotMine, Ok, Error };
+
+/// If args[i] is a run option ("--name VALUE", "--name=VALUE" or a flag),
+/// consumes it (advancing i past its value) into `out`. Error: `error` says
+/// what is wrong with it.
+ArgResult parseRunArg(const std::vector<std::string> &args, size_t &i,
+                      RunArgs &out, std::string &error);
+
+/// Applies --data / --eval to `config`; false with a message if a path does
+/// not fit the source kind.
+bool applyDataPaths(const RunArgs &args, TrainConfig &config,
+                    std::string &error);
+
+/// Sets run.device (and deviceName) from --device: cpu; cuda (false with
+/// the reason when there is no usable GPU); auto (the GPU if there is one).
+bool chooseDevice(const std::string &device, RunOptions &run,
+                  std::string &error);
+
+/// The help text of the run options (for --help).
+extern const char *const kRunOptionsHelp;
+
+} // namespace gtc::rt
+
+#endif // GTC_RUNTIME_RUNARGS_H

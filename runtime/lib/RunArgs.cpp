@@ -1,0 +1,164 @@
+//===- RunArgs.cpp - Command-line options of a training run ---------------===//
+
+#include "gtc/Runtime/RunArgs.h"
+#include "gtc/Runtime/Cuda.h"
+#include <algorithm>
+#include <tuple>
+#include <cerrno>
+#include <cstdlib>
+
+using namespace gtc::rt;
+
+const char *const gtc::rt::kRunOptionsHelp =
+    R"(  --device D     cpu, cuda, or auto (the GPU if there is one; the default)
+  --steps N      train N steps in all (counting resumed ones)
+  --epochs N     train N epochs
+  --batch N      batch size
+  --seed S       seed for initialization, shuffling and sampling
+  --threads N    CPU threads (default: all cores)
+  --log FILE     append metrics as JSON lines
+  --log-every N  log (and print) every N steps
+  --bench N      time N training steps on random data and print ms/step
+  --precision P  fp32, tf32 (cuBLASLt's TF32 GEMMs on a GPU), bf16 or fp16
+                 (gt-autocast; fp16 with dynamic loss scaling)
+  --no-pad       keep GEMM dimensions as written (no gt-pad-dims)
+  --data PATH    the training data instead of the train block's file
+                 (idx sources: IMAGES,LABELS)
+  --eval PATH    the evaluation data, likewise
+  --save FILE    write a safetensors checkpoint at the end (and on Ctrl-C)
+  --resume FILE  continue from a checkpoint written by --save
+)";
+
+namespace {
+
+bool parseCount(const std::string &name, const std::string &value,
+                int64_t &out, std::string &error, int64_t min = 1) {
+  char *end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(value.c_str(), &end, 10);
+  if (value.empty() || *end != '\0' || errno != 0 || v < min) {
+    error = name + " needs an integer >= " + std::to_string(min) + ", got '" +
+            value + "'";
+    return false;
+  }
+  out = v;
+  return true;
+}
+
+} // namespace
+
+ArgResult gtc::rt::parseRunArg(const std::vector<std::string> &args,
+                               size_t &i, RunArgs &out, std::string &error) {
+  const std::string &a = args[i];
+  if (a == "--explain" || a == "--no-pad") {
+    (a == "--explain" ? out.explain : out.noPad) = true;
+    out.given = true;
+    return ArgResult::Ok;
+  }
+  static const char *valued[] = {
+      "--device", "--steps",     "--epochs", "--batch",     "--seed",
+      "--threads", "--log",      "--save",   "--resume",    "--log-every",
+      "--bench",  "--precision", "--data",   "--eval"};
+  std::string name = a.substr(0, a.find('='));
+  if (std::find(std::begin(valued), std::end(valued), name) ==
+      std::end(valued))
+    return ArgResult::NotMine;
+  std::string value;
+  if (a.find('=') != std::string::npos)
+    value = a.substr(a.find('=') + 1);
+  else if (i + 1 < args.size())
+    value = args[++i];
+  else {
+    error = name + " needs a value";
+    return ArgResult::Error;
+  }
+  out.given = true;
+  int64_t n = 0;
+  auto count = [&](int64_t min = 1) {
+    return parseCount(name, value, n, error, min);
+  };
+  if (name == "--device") {
+    if (value != "cpu" && value != "cuda" && value != "auto") {
+      error = "unknown device '" + value + "'; expected cpu, cuda or auto";
+      return ArgResult::Error;
+    }
+    out.device = value;
+  } else if (name == "--precision") {
+    if (value != "fp32" && value != "tf32" && value != "bf16" &&
+        value != "fp16") {
+      error = "unknown precision '" + value +
+              "'; expected fp32, tf32, bf16 or fp16";
+      return ArgResult::Error;
+    }
+    out.precision = value;
+  } else if (name == "--log") {
+    out.run.logPath = value;
+  } else if (name == "--save") {
+    out.run.savePath = value;
+  } else if (name == "--resume") {
+    out.run.resumePath = value;
+  } else if (name == "--data") {
+    out.data = value;
+  } else if (name == "--eval") {
+    out.eval = value;
+  } else if (!count(name == "--seed" ? 0 : 1)) {
+    return ArgResult::Error;
+  } else if (name == "--steps") {
+    out.run.steps = n;
+  } else if (name == "--epochs") {
+    out.run.epochs = n;
+  } else if (name == "--batch") {
+    out.batch = n;
+  } else if (name == "--seed") {
+    out.run.seed = static_cast<uint64_t>(n);
+  } else if (name == "--threads") {
+    out.run.threads = static_cast<int>(n);
+  } else if (name == "--log-every") {
+    out.run.logEvery = n;
+  } else {
+    out.bench = n;
+  }
+  return ArgResult::Ok;
+}
+
+bool gtc::rt::applyDataPaths(const RunArgs &args, TrainConfig &config,
+                             std::string &error) {
+  for (auto [path, source, flag] :
+       {std::tuple{&args.data, &config.data, "--data"},
+        std::tuple{&args.eval, &config.eval, "--eval"}}) {
+    if (path->empty())
+      continue;
+    if (source->kind.empty()) {
+      error = std::string(flag) +
+              " replaces a file of the train block, which names none";
+      return false;
+    }
+    if (source->kind == "idx") {
+      size_t comma = path->find(',');
+      if (comma == std::string::npos) {
+        error = std::string(flag) + " for idx data needs IMAGES,LABELS";
+        return false;
+      }
+      source->images = path->substr(0, comma);
+      source->labels = path->substr(comma + 1);
+    } else {
+      source->path = *path;
+    }
+  }
+  return true;
+}
+
+bool gtc::rt::chooseDevice(const std::string &device, RunOptions &run,
+                           std::string &error) {
+  run.device = "cpu";
+  if (device == "cpu")
+    return true;
+  CudaDeviceInfo info;
+  if (cudaAvailable(info, error)) {
+    run.device = "cuda";
+    run.deviceName = info.name + " (sm_" + std::to_string(info.major) +
+                     std::to_string(info.minor) + ")";
+    return true;
+  }
+  return device != "cuda";
+}

@@ -1,0 +1,128 @@
+//===- Runner.cpp - A compiled training executable ------------------------===//
+//
+// `gtc compile model.gt -o model` copies this program and appends the
+// model's payload: the step and evaluation plans and the GPU kernels
+// (runtime/include/gtc/Runtime/Bundle.h). At start it reads the payload from
+// its own file (checked by its checksum), then trains exactly as `gtc run`
+// does, with the same options. It links the runtime and the CUDA emitter
+// only: no MLIR, no LLVM; the NVIDIA driver and cuBLASLt are loaded at run
+// time (NVRTC only when a kernel is missing for the GPU at hand).
+//===----------------------------------------------------------------------===//
+
+#include "gtc/CodeGen/CudaEmitter.h"
+#include "gtc/Runtime/Bundle.h"
+#include "gtc/Runtime/RunArgs.h"
+#include <iostream>
+#include <map>
+#include <memory>
+
+using namespace gtc;
+
+namespace {
+
+int usage(const std::string &self, const rt::Plan &step,
+          const rt::Bundle &bundle) {
+  std::cout << self << ": trains model '" << step.model
+            << "', compiled by gtc (batch " << step.batch << ", precision "
+            << step.config.precision << "; GPU kernels for";
+  for (const std::string &a : bundle.archs)
+    std::cout << " " << a;
+  std::cout << ")\n\nusage: " << self
+            << " [options]\n\noptions (override the compiled train block; "
+               "--batch and --precision must match what was compiled):\n"
+            << rt::kRunOptionsHelp
+            << "  -h, --help     show this help\n\nExit status: 0 on success, "
+               "1 on an error, 2 on a command-line mistake, 130 when "
+               "interrupted (after saving).\n";
+  return 0;
+}
+
+int usageError(const std::string &self, const std::string &message) {
+  std::cerr << self << ": error: " << message << "\nRun '" << self
+            << " --help' for usage.\n";
+  return 2;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::string self = argv[0];
+  if (size_t slash = self.rfind('/'); slash != std::string::npos)
+    self = self.substr(slash + 1);
+  rt::Bundle bundle;
+  std::string error;
+  if (!rt::readBundle("/proc/self/exe", bundle, error)) {
+    std::cerr << self << ": error: " << error << "\n";
+    return 1;
+  }
+  rt::Plan step;
+  if (!rt::deserialize(bundle.step, step, error)) {
+    std::cerr << self << ": error: the embedded plan is invalid (" << error
+              << "); rebuild the executable with gtc compile\n";
+    return 1;
+  }
+
+  std::vector<std::string> args(argv + 1, argv + argc);
+  rt::RunArgs opts;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "-h" || args[i] == "--help")
+      return usage(self, step, bundle);
+    rt::ArgResult r = rt::parseRunArg(args, i, opts, error);
+    if (r == rt::ArgResult::Error)
+      return usageError(self, error);
+    if (r == rt::ArgResult::NotMine)
+      return usageError(self, "unknown option '" + args[i] + "'");
+  }
+  if (opts.run.steps && opts.run.epochs)
+    return usageError(self, "give --steps or --epochs, not both");
+  if (opts.batch && *opts.batch != step.batch)
+    return usageError(self, "this executable was compiled for batch " +
+                                std::to_string(step.batch) +
+                                "; for batch " + std::to_string(*opts.batch) +
+                                " run gtc compile --batch " +
+                                std::to_string(*opts.batch));
+  if (!opts.precision.empty() && opts.precision != step.config.precision)
+    return usageError(self, "this executable was compiled for precision " +
+                                step.config.precision + "; for " +
+                                opts.precision +
+                                " run gtc compile --precision " +
+                                opts.precision);
+  if (opts.noPad || opts.explain)
+    return usageError(self, std::string(opts.noPad ? "--no-pad" : "--explain") +
+                                " applies when compiling: gtc run/compile");
+  if (!rt::applyDataPaths(opts, step.config, error))
+    return usageError(self, error);
+
+  rt::RunOptions run = opts.run;
+  if (!rt::chooseDevice(opts.device, run, error)) {
+    std::cerr << self << ": error: " << error << "\n";
+    return 1;
+  }
+  run.programFor = codegen::programCache(self);
+  rt::setPrebuiltKernels(&bundle.kernels);
+  if (opts.bench)
+    return rt::benchmark(step, run, opts.bench, std::cout, std::cerr);
+
+  std::map<int64_t, std::unique_ptr<rt::Plan>> evals;
+  rt::EvalPlanFn evalPlan = [&](int64_t n) -> const rt::Plan * {
+    auto &slot = evals[n];
+    if (!slot) {
+      auto it = bundle.evals.find(n);
+      if (it == bundle.evals.end()) {
+        std::cerr << self << ": error: no evaluation plan for a batch of " << n
+                  << " examples (the evaluation data differs from what gtc "
+                     "compile saw); recompile with the new data\n";
+        return nullptr;
+      }
+      auto plan = std::make_unique<rt::Plan>();
+      if (!rt::deserialize(it->second, *plan, error)) {
+        std::cerr << self << ": error: an embedded evaluation plan is "
+                  << "invalid (" << error << "); rebuild the executable\n";
+        return nullptr;
+      }
+      slot = std::move(plan);
+    }
+    return slot.get();
+  };
+  return rt::train(step, evalPlan, run, std::cout, std::cerr);
+}
