@@ -545,6 +545,14 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
       auto &ev = evals[n];
       if (!ev) {
         const Plan *plan = evalPlan ? evalPlan(n) : nullptr;
+        if (!plan && n < batch) {
+          // A compiled executable given other eval data than it was
+          // compiled with has no plan for its last, smaller batch.
+          out << "  note: the last " << n << " eval examples are skipped "
+              << "(no evaluation plan for a batch of " << n << ")\n";
+          evals.erase(n);
+          continue;
+        }
         if (!plan) {
           err << "gtc: error: cannot build the evaluation for a batch of "
               << n << "\n";
