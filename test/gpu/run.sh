@@ -2,7 +2,7 @@
 # The GPU test suite and benchmarks, in one run on a machine with an NVIDIA GPU
 # and the CUDA 13 libraries (no LLVM needed). Prints one table at the end.
 #
-#   test/gpu/run.sh BUNDLE
+#   test/gpu/run.sh BUNDLE [compile]
 #
 # BUNDLE is what `tools/dev.sh gpu-bundle` makes: gtc and gtc-gpu-check built
 # with -DGTC_STATIC=ON, the Fashion-MNIST files and torch_reference.py.
@@ -32,6 +32,8 @@ GPU=$(head -1 "$OUT/gpu.txt" | cut -d, -f1)
 mkdir -p /usr/share/datasets/fashion-mnist
 cp -n "$B"/fashion-mnist/* /usr/share/datasets/fashion-mnist/ 2>/dev/null
 
+ONLY=${2:-all}   # "compile": only section 7 (gtc compile)
+if [ "$ONLY" = all ]; then
 # 1. Every op's kernels (forward and backward) against the CPU.
 "$BIN/gtc-gpu-check" "$GTC" > "$OUT/ops-fp32.txt" 2>&1; s=$?
 cat "$OUT/ops-fp32.txt"
@@ -202,6 +204,7 @@ PY
 s=$?
 row "$(cat "$OUT/speedup.txt") (>= 2x)" "$(verdict $s)"
 
+fi
 # 7. gtc compile: standalone executables, run from a directory without gtc,
 # against `gtc run` with the same seed (identical losses expected: the same
 # plan and kernels). GPT-2 124M trains on a synthetic token file.
@@ -230,6 +233,7 @@ row "compiled gpt2 --steps 20 on the GPU vs gtc run: $(tail -1 "$OUT/gpt2-same.t
 python3 test/Run/Inputs/compare_losses.py "$OUT/mlp-run.jsonl" "$OUT/mlp-exe.jsonl" 0 > "$OUT/mlp-same.txt" 2>&1; s2=$?
 row "compiled mlp 50 steps on the GPU vs gtc run: $(tail -1 "$OUT/mlp-same.txt" | cut -c1-50)" "$(verdict $((s1 + s2)))"
 
+if [ "$ONLY" = all ]; then
 # 5. Benchmark: gtc vs PyTorch, same GPU, same job.
 for b in 64 1024 16384; do
   for p in fp32 tf32 bf16; do
@@ -270,8 +274,10 @@ cat "$OUT/bench-precision.txt"
 echo "== gt-pad-dims: odd sizes (hidden 1001, vocabulary 50257), bf16"
 cat "$OUT/bench-pad.txt"
 
+fi
 if [ -n "$RESULTS" ]; then
   tar czf "$RESULTS/gpu-logs.tgz" --exclude=kernel-cache --exclude=fresh-cache \
+    --exclude=compile-cache --exclude=alone --exclude=tokens.bin \
     --exclude='*.safetensors' -C "$OUT" .
 fi
 echo
