@@ -541,6 +541,11 @@ constexpr int kCounters = 5;
 
 } // namespace
 
+std::vector<std::string> gtc::rt::runtimeKernelSources() {
+  return {kOptimizerSource};
+}
+
+
 struct CudaExecutor::Impl {
   const Plan &plan;
   const CudaProgram &program;

@@ -22,6 +22,8 @@ bool gtc::rt::compileCuda(const std::string &, const std::string &,
   return false;
 }
 
+std::vector<std::string> gtc::rt::runtimeKernelSources() { return {}; }
+
 CompileStats &gtc::rt::compileStats() {
   static CompileStats stats;
   return stats;

@@ -447,43 +447,39 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
       newest = a.str();
   }
   std::string ptxArch = "compute_" + newest.substr(3);
-  int compiled = 0;
   std::string nvrtcProblem;
+  // The plans' kernels and the runtime's own (the optimizer update).
+  std::vector<std::string> sources = gtc::rt::runtimeKernelSources();
   for (const gtc::rt::Plan &plan : plans) {
     gtc::rt::CudaProgram program;
     std::string error;
     if (!gtc::codegen::emitCuda(plan, program, error)) {
       llvm::errs() << "gtc: warning: no GPU kernels (" << error
                    << "); the executable trains on the CPU only\n";
+      sources.clear();
       break;
     }
     for (const auto &launches : program.kernels)
-      for (const gtc::rt::CudaLaunch &l : launches) {
-        if (l.kind != gtc::rt::CudaLaunch::Kind::Kernel || !nvrtcProblem.empty())
-          continue;
-        for (const std::string &a : bundle.archs) {
-          std::string key = gtc::rt::kernelKey(l.source, a);
-          if (bundle.kernels.count(key))
-            continue;
-          std::vector<char> bin;
-          bool cached = false;
-          if (!gtc::rt::compileCuda(l.source, a, bin, cached, error)) {
-            nvrtcProblem = error;
-            break;
-          }
-          bundle.kernels[key].assign(bin.begin(), bin.end());
-          ++compiled;
-        }
-        std::string key = gtc::rt::kernelKey(l.source, "ptx");
-        std::vector<char> ptx;
-        bool cached = false;
-        if (nvrtcProblem.empty() && !bundle.kernels.count(key)) {
-          if (gtc::rt::compileCuda(l.source, ptxArch, ptx, cached, error))
-            bundle.kernels[key].assign(ptx.begin(), ptx.end());
-          else
-            nvrtcProblem = error;
-        }
-      }
+      for (const gtc::rt::CudaLaunch &l : launches)
+        if (l.kind == gtc::rt::CudaLaunch::Kind::Kernel)
+          sources.push_back(l.source);
+  }
+  // Cubins for each arch, and PTX of the newest for later GPUs.
+  for (const std::string &source : sources) {
+    std::vector<std::string> targets = bundle.archs;
+    targets.push_back(ptxArch);
+    for (const std::string &a : targets) {
+      std::string key = gtc::rt::kernelKey(source, a == ptxArch ? "ptx" : a);
+      if (!nvrtcProblem.empty() || bundle.kernels.count(key))
+        continue;
+      std::vector<char> bin;
+      bool cached = false;
+      std::string error;
+      if (gtc::rt::compileCuda(source, a, bin, cached, error))
+        bundle.kernels[key].assign(bin.begin(), bin.end());
+      else
+        nvrtcProblem = error;
+    }
   }
   if (!nvrtcProblem.empty()) {
     llvm::errs() << "gtc: warning: GPU kernels not precompiled ("

@@ -41,6 +41,10 @@ bool cudaAvailable(CudaDeviceInfo &info, std::string &error);
 bool compileCuda(const std::string &source, const std::string &arch,
                  std::vector<char> &cubin, bool &cached, std::string &error);
 
+/// The runtime's own kernel sources (clipping and the optimizers), which a
+/// compiled executable ships next to the plan's.
+std::vector<std::string> runtimeKernelSources();
+
 /// Counts of what compileCuda did, for "a second run compiles nothing".
 struct CompileStats {
   int compiled = 0, cacheHits = 0;
