@@ -239,6 +239,12 @@ std::string cacheDir() {
   return "/tmp/gtc-cache";
 }
 
+/// Guards compileStats(): compileCuda may run on several threads.
+std::mutex &statsMutex() {
+  static std::mutex m;
+  return m;
+}
+
 void makeDirs(const std::string &path) {
   for (size_t i = 1; i <= path.size(); ++i)
     if (i == path.size() || path[i] == '/')
@@ -290,6 +296,7 @@ bool gtc::rt::compileCuda(const std::string &source, const std::string &arch,
       if (auto it = shipped->find(kernelKey(source, a)); it != shipped->end()) {
         cubin.assign(it->second.begin(), it->second.end());
         cached = true;
+        std::lock_guard<std::mutex> lock(statsMutex());
         ++compileStats().cacheHits;
         return true;
       }
@@ -312,6 +319,7 @@ bool gtc::rt::compileCuda(const std::string &source, const std::string &arch,
     cubin.assign(std::istreambuf_iterator<char>(f), {});
     if (!cubin.empty()) {
       cached = true;
+      std::lock_guard<std::mutex> lock(statsMutex());
       ++compileStats().cacheHits;
       return true;
     }
@@ -348,6 +356,7 @@ bool gtc::rt::compileCuda(const std::string &source, const std::string &arch,
   }
   l.nvrtcDestroyProgram(&prog);
   cached = false;
+  std::lock_guard<std::mutex> lock(statsMutex());
   ++compileStats().compiled;
   compileStats().seconds += std::chrono::duration<double>(
                                 std::chrono::steady_clock::now() - t0)

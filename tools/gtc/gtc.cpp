@@ -15,8 +15,11 @@
 #include "gtc/Runtime/RunArgs.h"
 #include "gtc/Runtime/Trainer.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <set>
+#include <thread>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -99,7 +102,9 @@ int usageError(const llvm::Twine &message) {
 /// Parses argv; returns an exit code when the program should stop.
 std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
   std::vector<StringRef> args(argv + 1, argv + argc);
+  const std::vector<std::string> strs(argv + 1, argv + argc);
   size_t i = 0;
+  bool archGiven = false;
   if (!args.empty() &&
       (args[0] == "check" || args[0] == "run" || args[0] == "compile"))
     opts.command = args[i++].str();
@@ -130,6 +135,7 @@ std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
       continue;
     }
     if (a == "--arch" || a.starts_with("--arch=")) {
+      archGiven = true;
       if (a.contains('='))
         opts.arch = a.split('=').second.str();
       else if (i + 1 < args.size())
@@ -138,15 +144,12 @@ std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
         return usageError("--arch needs a value, e.g. sm_80,sm_90");
       continue;
     }
-    {
-      std::vector<std::string> strs(args.begin(), args.end());
-      std::string error;
-      gtc::rt::ArgResult r = gtc::rt::parseRunArg(strs, i, opts.args, error);
-      if (r == gtc::rt::ArgResult::Error)
-        return usageError(error);
-      if (r == gtc::rt::ArgResult::Ok)
-        continue;
-    }
+    std::string error;
+    gtc::rt::ArgResult r = gtc::rt::parseRunArg(strs, i, opts.args, error);
+    if (r == gtc::rt::ArgResult::Error)
+      return usageError(error);
+    if (r == gtc::rt::ArgResult::Ok)
+      continue;
     if (a == "-o") {
       if (i + 1 == args.size())
         return usageError("-o needs a file name");
@@ -168,6 +171,8 @@ std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
     return usageError("run options and --emit=step/plan/cuda need 'gtc run'");
   if (opts.args.run.steps && opts.args.run.epochs)
     return usageError("give --steps or --epochs, not both");
+  if (archGiven && opts.command != "compile")
+    return usageError("--arch goes with 'gtc compile'");
   return std::nullopt;
 }
 
@@ -464,22 +469,44 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
         if (l.kind == gtc::rt::CudaLaunch::Kind::Kernel)
           sources.push_back(l.source);
   }
-  // Cubins for each arch, and PTX of the newest for later GPUs.
+  // Cubins for each arch, and PTX of the newest for later GPUs: one NVRTC
+  // job per (distinct source, target), on every core.
+  struct Job {
+    const std::string *source;
+    std::string arch, key;
+    std::vector<char> binary;
+    std::string error;
+  };
+  std::vector<Job> jobs;
+  std::set<std::string> keys;
   for (const std::string &source : sources) {
     std::vector<std::string> targets = bundle.archs;
     targets.push_back(ptxArch);
     for (const std::string &a : targets) {
       std::string key = gtc::rt::kernelKey(source, a == ptxArch ? "ptx" : a);
-      if (!nvrtcProblem.empty() || bundle.kernels.count(key))
-        continue;
-      std::vector<char> bin;
-      bool cached = false;
-      std::string error;
-      if (gtc::rt::compileCuda(source, a, bin, cached, error))
-        bundle.kernels[key].assign(bin.begin(), bin.end());
-      else
-        nvrtcProblem = error;
+      if (keys.insert(key).second)
+        jobs.push_back({&source, a, key, {}, {}});
     }
+  }
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> workers;
+  unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  for (unsigned t = 0; t < std::min<size_t>(threads, jobs.size()); ++t)
+    workers.emplace_back([&] {
+      for (size_t j; (j = next++) < jobs.size();) {
+        bool cached = false;
+        gtc::rt::compileCuda(*jobs[j].source, jobs[j].arch, jobs[j].binary,
+                             cached, jobs[j].error);
+      }
+    });
+  for (std::thread &w : workers)
+    w.join();
+  for (Job &j : jobs) {
+    if (!j.error.empty()) {
+      nvrtcProblem = j.error;
+      break;
+    }
+    bundle.kernels[j.key].assign(j.binary.begin(), j.binary.end());
   }
   if (!nvrtcProblem.empty()) {
     llvm::errs() << "gtc: warning: GPU kernels not precompiled ("

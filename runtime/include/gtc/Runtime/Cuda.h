@@ -37,6 +37,8 @@ bool cudaAvailable(CudaDeviceInfo &info, std::string &error);
 /// NVRTC compiles `source` for `arch` (e.g. "sm_90") to a cubin, or for a
 /// virtual arch ("compute_90") to PTX, through the on-disk cache; kernels
 /// registered with setPrebuiltKernels() (a compiled executable's) come first.
+/// Thread-safe (NVRTC programs are independent; the cache writes through
+/// temporary names).
 /// Errors carry NVRTC's log with the offending source lines.
 bool compileCuda(const std::string &source, const std::string &arch,
                  std::vector<char> &cubin, bool &cached, std::string &error);
