@@ -11,7 +11,9 @@
 
 #include "gtc/Runtime/Bundle.h"
 #include "gtc/Runtime/Rng.h"
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
