@@ -68,3 +68,36 @@ func.func @keep() -> tensor<f32> attributes {gt.model} {
   %u = gt.add %l, %t : tensor<f32>, tensor<f32>
   return %u : tensor<f32>
 }
+
+// -----
+
+// Between two padded linears the activation stays padded: the first
+// result's extra columns are zero, relu keeps them zero, so
+// pad(relu(slice(y))) becomes relu(y) and no copy is made.
+// CHECK-LABEL: func.func @chain
+// CHECK:      %[[Y1:.*]] = gt.linear %{{.*}} : tensor<4x8xbf16>, tensor<1008x8xbf16>, tensor<1008xbf16>
+// CHECK-NEXT: %[[S:.*]] = gt.slice %[[Y1]] : tensor<4x1008xbf16> -> tensor<4x1001xbf16>
+// CHECK-NEXT: %[[R:.*]] = gt.relu %[[Y1]] : tensor<4x1008xbf16>
+// CHECK-NEXT: %[[W2:.*]] = gt.pad %{{.*}} : tensor<16x1001xbf16> -> tensor<16x1008xbf16>
+// CHECK-NEXT: gt.linear %[[R]], %[[W2]] : tensor<4x1008xbf16>, tensor<16x1008xbf16>
+// A sigmoid (sigmoid(0) = 1/2) does not keep the padding zero: its input
+// is sliced and its result padded as before. w2's padded copy is shared.
+// CHECK-NEXT: %[[G:.*]] = gt.sigmoid %[[S]] : tensor<4x1001xbf16>
+// CHECK-NEXT: %[[GP:.*]] = gt.pad %[[G]] : tensor<4x1001xbf16> -> tensor<4x1008xbf16>
+// CHECK-NEXT: gt.linear %[[GP]], %[[W2]] : tensor<4x1008xbf16>, tensor<16x1008xbf16>
+func.func @chain() -> tensor<f32> attributes {gt.model} {
+  %x = gt.input "x" : tensor<4x8xbf16>
+  %w1 = gt.param "w1" = "zeros" [] : tensor<1001x8xbf16>
+  %b1 = gt.param "b1" = "zeros" [] : tensor<1001xbf16>
+  %w2 = gt.param "w2" = "zeros" [] : tensor<16x1001xbf16>
+  %y1 = gt.linear %x, %w1, %b1 : tensor<4x8xbf16>, tensor<1001x8xbf16>, tensor<1001xbf16>
+  %r = gt.relu %y1 : tensor<4x1001xbf16>
+  %y2 = gt.linear %r, %w2 : tensor<4x1001xbf16>, tensor<16x1001xbf16>
+  %g = gt.sigmoid %y1 : tensor<4x1001xbf16>
+  %y3 = gt.linear %g, %w2 : tensor<4x1001xbf16>, tensor<16x1001xbf16>
+  %s2 = gt.sum %y2 : tensor<4x16xbf16>
+  %s3 = gt.sum %y3 : tensor<4x16xbf16>
+  %s = gt.add %s2, %s3 : tensor<bf16>, tensor<bf16>
+  %l = gt.cast %s : tensor<bf16> -> tensor<f32>
+  return %l : tensor<f32>
+}

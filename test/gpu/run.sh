@@ -2,7 +2,7 @@
 # The GPU test suite and benchmarks, in one run on a machine with an NVIDIA GPU
 # and the CUDA 13 libraries (no LLVM needed). Prints one table at the end.
 #
-#   test/gpu/run.sh BUNDLE [compile]
+#   test/gpu/run.sh BUNDLE [compile|pad]
 #
 # BUNDLE is what `tools/dev.sh gpu-bundle` makes: gtc and gtc-gpu-check built
 # with -DGTC_STATIC=ON, the Fashion-MNIST files and torch_reference.py.
@@ -32,7 +32,25 @@ GPU=$(head -1 "$OUT/gpu.txt" | cut -d, -f1)
 mkdir -p /usr/share/datasets/fashion-mnist
 cp -n "$B"/fashion-mnist/* /usr/share/datasets/fashion-mnist/ 2>/dev/null
 
-ONLY=${2:-all}   # "compile": only section 7 (gtc compile)
+# Loss curves at a precision, and their windowed gap to fp32 (section 6).
+curve() { # name model steps precision
+  "$GTC" run "$2" --device cuda --steps "$3" --precision "$4" --log-every 1 --log "$OUT/$1-$4.jsonl" > "$OUT/$1-$4.txt" 2>&1
+}
+gap() { # name precision tolerance
+  python3 - "$OUT/$1-fp32.jsonl" "$OUT/$1-$2.jsonl" "$3" <<'PY'
+import json, sys
+def losses(p):
+    return [r["loss"] for r in map(json.loads, open(p)) if "lr" in r]
+a, b, tol = losses(sys.argv[1]), losses(sys.argv[2]), float(sys.argv[3])
+w = 10
+ma = [sum(a[i:i + w]) / w for i in range(0, len(a) - w + 1, w)]
+mb = [sum(b[i:i + w]) / w for i in range(0, len(b) - w + 1, w)]
+g = max(abs(x - y) / x for x, y in zip(ma, mb)) if len(a) == len(b) and ma else 1e9
+print(f"max gap {g * 100:.2f}% (tol {tol * 100:.0f}%), final {b[-1]:.4f} vs fp32 {a[-1]:.4f}")
+sys.exit(0 if g <= tol else 1)
+PY
+}
+ONLY=${2:-all}   # "compile": only section 7 (gtc compile); "pad": only gt-pad-dims
 if [ "$ONLY" = all ]; then
 # 1. Every op's kernels (forward and backward) against the CPU.
 "$BIN/gtc-gpu-check" "$GTC" > "$OUT/ops-fp32.txt" 2>&1; s=$?
@@ -125,23 +143,6 @@ row "MLP b=128 $(cat "$OUT/memory.txt" | sed 's/^ *//')" "info"
 # 6. Precision (gt-autocast). bf16 and fp16 track the fp32 loss curve:
 # per-step losses averaged over windows of 10 steps, largest relative gap;
 # tolerance 5% for bf16 (8-bit mantissa), 2% for fp16.
-curve() { # name model steps precision
-  "$GTC" run "$2" --device cuda --steps "$3" --precision "$4" --log-every 1 --log "$OUT/$1-$4.jsonl" > "$OUT/$1-$4.txt" 2>&1
-}
-gap() { # name precision tolerance
-  python3 - "$OUT/$1-fp32.jsonl" "$OUT/$1-$2.jsonl" "$3" <<'PY'
-import json, sys
-def losses(p):
-    return [r["loss"] for r in map(json.loads, open(p)) if "lr" in r]
-a, b, tol = losses(sys.argv[1]), losses(sys.argv[2]), float(sys.argv[3])
-w = 10
-ma = [sum(a[i:i + w]) / w for i in range(0, len(a) - w + 1, w)]
-mb = [sum(b[i:i + w]) / w for i in range(0, len(b) - w + 1, w)]
-g = max(abs(x - y) / x for x, y in zip(ma, mb)) if len(a) == len(b) and ma else 1e9
-print(f"max gap {g * 100:.2f}% (tol {tol * 100:.0f}%), final {b[-1]:.4f} vs fp32 {a[-1]:.4f}")
-sys.exit(0 if g <= tol else 1)
-PY
-}
 for p in fp32 bf16 fp16; do
   curve mlpc examples/mlp.gt 300 $p
   [ -f /usr/share/common-licenses/GPL-3 ] && curve gptc examples/char_gpt.gt 300 $p
@@ -160,6 +161,8 @@ done
 GTC_INJECT_OVERFLOW=4 "$GTC" run examples/mlp.gt --device cuda --precision fp16 --batch 16 --steps 8 --log-every 1 --log "$OUT/ovf-inj.jsonl" > "$OUT/ovf-inj.txt" 2>&1
 python3 test/Run/Inputs/check_scaling.py "$OUT/ovf-clean.jsonl" "$OUT/ovf-inj.jsonl" 4 > "$OUT/ovf.txt" 2>&1; s=$?
 row "fp16 injected overflow: $(tail -1 "$OUT/ovf.txt" | cut -c1-70)" "$(verdict $s)"
+fi
+if [ "$ONLY" = all ] || [ "$ONLY" = pad ]; then
 # gt-pad-dims keeps the function: the odd-sized MLP (hidden 1001) trains
 # to the same curve padded and unpadded on the GPU (bf16; the GEMMs differ in
 # summation order, so the windowed-loss tolerance of section 6 applies).
@@ -184,6 +187,8 @@ print("; ".join(f"b={b}: {t[(b, 'padded')]:.3f} vs {t[(b, '--no-pad')]:.3f} ms (
                 for b in sorted({k[0] for k in t})))
 PY
 row "odd sizes bf16 padded vs unpadded: $(cat "$OUT/pad-speedup.txt")" "info"
+fi
+if [ "$ONLY" = all ]; then
 # bf16 vs fp32 speed and device memory (one job, same GPU).
 for m in "examples/mlp.gt --batch 16384" "examples/char_gpt.gt"; do
   for p in fp32 tf32 bf16 fp16; do
@@ -205,6 +210,7 @@ s=$?
 row "$(cat "$OUT/speedup.txt") (>= 2x)" "$(verdict $s)"
 
 fi
+if [ "$ONLY" = all ] || [ "$ONLY" = compile ]; then
 # 7. gtc compile: standalone executables, run from a directory without gtc,
 # against `gtc run` with the same seed (identical losses expected: the same
 # plan and kernels). GPT-2 124M trains on a synthetic token file.
@@ -235,6 +241,7 @@ row "compiled gpt2 --steps 20 on the GPU vs gtc run: $(tail -1 "$OUT/gpt2-same.t
 python3 test/Run/Inputs/compare_losses.py "$OUT/mlp-run.jsonl" "$OUT/mlp-exe.jsonl" 0 > "$OUT/mlp-same.txt" 2>&1; s2=$?
 row "compiled mlp 50 steps on the GPU vs gtc run: $(tail -1 "$OUT/mlp-same.txt" | cut -c1-50)" "$(verdict $((s1 + s2)))"
 
+fi
 if [ "$ONLY" = all ]; then
 # 5. Benchmark: gtc vs PyTorch, same GPU, same job.
 for b in 64 1024 16384; do

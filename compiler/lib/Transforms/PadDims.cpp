@@ -11,6 +11,11 @@
 // sizes and the function computed is unchanged. The padding is constant, so
 // gt-autodiff's pad/slice rules give the parameters exactly the gradients
 // of the unpadded model.
+//
+// Between two padded GEMMs the activations stay padded: a padded linear's
+// extra columns are exactly 0 (zero weight rows and bias), so
+// pad(f(slice(y))) back to y's shape is f(y) for an f with f(0) = 0 (relu,
+// gelu, tanh, neg, casts), and the slice/pad copies go away.
 //===----------------------------------------------------------------------===//
 
 #include "gtc/Dialect/GT/GTOps.h"
@@ -44,13 +49,21 @@ struct GtPadDimsPass : public mlir::gt::impl::GtPadDimsPassBase<GtPadDimsPass> {
     return (d + m - 1) / m * m;
   }
 
-  /// `v` padded with zeros to `shape`, or `v` if it has that shape.
-  static Value pad(OpBuilder &b, Value v, ArrayRef<int64_t> shape) {
+  /// `v` padded with zeros to `shape`, or `v` if it has that shape; one
+  /// gt.pad per (value, shape), made before its first user (a weight used
+  /// by several linears is padded once; the linears are visited in order).
+  Value pad(OpBuilder &b, Value v, ArrayRef<int64_t> shape) {
     auto type = cast<RankedTensorType>(v.getType());
     if (type.getShape() == shape)
       return v;
-    return PadOp::create(b, v.getLoc(), type.clone(shape), v);
+    Type to = type.clone(shape);
+    Value &p = pads[{v, to}];
+    if (!p)
+      p = PadOp::create(b, v.getLoc(), to, v);
+    return p;
   }
+
+  DenseMap<std::pair<Value, Type>, Value> pads;
 
   void runOnOperation() override {
     SmallVector<LinearOp> linears;
@@ -87,6 +100,41 @@ struct GtPadDimsPass : public mlir::gt::impl::GtPadDimsPassBase<GtPadDimsPass> {
         result = SliceOp::create(b, op.getLoc(), y, result);
       op.getResult().replaceAllUsesWith(result);
       op.erase();
+    }
+    keepActivationsPadded();
+  }
+
+  /// pad(f(slice(y))) -> f(y) where y is a padded linear's result.
+  void keepActivationsPadded() {
+    SmallVector<PadOp> pads;
+    getOperation().walk([&](PadOp p) { pads.push_back(p); });
+    for (PadOp pad : pads) {
+      Operation *f = pad.getInput().getDefiningOp();
+      if (!f || !isa<ReluOp, GeluOp, TanhOp, NegOp, CastOp>(f) ||
+          f->getNumOperands() != 1 || f->getNumResults() != 1)
+        continue;
+      auto slice = f->getOperand(0).getDefiningOp<SliceOp>();
+      if (!slice || !slice.getInput().getDefiningOp<LinearOp>())
+        continue;
+      Value y = slice.getInput();
+      auto yType = cast<RankedTensorType>(y.getType());
+      if (yType.getShape() != pad.getType().getShape())
+        continue;
+      OpBuilder b(pad);
+      Operation *padded = b.clone(*f);
+      padded->setOperand(0, y);
+      padded->getResult(0).setType(yType.clone(
+          cast<RankedTensorType>(f->getResult(0).getType()).getElementType()));
+      if (padded->getResult(0).getType() != pad.getType()) {
+        padded->erase();
+        continue;
+      }
+      pad.getResult().replaceAllUsesWith(padded->getResult(0));
+      pad.erase();
+      if (f->use_empty())
+        f->erase();
+      if (slice->use_empty())
+        slice->erase();
     }
   }
 };
