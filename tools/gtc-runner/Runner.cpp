@@ -51,7 +51,10 @@ int main(int argc, char **argv) {
     self = self.substr(slash + 1);
   rt::Bundle bundle;
   std::string error;
-  if (!rt::readBundle("/proc/self/exe", bundle, error)) {
+  const std::string exe = "/proc/self/exe";
+  if (!rt::readBundle(exe, bundle, error)) {
+    if (size_t at = error.find(exe); at != std::string::npos)
+      error.replace(at, exe.size(), argv[0]); // name the file as invoked
     std::cerr << self << ": error: " << error << "\n";
     return 1;
   }

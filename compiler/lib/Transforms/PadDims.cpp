@@ -63,9 +63,11 @@ struct GtPadDimsPass : public mlir::gt::impl::GtPadDimsPassBase<GtPadDimsPass> {
     return p;
   }
 
+  /// The gt.pad made for each (value, padded type) in this run.
   DenseMap<std::pair<Value, Type>, Value> pads;
 
   void runOnOperation() override {
+    pads.clear(); // a pass instance may run on several modules
     SmallVector<LinearOp> linears;
     getOperation().walk([&](LinearOp op) {
       if (op->getParentOfType<func::FuncOp>()->hasAttr(kModelAttrName))
