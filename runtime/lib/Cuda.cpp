@@ -136,14 +136,14 @@ Libs &libs() {
 #undef RESOLVE
       l.driver = ok;
     }
+// Resolves f from the library handle h into l.f (ok: all found so far).
+#define GTC_DLSYM(f)                                                           \
+  ok = ok && (l.f = reinterpret_cast<decltype(l.f)>(dlsym(h, #f)));
     if (void *h = openFirst({"libnvrtc.so.13", "libnvrtc.so",
                              "/usr/local/cuda/lib64/libnvrtc.so.13"},
                             l.nvrtcError)) {
       bool ok = true;
-#define RESOLVE(f)                                                             \
-  ok = ok && (l.f = reinterpret_cast<decltype(l.f)>(dlsym(h, #f)));
-      GTC_NVRTC_FUNCTIONS(RESOLVE)
-#undef RESOLVE
+      GTC_NVRTC_FUNCTIONS(GTC_DLSYM)
       l.nvrtc = ok;
       if (!ok)
         l.nvrtcError = "libnvrtc lacks an entry point; install CUDA 13's NVRTC";
@@ -152,10 +152,8 @@ Libs &libs() {
                              "/usr/local/cuda/lib64/libcublasLt.so.13"},
                             l.cublasError)) {
       bool ok = true;
-#define RESOLVE(f)                                                             \
-  ok = ok && (l.f = reinterpret_cast<decltype(l.f)>(dlsym(h, #f)));
-      GTC_LT_FUNCTIONS(RESOLVE)
-#undef RESOLVE
+      GTC_LT_FUNCTIONS(GTC_DLSYM)
+#undef GTC_DLSYM
       l.cublas = ok;
       if (!ok)
         l.cublasError = "libcublasLt lacks an entry point; install CUDA 13";
@@ -559,7 +557,6 @@ struct CudaExecutor::Impl {
   const Plan &plan;
   const CudaProgram &program;
   bool tf32;
-  bool scaling; ///< dynamic loss scaling (Plan::scalesLoss)
   std::string arch;
   CUstream compute = nullptr, copy = nullptr;
   CUdeviceptr arena = 0, inputs[2] = {0, 0}, workspace = 0, state = 0;
@@ -632,7 +629,7 @@ struct CudaExecutor::Impl {
   }
 
   Impl(const Plan &p, const CudaProgram &prog, bool tf32)
-      : plan(p), program(prog), tf32(tf32), scaling(p.scalesLoss()) {}
+      : plan(p), program(prog), tf32(tf32) {}
 
   CUdeviceptr ptr(int id, int slot) const {
     if (id == CudaLaunch::kWorkspace)
@@ -712,28 +709,14 @@ struct CudaExecutor::Impl {
     LT(cublasLtMatmulPreferenceSetAttribute(
         pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspaceBytes,
         sizeof workspaceBytes));
-    // The heuristic assumes 256-byte aligned pointers unless told: plan
-    // buffers are 64-byte aligned (16-bit ones may sit anywhere on a 4-byte
-    // slot boundary times 16), so state each operand's alignment, over both
-    // input slots. (In cuBLASLt's terms B comes first: see above.)
-    auto alignment = [&](int id) {
-      uint32_t a = 256;
-      for (int slot = 0; slot < 2; ++slot) {
-        CUdeviceptr p = ptr(id, slot);
-        while (a > 1 && p % a != 0)
-          a /= 2;
-      }
-      return a;
-    };
-    uint32_t alignA = alignment(s.b), alignB = alignment(s.a),
-             alignC = alignment(s.c);
-    for (auto [attr, value] :
-         {std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &alignA},
-          std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &alignB},
-          std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &alignC},
-          std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &alignC}})
-      LT(cublasLtMatmulPreferenceSetAttribute(pref, attr, value,
-                                              sizeof *value));
+    // cuBLASLt's heuristic assumes 256-byte aligned operands; the memory
+    // plan places every buffer so (PlanBuilder's kAlign).
+    for (int id : {s.a, s.b, s.c})
+      for (int slot = 0; slot < 2; ++slot)
+        if (ptr(id, slot) % 256 != 0)
+          throw RuntimeError("GEMM operand '" + plan.buffers[id].name +
+                             "' is not 256-byte aligned; the plan was not "
+                             "made by this gtc (recompile it)");
     cublasLtMatmulHeuristicResult_t results[8] = {};
     int found = 0;
     LT(cublasLtMatmulAlgoGetHeuristic(lt, l.desc, l.la, l.lb, l.lc, l.lc, pref,
@@ -852,6 +835,7 @@ struct CudaExecutor::Impl {
     long long n = paramElements;
     int np = static_cast<int>(partials);
     const TrainConfig &c = plan.config;
+    const bool scaling = plan.scalesLoss();
     Hyper h{c.lr,
             c.final,
             c.beta1,
@@ -886,7 +870,7 @@ struct CudaExecutor::Impl {
     CU(cuMemcpyDtoHAsync(out, ptr(plan.loss, 0), 4, compute));
     if (plan.accuracy >= 0)
       CU(cuMemcpyDtoHAsync(out + 1, ptr(plan.accuracy, 0), 4, compute));
-    if (scaling) {
+    if (plan.scalesLoss()) {
       CU(cuMemcpyDtoHAsync(out + 2, ptr(plan.lossScale, 0), 4, compute));
       CU(cuMemcpyDtoHAsync(out + 4, counter + 3 * 8, 8, compute));
     }
@@ -983,7 +967,7 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
                                              : h.data());
   }
   // Dynamic loss scaling starts the seed of the backward pass at 2^16.
-  if (I.scaling) {
+  if (plan.scalesLoss()) {
     float initial = LossScaler::kInitial;
     upload(plan.lossScale, &initial);
   }
@@ -1148,7 +1132,7 @@ double CudaExecutor::loss() {
 }
 
 bool CudaExecutor::lossScale(double &scale, int64_t &skipped) {
-  if (!impl->scaling)
+  if (!impl->plan.scalesLoss())
     return false;
   CU(cuEventSynchronize(impl->done));
   const char *out = static_cast<const char *>(impl->pinnedOut);

@@ -45,6 +45,13 @@ const char *gtc::rt::dtypeName(DType d) {
   return "?";
 }
 
+std::string gtc::rt::typeText(DType d, const std::vector<int64_t> &shape) {
+  std::string s = std::string(dtypeName(d)) + "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
 uint16_t gtc::rt::toHalfBits(float v, DType d) {
   uint32_t u;
   std::memcpy(&u, &v, 4);

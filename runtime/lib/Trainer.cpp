@@ -45,13 +45,6 @@ struct SignalGuard {
 };
 
 
-std::string shapeText(DType d, const std::vector<int64_t> &shape) {
-  std::string s = std::string(dtypeName(d)) + "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 /// The input and label feeds of a plan, checked against the data.
 struct Feeds {
   int input = -1, label = -1;
@@ -93,9 +86,9 @@ bool matchFeeds(const Plan &plan, const Dataset &data, const char *what,
                                     b.shape.end());
     if (b.dtype != spec.dtype || perExample != spec.shape) {
       error = std::string("the ") + what + " data gives " + kind +
-              " examples of " + shapeText(spec.dtype, spec.shape) +
+              " examples of " + typeText(spec.dtype, spec.shape) +
               ", but the model's " + kind + " '" + b.name + "' is " +
-              shapeText(b.dtype, b.shape) +
+              typeText(b.dtype, b.shape) +
               " (batch first); change the model's declaration or the data";
       return false;
     }
@@ -189,9 +182,10 @@ public:
 class CpuBackend : public Backend {
 public:
   explicit CpuBackend(const Plan &plan)
-      : plan(plan), exec(plan), scaling(plan.scalesLoss()) {}
+      : plan(plan), exec(plan) {}
   void *feed(int id) override { return exec.data(id); }
   void run(double lr, int64_t, bool) override {
+    const bool scaling = plan.scalesLoss();
     if (scaling)
       exec.floats(plan.lossScale)[0] = scaler.scale;
     exec.run();
@@ -215,7 +209,7 @@ public:
   bool lossScale(double &scale, int64_t &skipped) override {
     scale = scaler.scale;
     skipped = scaler.skipped;
-    return scaling;
+    return plan.scalesLoss();
   }
   double loss() override { return exec.floats(plan.loss)[0]; }
   double gradNorm() override { return norm; }
@@ -242,7 +236,6 @@ public:
   CpuExecutor<float> exec;
   OptimizerState<float> opt;
   double norm = -1;
-  bool scaling;
   LossScaler scaler;
 };
 
@@ -460,7 +453,7 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
         err << "gtc: error: cannot resume: " << options.resumePath
             << (it == byName.end() ? " lacks '" : " has a different '")
             << name << "' (the model expects "
-            << shapeText(DType::F32, b.shape) << ")\n";
+            << typeText(DType::F32, b.shape) << ")\n";
         return false;
       }
       std::memcpy(dst, it->second->bytes.data(), it->second->bytes.size());

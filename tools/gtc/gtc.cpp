@@ -184,19 +184,14 @@ void explainPrecision(const gtc::rt::Plan &plan, const gtc::rt::Plan *fp32,
   using gtc::rt::Buffer;
   std::map<std::string, std::map<std::string, int>> kinds;
   std::vector<std::string> pads;
-  auto shape = [](const Buffer &b) {
-    std::string s = "[";
-    for (size_t i = 0; i < b.shape.size(); ++i)
-      s += (i ? "," : "") + std::to_string(b.shape[i]);
-    return s + "]";
-  };
   for (const gtc::rt::Kernel &k : plan.kernels) {
     const Buffer &out = plan.buffers[k.outputs[0]];
     ++kinds[k.op][gtc::rt::dtypeName(out.dtype)];
     if (k.op == "pad" || k.op == "slice") {
       const Buffer &in = plan.buffers[k.inputs[0]];
-      pads.push_back(k.op + " " + gtc::rt::dtypeName(in.dtype) + shape(in) +
-                     " -> " + shape(out) + " (" + in.name + ")");
+      pads.push_back(k.op + " " + gtc::rt::typeText(in.dtype, in.shape) +
+                     " -> " + gtc::rt::typeText(out.dtype, out.shape) + " (" +
+                     in.name + ")");
     }
   }
   os << "precision " << plan.config.precision

@@ -1172,6 +1172,18 @@ const char *kRowLoop =
     "    const i64 row = first + threadIdx.x / RT;\n"
     "    const bool active = row < ROWS;\n";
 
+/// Inside kRowLoop: `xr` at the row and its maximum `m`, reduced through
+/// the shared float array `red` (softmax and cross-entropy).
+std::string rowMax(const std::string &red) {
+  return "    const auto *xr = x + row * N;\n"
+         "    float m = -GTC_INF;\n"
+         "    if (active)\n"
+         "      for (int j = lane; j < N; j += RT)\n"
+         "        m = fmaxf(m, xr[j]);\n"
+         "    m = row_max<RT>(m, " +
+         red + ");\n";
+}
+
 int64_t rowGrid(int64_t rows, int rt) {
   return std::min(ceilDiv(rows, kBlock / rt), kMaxRowGrid);
 }
@@ -1402,13 +1414,7 @@ bool Emitter::softmax(bool grad) {
                           : "  __shared__ float red[8];\n";
   body += kRowLoop;
   if (!grad)
-    body += R"CU(    const auto *xr = x + row * N;
-    float m = -GTC_INF;
-    if (active)
-      for (int j = lane; j < N; j += RT)
-        m = fmaxf(m, xr[j]);
-    m = row_max<RT>(m, red);
-    float s = 0.f;
+    body += rowMax("red") + R"CU(    float s = 0.f;
     if (active)
       for (int j = lane; j < N; j += RT)
         s += expf(xr[j] - m);
@@ -1462,14 +1468,8 @@ void Emitter::finalSum(const std::string &suffix, int outBuf, int64_t n,
 /// (e.g. "loss[row] = "). An out-of-range label (an error on the CPU) gives
 /// NaN.
 static std::string crossEntropyRows(bool grad, const std::string &lossStore) {
-  std::string body = kRowLoop;
-  body += R"CU(    const auto *xr = x + row * N;
-    float m = -GTC_INF;
-    if (active)
-      for (int j = lane; j < N; j += RT)
-        m = fmaxf(m, xr[j]);
-    m = row_max<RT>(m, redf);
-    double s = 0.0;
+  std::string body = kRowLoop + rowMax("redf");
+  body += R"CU(    double s = 0.0;
     if (active)
       for (int j = lane; j < N; j += RT)
         s += (double)expf(xr[j] - m);

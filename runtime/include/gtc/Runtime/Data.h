@@ -32,6 +32,8 @@ inline int dtypeBytes(DType d) {
 inline bool isFloat(DType d) { return d != DType::I32; }
 /// "f32", "i32", "bf16", "f16".
 const char *dtypeName(DType d);
+/// A tensor type for messages: "bf16[1001, 784]".
+std::string typeText(DType d, const std::vector<int64_t> &shape);
 /// The bits of `v` as a BF16 or F16 element, rounded to nearest (ties to
 /// even); F16 overflows to infinity beyond 65504 and keeps subnormals.
 uint16_t toHalfBits(float v, DType d);
