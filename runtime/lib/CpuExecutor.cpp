@@ -4,6 +4,7 @@
 #include "gtc/Runtime/Rng.h"
 #include <algorithm>
 #include <cblas.h>
+#include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
@@ -1065,9 +1066,16 @@ template <typename T> void CpuExecutor<T>::initParams(uint64_t seed) {
   initParameters(plan_, seed, region(Region::Param));
 }
 
-template <typename T> void CpuExecutor<T>::run() {
+template <typename T> void CpuExecutor<T>::run(std::vector<double> *spans) {
+  auto now = [] {
+    return std::chrono::duration<double, std::micro>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
   for (size_t i = 0; i < fns_.size(); ++i) {
     const Kernel &k = plan_.kernels[i];
+    if (spans)
+      spans->push_back(now());
     fns_[i](*this, k);
     // A 16-bit output holds what the GPU stores: the value rounded.
     for (int id : k.outputs) {
@@ -1083,6 +1091,8 @@ template <typename T> void CpuExecutor<T>::run() {
         }
       }, 4096);
     }
+    if (spans)
+      spans->push_back(now());
   }
 }
 

@@ -3,6 +3,7 @@
 #include "gtc/Runtime/Cuda.h"
 #include "gtc/Runtime/Bundle.h"
 #include "gtc/Runtime/Optimizer.h"
+#include "gtc/Runtime/Profile.h"
 #include "gtc/Runtime/Rng.h"
 #include <algorithm>
 #include <chrono>
@@ -17,6 +18,7 @@
 #include <map>
 #include <mutex>
 #include <nvrtc.h>
+#include <nvtx3/nvToolsExt.h>
 #include <sstream>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -218,6 +220,12 @@ bool initDevice(std::string &error) {
                          CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, l.device);
   l.cuDeviceGetAttribute(&l.info.multiprocessors,
                          CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, l.device);
+  l.cuDeviceGetAttribute(&l.info.clockKHz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE,
+                         l.device);
+  l.cuDeviceGetAttribute(&l.info.memoryClockKHz,
+                         CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, l.device);
+  l.cuDeviceGetAttribute(&l.info.busWidthBits,
+                         CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, l.device);
   l.cuDeviceTotalMem(&l.info.memory, l.device);
   return true;
 }
@@ -575,6 +583,7 @@ struct CudaExecutor::Impl {
   std::vector<CUmodule> modules;
   struct Launch {
     const CudaLaunch *spec;
+    int planKernel = -1;
     CUfunction fn = nullptr;
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
@@ -584,48 +593,10 @@ struct CudaExecutor::Impl {
   CUfunction sumsq = nullptr, normFn = nullptr, update = nullptr;
   cublasLtHandle_t lt = nullptr;
   CUgraphExec graphs[2] = {nullptr, nullptr};
-  /// GTC_TIMELINE=FILE: per step, events around the batch copy (copy
-  /// stream) and the step (compute stream), written as a Chrome trace.
-  struct Marks {
-    CUevent copyBegin, copyEnd, stepBegin, stepEnd;
-  };
-  std::vector<Marks> timeline;
-  const char *timelinePath = std::getenv("GTC_TIMELINE");
-
   CUevent timingEvent() {
     CUevent e;
     CU(cuEventCreate(&e, CU_EVENT_DEFAULT));
     return e;
-  }
-
-  /// Writes the Chrome trace (chrome://tracing, Perfetto): one row per
-  /// stream, times in microseconds from the first copy.
-  void writeTimeline() {
-    if (!timelinePath || timeline.empty())
-      return;
-    Libs &L = libs();
-    L.cuStreamSynchronize(compute);
-    L.cuStreamSynchronize(copy);
-    std::ofstream f(timelinePath);
-    f << "{\"traceEvents\": [\n";
-    CUevent origin = timeline.front().copyBegin;
-    auto at = [&](CUevent e) {
-      float ms = 0;
-      L.cuEventElapsedTime(&ms, origin, e);
-      return ms * 1000.0;
-    };
-    for (size_t i = 0; i < timeline.size(); ++i) {
-      const Marks &m = timeline[i];
-      f << (i ? ",\n" : "") << "{\"name\": \"copy batch " << i
-        << "\", \"ph\": \"X\", \"pid\": 0, \"tid\": \"copy stream\", \"ts\": "
-        << at(m.copyBegin) << ", \"dur\": " << at(m.copyEnd) - at(m.copyBegin)
-        << "},\n{\"name\": \"step " << i
-        << "\", \"ph\": \"X\", \"pid\": 0, \"tid\": \"compute stream\", "
-           "\"ts\": "
-        << at(m.stepBegin) << ", \"dur\": " << at(m.stepEnd) - at(m.stepBegin)
-        << "}";
-    }
-    f << "\n]}\n";
   }
 
   Impl(const Plan &p, const CudaProgram &prog, bool tf32)
@@ -788,42 +759,78 @@ struct CudaExecutor::Impl {
     }
   }
 
-  void enqueueKernels(int slot) {
-    Libs &L = libs();
-    for (Launch &l : launches) {
-      const CudaLaunch &s = *l.spec;
-      if (s.kind == CudaLaunch::Kind::Memset) {
-        const Buffer &b = plan.buffers[s.c];
-        CU(cuMemsetD8Async(ptr(s.c, slot), 0, b.slots() * 4, compute));
-      } else if (s.kind == CudaLaunch::Kind::Gemm) {
-        CUdeviceptr a = ptr(s.a, slot), b = ptr(s.b, slot), c = ptr(s.c, slot);
-        if (s.bias >= 0) {
-          CUdeviceptr bias = ptr(s.bias, slot);
-          LT(cublasLtMatmulDescSetAttribute(
-              l.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-        }
-        float alpha = s.alpha, beta = s.beta;
-        LT(cublasLtMatmul(lt, l.desc, &alpha, reinterpret_cast<void *>(b),
-                          l.la, reinterpret_cast<void *>(a), l.lb, &beta,
-                          reinterpret_cast<void *>(c), l.lc,
-                          reinterpret_cast<void *>(c), l.lc, &l.algo,
-                          reinterpret_cast<void *>(workspace), workspaceBytes,
-                          compute));
-      } else {
-        std::vector<CUdeviceptr> ptrs;
-        for (int id : s.buffers)
-          ptrs.push_back(ptr(id, slot));
-        std::vector<void *> args;
-        for (CUdeviceptr &p : ptrs)
-          args.push_back(&p);
-        CU(cuLaunchKernel(l.fn, static_cast<unsigned>(s.grid), 1, 1,
-                          static_cast<unsigned>(s.block), 1, 1,
-                          static_cast<unsigned>(s.shared), compute,
-                          args.data(), nullptr));
+  void enqueueLaunch(Launch &l, int slot) {
+    const CudaLaunch &s = *l.spec;
+    if (s.kind == CudaLaunch::Kind::Memset) {
+      const Buffer &b = plan.buffers[s.c];
+      CU(cuMemsetD8Async(ptr(s.c, slot), 0, b.slots() * 4, compute));
+    } else if (s.kind == CudaLaunch::Kind::Gemm) {
+      CUdeviceptr a = ptr(s.a, slot), b = ptr(s.b, slot), c = ptr(s.c, slot);
+      if (s.bias >= 0) {
+        CUdeviceptr bias = ptr(s.bias, slot);
+        LT(cublasLtMatmulDescSetAttribute(
+            l.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
       }
-      checkLaunch(s);
+      float alpha = s.alpha, beta = s.beta;
+      LT(cublasLtMatmul(lt, l.desc, &alpha, reinterpret_cast<void *>(b), l.la,
+                        reinterpret_cast<void *>(a), l.lb, &beta,
+                        reinterpret_cast<void *>(c), l.lc,
+                        reinterpret_cast<void *>(c), l.lc, &l.algo,
+                        reinterpret_cast<void *>(workspace), workspaceBytes,
+                        compute));
+    } else {
+      std::vector<CUdeviceptr> ptrs;
+      for (int id : s.buffers)
+        ptrs.push_back(ptr(id, slot));
+      std::vector<void *> args;
+      for (CUdeviceptr &p : ptrs)
+        args.push_back(&p);
+      CU(cuLaunchKernel(l.fn, static_cast<unsigned>(s.grid), 1, 1,
+                        static_cast<unsigned>(s.block), 1, 1,
+                        static_cast<unsigned>(s.shared), compute, args.data(),
+                        nullptr));
     }
-    (void)L;
+    checkLaunch(s);
+  }
+
+  void enqueueKernels(int slot) {
+    for (Launch &l : launches)
+      enqueueLaunch(l, slot);
+  }
+
+  /// While profiling: events around each launch, in order (begin, end).
+  struct Timed {
+    std::string name, kind;
+    int planKernel;
+    CUevent begin, end;
+    double flops, bytes;
+    bool tensorCore;
+  };
+  std::vector<Timed> *timed = nullptr;
+  std::vector<CUevent> eventPool;
+  size_t eventsUsed = 0;
+
+  CUevent pooledEvent() {
+    if (eventsUsed == eventPool.size())
+      eventPool.push_back(timingEvent());
+    return eventPool[eventsUsed++];
+  }
+
+  /// Runs `enqueue` on the compute stream; while profiling, between two
+  /// events recorded as `name`.
+  template <typename F>
+  void timedLaunch(const std::string &name, const char *kind, int planKernel,
+                   double flops, double bytes, bool tensorCore, F &&enqueue) {
+    if (!timed) {
+      enqueue();
+      return;
+    }
+    Timed t{name, kind, planKernel, pooledEvent(), pooledEvent(), flops, bytes,
+            tensorCore};
+    CU(cuEventRecord(t.begin, compute));
+    enqueue();
+    CU(cuEventRecord(t.end, compute));
+    timed->push_back(std::move(t));
   }
 
   void enqueueUpdate() {
@@ -852,17 +859,29 @@ struct CudaExecutor::Impl {
             c.schedule == "linear" ? 1 : c.schedule == "cosine" ? 2 : 0,
             scaling};
     CUdeviceptr scale = scaling ? ptr(plan.lossScale, 0) : 0;
+    double bytes = static_cast<double>(paramElements) * 4;
     if (c.gradClip > 0 || scaling) {
       void *args[] = {&g, &n, &partial};
-      CU(cuLaunchKernel(sumsq, static_cast<unsigned>(partials), 1, 1, 256, 1,
-                        1, 0, compute, args, nullptr));
+      timedLaunch("gtc_sumsq (gradient norm)", "optimizer", -1, 0, bytes,
+                  false, [&] {
+                    CU(cuLaunchKernel(sumsq, static_cast<unsigned>(partials),
+                                      1, 1, 256, 1, 1, 0, compute, args,
+                                      nullptr));
+                  });
       void *normArgs[] = {&partial, &np, &norm};
-      CU(cuLaunchKernel(normFn, 1, 1, 1, 256, 1, 1, 0, compute, normArgs,
-                        nullptr));
+      timedLaunch("gtc_norm", "optimizer", -1, 0, 0, false, [&] {
+        CU(cuLaunchKernel(normFn, 1, 1, 1, 256, 1, 1, 0, compute, normArgs,
+                          nullptr));
+      });
     }
     void *args[] = {&p, &g, &m, &v, &n, &h, &counter, &norm, &scale};
-    CU(cuLaunchKernel(update, 132 * 4, 1, 1, 256, 1, 1, 0, compute, args,
-                      nullptr));
+    // Reads p, g (and m, v) and writes p (and m, v).
+    double moved = bytes * (c.optimizer == "sgd" ? 3 : 7);
+    timedLaunch("gtc_update (" + c.optimizer + ")", "optimizer", -1, 0, moved,
+                false, [&] {
+                  CU(cuLaunchKernel(update, 132 * 4, 1, 1, 256, 1, 1, 0,
+                                    compute, args, nullptr));
+                });
   }
 
   void enqueueOutputs() {
@@ -995,10 +1014,11 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
 
   // Compile (or fetch from the cache) every kernel; one module per source.
   std::unordered_map<std::string, CUfunction> bySource;
-  for (const std::vector<CudaLaunch> &ls : program.kernels)
-    for (const CudaLaunch &s : ls) {
+  for (size_t k = 0; k < program.kernels.size(); ++k)
+    for (const CudaLaunch &s : program.kernels[k]) {
       Impl::Launch l;
       l.spec = &s;
+      l.planKernel = static_cast<int>(k);
       if (s.kind == CudaLaunch::Kind::Kernel) {
         auto it = bySource.find(s.source + s.name);
         l.fn = it != bySource.end() ? it->second : I.load(s.source, s.name);
@@ -1017,8 +1037,6 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
 CudaExecutor::~CudaExecutor() {
   if (!impl)
     return;
-  if (impl->plan.kind == "step")
-    impl->writeTimeline();
   // Device memory goes with the process; free what is large.
   Libs &L = libs();
   if (L.cuStreamSynchronize && impl->compute)
@@ -1080,16 +1098,8 @@ void CudaExecutor::step(int slot, bool update, bool wantLoss) {
                           : 0;
   if (I.consumedRecorded[slot])
     CU(cuStreamWaitEvent(I.copy, I.consumed[slot], 0));
-  Impl::Marks marks{};
-  if (I.timelinePath) {
-    marks = {I.timingEvent(), I.timingEvent(), I.timingEvent(),
-             I.timingEvent()};
-    CU(cuEventRecord(marks.copyBegin, I.copy));
-  }
   if (inputBytes)
     CU(cuMemcpyHtoDAsync(I.inputs[slot], I.staged[slot], inputBytes, I.copy));
-  if (I.timelinePath)
-    CU(cuEventRecord(marks.copyEnd, I.copy));
   CU(cuEventRecord(I.copied[slot], I.copy));
   CU(cuStreamWaitEvent(I.compute, I.copied[slot], 0));
 
@@ -1104,18 +1114,12 @@ void CudaExecutor::step(int slot, bool update, bool wantLoss) {
     CU(cuStreamEndCapture(I.compute, &graph));
     CU(cuGraphInstantiateWithFlags(&I.graphs[slot], graph, 0));
   }
-  if (I.timelinePath)
-    CU(cuEventRecord(marks.stepBegin, I.compute));
   if (useGraph) {
     CU(cuGraphLaunch(I.graphs[slot], I.compute));
   } else {
     I.enqueueKernels(slot);
     if (update)
       I.enqueueUpdate();
-  }
-  if (I.timelinePath) {
-    CU(cuEventRecord(marks.stepEnd, I.compute));
-    I.timeline.push_back(marks);
   }
   // The loss (computed before the update) is copied back only when asked.
   if (wantLoss)
@@ -1218,4 +1222,176 @@ double CudaExecutor::timeStep(int warmup, int iters) {
   }
   std::sort(ms.begin(), ms.end());
   return ms.empty() ? 0 : ms[ms.size() / 2];
+}
+
+//===----------------------------------------------------------------------===//
+// Profiling
+//===----------------------------------------------------------------------===//
+
+/// Dense 16-bit tensor-core FLOPs per SM and clock: Ampere (sm_80) 2048,
+/// Hopper (sm_90) 4096, Blackwell (sm_100) 8192; other parts are not counted.
+double CudaDeviceInfo::peakTensorFlops() const {
+  int perClock = major == 8 && minor == 0 ? 2048
+                 : major == 9             ? 4096
+                 : major == 10            ? 8192
+                                          : 0;
+  return static_cast<double>(multiprocessors) * clockKHz * 1e3 * perClock;
+}
+
+/// 128 fp32 lanes per SM from sm_80 on (64 on sm_80 itself), 2 FLOPs each.
+double CudaDeviceInfo::peakFp32Flops() const {
+  int lanes = major == 8 && minor == 0 ? 64 : 128;
+  return static_cast<double>(multiprocessors) * clockKHz * 1e3 * lanes * 2;
+}
+
+double CudaDeviceInfo::peakBytesPerSecond() const {
+  return 2.0 * memoryClockKHz * 1e3 * busWidthBits / 8;
+}
+
+void CudaExecutor::profile(int warmup, int steps, Profile &out) {
+  Impl &I = *impl;
+  const Libs &L = libs();
+  out.device = L.info.name;
+  out.steps = steps;
+  out.peakTensorFlops = L.info.peakTensorFlops();
+  out.peakFp32Flops = L.info.peakFp32Flops();
+  out.peakBytesPerSecond = L.info.peakBytesPerSecond();
+  out.stepMs = timeStep(warmup, 20);
+  CU(cuStreamSynchronize(I.compute));
+  CU(cuStreamSynchronize(I.copy));
+
+  std::vector<KernelContext> contexts = kernelContexts(I.plan);
+  std::vector<Impl::Timed> timed;
+  std::vector<size_t> stepStart;
+  I.timed = &timed;
+  I.eventsUsed = 0;
+  CUevent origin = I.pooledEvent();
+  CU(cuEventRecord(origin, I.compute));
+  size_t inputBytes = I.plan.regionSize.count(Region::Input)
+                          ? I.plan.regionSize.at(Region::Input) * 4
+                          : 0;
+  for (int s = 0; s < steps; ++s) {
+    int slot = s % 2;
+    stepStart.push_back(timed.size());
+    nvtxRangePushA(("step " + std::to_string(s)).c_str());
+    // The batch copy, on the copy stream (the step waits for it).
+    if (inputBytes) {
+      Impl::Timed c{"copy batch (host to device)", "copy", -1,
+                    I.pooledEvent(), I.pooledEvent(), 0,
+                    static_cast<double>(inputBytes), false};
+      CU(cuStreamWaitEvent(I.copy, origin, 0));
+      CU(cuEventRecord(c.begin, I.copy));
+      CU(cuMemcpyHtoDAsync(I.inputs[slot], I.staged[slot], inputBytes,
+                           I.copy));
+      CU(cuEventRecord(c.end, I.copy));
+      CU(cuStreamWaitEvent(I.compute, c.end, 0));
+      timed.push_back(c);
+    }
+    std::string phase, layer;
+    for (Impl::Launch &l : I.launches) {
+      const KernelContext &ctx = contexts[l.planKernel];
+      std::string group = layerGroup(ctx.layer);
+      if (ctx.phase != phase || group != layer) {
+        if (!layer.empty())
+          nvtxRangePop();
+        if (ctx.phase != phase) {
+          if (!phase.empty())
+            nvtxRangePop();
+          nvtxRangePushA(ctx.phase.c_str());
+          phase = ctx.phase;
+        }
+        layer = group;
+        if (!layer.empty())
+          nvtxRangePushA(layer.c_str());
+      }
+      const CudaLaunch &spec = *l.spec;
+      const Kernel &k = I.plan.kernels[l.planKernel];
+      std::string name = spec.name;
+      const char *kind = "kernel";
+      double flops = 0, bytes = 0;
+      bool tensorCore = false;
+      if (spec.kind == CudaLaunch::Kind::Gemm) {
+        kind = "gemm";
+        DType d = I.plan.buffers[spec.c].dtype;
+        tensorCore = dtypeBytes(d) == 2 || I.tf32;
+        name = "gemm " + k.op + " " + std::to_string(spec.m) + "x" +
+               std::to_string(spec.n) + "x" + std::to_string(spec.k) +
+               (spec.batch > 1 ? " x" + std::to_string(spec.batch) : "") +
+               " " + dtypeName(d) + (spec.bias >= 0 ? " +bias" : "") +
+               (spec.relu ? " +relu" : "");
+        flops = 2.0 * spec.m * spec.n * spec.k * spec.batch;
+        for (int id : {spec.a, spec.b, spec.c, spec.bias})
+          if (id >= 0)
+            bytes += static_cast<double>(I.plan.buffers[id].elements()) *
+                     dtypeBytes(I.plan.buffers[id].dtype);
+      } else if (spec.kind == CudaLaunch::Kind::Memset) {
+        kind = "memset";
+        name = "memset";
+        bytes = static_cast<double>(I.plan.buffers[spec.c].slots()) * 4;
+      } else {
+        for (int id : spec.buffers)
+          if (id >= 0)
+            bytes += static_cast<double>(I.plan.buffers[id].elements()) *
+                     dtypeBytes(I.plan.buffers[id].dtype);
+      }
+      I.timedLaunch(name, kind, l.planKernel, flops, bytes, tensorCore,
+                    [&] { I.enqueueLaunch(l, slot); });
+    }
+    if (!layer.empty())
+      nvtxRangePop();
+    if (!phase.empty())
+      nvtxRangePop();
+    nvtxRangePushA("optimizer");
+    I.enqueueUpdate();
+    nvtxRangePop();
+    nvtxRangePop(); // step
+  }
+  CU(cuStreamSynchronize(I.compute));
+  CU(cuStreamSynchronize(I.copy));
+  I.timed = nullptr;
+
+  auto at = [&](CUevent e) {
+    float ms = 0;
+    CU(cuEventElapsedTime(&ms, origin, e));
+    return ms * 1000.0;
+  };
+  // Counted FLOPs of non-GEMM kernels (attention) go to their launches in
+  // proportion to time: each launch shows the op's achieved rate.
+  std::map<std::pair<size_t, int>, double> kernelUs;
+  std::vector<ProfileRecord> records;
+  for (int s = 0; s < steps; ++s) {
+    size_t end = s + 1 < steps ? stepStart[s + 1] : timed.size();
+    for (size_t i = stepStart[s]; i < end; ++i) {
+      const Impl::Timed &t = timed[i];
+      ProfileRecord r;
+      r.name = t.name;
+      r.kind = t.kind;
+      r.step = s;
+      r.planKernel = t.planKernel;
+      r.startUs = at(t.begin);
+      r.durationUs = at(t.end) - r.startUs;
+      r.flops = t.flops;
+      r.bytes = t.bytes;
+      r.tensorCore = t.tensorCore;
+      if (t.planKernel >= 0) {
+        r.op = I.plan.kernels[t.planKernel].op;
+        r.phase = contexts[t.planKernel].phase;
+        r.layer = contexts[t.planKernel].layer;
+        if (r.kind == "kernel")
+          kernelUs[{static_cast<size_t>(s), t.planKernel}] += r.durationUs;
+      } else {
+        r.phase = r.kind == "copy" ? "copy" : "optimizer";
+      }
+      records.push_back(std::move(r));
+    }
+  }
+  for (ProfileRecord &r : records) {
+    if (r.kind != "kernel" || r.planKernel < 0)
+      continue;
+    double total = kernelUs[{static_cast<size_t>(r.step), r.planKernel}];
+    double flops = kernelFlops(I.plan, I.plan.kernels[r.planKernel]);
+    if (total > 0 && flops > 0)
+      r.flops = flops * r.durationUs / total;
+  }
+  out.records = std::move(records);
 }

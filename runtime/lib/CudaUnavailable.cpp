@@ -55,3 +55,7 @@ CudaExecutor::memoryBreakdown() const {
   return {};
 }
 double CudaExecutor::timeStep(int, int) { return 0; }
+void CudaExecutor::profile(int, int, Profile &) {}
+double CudaDeviceInfo::peakTensorFlops() const { return 0; }
+double CudaDeviceInfo::peakFp32Flops() const { return 0; }
+double CudaDeviceInfo::peakBytesPerSecond() const { return 0; }

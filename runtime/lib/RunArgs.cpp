@@ -19,6 +19,10 @@ const char *const gtc::rt::kRunOptionsHelp =
   --log FILE     append metrics as JSON lines
   --log-every N  log (and print) every N steps
   --bench N      time N training steps on random data and print ms/step
+  --profile FILE profile steady-state steps on random data: a Chrome trace
+                 of every kernel, GEMM and copy to FILE (chrome://tracing,
+                 Perfetto) and a table of kernels by time; with --bench N,
+                 N steps are timed first
   --precision P  fp32, tf32 (cuBLASLt's TF32 GEMMs on a GPU), bf16 or fp16
                  (gt-autocast; fp16 with dynamic loss scaling)
   --no-pad       keep GEMM dimensions as written (no gt-pad-dims)
@@ -58,7 +62,7 @@ ArgResult gtc::rt::parseRunArg(const std::vector<std::string> &args,
   static const char *valued[] = {
       "--device", "--steps",     "--epochs", "--batch",     "--seed",
       "--threads", "--log",      "--save",   "--resume",    "--log-every",
-      "--bench",  "--precision", "--data",   "--eval"};
+      "--bench",  "--precision", "--data",   "--eval",      "--profile"};
   std::string name = a.substr(0, a.find('='));
   if (std::find(std::begin(valued), std::end(valued), name) ==
       std::end(valued))
@@ -101,6 +105,8 @@ ArgResult gtc::rt::parseRunArg(const std::vector<std::string> &args,
     out.data = value;
   } else if (name == "--eval") {
     out.eval = value;
+  } else if (name == "--profile") {
+    out.run.profilePath = value;
   } else if (!count(name == "--seed" ? 0 : 1)) {
     return ArgResult::Error;
   } else if (name == "--steps") {

@@ -1,6 +1,7 @@
 //===- Trainer.cpp - The training loop ------------------------------------===//
 
 #include "gtc/Runtime/Trainer.h"
+#include "gtc/Runtime/Profile.h"
 #include "gtc/Runtime/Checkpoint.h"
 #include "gtc/Runtime/CpuExecutor.h"
 #include "gtc/Runtime/Cuda.h"
@@ -804,6 +805,18 @@ int gtc::rt::benchmark(const Plan &plan, const RunOptions &run, int64_t iters,
     }
   };
   double ms = 0, deviceMiB = 0;
+  const bool profiling = !run.profilePath.empty();
+  constexpr int kProfileSteps = 3;
+  Profile profile;
+  std::ofstream trace;
+  if (profiling) {
+    trace.open(run.profilePath);
+    if (!trace) {
+      err << "gtc: error: cannot write the profile to '" << run.profilePath
+          << "'; check that its directory exists and is writable\n";
+      return 1;
+    }
+  }
   try {
     if (run.device == "cuda") {
       const CudaProgram *program = run.programFor(plan);
@@ -815,6 +828,8 @@ int gtc::rt::benchmark(const Plan &plan, const RunOptions &run, int64_t iters,
       for (int slot = 0; slot < 2; ++slot)
         fill([&](int id) { return exec.stagedInput(slot, id); });
       ms = exec.timeStep(20, static_cast<int>(iters));
+      if (profiling)
+        exec.profile(5, kProfileSteps, profile);
       for (auto [what, bytes] : exec.memoryBreakdown())
         if (what == "measured (cuMemGetInfo)")
           deviceMiB = bytes / 1048576.0;
@@ -842,6 +857,51 @@ int gtc::rt::benchmark(const Plan &plan, const RunOptions &run, int64_t iters,
       times.erase(times.begin(), times.begin() + 3);
       std::sort(times.begin(), times.end());
       ms = times[times.size() / 2];
+      if (profiling) {
+        profile.device = "CPU (" + std::to_string(threads()) + " threads)";
+        profile.steps = kProfileSteps;
+        profile.stepMs = ms;
+        std::vector<KernelContext> contexts = kernelContexts(plan);
+        std::vector<double> spans;
+        double origin = -1;
+        for (int s = 0; s < kProfileSteps; ++s) {
+          spans.clear();
+          exec.run(&spans);
+          spans.push_back(spans.back());
+          optimizerStep(plan.config, 1e-4, exec.region(Region::Param),
+                        exec.region(Region::Grad), n, opt);
+          spans.push_back(std::chrono::duration<double, std::micro>(
+                              std::chrono::steady_clock::now()
+                                  .time_since_epoch())
+                              .count());
+          if (origin < 0)
+            origin = spans.front();
+          for (size_t i = 0; i + 1 < spans.size(); i += 2) {
+            ProfileRecord r;
+            size_t k = i / 2;
+            r.step = s;
+            r.startUs = spans[i] - origin;
+            r.durationUs = spans[i + 1] - spans[i];
+            if (k < plan.kernels.size()) {
+              const Kernel &kernel = plan.kernels[k];
+              r.name = "k" + std::to_string(k) + "_" + kernel.op;
+              r.kind = "kernel";
+              r.op = kernel.op;
+              r.planKernel = static_cast<int>(k);
+              r.phase = contexts[k].phase;
+              r.layer = contexts[k].layer;
+              r.bytes = kernelBytes(plan, kernel);
+              r.flops = kernelFlops(plan, kernel);
+            } else {
+              r.name = "optimizer (" + plan.config.optimizer + ")";
+              r.kind = r.phase = "optimizer";
+              r.bytes = static_cast<double>(n) * 4 *
+                        (plan.config.optimizer == "sgd" ? 3 : 7);
+            }
+            profile.records.push_back(std::move(r));
+          }
+        }
+      }
     }
   } catch (const std::exception &e) {
     err << "gtc: error: " << e.what() << "\n";
@@ -856,5 +916,17 @@ int gtc::rt::benchmark(const Plan &plan, const RunOptions &run, int64_t iters,
     out << ", device memory " << std::fixed << std::setprecision(1)
         << deviceMiB << " MiB" << std::defaultfloat;
   out << "\n";
+  if (!profiling)
+    return 0;
+  writeChromeTrace(profile, trace);
+  trace.flush();
+  if (!trace) {
+    err << "gtc: error: cannot write the profile to '" << run.profilePath
+        << "'; check that its directory exists and is writable\n";
+    return 1;
+  }
+  printProfileTable(profile, out);
+  out << "trace: " << run.profilePath
+      << " (open in chrome://tracing or https://ui.perfetto.dev)\n";
   return 0;
 }

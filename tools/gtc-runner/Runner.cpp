@@ -103,8 +103,9 @@ int main(int argc, char **argv) {
   }
   run.programFor = codegen::programCache(self);
   rt::setPrebuiltKernels(&bundle.kernels);
-  if (opts.bench)
-    return rt::benchmark(step, run, opts.bench, std::cout, std::cerr);
+  if (opts.bench || !run.profilePath.empty())
+    return rt::benchmark(step, run, opts.bench ? opts.bench : 20, std::cout,
+                         std::cerr);
 
   std::map<int64_t, std::unique_ptr<rt::Plan>> evals;
   rt::EvalPlanFn evalPlan = [&](int64_t n) -> const rt::Plan * {

@@ -337,8 +337,9 @@ int runModel(const Options &opts, mlir::ModuleOp module,
     explainPrecision(*step, fp32 ? &*fp32 : nullptr, llvm::outs());
     llvm::outs().flush();
   }
-  if (opts.args.bench)
-    return gtc::rt::benchmark(*step, run, opts.args.bench, std::cout, std::cerr);
+  if (opts.args.bench || !run.profilePath.empty())
+    return gtc::rt::benchmark(*step, run, opts.args.bench ? opts.args.bench : 20,
+                              std::cout, std::cerr);
   if (!trainOp) {
     llvm::errs() << "gtc: error: the file has no train block; add one with "
                     "at least 'data = ...' (see frontend/LANGUAGE.md)\n";
@@ -384,7 +385,7 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
     return usageError("gtc compile needs -o EXE (the executable to write)");
   if (opts.args.run.steps || opts.args.run.epochs || opts.args.run.seed ||
       !opts.args.run.logPath.empty() || !opts.args.run.savePath.empty() ||
-      !opts.args.run.resumePath.empty() || opts.args.bench ||
+      !opts.args.run.resumePath.empty() || opts.args.bench || !opts.args.run.profilePath.empty() ||
       !opts.args.data.empty() || !opts.args.eval.empty())
     return usageError("give run options (--steps, --log, --data, ...) to "
                       "the compiled executable, not to gtc compile");

@@ -61,8 +61,9 @@ public:
   /// Fills every parameter from its initializer with a generator seeded from
   /// (seed, parameter name): independent of order and of the other parameters.
   void initParams(uint64_t seed);
-  /// Runs all kernels in order.
-  void run();
+  /// Runs all kernels in order. With `spans`, appends each kernel's start
+  /// and end (steady-clock microseconds) for profiles.
+  void run(std::vector<double> *spans = nullptr);
 
 private:
   using KernelFn = void (*)(CpuExecutor &, const Kernel &);

@@ -15,6 +15,7 @@
 #include "gtc/Runtime/CpuExecutor.h"
 #include "gtc/Runtime/CudaProgram.h"
 #include "gtc/Runtime/Plan.h"
+#include "gtc/Runtime/Profile.h"
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,6 +28,12 @@ struct CudaDeviceInfo {
   int major = 0, minor = 0;
   int multiprocessors = 0;
   size_t memory = 0;
+  int clockKHz = 0, memoryClockKHz = 0, busWidthBits = 0;
+  /// Peaks from the data sheet arithmetic (0 if unknown): dense 16-bit
+  /// tensor-core FLOP/s, fp32 FLOP/s and DRAM bytes/s.
+  double peakTensorFlops() const;
+  double peakFp32Flops() const;
+  double peakBytesPerSecond() const;
 };
 
 /// Loads the driver and picks device 0. Returns false with a message that
@@ -103,6 +110,11 @@ public:
   /// Times the step alone, in milliseconds (median of `iters` graph replays
   /// after `warmup`, CUDA events).
   double timeStep(int warmup, int iters);
+  /// Profiles `steps` steps after timeStep(warmup, 20): launched one by one
+  /// (no graph) with CUDA events around every launch and the batch copy, and
+  /// NVTX ranges per phase and layer. Fills `profile` (records, stepMs,
+  /// device peaks).
+  void profile(int warmup, int steps, Profile &profile);
 
 private:
   struct Impl;

@@ -36,6 +36,7 @@ struct RunOptions {
   int threads = 0;        ///< 0: all cores
   int64_t logEvery = 0;   ///< 0: the train block's log_every
   bool progress = true;   ///< live progress line on a terminal
+  std::string profilePath; ///< --profile: Chrome trace of a few steps
 };
 
 /// Returns the evaluation plan for a batch of `batch` examples (the last
@@ -55,7 +56,9 @@ int train(const Plan &step, const EvalPlanFn &evalPlan,
 
 /// `gtc run --bench N`: times the training step on random inputs (i32
 /// inputs in [0, 10)) after warm-up: CUDA events over graph replays on a
-/// GPU, a steady clock on the CPU. Prints the median ms per step.
+/// GPU, a steady clock on the CPU. Prints the median ms per step. With
+/// options.profilePath, then profiles a few steps (Profile.h): writes the
+/// trace there and prints the kernel table.
 int benchmark(const Plan &plan, const RunOptions &options, int64_t iters,
               std::ostream &out, std::ostream &err);
 

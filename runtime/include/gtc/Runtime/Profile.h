@@ -1,0 +1,91 @@
+//===- Profile.h - Kernel profiles of training steps ------------*- C++ -*-===//
+//
+// `gtc run --profile FILE`: every kernel, GEMM, memset and copy of a few
+// steady-state steps, timed on the device (CUDA events around each launch)
+// or with host timers on the CPU, written as a Chrome trace (chrome://tracing,
+// Perfetto) and summarized like torch.profiler's key_averages(): per kernel
+// name the calls, total and mean time, share of the step, and the achieved
+// TFLOP/s or GB/s against the device's peak. Each record carries the phase
+// (forward, backward, optimizer, copy) and the layer it belongs to, which the
+// GPU executor also opens as NVTX ranges so Nsight Systems shows the same
+// names.
+//===----------------------------------------------------------------------===//
+
+#ifndef GTC_RUNTIME_PROFILE_H
+#define GTC_RUNTIME_PROFILE_H
+
+#include "gtc/Runtime/Plan.h"
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace gtc::rt {
+
+/// Where a plan kernel belongs: its phase and its layer.
+struct KernelContext {
+  std::string phase; ///< "forward" or "backward"
+  /// The layer: the parameter scope it touches or inherits from the kernel
+  /// before it ("blocks.3.attn.qkv"), or "" before the first parameter.
+  std::string layer;
+};
+
+/// The phase and layer of every kernel of `plan`. Kernels up to the one that
+/// computes the loss are the forward; a kernel's layer is the scope of the
+/// first parameter (or parameter gradient) it reads or writes, else the
+/// previous kernel's.
+std::vector<KernelContext> kernelContexts(const Plan &plan);
+
+/// The top level of a layer name for grouping: "blocks.3" for
+/// "blocks.3.attn.qkv", "fc1" for "fc1".
+std::string layerGroup(const std::string &layer);
+
+/// One timed operation.
+struct ProfileRecord {
+  std::string name;  ///< What ran: a kernel's name, "gemm MxNxK", ...
+  std::string kind;  ///< kernel, gemm, memset, copy, optimizer
+  std::string op;    ///< The plan op ("linear"), "" for runtime work.
+  std::string phase; ///< forward, backward, optimizer, copy
+  std::string layer;
+  int step = 0;         ///< Which profiled step (0-based).
+  int planKernel = -1;  ///< Index in Plan::kernels, or -1.
+  double startUs = 0;   ///< From the start of the first profiled step.
+  double durationUs = 0;
+  double flops = 0; ///< Floating-point operations (GEMMs, attention).
+  double bytes = 0; ///< Bytes read and written, at least once each.
+  bool tensorCore = false; ///< A 16-bit (or tf32) GEMM.
+};
+
+/// A profile of `steps` steady-state steps.
+struct Profile {
+  std::string device; ///< "NVIDIA H200" or "CPU (N threads)"
+  int steps = 0;
+  /// Median time of an unprofiled step (CUDA graph replay on a GPU), in
+  /// milliseconds: the step the kernel shares are measured against.
+  double stepMs = 0;
+  /// Peaks for the achieved-rate columns (0: unknown): dense 16-bit tensor
+  /// core and plain fp32 FLOP/s, and memory bandwidth in bytes/s.
+  double peakTensorFlops = 0, peakFp32Flops = 0, peakBytesPerSecond = 0;
+  std::vector<ProfileRecord> records;
+};
+
+/// Writes `profile` as a Chrome trace (JSON object format): one process,
+/// a thread per stream, each record an "X" event with its op, phase,
+/// layer, FLOPs and bytes as arguments, and one event per phase and layer
+/// around the kernels they span.
+void writeChromeTrace(const Profile &profile, std::ostream &os);
+
+/// Prints the table of kernels grouped by name, largest total time first,
+/// at most `top` rows (0: all), then the time per phase and the kernel
+/// count per step.
+void printProfileTable(const Profile &profile, std::ostream &os,
+                       size_t top = 25);
+
+/// The bytes a plan kernel reads and writes once each (the size of all its
+/// operands), and its floating-point operations where counted (GEMMs,
+/// attention).
+double kernelBytes(const Plan &plan, const Kernel &kernel);
+double kernelFlops(const Plan &plan, const Kernel &kernel);
+
+} // namespace gtc::rt
+
+#endif // GTC_RUNTIME_PROFILE_H

@@ -1,0 +1,281 @@
+//===- Profile.cpp - Kernel profiles of training steps --------------------===//
+
+#include "gtc/Runtime/Profile.h"
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <ostream>
+
+using namespace gtc::rt;
+
+namespace {
+
+/// "blocks.3.attn.qkv.weight" -> "blocks.3.attn.qkv"; "wte" -> "wte".
+std::string scopeOf(const std::string &param) {
+  size_t dot = param.rfind('.');
+  return dot == std::string::npos ? param : param.substr(0, dot);
+}
+
+std::string jsonString(const std::string &s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20)
+      continue;
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string fixed(double v, int digits) {
+  char s[48];
+  std::snprintf(s, sizeof s, "%.*f", digits, v);
+  return s;
+}
+
+} // namespace
+
+std::vector<KernelContext> gtc::rt::kernelContexts(const Plan &plan) {
+  std::map<int, std::string> scope; // buffer -> parameter scope
+  for (const Param &p : plan.params) {
+    scope[p.buffer] = scopeOf(p.name);
+    if (p.grad >= 0)
+      scope[p.grad] = scopeOf(p.name);
+  }
+  int lossKernel = -1;
+  for (size_t i = 0; i < plan.kernels.size(); ++i)
+    for (int out : plan.kernels[i].outputs)
+      if (out == plan.loss)
+        lossKernel = static_cast<int>(i);
+  std::vector<KernelContext> out(plan.kernels.size());
+  std::string layer;
+  for (size_t i = 0; i < plan.kernels.size(); ++i) {
+    const Kernel &k = plan.kernels[i];
+    out[i].phase = static_cast<int>(i) <= lossKernel || lossKernel < 0
+                       ? "forward"
+                       : "backward";
+    for (const std::vector<int> *ids : {&k.inputs, &k.outputs}) {
+      auto it = std::find_if(ids->begin(), ids->end(),
+                             [&](int id) { return scope.count(id); });
+      if (it != ids->end()) {
+        layer = scope[*it];
+        break;
+      }
+    }
+    out[i].layer = layer;
+  }
+  return out;
+}
+
+std::string gtc::rt::layerGroup(const std::string &layer) {
+  size_t dot = layer.find('.');
+  if (dot == std::string::npos)
+    return layer;
+  size_t next = layer.find('.', dot + 1);
+  std::string second = layer.substr(dot + 1, next - dot - 1);
+  bool index = !second.empty() &&
+               std::all_of(second.begin(), second.end(),
+                           [](char c) { return c >= '0' && c <= '9'; });
+  return index ? layer.substr(0, next) : layer.substr(0, dot);
+}
+
+double gtc::rt::kernelBytes(const Plan &plan, const Kernel &kernel) {
+  double bytes = 0;
+  for (const std::vector<int> *ids : {&kernel.inputs, &kernel.outputs})
+    for (int id : *ids)
+      if (id >= 0 && id < static_cast<int>(plan.buffers.size()))
+        bytes += static_cast<double>(plan.buffers[id].elements()) *
+                 dtypeBytes(plan.buffers[id].dtype);
+  return bytes;
+}
+
+double gtc::rt::kernelFlops(const Plan &plan, const Kernel &k) {
+  auto shape = [&](int id) -> const std::vector<int64_t> & {
+    return plan.buffers[id].shape;
+  };
+  auto elements = [&](int id) {
+    return static_cast<double>(plan.buffers[id].elements());
+  };
+  if (k.outputs.empty() || k.inputs.empty())
+    return 0;
+  if (k.op == "linear" && k.inputs.size() >= 2 && !shape(k.inputs[1]).empty())
+    return 2 * elements(k.outputs[0]) * shape(k.inputs[1]).back();
+  if (k.op == "matmul" && !shape(k.inputs[0]).empty()) {
+    const auto &a = shape(k.inputs[0]);
+    int64_t kDim = k.intAttr("transpose_a", 0) && a.size() >= 2
+                       ? a[a.size() - 2]
+                       : a.back();
+    return 2 * elements(k.outputs[0]) * kDim;
+  }
+  if ((k.op == "attention" || k.op == "attention_grad") &&
+      shape(k.inputs.back()).size() == 3) {
+    // q, k, v packed as [B, T, 3D]: QK^T and AV are 2 B T^2 D each; the
+    // backward recomputes QK^T and adds three more products.
+    const auto &s = shape(k.op == "attention" ? k.inputs[0] : k.inputs.back());
+    double b = s[0], t = s[1], d = s[2] / 3.0;
+    double forward = 4 * b * t * t * d;
+    if (k.intAttr("causal", 1))
+      forward /= 2;
+    return k.op == "attention" ? forward : 2.5 * forward;
+  }
+  return 0;
+}
+
+void gtc::rt::writeChromeTrace(const Profile &p, std::ostream &os) {
+  os << "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"device\": "
+     << jsonString(p.device) << ", \"steps\": " << p.steps
+     << ", \"step_ms\": " << p.stepMs << "},\n\"traceEvents\": [\n";
+  os << "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 0, "
+        "\"args\": {\"name\": "
+     << jsonString("gtc on " + p.device) << "}}";
+  std::map<std::string, int> tids;
+  auto tid = [&](const std::string &stream) {
+    auto [it, inserted] = tids.try_emplace(stream, tids.size());
+    if (inserted)
+      os << ",\n{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 0, "
+            "\"tid\": "
+         << it->second << ", \"args\": {\"name\": " << jsonString(stream)
+         << "}}";
+    return it->second;
+  };
+  int phases = tid("phases"), layers = tid("layers"), compute = tid("kernels"),
+      copy = tid("copies");
+  auto event = [&](const std::string &name, const std::string &cat, int t,
+                   double ts, double dur, const std::string &args) {
+    os << ",\n{\"name\": " << jsonString(name) << ", \"cat\": "
+       << jsonString(cat) << ", \"ph\": \"X\", \"pid\": 0, \"tid\": " << t
+       << ", \"ts\": " << fixed(ts, 3) << ", \"dur\": " << fixed(dur, 3)
+       << (args.empty() ? "" : ", \"args\": {" + args + "}") << "}";
+  };
+  // Spans: consecutive records of one step with the same phase (or layer).
+  auto spans = [&](int t, auto key, const char *cat) {
+    size_t i = 0;
+    while (i < p.records.size()) {
+      const ProfileRecord &r = p.records[i];
+      if (r.kind == "copy" || key(r).empty()) {
+        ++i;
+        continue;
+      }
+      size_t j = i;
+      double end = r.startUs + r.durationUs;
+      while (j + 1 < p.records.size() && p.records[j + 1].kind != "copy" &&
+             p.records[j + 1].step == r.step && key(p.records[j + 1]) == key(r)) {
+        ++j;
+        end = std::max(end, p.records[j].startUs + p.records[j].durationUs);
+      }
+      event(key(r), cat, t, r.startUs, end - r.startUs,
+            "\"step\": " + std::to_string(r.step));
+      i = j + 1;
+    }
+  };
+  spans(phases, [](const ProfileRecord &r) { return r.phase; }, "phase");
+  spans(layers,
+        [](const ProfileRecord &r) {
+          return r.phase == "optimizer" ? std::string() : layerGroup(r.layer);
+        },
+        "layer");
+  for (const ProfileRecord &r : p.records) {
+    std::string args = "\"op\": " + jsonString(r.op) +
+                       ", \"phase\": " + jsonString(r.phase) +
+                       ", \"layer\": " + jsonString(r.layer) +
+                       ", \"step\": " + std::to_string(r.step) +
+                       ", \"plan_kernel\": " + std::to_string(r.planKernel) +
+                       ", \"bytes\": " + fixed(r.bytes, 0) +
+                       ", \"flops\": " + fixed(r.flops, 0);
+    event(r.name, r.kind, r.kind == "copy" ? copy : compute, r.startUs,
+          r.durationUs, args);
+  }
+  os << "\n]}\n";
+}
+
+void gtc::rt::printProfileTable(const Profile &p, std::ostream &os,
+                                size_t top) {
+  struct Row {
+    std::string name, kind, op;
+    int calls = 0;
+    double us = 0, flops = 0, bytes = 0;
+    bool tensorCore = false;
+  };
+  std::map<std::string, Row> rows;
+  std::map<std::string, double> phaseUs;
+  double totalUs = 0;
+  int launches = 0;
+  for (const ProfileRecord &r : p.records) {
+    if (r.kind == "copy")
+      continue;
+    // Plan kernel names carry the kernel's index ("k12_add"): group by
+    // what follows so that the same kernel of every layer is one row.
+    std::string key = r.name;
+    if (key.size() > 1 && key[0] == 'k' && key[1] >= '0' && key[1] <= '9') {
+      size_t u = key.find('_');
+      if (u != std::string::npos)
+        key = key.substr(u + 1);
+    }
+    Row &row = rows[key];
+    row.name = key;
+    row.kind = r.kind;
+    row.op = r.op;
+    row.calls += 1;
+    row.us += r.durationUs;
+    row.flops += r.flops;
+    row.bytes += r.bytes;
+    row.tensorCore = row.tensorCore || r.tensorCore;
+    phaseUs[r.phase] += r.durationUs;
+    totalUs += r.durationUs;
+    ++launches;
+  }
+  std::vector<Row> sorted;
+  for (auto &[name, row] : rows)
+    sorted.push_back(row);
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const Row &a, const Row &b) { return a.us > b.us; });
+  int steps = std::max(1, p.steps);
+  double stepUs = p.stepMs > 0 ? p.stepMs * 1000 : totalUs / steps;
+  os << "profile of " << p.steps << " step" << (p.steps == 1 ? "" : "s")
+     << " on " << p.device << ": " << launches / steps
+     << " launches a step, " << fixed(totalUs / steps / 1000, 3)
+     << " ms of kernel time a step";
+  if (p.stepMs > 0)
+    os << ", " << fixed(p.stepMs, 3) << " ms a step unprofiled";
+  os << "\n";
+  char line[512];
+  std::snprintf(line, sizeof line, "%-44s %7s %10s %9s %6s %10s %8s\n",
+                "kernel", "calls", "total ms", "mean us", "step%",
+                "achieved", "of peak");
+  os << line;
+  size_t shown = 0;
+  for (const Row &r : sorted) {
+    if (top && shown++ == top) {
+      os << "... " << sorted.size() - top << " more kinds of kernel\n";
+      break;
+    }
+    std::string rate = "-", share = "-";
+    double seconds = r.us * 1e-6;
+    if (seconds > 0 && r.flops > 0) {
+      double rateV = r.flops / seconds;
+      rate = rateV >= 1e12 ? fixed(rateV / 1e12, 1) + " TF/s"
+                           : fixed(rateV / 1e9, 1) + " GF/s";
+      double peak = r.tensorCore ? p.peakTensorFlops : p.peakFp32Flops;
+      if (peak > 0)
+        share = fixed(100 * rateV / peak, 0) + "%";
+    } else if (seconds > 0 && r.bytes > 0) {
+      double rateV = r.bytes / seconds;
+      rate = fixed(rateV / 1e9, 0) + " GB/s";
+      if (p.peakBytesPerSecond > 0)
+        share = fixed(100 * rateV / p.peakBytesPerSecond, 0) + "%";
+    }
+    std::string name = r.name.size() > 44 ? r.name.substr(0, 41) + "..." : r.name;
+    std::snprintf(line, sizeof line, "%-44s %7d %10.3f %9.1f %6.1f %10s %8s\n",
+                  name.c_str(), r.calls / steps, r.us / steps / 1000,
+                  r.us / r.calls, 100 * r.us / steps / stepUs, rate.c_str(),
+                  share.c_str());
+    os << line;
+  }
+  os << "per step:";
+  for (const char *phase : {"forward", "backward", "optimizer"})
+    if (phaseUs.count(phase))
+      os << " " << phase << " " << fixed(phaseUs[phase] / steps / 1000, 3)
+         << " ms";
+  os << "\n";
+}
