@@ -992,11 +992,23 @@ kernelTable() {
 
 template <typename T>
 CpuExecutor<T>::CpuExecutor(const Plan &plan) : plan_(plan) {
-  for (const Kernel &k : plan.kernels) {
+  auto lookup = [](const Kernel &k) {
     auto it = kernelTable<T>().find(k.op);
     if (it == kernelTable<T>().end())
       throw RuntimeError("the CPU runtime has no kernel for '" + k.op + "'");
-    fns_.push_back(it->second);
+    return it->second;
+  };
+  for (const Kernel &k : plan.kernels) {
+    std::vector<KernelFn> body;
+    if (k.op == "fused") {
+      if (k.body.empty())
+        throw RuntimeError("a fusion region without ops; recompile the plan");
+      for (const Kernel &sub : k.body)
+        body.push_back(lookup(sub));
+    } else {
+      body.push_back(lookup(k));
+    }
+    fns_.push_back(std::move(body));
   }
   for (const Buffer &b : plan.buffers) {
     if (dtypeBytes(b.dtype) != 2)
@@ -1076,23 +1088,33 @@ template <typename T> void CpuExecutor<T>::run(std::vector<double> *spans) {
     const Kernel &k = plan_.kernels[i];
     if (spans)
       spans->push_back(now());
-    fns_[i](*this, k);
-    // A 16-bit output holds what the GPU stores: the value rounded.
-    for (int id : k.outputs) {
-      DType d = plan_.buffers[id].dtype;
-      if (dtypeBytes(d) != 2)
-        continue;
-      T *y = floats(id);
-      int64_t n = plan_.buffers[id].elements();
-      parallelFor(n, [&](int64_t lo, int64_t hi) {
-        for (int64_t j = lo; j < hi; ++j) {
-          y[j] = static_cast<T>(
-              fromHalfBits(toHalfBits(static_cast<float>(y[j]), d), d));
-        }
-      }, 4096);
+    // A fusion region runs op by op: the oracle for its one GPU kernel,
+    // which rounds its 16-bit intermediates the same way.
+    for (size_t j = 0; j < fns_[i].size(); ++j) {
+      const Kernel &op = k.op == "fused" ? k.body[j] : k;
+      fns_[i][j](*this, op);
+      roundHalfOutputs(op);
     }
     if (spans)
       spans->push_back(now());
+  }
+}
+
+template <typename T>
+void CpuExecutor<T>::roundHalfOutputs(const Kernel &k) {
+  // A 16-bit output holds what the GPU stores: the value rounded.
+  for (int id : k.outputs) {
+    DType d = plan_.buffers[id].dtype;
+    if (dtypeBytes(d) != 2)
+      continue;
+    T *y = floats(id);
+    int64_t n = plan_.buffers[id].elements();
+    parallelFor(n, [&](int64_t lo, int64_t hi) {
+      for (int64_t j = lo; j < hi; ++j) {
+        y[j] = static_cast<T>(
+            fromHalfBits(toHalfBits(static_cast<float>(y[j]), d), d));
+      }
+    }, 4096);
   }
 }
 

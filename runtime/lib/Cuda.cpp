@@ -928,7 +928,7 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
   // One arena for every region but the inputs (two slots of those).
   size_t offset = 0;
   for (auto [region, elements] : plan.regionSize) {
-    if (region == Region::Input)
+    if (region == Region::Input || region == Region::Local)
       continue;
     I.regionOffset[region] = offset;
     offset += (static_cast<size_t>(elements) * 4 + 255) / 256 * 256;
@@ -1192,6 +1192,8 @@ std::vector<std::pair<std::string, size_t>>
 CudaExecutor::memoryBreakdown() const {
   std::vector<std::pair<std::string, size_t>> out;
   for (auto [region, elements] : impl->plan.regionSize) {
+    if (region == Region::Local)
+      continue; // registers
     size_t bytes = static_cast<size_t>(elements) * 4 *
                    (region == Region::Input ? 2 : 1);
     out.push_back({regionName(region), bytes});

@@ -10,6 +10,8 @@
 //   region param 1863690
 //   buffer f32 param 0 2 1024 784 fc1.weight
 //   kernel linear 3 0 1 2 1 7 0
+//   kernel fused 2 4 5 1 9 1 kind s elementwise
+//   subkernel cast 1 4 1 30 0       (the ops of the fusion region above)
 //   param 1 8 uniform 2 -0.0357 0.0357 fc1.weight
 //   constant 12 1 1
 //   feed 0 0 x
@@ -110,6 +112,8 @@ const char *gtc::rt::regionName(Region r) {
     return "const";
   case Region::Temp:
     return "temp";
+  case Region::Local:
+    return "local";
   }
   return "?";
 }
@@ -218,8 +222,8 @@ std::string gtc::rt::serialize(const Plan &plan) {
       os << ' ' << d;
     os << ' ' << encode(b.name) << '\n';
   }
-  for (const Kernel &k : plan.kernels) {
-    os << "kernel " << encode(k.op) << ' ' << k.inputs.size();
+  auto writeKernel = [&](const char *tag, const Kernel &k) {
+    os << tag << ' ' << encode(k.op) << ' ' << k.inputs.size();
     for (int i : k.inputs)
       os << ' ' << i;
     os << ' ' << k.outputs.size();
@@ -246,6 +250,11 @@ std::string gtc::rt::serialize(const Plan &plan) {
       }
     }
     os << '\n';
+  };
+  for (const Kernel &k : plan.kernels) {
+    writeKernel("kernel", k);
+    for (const Kernel &sub : k.body)
+      writeKernel("subkernel", sub);
   }
   for (const Param &p : plan.params) {
     os << "param " << p.buffer << ' ' << p.grad << ' ' << encode(p.init) << ' '
@@ -368,7 +377,7 @@ private:
 
 bool parseRegion(const std::string &s, Region &r) {
   for (Region c : {Region::Param, Region::Grad, Region::Input, Region::Const,
-                   Region::Temp})
+                   Region::Temp, Region::Local})
     if (s == regionName(c)) {
       r = c;
       return true;
@@ -500,7 +509,7 @@ bool gtc::rt::deserialize(const std::string &text, Plan &plan,
       }
       ok = ok && in.str(b.name);
       plan.buffers.push_back(std::move(b));
-    } else if (tag == "kernel") {
+    } else if (tag == "kernel" || tag == "subkernel") {
       Kernel k;
       size_t n;
       ok = in.str(k.op) && in.count(n, kMaxCount);
@@ -545,7 +554,12 @@ bool gtc::rt::deserialize(const std::string &text, Plan &plan,
         }
         k.attrs[key] = a;
       }
-      plan.kernels.push_back(std::move(k));
+      if (tag == "kernel")
+        plan.kernels.push_back(std::move(k));
+      else if (plan.kernels.empty())
+        return fail("a 'subkernel' record before any 'kernel'");
+      else
+        plan.kernels.back().body.push_back(std::move(k));
     } else if (tag == "param") {
       Param p;
       size_t n;
@@ -610,12 +624,17 @@ bool gtc::rt::deserialize(const std::string &text, Plan &plan,
     if (it == plan.regionSize.end() || b.offset + b.slots() > it->second)
       return fail("buffer '" + b.name + "' lies outside its region");
   }
-  for (const Kernel &k : plan.kernels)
-    for (const std::vector<int> *ids : {&k.inputs, &k.outputs})
-      for (int id : *ids)
-        if (!validId(id))
-          return fail("kernel '" + k.op + "' names buffer " +
-                      std::to_string(id) + ", which does not exist");
+  for (const Kernel &kernel : plan.kernels) {
+    std::vector<const Kernel *> all{&kernel};
+    for (const Kernel &sub : kernel.body)
+      all.push_back(&sub);
+    for (const Kernel *k : all)
+      for (const std::vector<int> *ids : {&k->inputs, &k->outputs})
+        for (int id : *ids)
+          if (!validId(id))
+            return fail("kernel '" + k->op + "' names buffer " +
+                        std::to_string(id) + ", which does not exist");
+  }
   // Evaluation plans have no gradients (grad -1).
   for (const Param &p : plan.params)
     if (!validId(p.buffer) ||

@@ -26,6 +26,7 @@ const char *const gtc::rt::kRunOptionsHelp =
   --precision P  fp32, tf32 (cuBLASLt's TF32 GEMMs on a GPU), bf16 or fp16
                  (gt-autocast; fp16 with dynamic loss scaling)
   --no-pad       keep GEMM dimensions as written (no gt-pad-dims)
+  --no-fuse      one kernel per op (no gt-fuse; for comparisons)
   --data PATH    the training data instead of the train block's file
                  (idx sources: IMAGES,LABELS)
   --eval PATH    the evaluation data, likewise
@@ -54,8 +55,9 @@ bool parseCount(const std::string &name, const std::string &value,
 ArgResult gtc::rt::parseRunArg(const std::vector<std::string> &args,
                                size_t &i, RunArgs &out, std::string &error) {
   const std::string &a = args[i];
-  if (a == "--explain" || a == "--no-pad") {
-    (a == "--explain" ? out.explain : out.noPad) = true;
+  if (a == "--explain" || a == "--no-pad" || a == "--no-fuse") {
+    (a == "--explain" ? out.explain : a == "--no-pad" ? out.noPad : out.noFuse) =
+        true;
     out.given = true;
     return ArgResult::Ok;
   }

@@ -19,8 +19,8 @@
 // KEEP-LABEL: func.func @mlp
 // KEEP-NOT: gt.cast
 // POLICY: gt-autocast policy
-// POLICY-NEXT: low (bf16/fp16, f32 accumulation): gt.linear gt.matmul gt.attention
-// POLICY-NEXT: fp32: {{ *}}gt.softmax gt.layernorm gt.sum gt.mean gt.exp gt.log gt.sqrt gt.cross_entropy
+// POLICY-NEXT: low (bf16/fp16, f32 accumulation): gt.attention gt.linear gt.matmul
+// POLICY-NEXT: fp32: {{ *}}gt.cross_entropy gt.exp gt.layernorm gt.log gt.mean gt.softmax gt.sqrt gt.sum
 func.func @mlp() -> tensor<f32> attributes {gt.model} {
   %x = gt.input "x" : tensor<4x8xf32>
   %y = gt.label "y" : tensor<4xi32>

@@ -13,13 +13,14 @@ namespace gtc::test {
 
 /// Compiles `source` (named `name` in diagnostics) into the training step at
 /// `batch`, or its evaluation pass with `eval`, at `precision` (empty: the
-/// train block's); on failure returns nullopt with the diagnostics in
-/// `errors`.
+/// train block's), with or without gt-fuse; on failure returns nullopt with
+/// the diagnostics in `errors`.
 inline std::optional<rt::Plan> compilePlan(const std::string &source,
                                            int64_t batch, std::string &errors,
                                            bool eval = false,
                                            const std::string &name = "t.gt",
-                                           const std::string &precision = "") {
+                                           const std::string &precision = "",
+                                           bool fuse = true) {
   mlir::MLIRContext context;
   llvm::SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(
@@ -34,6 +35,7 @@ inline std::optional<rt::Plan> compilePlan(const std::string &source,
   CompileOptions options;
   options.batch = batch;
   options.precision = precision;
+  options.fuse = fuse;
   mlir::FailureOr<rt::Plan> plan =
       eval ? compileEval(*module, options) : compileStep(*module, options);
   if (mlir::failed(plan))

@@ -95,6 +95,8 @@ void checkPlan(const rt::Plan &plan, Stats &stats,
   for (size_t i = 0; i < program.kernels.size(); ++i) {
     const rt::Kernel &k = plan.kernels[i];
     stats.ops.insert(k.op);
+    for (const rt::Kernel &sub : k.body)
+      stats.ops.insert(sub.op);
     if (program.kernels[i].empty()) {
       // A fused kernel emits nothing: an earlier launch (a GEMM's ReLU
       // epilogue, the fused cross-entropy) writes its output.
@@ -220,10 +222,10 @@ void checkPlan(const rt::Plan &plan, Stats &stats,
 /// block's) and checks its CUDA program.
 void checkSource(const std::string &source, int64_t batch, bool eval,
                  Stats &stats, std::map<std::string, std::string> &seen,
-                 const std::string &precision = "") {
+                 const std::string &precision = "", bool fuse = true) {
   std::string errors;
-  std::optional<rt::Plan> plan =
-      test::compilePlan(source, batch, errors, eval, "t.gt", precision);
+  std::optional<rt::Plan> plan = test::compilePlan(source, batch, errors, eval,
+                                                   "t.gt", precision, fuse);
   ASSERT_TRUE(plan.has_value()) << errors;
   checkPlan(*plan, stats, seen);
 }
@@ -297,6 +299,9 @@ const char *kEveryOp = R"(model every {
 TEST(CudaEmitterTest, EveryOp) {
   Stats stats;
   std::map<std::string, std::string> seen;
+  // Each op alone, and fused.
+  checkSource(kEveryOp, 2, false, stats, seen, "", /*fuse=*/false);
+  checkSource(kEveryOp, 2, true, stats, seen, "", /*fuse=*/false);
   checkSource(kEveryOp, 2, false, stats, seen);
   checkSource(kEveryOp, 2, true, stats, seen);
   // accuracy: an eval plan whose loss is a cross-entropy (300 classes: a
@@ -312,7 +317,7 @@ TEST(CudaEmitterTest, EveryOp) {
         "cast", "matmul", "linear", "layernorm", "layernorm_grad", "softmax",
         "softmax_grad", "attention", "attention_grad", "embedding",
         "embedding_grad", "cross_entropy", "cross_entropy_grad", "accuracy",
-        "sum", "mean", "sum_to", "broadcast", "transpose"})
+        "sum", "mean", "sum_to", "broadcast", "transpose", "fused"})
     EXPECT_TRUE(stats.ops.count(op)) << "no plan uses " << op;
 }
 
@@ -328,9 +333,14 @@ TEST(CudaEmitterTest, EveryOpAutocast) {
         test::compilePlan(kEveryOp, 2, errors, false, "t.gt", precision);
     ASSERT_TRUE(plan.has_value()) << errors;
     std::set<std::string> lowOps;
-    for (const rt::Kernel &k : plan->kernels)
-      if (rt::dtypeBytes(plan->buffers[k.outputs[0]].dtype) == 2)
-        lowOps.insert(k.op);
+    for (const rt::Kernel &kernel : plan->kernels) {
+      std::vector<const rt::Kernel *> ops{&kernel};
+      for (const rt::Kernel &sub : kernel.body)
+        ops.push_back(&sub);
+      for (const rt::Kernel *k : ops)
+        if (rt::dtypeBytes(plan->buffers[k->outputs[0]].dtype) == 2)
+          lowOps.insert(k->op);
+    }
     for (const char *op : {"matmul", "linear", "attention", "attention_grad",
                            "cast", "add", "sum_to"})
       EXPECT_TRUE(lowOps.count(op)) << "no 16-bit " << op;

@@ -90,8 +90,10 @@ int main(int argc, char **argv) {
                                 opts.precision +
                                 " run gtc compile --precision " +
                                 opts.precision);
-  if (opts.noPad || opts.explain)
-    return usageError(self, std::string(opts.noPad ? "--no-pad" : "--explain") +
+  if (opts.noPad || opts.noFuse || opts.explain)
+    return usageError(self, std::string(opts.noPad    ? "--no-pad"
+                                        : opts.noFuse ? "--no-fuse"
+                                                      : "--explain") +
                                 " applies when compiling: gtc run/compile");
   if (!rt::applyDataPaths(opts, step.config, error))
     return usageError(self, error);

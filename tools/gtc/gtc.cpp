@@ -281,6 +281,7 @@ int runModel(const Options &opts, mlir::ModuleOp module,
       compile.batch = b.getInt();
   compile.precision = opts.args.precision;
   compile.pad = !opts.args.noPad;
+  compile.fuse = !opts.args.noFuse;
 
   if (opts.emit == Emit::Step) {
     auto step = gtc::lowerToStep(module, compile);
@@ -405,6 +406,7 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
       compile.batch = b.getInt();
   compile.precision = opts.args.precision;
   compile.pad = !opts.args.noPad;
+  compile.fuse = !opts.args.noFuse;
   mlir::FailureOr<gtc::rt::Plan> step = gtc::compileStep(module, compile);
   if (mlir::failed(step))
     return 1;

@@ -358,6 +358,13 @@ struct Operand {
   std::vector<int64_t> strides; ///< Strided: per output dimension.
 };
 
+/// The function of one element of an elementwise op: statements that
+/// assign `r` from the parameters.
+struct ElementFn {
+  std::vector<std::string> params;
+  std::string expr;
+};
+
 class Emitter {
 public:
   Emitter(const Plan &plan, CudaProgram &program, std::string &error)
@@ -420,10 +427,26 @@ private:
               int64_t grid, int64_t block = kBlock);
 
   // Op families.
+  /// One value of an elementwise kernel: `fn` applied to `args` (input or
+  /// earlier step names), named `result`, of type `dtype`.
+  struct Step {
+    ElementFn fn;
+    std::vector<std::string> args;
+    std::string result;
+    DType dtype = DType::F32;
+  };
+  bool elementwise(const std::vector<Operand> &ops,
+                   const std::vector<Step> &steps,
+                   const std::vector<std::pair<int, std::string>> &outs,
+                   const std::string &what);
   bool elementwise(const std::vector<Operand> &ops, int outBuf,
                    const std::string &expr, const std::string &what);
-  bool unary(const std::string &expr);
-  bool binary(const std::string &expr);
+  Operand operand(int buffer, const std::string &name,
+                  const std::vector<int64_t> &ys) const;
+  bool elementFn(const Kernel &kernel, ElementFn &fn);
+  bool fused();
+  bool unary();
+  bool binary();
   bool activationGrad();
   bool copy();
   bool cast();
@@ -681,41 +704,17 @@ bool Emitter::emitKernel() {
       "embedding_grad"};
   if (f32Only.count(op) && !needF32())
     return false;
-  // Unary elementwise functions, as CpuExecutor's lambdas.
-  static const std::map<std::string, std::string> unaries = {
-      {"relu", "r = x > 0.f ? x : 0.f;"},
-      {"neg", "r = -x;"},
-      {"tanh", "r = tanhf(x);"},
-      {"exp", "r = expf(x);"},
-      {"log", "r = logf(x);"},
-      {"sqrt", "r = sqrtf(x);"},
-      {"sigmoid", "r = 1.f / (1.f + expf(-x));"},
-  };
-  if (auto it = unaries.find(op); it != unaries.end()) {
+  if (op == "fused")
+    return fused();
+  static const std::set<std::string> unaries = {
+      "relu", "neg", "tanh", "exp", "log", "sqrt", "sigmoid", "gelu"};
+  if (unaries.count(op)) {
     if (!arity(1, 1) || !isFloat(k->inputs[0]))
       return wrong();
-    return unary(it->second);
+    return unary();
   }
-  if (op == "gelu") {
-    if (!arity(1, 1))
-      return wrong();
-    if (k->intAttr("approximate", 0))
-      return unary("r = 0.5f * x * (1.f + tanhf(" + flt(0.7978845608028654f) +
-                   " * (x + " + flt(0.044715f) + " * x * x * x)));");
-    return unary("r = 0.5f * x * (1.f + erff(x * " +
-                 flt(0.7071067811865476f) + "));");
-  }
-  static const std::map<std::string, std::string> binaries = {
-      {"add", "r = a + b;"},
-      {"sub", "r = a - b;"},
-      {"mul", "r = a * b;"},
-      {"div", "r = a / b;"},
-  };
-  if (auto it = binaries.find(op); it != binaries.end()) {
-    if (!arity(2, 1))
-      return wrong();
-    return binary(it->second);
-  }
+  if (op == "add" || op == "sub" || op == "mul" || op == "div")
+    return arity(2, 1) ? binary() : wrong();
   if (op == "activation_grad")
     return arity(2, 1) ? activationGrad() : wrong();
   if (op == "copy" || op == "reshape")
@@ -765,11 +764,15 @@ bool Emitter::emitKernel() {
 // Elementwise kernels
 //===----------------------------------------------------------------------===//
 
-/// One thread per output element (per 4 with vector accesses), grid-stride.
-/// `expr` assigns `r` from the operands' values, named as the operands.
-bool Emitter::elementwise(const std::vector<Operand> &ops, int outBuf,
-                          const std::string &expr, const std::string &what) {
-  int64_t n = count(outBuf);
+/// One thread per output element (per 4 with vector accesses), grid-stride:
+/// loads the inputs (broadcast by their access), computes the steps in
+/// order in registers, stores the outputs. A step's value is rounded to
+/// its 16-bit type when it has one, as the CPU executor stores it.
+bool Emitter::elementwise(const std::vector<Operand> &ops,
+                          const std::vector<Step> &steps,
+                          const std::vector<std::pair<int, std::string>> &outs,
+                          const std::string &what) {
+  int64_t n = count(outs.front().first);
   bool vec = n % 4 == 0;
   bool strided = false;
   for (const Operand &o : ops) {
@@ -779,7 +782,6 @@ bool Emitter::elementwise(const std::vector<Operand> &ops, int outBuf,
         (o.access == Access::Trailing && o.period % 4 != 0))
       vec = false;
   }
-  const std::string rt = computeType(outBuf);
   int64_t items = vec ? n / 4 : n;
   bool wide = n > (int64_t(1) << 30);
   std::string it = wide ? "i64" : "int";
@@ -787,20 +789,59 @@ bool Emitter::elementwise(const std::vector<Operand> &ops, int outBuf,
 
   std::string consts = "constexpr " + it + " N = " + str(n) + ";\n";
   std::vector<Arg> args;
+  std::map<std::string, std::string> typeOf; // value name -> compute type
   for (const Operand &o : ops) {
     args.push_back(in(o.buffer, "p_" + o.name));
+    typeOf[o.name] = computeType(o.buffer);
     if (o.access == Access::Trailing)
       consts += "constexpr " + it + " P_" + o.name + " = " + str(o.period) +
                 ";  // period of " + o.name + "\n";
   }
-  args.push_back(out(outBuf, "p_r"));
+  for (const auto &[buffer, value] : outs)
+    args.push_back(out(buffer, "p_" + value));
 
-  // The function of one element.
-  consts += "\n__device__ __forceinline__ " + rt + " f(";
-  for (size_t o = 0; o < ops.size(); ++o)
-    consts += (o ? ", " : "") + ("const " + computeType(ops[o].buffer) +
-                                 " " + ops[o].name);
-  consts += ") {\n  " + rt + " r;\n  " + expr + "\n  return r;\n}\n";
+  // The function of one element, per step; rounding to 16-bit types.
+  bool roundBf16 = false, roundF16 = false;
+  for (size_t j = 0; j < steps.size(); ++j) {
+    const Step &st = steps[j];
+    std::string rt = rt::isFloat(st.dtype) ? "float" : "int";
+    typeOf[st.result] = rt;
+    consts += "\n__device__ __forceinline__ " + rt + " f" + str(j) + "(";
+    for (size_t a = 0; a < st.fn.params.size(); ++a)
+      consts += (a ? ", " : "") +
+                ("const " + typeOf.at(st.args[a]) + " " + st.fn.params[a]);
+    consts += ") {\n  " + rt + " r;\n  " + st.fn.expr + "\n  return r;\n}\n";
+    roundBf16 = roundBf16 || st.dtype == DType::BF16;
+    roundF16 = roundF16 || st.dtype == DType::F16;
+  }
+  if (roundBf16)
+    consts += "__device__ __forceinline__ float round_bf16(float f) {\n"
+              "  bf16_t t;\n  t = f;\n  return t;\n}\n";
+  if (roundF16)
+    consts += "__device__ __forceinline__ float round_f16(float f) {\n"
+              "  f16_t t;\n  t = f;\n  return t;\n}\n";
+  // The steps, given how each input is read: `load(name)`.
+  auto compute = [&](const std::function<std::string(const Operand &)> &load,
+                     const std::string &indent) {
+    std::string c;
+    for (const Operand &o : ops)
+      c += indent + "const " + typeOf[o.name] + " " + o.name + " = " +
+           load(o) + ";\n";
+    for (size_t j = 0; j < steps.size(); ++j) {
+      const Step &st = steps[j];
+      std::string call = "f" + str(j) + "(";
+      for (size_t a = 0; a < st.args.size(); ++a)
+        call += (a ? ", " : "") + st.args[a];
+      call += ")";
+      if (st.dtype == DType::BF16)
+        call = "round_bf16(" + call + ")";
+      else if (st.dtype == DType::F16)
+        call = "round_f16(" + call + ")";
+      c += indent + "const " + typeOf[st.result] + " " + st.result + " = " +
+           call + ";\n";
+    }
+    return c;
+  };
 
   std::string body;
   std::string loopHead = "  for (" + it + " i = (" + it +
@@ -816,27 +857,37 @@ bool Emitter::elementwise(const std::vector<Operand> &ops, int outBuf,
         body += "  const " + t + "4 *v_" + o.name + " = reinterpret_cast<const " +
                 t + "4 *>(p_" + o.name + ");\n";
     }
-    const std::string st = ctype(outBuf);
-    body += "  " + st + "4 *v_r = reinterpret_cast<" + st + "4 *>(p_r);\n";
+    for (const auto &[buffer, value] : outs) {
+      const std::string st = ctype(buffer);
+      body += "  " + st + "4 *w_" + value + " = reinterpret_cast<" + st +
+              "4 *>(p_" + value + ");\n";
+    }
     body += loopHead;
     for (const Operand &o : ops) {
       std::string t = ctype(o.buffer);
       if (o.access == Access::Full)
-        body += "    const " + t + "4 " + o.name + " = v_" + o.name + "[i];\n";
+        body += "    const " + t + "4 q_" + o.name + " = v_" + o.name + "[i];\n";
       else if (o.access == Access::Trailing)
-        body += "    const " + t + "4 " + o.name + " = v_" + o.name +
+        body += "    const " + t + "4 q_" + o.name + " = v_" + o.name +
                 "[i % (P_" + o.name + " / 4)];\n";
     }
-    body += "    " + st + "4 r;\n";
+    for (const auto &[buffer, value] : outs)
+      body += "    " + ctype(buffer) + "4 o_" + value + ";\n";
     for (const char *c : {"x", "y", "z", "w"}) {
-      body += "    r." + std::string(c) + " = f(";
-      for (size_t o = 0; o < ops.size(); ++o)
-        body += (o ? ", " : "") + (ops[o].access == Access::Scalar
-                                       ? "s_" + ops[o].name
-                                       : ops[o].name + "." + c);
-      body += ");\n";
+      body += "    {\n";
+      body += compute(
+          [&](const Operand &o) {
+            return o.access == Access::Scalar ? "s_" + o.name
+                                              : "q_" + o.name + "." + c;
+          },
+          "      ");
+      for (const auto &[buffer, value] : outs)
+        body += "      o_" + value + "." + c + " = " + value + ";\n";
+      body += "    }\n";
     }
-    body += "    v_r[i] = r;\n  }\n";
+    for (const auto &[buffer, value] : outs)
+      body += "    w_" + value + "[i] = o_" + value + ";\n";
+    body += "  }\n";
   } else {
     Gather g;
     std::vector<std::string> offs;
@@ -847,102 +898,238 @@ bool Emitter::elementwise(const std::vector<Operand> &ops, int outBuf,
           strides.push_back(o.strides);
           offs.push_back("o_" + o.name);
         }
-      g = makeGather(shape(outBuf), strides);
+      g = makeGather(shape(outs.front().first), strides);
     }
     body += loopHead;
     if (strided)
       body += emitGather(g, "i", offs, it, "    ");
-    body += "    p_r[i] = f(";
-    for (size_t o = 0; o < ops.size(); ++o) {
-      const Operand &op = ops[o];
-      std::string idx = op.access == Access::Full       ? "i"
-                        : op.access == Access::Scalar   ? "0"
-                        : op.access == Access::Trailing ? "i % P_" + op.name
-                                                        : "o_" + op.name;
-      body += (o ? ", " : "") + ("p_" + op.name + "[" + idx + "]");
-    }
-    body += ");\n  }\n";
+    body += compute(
+        [&](const Operand &o) {
+          std::string idx = o.access == Access::Full       ? "i"
+                            : o.access == Access::Scalar   ? "0"
+                            : o.access == Access::Trailing ? "i % P_" + o.name
+                                                           : "o_" + o.name;
+          return "p_" + o.name + "[" + idx + "]";
+        },
+        "    ");
+    for (const auto &[buffer, value] : outs)
+      body += "    p_" + value + "[i] = " + value + ";\n";
+    body += "  }\n";
   }
   launch("", what + (vec ? ", 4 elements a thread (16-byte accesses)" : ""),
          args, 0, consts, body, grid);
   return true;
 }
 
-bool Emitter::unary(const std::string &expr) {
-  return elementwise({{k->inputs[0], "x"}}, k->outputs[0], expr,
+bool Emitter::elementwise(const std::vector<Operand> &ops, int outBuf,
+                          const std::string &expr, const std::string &what) {
+  Step step;
+  for (const Operand &o : ops) {
+    step.fn.params.push_back(o.name);
+    step.args.push_back(o.name);
+  }
+  step.fn.expr = expr;
+  step.result = "r";
+  // The single op's result is stored as its buffer's type: no extra rounding.
+  step.dtype = isFloat(outBuf) ? DType::F32 : DType::I32;
+  return elementwise(ops, {step}, {{outBuf, "r"}}, what);
+}
+
+/// Classifies how an operand of an elementwise kernel is read against an
+/// output of shape `ys`.
+Operand Emitter::operand(int buffer, const std::string &name,
+                         const std::vector<int64_t> &ys) const {
+  Operand o{buffer, name};
+  int64_t n = product(ys), no = count(buffer);
+  if (no == n)
+    o.access = Access::Full;
+  else if (no == 1)
+    o.access = Access::Scalar;
+  else if (isTrailing(shape(buffer), ys)) {
+    o.access = Access::Trailing;
+    o.period = no;
+  } else {
+    o.access = Access::Strided;
+    o.strides = broadcastStrides(shape(buffer), ys.size());
+  }
+  return o;
+}
+
+/// The function of one element of an elementwise op, as CpuExecutor's
+/// lambdas: statements assigning `r` from the named operands.
+bool Emitter::elementFn(const Kernel &kernel, ElementFn &fn) {
+  const std::string &op = kernel.op;
+  static const std::map<std::string, std::string> unaries = {
+      {"relu", "r = x > 0.f ? x : 0.f;"},
+      {"neg", "r = -x;"},
+      {"tanh", "r = tanhf(x);"},
+      {"exp", "r = expf(x);"},
+      {"log", "r = logf(x);"},
+      {"sqrt", "r = sqrtf(x);"},
+      {"sigmoid", "r = 1.f / (1.f + expf(-x));"},
+      {"copy", "r = x;"},
+      {"reshape", "r = x;"},
+      {"broadcast", "r = x;"},
+  };
+  static const std::map<std::string, std::string> binaries = {
+      {"add", "r = a + b;"},
+      {"sub", "r = a - b;"},
+      {"mul", "r = a * b;"},
+      {"div", "r = a / b;"},
+  };
+  if (auto it = unaries.find(op); it != unaries.end()) {
+    fn = {{"x"}, it->second};
+  } else if (auto it = binaries.find(op); it != binaries.end()) {
+    fn = {{"a", "b"}, it->second};
+  } else if (op == "gelu") {
+    fn.params = {"x"};
+    fn.expr = kernel.intAttr("approximate", 0)
+                  ? "r = 0.5f * x * (1.f + tanhf(" +
+                        flt(0.7978845608028654f) + " * (x + " +
+                        flt(0.044715f) + " * x * x * x)));"
+                  : "r = 0.5f * x * (1.f + erff(x * " +
+                        flt(0.7071067811865476f) + "));";
+  } else if (op == "cast") {
+    if (kernel.outputs.size() != 1)
+      return fail("a cast has one output");
+    fn = {{"x"}, "r = static_cast<" + computeType(kernel.outputs[0]) + ">(x);"};
+  } else if (op == "activation_grad") {
+    std::string kind = kernel.strAttr("kind", ""), d;
+    if (kind == "relu")
+      d = "const float d = x > 0.f ? 1.f : 0.f;";
+    else if (kind == "tanh")
+      d = "const float t = tanhf(x);\n  const float d = 1.f - t * t;";
+    else if (kind == "sigmoid")
+      d = "const float s = 1.f / (1.f + expf(-x));\n"
+          "  const float d = s * (1.f - s);";
+    else if (kind == "exp")
+      d = "const float d = expf(x);";
+    else if (kind == "log")
+      d = "const float d = 1.f / x;";
+    else if (kind == "sqrt")
+      d = "const float d = 0.5f / sqrtf(x);";
+    else if (kind == "gelu")
+      d = "const float cdf = 0.5f * (1.f + erff(x * " +
+          flt(0.7071067811865476f) + "));\n  const float pdf = expf(-0.5f * x * x) * " +
+          flt(0.3989422804014327f) + ";\n  const float d = cdf + x * pdf;";
+    else if (kind == "gelu_tanh")
+      d = "const float c = " + flt(0.7978845608028654f) +
+          ";\n  const float u = c * (x + " + flt(0.044715f) +
+          " * x * x * x);\n  const float t = tanhf(u);\n"
+          "  const float du = c * (1.f + " +
+          flt(static_cast<float>(3 * 0.044715)) +
+          " * x * x);\n  const float d = 0.5f * (1.f + t) + 0.5f * x * "
+          "(1.f - t * t) * du;";
+    else
+      return fail("unknown activation kind '" + kind + "'");
+    fn = {{"dy", "x"}, d + "\n  r = dy * d;"};
+  } else {
+    return fail("'" + op + "' is not elementwise: it cannot be in a fused "
+                "elementwise kernel");
+  }
+  return true;
+}
+
+/// A fusion region: one elementwise kernel over the shape of its outputs.
+bool Emitter::fused() {
+  if (k->strAttr("kind", "") != "elementwise")
+    return fail("unknown fusion kind '" + k->strAttr("kind", "") + "'");
+  if (k->outputs.empty() || k->body.empty())
+    return fail("a fusion region needs ops and outputs");
+  const std::vector<int64_t> &ys = shape(k->outputs[0]);
+  for (int o : k->outputs)
+    if (shape(o) != ys)
+      return fail("the outputs of a fused elementwise kernel differ in "
+                  "shape");
+  std::map<int, std::string> name; // buffer -> value name
+  std::vector<Operand> ops;
+  for (size_t i = 0; i < k->inputs.size(); ++i) {
+    int id = k->inputs[i];
+    if (name.count(id))
+      continue;
+    name[id] = "x" + str(i);
+    ops.push_back(operand(id, name[id], ys));
+  }
+  std::vector<Step> steps;
+  std::string what;
+  for (size_t j = 0; j < k->body.size(); ++j) {
+    const Kernel &sub = k->body[j];
+    if (sub.outputs.size() != 1)
+      return fail("fused op '" + sub.op + "' has " +
+                  str(sub.outputs.size()) + " outputs");
+    Step st;
+    if (!elementFn(sub, st.fn))
+      return false;
+    if (st.fn.params.size() != sub.inputs.size())
+      return fail("fused op '" + sub.op + "' has " + str(sub.inputs.size()) +
+                  " operands");
+    for (int id : sub.inputs) {
+      auto it = name.find(id);
+      if (it == name.end())
+        return fail("fused op '" + sub.op + "' reads " + describe(id) +
+                    ", which the region neither receives nor computes");
+      st.args.push_back(it->second);
+    }
+    int y = sub.outputs[0];
+    if (shape(y) != ys)
+      return fail("fused op '" + sub.op + "' computes " + describe(y) +
+                  ", not the region's shape");
+    st.result = "v" + str(j);
+    st.dtype = plan.buffers[y].dtype;
+    name[y] = st.result;
+    steps.push_back(std::move(st));
+    what += (what.empty() ? "" : " -> ") + sub.op;
+  }
+  std::vector<std::pair<int, std::string>> outs;
+  for (int o : k->outputs) {
+    auto it = name.find(o);
+    if (it == name.end() || it->second[0] != 'v')
+      return fail("no op of the region computes its output " + describe(o));
+    outs.push_back({o, it->second});
+  }
+  return elementwise(ops, steps, outs,
+                     "fused " + what + " over " + str(product(ys)) +
+                         " elements");
+}
+
+bool Emitter::unary() {
+  ElementFn fn;
+  if (!elementFn(*k, fn))
+    return false;
+  return elementwise({{k->inputs[0], "x"}}, k->outputs[0], fn.expr,
                      "elementwise over " + str(count(k->outputs[0])) +
                          " elements");
 }
 
 /// CpuExecutor's binary(): same shapes, a scalar operand, a trailing
 /// (bias-like) operand, or general NumPy broadcasting.
-bool Emitter::binary(const std::string &expr) {
+bool Emitter::binary() {
   int a = k->inputs[0], b = k->inputs[1], y = k->outputs[0];
   if (plan.buffers[a].dtype != plan.buffers[b].dtype ||
       plan.buffers[a].dtype != plan.buffers[y].dtype)
     return fail("operands of different element types");
-  int64_t n = count(y), na = count(a), nb = count(b);
-  const auto &ys = shape(y);
-  Operand oa{a, "a"}, ob{b, "b"};
-  auto classify = [&](Operand &o, int64_t no) {
-    if (no == n)
-      o.access = Access::Full;
-    else if (no == 1)
-      o.access = Access::Scalar;
-    else if (isTrailing(shape(o.buffer), ys)) {
-      o.access = Access::Trailing;
-      o.period = no;
-    } else {
-      o.access = Access::Strided;
-      o.strides = broadcastStrides(shape(o.buffer), ys.size());
-    }
-  };
-  classify(oa, na);
-  classify(ob, nb);
-  return elementwise({oa, ob}, y, expr,
-                     "elementwise " + k->op + " over " + str(n) +
+  ElementFn fn;
+  if (!elementFn(*k, fn))
+    return false;
+  return elementwise({operand(a, "a", shape(y)), operand(b, "b", shape(y))},
+                     y, fn.expr,
+                     "elementwise " + k->op + " over " + str(count(y)) +
                          " elements");
 }
 
 /// CpuExecutor's activationGrad(): dx = dy * f'(x).
 bool Emitter::activationGrad() {
-  std::string kind = k->strAttr("kind", "");
-  std::string d;
-  if (kind == "relu")
-    d = "const float d = x > 0.f ? 1.f : 0.f;";
-  else if (kind == "tanh")
-    d = "const float t = tanhf(x);\n  const float d = 1.f - t * t;";
-  else if (kind == "sigmoid")
-    d = "const float s = 1.f / (1.f + expf(-x));\n"
-        "  const float d = s * (1.f - s);";
-  else if (kind == "exp")
-    d = "const float d = expf(x);";
-  else if (kind == "log")
-    d = "const float d = 1.f / x;";
-  else if (kind == "sqrt")
-    d = "const float d = 0.5f / sqrtf(x);";
-  else if (kind == "gelu")
-    d = "const float cdf = 0.5f * (1.f + erff(x * " + flt(0.7071067811865476f) +
-        "));\n  const float pdf = expf(-0.5f * x * x) * " +
-        flt(0.3989422804014327f) + ";\n  const float d = cdf + x * pdf;";
-  else if (kind == "gelu_tanh")
-    d = "const float c = " + flt(0.7978845608028654f) +
-        ";\n  const float u = c * (x + " + flt(0.044715f) +
-        " * x * x * x);\n  const float t = tanhf(u);\n"
-        "  const float du = c * (1.f + " +
-        flt(static_cast<float>(3 * 0.044715)) +
-        " * x * x);\n  const float d = 0.5f * (1.f + t) + 0.5f * x * "
-        "(1.f - t * t) * du;";
-  else
-    return fail("unknown activation kind '" + kind + "'");
+  ElementFn fn;
+  if (!elementFn(*k, fn))
+    return false;
   if (count(k->inputs[0]) != count(k->outputs[0]) ||
       count(k->inputs[1]) != count(k->outputs[0]))
     return fail("operands of different sizes");
+  std::string kind = k->strAttr("kind", "");
   int x = k->inputs[1];
   if (auto it = reluOutputOf.find(x); kind == "relu" && it != reluOutputOf.end())
     x = it->second; // the fused GEMM wrote relu(x), not x
-  return elementwise({{k->inputs[0], "dy"}, {x, "x"}},
-                     k->outputs[0], d + "\n  r = dy * d;",
+  return elementwise({{k->inputs[0], "dy"}, {x, "x"}}, k->outputs[0], fn.expr,
                      "dy * " + kind + "'(x) over " +
                          str(count(k->outputs[0])) + " elements");
 }
@@ -965,32 +1152,21 @@ bool Emitter::cast() {
     return fail("cast between different sizes");
   if (plan.buffers[x].dtype == plan.buffers[y].dtype)
     return copy();
-  return elementwise({{x, "x"}}, y,
-                     "r = static_cast<" + computeType(y) + ">(x);",
+  ElementFn fn;
+  if (!elementFn(*k, fn))
+    return false;
+  return elementwise({{x, "x"}}, y, fn.expr,
                      "cast " + ctype(x) + " -> " + ctype(y) + " of " +
                          str(count(y)) + " elements");
 }
 
 bool Emitter::broadcast() {
   int x = k->inputs[0], y = k->outputs[0];
-  const auto &ys = shape(y);
   if (plan.buffers[x].dtype != plan.buffers[y].dtype)
     return fail("broadcast between element types");
-  Operand o{x, "x"};
-  if (count(x) == count(y))
-    o.access = Access::Full;
-  else if (count(x) == 1)
-    o.access = Access::Scalar;
-  else if (isTrailing(shape(x), ys)) {
-    o.access = Access::Trailing;
-    o.period = count(x);
-  } else {
-    o.access = Access::Strided;
-    o.strides = broadcastStrides(shape(x), ys.size());
-  }
-  return elementwise({o}, y, "r = x;",
+  return elementwise({operand(x, "x", shape(y))}, y, "r = x;",
                      "broadcast " + shapeStr(shape(x)) + " -> " +
-                         shapeStr(ys));
+                         shapeStr(shape(y)));
 }
 
 /// Result dimension i is input dimension permutation[i].

@@ -47,6 +47,8 @@ FailureOr<OwningOpRef<ModuleOp>> specialize(ModuleOp module,
     pm.addPass(createGtPadDimsPass());
   if (differentiate)
     pm.addPass(createGtAutodiffPass());
+  if (differentiate && options.fuse)
+    pm.addNestedPass<func::FuncOp>(createGtFusePass());
   if (failed(pm.run(*clone)))
     return failure();
   return clone;
@@ -101,6 +103,14 @@ FailureOr<rt::Plan> gtc::compileEval(ModuleOp module,
     ret->insertOperands(1, acc);
     model.setFunctionType(FunctionType::get(
         module.getContext(), {}, ret.getOperandTypes()));
+  }
+  if (options.fuse) {
+    // On the function alone: it is no longer a gt.model (it returns the
+    // accuracy too), so gt.train's reference to it would not verify.
+    PassManager pm(module.getContext(), func::FuncOp::getOperationName());
+    pm.addPass(createGtFusePass());
+    if (failed(pm.run(model)))
+      return failure();
   }
   FailureOr<rt::Plan> plan = finishPlan(model, **lowered, options);
   if (succeeded(plan))

@@ -30,7 +30,12 @@ private:
   /// Creates the buffer of `v` (not yet placed).
   FailureOr<int> addBuffer(Value v, MemRegion region, std::string name);
   int bufferOf(Value v) const { return buffers.lookup(v); }
+  /// The kernel of `op` (buffers must exist): op name, buffers, attributes.
+  rt::Kernel makeKernel(Operation *op) const;
   void addKernel(Operation *op);
+  /// Gives the values inside a fusion region their buffers: the region's
+  /// inputs and outputs, or Local ones.
+  LogicalResult addFusedBody(FusedOp fused);
   void placeTemporaries();
 
   func::FuncOp func;
@@ -39,6 +44,8 @@ private:
   /// Kernel index of each temporary's definition and last use.
   std::vector<int64_t> defAt, lastUse;
   std::map<MemRegion, int64_t> cursor;
+  /// The largest Local area of one fusion region.
+  int64_t localSize = 0;
 };
 
 FailureOr<int> PlanBuilder::addBuffer(Value v, MemRegion region,
@@ -89,7 +96,7 @@ FailureOr<int> PlanBuilder::addBuffer(Value v, MemRegion region,
 
 /// Converts an op's attributes into kernel attributes (the ones the kernels
 /// read: flags, axes, epsilon, heads, kinds, permutations).
-void PlanBuilder::addKernel(Operation *op) {
+rt::Kernel PlanBuilder::makeKernel(Operation *op) const {
   rt::Kernel k;
   k.op = op->getName().stripDialect().str();
   for (Value v : op->getOperands())
@@ -121,6 +128,14 @@ void PlanBuilder::addKernel(Operation *op) {
     }
     k.attrs[attr.getName().str()] = a;
   }
+  if (auto fused = dyn_cast<FusedOp>(op))
+    for (Operation &inner : fused.getBody().front().without_terminator())
+      k.body.push_back(makeKernel(&inner));
+  return k;
+}
+
+void PlanBuilder::addKernel(Operation *op) {
+  rt::Kernel k = makeKernel(op);
   int index = static_cast<int>(plan.kernels.size());
   for (int in : k.inputs)
     lastUse[in] = std::max<int64_t>(lastUse[in], index);
@@ -128,6 +143,25 @@ void PlanBuilder::addKernel(Operation *op) {
     if (defAt[out] < 0)
       defAt[out] = index;
   plan.kernels.push_back(std::move(k));
+}
+
+LogicalResult PlanBuilder::addFusedBody(FusedOp fused) {
+  Block &body = fused.getBody().front();
+  for (auto [arg, input] : llvm::zip(body.getArguments(), fused.getInputs()))
+    buffers[arg] = bufferOf(input);
+  for (auto [v, result] :
+       llvm::zip(fused.getYield().getValues(), fused.getResults()))
+    buffers[v] = bufferOf(result);
+  // Each region's locals start at 0: no two regions run at once.
+  cursor[MemRegion::Local] = 0;
+  for (Operation &inner : body.without_terminator())
+    for (Value r : inner.getResults())
+      if (!buffers.count(r) &&
+          failed(addBuffer(r, MemRegion::Local,
+                           inner.getName().stripDialect().str())))
+        return failure();
+  localSize = std::max(localSize, cursor[MemRegion::Local]);
+  return success();
 }
 
 /// First-fit by decreasing size: a temporary may share memory with any whose
@@ -285,6 +319,9 @@ FailureOr<rt::Plan> PlanBuilder::build() {
       if (failed(id))
         return failure();
     }
+    if (auto fused = dyn_cast<FusedOp>(op))
+      if (failed(addFusedBody(fused)))
+        return failure();
     addKernel(&op);
   }
 
@@ -318,6 +355,8 @@ FailureOr<rt::Plan> PlanBuilder::build() {
       plan.kind == "step" ? cursor[MemRegion::Param] : 0;
   plan.regionSize[MemRegion::Input] = cursor[MemRegion::Input];
   plan.regionSize[MemRegion::Const] = cursor[MemRegion::Const];
+  if (localSize > 0)
+    plan.regionSize[MemRegion::Local] = localSize;
   placeTemporaries();
   return plan;
 }

@@ -4,6 +4,7 @@
 #include "gtc/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace mlir::gt {
@@ -19,23 +20,33 @@ namespace {
 /// Where an op computes under autocast.
 enum class Policy { Low, Fp32, Follow };
 
-/// The policy table: the one place that decides (printed by print-policy).
+/// The policy: each op's autocast trait (GTTraits.td) decides.
 Policy policyOf(Operation *op) {
-  if (isa<LinearOp, MatmulOp, AttentionOp>(op))
+  if (op->hasTrait<OpTrait::gt::AutocastLow>())
     return Policy::Low;
-  if (isa<SoftmaxOp, LayerNormOp, SumOp, MeanOp, ExpOp, LogOp, SqrtOp,
-          CrossEntropyOp>(op))
+  if (op->hasTrait<OpTrait::gt::AutocastF32>())
     return Policy::Fp32;
   return Policy::Follow;
 }
 
-void printPolicyTable(llvm::raw_ostream &os) {
+/// The registered ops carrying an autocast trait, as "gt.a gt.b ...".
+template <template <typename> class Trait>
+std::string opsWith(MLIRContext *ctx) {
+  SmallVector<StringRef> found;
+  for (RegisteredOperationName name : ctx->getRegisteredOperations())
+    if (name.getDialectNamespace() == "gt" && name.hasTrait<Trait>())
+      found.push_back(name.getStringRef());
+  llvm::sort(found);
+  return llvm::join(found, " ");
+}
+
+void printPolicyTable(MLIRContext *ctx, llvm::raw_ostream &os) {
   os << "gt-autocast policy\n"
-        "  low (bf16/fp16, f32 accumulation): gt.linear gt.matmul "
-        "gt.attention\n"
-        "  fp32:                              gt.softmax gt.layernorm gt.sum "
-        "gt.mean gt.exp gt.log gt.sqrt gt.cross_entropy\n"
-        "  follow (widest float operand):     every other op\n"
+        "  low (bf16/fp16, f32 accumulation): "
+     << opsWith<OpTrait::gt::AutocastLow>(ctx)
+     << "\n  fp32:                              "
+     << opsWith<OpTrait::gt::AutocastF32>(ctx)
+     << "\n  follow (widest float operand):     every other op\n"
         "  parameters: f32 master weights, one cast to the low type each\n";
 }
 
@@ -147,7 +158,7 @@ struct GtAutocastPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (printPolicy)
-      printPolicyTable(llvm::errs());
+      printPolicyTable(&getContext(), llvm::errs());
     std::string mode = precision;
     if (mode.empty())
       for (auto train : module.getOps<TrainOp>())

@@ -112,7 +112,7 @@ struct GtPadDimsPass : public mlir::gt::impl::GtPadDimsPassBase<GtPadDimsPass> {
     getOperation().walk([&](PadOp p) { pads.push_back(p); });
     for (PadOp pad : pads) {
       Operation *f = pad.getInput().getDefiningOp();
-      if (!f || !isa<ReluOp, GeluOp, TanhOp, NegOp, CastOp>(f) ||
+      if (!f || !f->hasTrait<OpTrait::gt::ZeroPreserving>() ||
           f->getNumOperands() != 1 || f->getNumResults() != 1)
         continue;
       auto slice = f->getOperand(0).getDefiningOp<SliceOp>();

@@ -603,6 +603,54 @@ OpFoldResult SliceOp::fold(FoldAdaptor) {
   return {};
 }
 
+//===----------------------------------------------------------------------===//
+// Fusion regions
+//===----------------------------------------------------------------------===//
+
+YieldOp FusedOp::getYield() {
+  return cast<YieldOp>(getBody().front().getTerminator());
+}
+
+LogicalResult FusedOp::verify() {
+  if (getKind() != "elementwise")
+    return emitOpError("unknown fusion kind '")
+           << getKind() << "'; expected 'elementwise'";
+  Block &body = getBody().front();
+  if (body.getNumArguments() != getInputs().size())
+    return emitOpError("has ") << getInputs().size() << " inputs but its body "
+                               << body.getNumArguments() << " arguments";
+  for (auto [i, pair] :
+       llvm::enumerate(llvm::zip(getInputs(), body.getArguments())))
+    if (std::get<0>(pair).getType() != std::get<1>(pair).getType())
+      return emitOpError("input ")
+             << i << " has type " << std::get<0>(pair).getType()
+             << " but its body argument " << std::get<1>(pair).getType();
+  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield)
+    return emitOpError("body must end with gt.yield");
+  if (yield.getValues().getTypes() != getResultTypes())
+    return emitOpError("yields ")
+           << yield.getValues().getTypes().size()
+           << " values whose types differ from its results";
+  if (getNumResults() == 0)
+    return emitOpError("computes nothing: it needs at least one result");
+  auto shape = cast<RankedTensorType>(getResult(0).getType()).getShape();
+  for (Operation &op : body.without_terminator()) {
+    if (!op.hasTrait<OpTrait::gt::Elementwise>())
+      return op.emitOpError("cannot be fused elementwise: it is not "
+                            "elementwise (GT_Elementwise)");
+    for (Type t : op.getResultTypes())
+      if (cast<RankedTensorType>(t).getShape() != shape)
+        return op.emitOpError("result shape differs from the fusion "
+                              "region's iteration shape ")
+               << getResult(0).getType();
+  }
+  for (Value v : yield.getValues())
+    if (isa<BlockArgument>(v))
+      return emitOpError("yields its own input; use the value directly");
+  return success();
+}
+
 LogicalResult ActivationGradOp::verify() {
   static const StringRef kinds[] = {"relu", "gelu", "gelu_tanh", "tanh",
                                     "sigmoid", "exp", "log", "sqrt"};

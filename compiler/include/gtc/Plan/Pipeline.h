@@ -15,11 +15,14 @@ struct CompileOptions {
   std::string precision;
   /// Pad GEMM dimensions to tensor-core multiples (gt-pad-dims).
   bool pad = true;
+  /// Fuse ops into kernels (gt-fuse).
+  bool fuse = true;
 };
 
 /// Compiles the training step of the module's model at a fixed batch size:
 /// gt-shape-inference{batch}, canonicalize, gt-autocast{precision},
-/// gt-pad-dims (unless !pad), gt-autodiff, then the plan. The module is not changed (the passes run on
+/// gt-pad-dims (unless !pad), gt-autodiff, gt-fuse (unless !fuse), then the
+/// plan. The module is not changed (the passes run on
 /// a clone). Errors are emitted as diagnostics.
 mlir::FailureOr<rt::Plan> compileStep(mlir::ModuleOp module,
                                       const CompileOptions &options);

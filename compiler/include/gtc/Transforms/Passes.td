@@ -101,4 +101,22 @@ def GtAutocastPass : Pass<"gt-autocast", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::gt::GTDialect"];
 }
 
+def GtFusePass : Pass<"gt-fuse", "mlir::func::FuncOp"> {
+  let summary = "Groups elementwise ops into gt.fused kernels";
+  let description = [{
+    Replaces each chain of elementwise ops (the `GT_Elementwise` trait:
+    arithmetic, activations and their gradients, casts, broadcasts) over one
+    iteration shape by a `gt.fused "elementwise"` region, which the CUDA
+    emitter turns into one kernel and the CPU executor runs op by op. An op
+    joins the region of an operand's producer when its result has the
+    region's shape and its other operands are computed in the region or
+    before the region's first op; values used outside become the region's
+    results. Reductions, contractions and layout ops other than broadcasts
+    stay outside. Runs after gt-autodiff, over forward and backward alike.
+
+    Example: `gtc-opt --gt-shape-inference=batch=8 --gt-autodiff --gt-fuse`.
+  }];
+  let dependentDialects = ["mlir::gt::GTDialect"];
+}
+
 #endif // GTC_TRANSFORMS_PASSES

@@ -67,8 +67,11 @@ public:
 
 private:
   using KernelFn = void (*)(CpuExecutor &, const Kernel &);
+  /// Rounds the kernel's 16-bit outputs as the GPU stores them.
+  void roundHalfOutputs(const Kernel &k);
   const Plan &plan_;
-  std::vector<KernelFn> fns_;
+  /// Per plan kernel, its function, or its body's functions (fusion regions).
+  std::vector<std::vector<KernelFn>> fns_;
   std::map<Region, std::unique_ptr<std::byte[]>> regions_;
   /// Whether the plan has 16-bit buffers: each of their elements takes a T
   /// here, so the regions that hold them are widened twice (a 4-byte slot of

@@ -32,6 +32,10 @@ enum class Region : uint8_t {
   Input, ///< Inputs and labels, filled from the data loader each step.
   Const, ///< Constants, filled once when the plan is loaded.
   Temp,  ///< Activations and other temporaries, reused per the memory plan.
+  /// Values inside fusion regions (Kernel::body): where the CPU executor
+  /// keeps them between the ops of a region; a GPU kernel keeps them in
+  /// registers, so no device memory backs this region.
+  Local,
 };
 
 const char *regionName(Region r);
@@ -68,6 +72,10 @@ struct Kernel {
   std::vector<int> inputs;
   std::vector<int> outputs;
   std::map<std::string, Attr> attrs;
+  /// A fusion region ("fused"): its ops in order, reading the kernel's
+  /// inputs and Local buffers and writing Local buffers and the kernel's
+  /// outputs.
+  std::vector<Kernel> body;
 
   int64_t intAttr(const std::string &key, int64_t fallback) const;
   double floatAttr(const std::string &key, double fallback) const;

@@ -10,6 +10,7 @@
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "gtc/Dialect/GT/GTTraits.h"
 
 #define GET_OP_CLASSES
 #include "gtc/Dialect/GT/GTOps.h.inc"

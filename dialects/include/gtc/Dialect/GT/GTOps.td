@@ -4,6 +4,7 @@
 #define GT_OPS
 
 include "gtc/Dialect/GT/GTDialect.td"
+include "gtc/Dialect/GT/GTTraits.td"
 include "mlir/IR/BuiltinAttributes.td"
 include "mlir/IR/CommonAttrConstraints.td"
 include "mlir/IR/SymbolInterfaces.td"
@@ -112,7 +113,8 @@ def GT_PositionsOp : GT_InferredOp<"positions"> {
 //===----------------------------------------------------------------------===//
 
 class GT_BinaryOp<string mnemonic, string what>
-    : GT_InferredOp<mnemonic, [SameOperandsElementType]> {
+    : GT_InferredOp<mnemonic, [SameOperandsElementType, GT_Elementwise,
+                               GT_Broadcasting]> {
   let summary = "elementwise " # what # " with broadcasting";
   let description = [{
     Elementwise }] # what # [{ of two tensors of one element type, with
@@ -136,8 +138,11 @@ def GT_MulOp : GT_BinaryOp<"mul", "multiplication">;
 def GT_DivOp : GT_BinaryOp<"div", "division">;
 
 /// Unary elementwise ops: ODS derives the result type from the operand.
-class GT_UnaryOp<string mnemonic, string what, dag extraArgs = (ins)>
-    : GT_Op<mnemonic, [Pure, SameOperandsAndResultType, InferTypeOpInterface]> {
+class GT_UnaryOp<string mnemonic, string what, dag extraArgs = (ins),
+                 list<Trait> facts = []>
+    : GT_Op<mnemonic, !listconcat([Pure, SameOperandsAndResultType,
+                                   InferTypeOpInterface, GT_Elementwise],
+                                  facts)> {
   let summary = what # ", elementwise";
   let description = [{
     Applies }] # what # [{ to every element; the result has the type of
@@ -154,15 +159,18 @@ class GT_UnaryOp<string mnemonic, string what, dag extraArgs = (ins)>
   let assemblyFormat = "$input prop-dict attr-dict `:` type($input)";
 }
 
-def GT_ReluOp : GT_UnaryOp<"relu", "max(x, 0)">;
-def GT_TanhOp : GT_UnaryOp<"tanh", "the hyperbolic tangent">;
-def GT_ExpOp : GT_UnaryOp<"exp", "the exponential">;
-def GT_LogOp : GT_UnaryOp<"log", "the natural logarithm">;
-def GT_NegOp : GT_UnaryOp<"neg", "negation">;
-def GT_SqrtOp : GT_UnaryOp<"sqrt", "the square root">;
+def GT_ReluOp : GT_UnaryOp<"relu", "max(x, 0)", (ins), [GT_ZeroPreserving]>;
+def GT_TanhOp : GT_UnaryOp<"tanh", "the hyperbolic tangent", (ins),
+                           [GT_ZeroPreserving]>;
+def GT_ExpOp : GT_UnaryOp<"exp", "the exponential", (ins), [GT_AutocastF32]>;
+def GT_LogOp : GT_UnaryOp<"log", "the natural logarithm", (ins),
+                          [GT_AutocastF32]>;
+def GT_NegOp : GT_UnaryOp<"neg", "negation", (ins), [GT_ZeroPreserving]>;
+def GT_SqrtOp : GT_UnaryOp<"sqrt", "the square root", (ins), [GT_AutocastF32]>;
 def GT_SigmoidOp : GT_UnaryOp<"sigmoid", "the logistic sigmoid">;
 def GT_GeluOp : GT_UnaryOp<"gelu", "the GELU activation",
-    (ins DefaultValuedAttr<BoolAttr, "false">:$approximate)> {
+    (ins DefaultValuedAttr<BoolAttr, "false">:$approximate),
+    [GT_ZeroPreserving]> {
   let description = [{
     The Gaussian error linear unit, `x * Phi(x)`. With `approximate = true` it
     uses the tanh approximation of GPT-2
@@ -177,7 +185,8 @@ def GT_GeluOp : GT_UnaryOp<"gelu", "the GELU activation",
   }];
 }
 
-def GT_CastOp : GT_Op<"cast", [Pure, SameOperandsAndResultShape]> {
+def GT_CastOp : GT_Op<"cast", [Pure, SameOperandsAndResultShape,
+                               GT_Elementwise, GT_ZeroPreserving]> {
   let summary = "converts the element type";
   let description = [{
     Converts every element to the result's element type (round to nearest
@@ -200,7 +209,8 @@ def GT_CastOp : GT_Op<"cast", [Pure, SameOperandsAndResultShape]> {
 // Linear algebra
 //===----------------------------------------------------------------------===//
 
-def GT_MatmulOp : GT_InferredOp<"matmul", [SameOperandsElementType]> {
+def GT_MatmulOp : GT_InferredOp<"matmul", [SameOperandsElementType,
+                                          GT_Contraction, GT_AutocastLow]> {
   let summary = "batched matrix product with transpose flags";
   let description = [{
     `op(a) @ op(b)` over the last two dimensions, where `op` transposes them
@@ -224,7 +234,7 @@ def GT_MatmulOp : GT_InferredOp<"matmul", [SameOperandsElementType]> {
   let hasCanonicalizer = 1;
 }
 
-def GT_LinearOp : GT_InferredOp<"linear"> {
+def GT_LinearOp : GT_InferredOp<"linear", [GT_Contraction, GT_AutocastLow]> {
   let summary = "affine map x W^T + b (PyTorch's nn.Linear)";
   let description = [{
     `input : [..., K]`, `weight : [N, K]`, optional `bias : [N]`; the result
@@ -250,7 +260,8 @@ def GT_LinearOp : GT_InferredOp<"linear"> {
 // Normalization, attention, losses
 //===----------------------------------------------------------------------===//
 
-def GT_LayerNormOp : GT_InferredOp<"layernorm"> {
+def GT_LayerNormOp : GT_InferredOp<"layernorm", [GT_Reduction,
+                                                 GT_AutocastF32]> {
   let summary = "layer normalization over the last dimension";
   let description = [{
     `(x - mean) / sqrt(var + epsilon) * weight + bias` over the last
@@ -276,7 +287,8 @@ def GT_LayerNormOp : GT_InferredOp<"layernorm"> {
 }
 
 def GT_SoftmaxOp : GT_Op<"softmax",
-    [Pure, SameOperandsAndResultType, InferTypeOpInterface]> {
+    [Pure, SameOperandsAndResultType, InferTypeOpInterface, GT_Reduction,
+     GT_AutocastF32]> {
   let summary = "softmax along one axis";
   let description = [{
     `exp(x - max) / sum(exp(x - max))` along `axis` (negative counts from the
@@ -295,7 +307,8 @@ def GT_SoftmaxOp : GT_Op<"softmax",
   let hasVerifier = 1;
 }
 
-def GT_AttentionOp : GT_InferredOp<"attention"> {
+def GT_AttentionOp : GT_InferredOp<"attention", [GT_Contraction,
+                                                 GT_AutocastLow]> {
   let summary = "multi-head scaled dot-product attention on packed q, k, v";
   let description = [{
     `qkv : [B, T, 3D]` holds the queries, keys and values side by side (the
@@ -339,7 +352,8 @@ def GT_EmbeddingOp : GT_InferredOp<"embedding"> {
   }];
 }
 
-def GT_CrossEntropyOp : GT_InferredOp<"cross_entropy"> {
+def GT_CrossEntropyOp : GT_InferredOp<"cross_entropy", [GT_Reduction,
+                                                         GT_AutocastF32]> {
   let summary = "mean softmax cross-entropy of logits against class labels";
   let description = [{
     `logits : [..., C]` (any float type) and `labels : [...] i32` with the
@@ -365,7 +379,7 @@ def GT_CrossEntropyOp : GT_InferredOp<"cross_entropy"> {
 //===----------------------------------------------------------------------===//
 
 class GT_ReduceOp<string mnemonic, string what>
-    : GT_InferredOp<mnemonic> {
+    : GT_InferredOp<mnemonic, [GT_Reduction, GT_AutocastF32]> {
   let summary = what # " over some or all axes";
   let description = [{
     The }] # what # [{ of `input` over `axes` (all axes when empty; negative
@@ -388,7 +402,7 @@ class GT_ReduceOp<string mnemonic, string what>
 def GT_SumOp : GT_ReduceOp<"sum", "sum">;
 def GT_MeanOp : GT_ReduceOp<"mean", "mean">;
 
-def GT_TransposeOp : GT_InferredOp<"transpose"> {
+def GT_TransposeOp : GT_InferredOp<"transpose", [GT_LayoutOnly]> {
   let summary = "permutes the dimensions";
   let description = [{
     Result dimension i is input dimension `permutation[i]`; `permutation` is a
@@ -406,7 +420,8 @@ def GT_TransposeOp : GT_InferredOp<"transpose"> {
   let hasFolder = 1;
 }
 
-def GT_ReshapeOp : GT_Op<"reshape", [Pure, SameOperandsAndResultElementType]> {
+def GT_ReshapeOp : GT_Op<"reshape", [Pure, SameOperandsAndResultElementType,
+                                     GT_LayoutOnly]> {
   let summary = "reinterprets the elements in a new shape";
   let description = [{
     Same elements, in row-major order, in a new shape. With static shapes the
@@ -426,7 +441,9 @@ def GT_ReshapeOp : GT_Op<"reshape", [Pure, SameOperandsAndResultElementType]> {
   let hasFolder = 1;
 }
 
-def GT_BroadcastOp : GT_Op<"broadcast", [Pure, SameOperandsAndResultElementType]> {
+def GT_BroadcastOp : GT_Op<"broadcast", [Pure, SameOperandsAndResultElementType,
+                                         GT_LayoutOnly, GT_Elementwise,
+                                         GT_Broadcasting]> {
   let summary = "repeats a tensor to a larger shape";
   let description = [{
     Broadcasts `input` to the result shape with NumPy rules (align at the
@@ -445,10 +462,72 @@ def GT_BroadcastOp : GT_Op<"broadcast", [Pure, SameOperandsAndResultElementType]
 }
 
 //===----------------------------------------------------------------------===//
+// Fusion regions (built by gt-fuse)
+//===----------------------------------------------------------------------===//
+
+def GT_FusedOp : GT_Op<"fused", [IsolatedFromAbove, SingleBlock,
+                                 RecursiveMemoryEffects]> {
+  let summary = "ops that run as one kernel";
+  let description = [{
+    A fusion region made by gt-fuse: the ops of its body run as one
+    kernel, reading the region's operands (the body's arguments) and
+    writing the values its `gt.yield` returns; no other value of the body is
+    stored in memory. `kind` says how: `elementwise` is one loop over the
+    elements of the results, which all have one shape; each body op has the
+    `GT_Elementwise` trait, and each operand broadcasts to that shape. The
+    CPU executor runs the body op by op; the CUDA emitter generates one
+    kernel.
+
+    Example:
+
+    ```mlir
+    %r:2 = gt.fused "elementwise" (%x, %b) : (tensor<8x16xbf16>, tensor<16xf32>)
+        -> (tensor<8x16xf32>, tensor<8x16xf32>) {
+    ^bb0(%a: tensor<8x16xbf16>, %c: tensor<16xf32>):
+      %0 = gt.cast %a : tensor<8x16xbf16> -> tensor<8x16xf32>
+      %1 = gt.add %0, %c : tensor<8x16xf32>, tensor<16xf32>
+      %2 = gt.relu %1 : tensor<8x16xf32>
+      gt.yield %1, %2 : tensor<8x16xf32>, tensor<8x16xf32>
+    }
+    ```
+  }];
+  let arguments = (ins StrAttr:$kind, Variadic<GT_AnyTensor>:$inputs);
+  let results = (outs Variadic<GT_AnyTensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $kind `(` $inputs `)` attr-dict `:` functional-type($inputs, $results)
+    $body
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The region's terminator.
+    YieldOp getYield();
+  }];
+}
+
+def GT_YieldOp : GT_Op<"yield", [Pure, Terminator,
+                                 HasParent<"FusedOp">]> {
+  let summary = "the results of a fusion region";
+  let description = [{
+    Ends the body of a `gt.fused` op; its operands are the region's results,
+    in order.
+
+    Example:
+
+    ```mlir
+    gt.yield %1, %2 : tensor<8x16xf32>, tensor<8x16xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<GT_AnyTensor>:$values);
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
+}
+
+//===----------------------------------------------------------------------===//
 // Gradients (built by gt-autodiff)
 //===----------------------------------------------------------------------===//
 
-def GT_SumToOp : GT_Op<"sum_to", [Pure, SameOperandsAndResultElementType]> {
+def GT_SumToOp : GT_Op<"sum_to", [Pure, SameOperandsAndResultElementType,
+                                   GT_Reduction]> {
   let summary = "sums a broadcast result back to an operand's shape";
   let description = [{
     The adjoint of broadcasting: sums `input` over the dimensions in which the
@@ -469,7 +548,8 @@ def GT_SumToOp : GT_Op<"sum_to", [Pure, SameOperandsAndResultElementType]> {
   let hasFolder = 1;
 }
 
-def GT_PadOp : GT_Op<"pad", [Pure, SameOperandsAndResultElementType]> {
+def GT_PadOp : GT_Op<"pad", [Pure, SameOperandsAndResultElementType,
+                             GT_LayoutOnly]> {
   let summary = "extends dimensions with zeros at their ends";
   let description = [{
     The result has the input's rank; each dimension is at least the input's,
@@ -491,7 +571,8 @@ def GT_PadOp : GT_Op<"pad", [Pure, SameOperandsAndResultElementType]> {
   let hasFolder = 1;
 }
 
-def GT_SliceOp : GT_Op<"slice", [Pure, SameOperandsAndResultElementType]> {
+def GT_SliceOp : GT_Op<"slice", [Pure, SameOperandsAndResultElementType,
+                                 GT_LayoutOnly]> {
   let summary = "keeps the leading part of each dimension";
   let description = [{
     The result has the input's rank; each dimension is at most the input's,
@@ -514,7 +595,7 @@ def GT_SliceOp : GT_Op<"slice", [Pure, SameOperandsAndResultElementType]> {
 }
 
 def GT_ActivationGradOp : GT_Op<"activation_grad",
-    [Pure, SameOperandsAndResultType, InferTypeOpInterface]> {
+    [Pure, SameOperandsAndResultType, InferTypeOpInterface, GT_Elementwise]> {
   let summary = "the gradient of an elementwise function";
   let description = [{
     `dy * f'(x)` for the elementwise function `kind`: `relu`, `gelu`,
@@ -535,7 +616,7 @@ def GT_ActivationGradOp : GT_Op<"activation_grad",
 }
 
 def GT_SoftmaxGradOp : GT_Op<"softmax_grad",
-    [Pure, SameOperandsAndResultType, InferTypeOpInterface]> {
+    [Pure, SameOperandsAndResultType, InferTypeOpInterface, GT_Reduction]> {
   let summary = "the gradient of softmax";
   let description = [{
     `y * (dy - sum(dy * y, axis))`, where `y` is the softmax output.
@@ -553,7 +634,7 @@ def GT_SoftmaxGradOp : GT_Op<"softmax_grad",
 }
 
 def GT_LayerNormGradOp : GT_Op<"layernorm_grad",
-    [Pure, AllTypesMatch<["grad", "input", "input_grad"]>,
+    [Pure, GT_Reduction, AllTypesMatch<["grad", "input", "input_grad"]>,
      AllTypesMatch<["weight", "weight_grad", "bias_grad"]>]> {
   let summary = "the gradients of layer normalization";
   let description = [{
@@ -580,7 +661,7 @@ def GT_LayerNormGradOp : GT_Op<"layernorm_grad",
 }
 
 def GT_AttentionGradOp : GT_Op<"attention_grad",
-    [Pure, AllTypesMatch<["qkv", "result"]>]> {
+    [Pure, GT_Contraction, AllTypesMatch<["qkv", "result"]>]> {
   let summary = "the gradient of attention with respect to packed q, k, v";
   let description = [{
     Given the gradient of the attention output `[B, T, D]` and the forward
@@ -604,7 +685,7 @@ def GT_AttentionGradOp : GT_Op<"attention_grad",
   let hasVerifier = 1;
 }
 
-def GT_EmbeddingGradOp : GT_Op<"embedding_grad", [Pure]> {
+def GT_EmbeddingGradOp : GT_Op<"embedding_grad", [Pure, GT_Reduction]> {
   let summary = "the gradient of an embedding table (scatter-add)";
   let description = [{
     Adds row `i` of `grad : [..., D]` into row `indices[i]` of a zero table of
@@ -627,7 +708,7 @@ def GT_EmbeddingGradOp : GT_Op<"embedding_grad", [Pure]> {
 }
 
 def GT_CrossEntropyGradOp : GT_Op<"cross_entropy_grad",
-    [Pure, AllTypesMatch<["logits", "result"]>]> {
+    [Pure, GT_Reduction, AllTypesMatch<["logits", "result"]>]> {
   let summary = "the gradient of the mean cross-entropy with respect to logits";
   let description = [{
     `(softmax(logits) - onehot(labels)) * grad / N` for N positions, where
@@ -650,7 +731,7 @@ def GT_CrossEntropyGradOp : GT_Op<"cross_entropy_grad",
   let hasVerifier = 1;
 }
 
-def GT_AccuracyOp : GT_InferredOp<"accuracy"> {
+def GT_AccuracyOp : GT_InferredOp<"accuracy", [GT_Reduction]> {
   let summary = "the fraction of positions whose largest logit is the label";
   let description = [{
     Used by evaluation: the mean over positions of

@@ -1,0 +1,158 @@
+//===- Fuse.cpp - Group ops into kernels ----------------------------------===//
+//
+// gt-fuse turns chains of elementwise ops (GT_Elementwise: arithmetic,
+// activations, their gradients, casts, broadcasts) into `gt.fused` regions
+// that run as one kernel: one loop over the elements, every intermediate in
+// registers. A fused chain of n ops over E elements moves (inputs + outputs)
+// x E elements instead of about 3n x E, and launches one kernel instead of n;
+// nothing is computed twice (each op of a region runs once per element, and
+// reductions and contractions are never pulled in), so fusing elementwise
+// ops with each other never costs bytes or FLOPs and the pass takes every
+// such chance.
+//
+// Groups are formed greedily in program order. An op joins the group of an
+// operand's producer when its result has the group's shape (the region's
+// iteration space) and every other operand is computed inside the group or
+// before the group's first op; the region replaces the group at its first
+// op, so it reads only values that exist there and no cycle can form. Values
+// of the group used outside it become the region's results. A group of one
+// op stays as it is.
+//===----------------------------------------------------------------------===//
+
+#include "gtc/Dialect/GT/GTOps.h"
+#include "gtc/Transforms/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace mlir::gt {
+#define GEN_PASS_DEF_GTFUSEPASS
+#include "gtc/Transforms/Passes.h.inc"
+} // namespace mlir::gt
+
+using namespace mlir;
+using namespace mlir::gt;
+
+namespace {
+
+/// Whether `op` may be part of an elementwise region: an elementwise op
+/// with one statically shaped tensor result.
+bool isFusable(Operation *op) {
+  if (!op->hasTrait<OpTrait::gt::Elementwise>() || op->getNumResults() != 1)
+    return false;
+  auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+  return type && type.hasStaticShape();
+}
+
+ArrayRef<int64_t> shapeOf(Operation *op) {
+  return cast<RankedTensorType>(op->getResult(0).getType()).getShape();
+}
+
+struct Group {
+  Operation *anchor;
+  SmallVector<Operation *> ops;
+};
+
+/// Forms the groups of one block.
+class Grouper {
+public:
+  explicit Grouper(Block &block) : block(block) {}
+
+  void run() {
+    for (Operation &op : block.without_terminator())
+      if (isFusable(&op))
+        place(&op);
+    for (Group &g : groups)
+      if (g.ops.size() > 1)
+        outline(g);
+  }
+
+private:
+  /// Puts `op` into a producer's group, or into a new one.
+  void place(Operation *op) {
+    // Producers' groups, the most recently started first.
+    SmallVector<int> candidates;
+    for (Value v : op->getOperands())
+      if (Operation *def = v.getDefiningOp())
+        if (auto it = groupOf.find(def); it != groupOf.end() &&
+                                         !llvm::is_contained(candidates,
+                                                             it->second))
+          candidates.push_back(it->second);
+    llvm::sort(candidates, std::greater<int>());
+    for (int g : candidates) {
+      if (shapeOf(op) != shapeOf(groups[g].anchor))
+        continue; // another iteration space
+      if (!llvm::all_of(op->getOperands(),
+                        [&](Value v) { return availableTo(v, g); }))
+        continue; // an operand computed after the group began
+      groups[g].ops.push_back(op);
+      groupOf[op] = g;
+      return;
+    }
+    groupOf[op] = static_cast<int>(groups.size());
+    groups.push_back({op, {op}});
+  }
+
+  /// Whether group `g`'s region, placed at its first op, can read `v`.
+  bool availableTo(Value v, int g) {
+    Operation *def = v.getDefiningOp();
+    if (!def)
+      return true; // a block argument
+    auto it = groupOf.find(def);
+    if (it != groupOf.end() && it->second == g)
+      return true;
+    return def->getBlock() == &block && def->isBeforeInBlock(groups[g].anchor);
+  }
+
+  /// Replaces the group's ops by one gt.fused region at its first op.
+  void outline(Group &g) {
+    llvm::SmallPtrSet<Operation *, 8> members(g.ops.begin(), g.ops.end());
+    llvm::SetVector<Value> inputs;
+    SmallVector<Value> outputs;
+    for (Operation *op : g.ops) {
+      for (Value v : op->getOperands())
+        if (!v.getDefiningOp() || !members.count(v.getDefiningOp()))
+          inputs.insert(v);
+      Value r = op->getResult(0);
+      if (llvm::any_of(r.getUsers(),
+                       [&](Operation *u) { return !members.count(u); }))
+        outputs.push_back(r);
+    }
+    OpBuilder b(g.anchor);
+    SmallVector<Type> resultTypes;
+    for (Value v : outputs)
+      resultTypes.push_back(v.getType());
+    auto fused = FusedOp::create(b, g.anchor->getLoc(), resultTypes,
+                                 b.getStringAttr("elementwise"),
+                                 inputs.getArrayRef());
+    Block *body = b.createBlock(&fused.getBody());
+    IRMapping map;
+    for (Value v : inputs)
+      map.map(v, body->addArgument(v.getType(), v.getLoc()));
+    for (Operation *op : g.ops)
+      b.clone(*op, map);
+    SmallVector<Value> yielded;
+    for (Value v : outputs)
+      yielded.push_back(map.lookup(v));
+    YieldOp::create(b, g.anchor->getLoc(), yielded);
+    for (auto [old, now] : llvm::zip(outputs, fused.getResults()))
+      old.replaceAllUsesWith(now);
+    for (Operation *op : llvm::reverse(g.ops))
+      op->erase();
+  }
+
+  Block &block;
+  std::vector<Group> groups;
+  DenseMap<Operation *, int> groupOf;
+};
+
+struct GtFusePass : public mlir::gt::impl::GtFusePassBase<GtFusePass> {
+  void runOnOperation() override {
+    func::FuncOp f = getOperation();
+    if (!f.getBody().empty())
+      Grouper(f.getBody().front()).run();
+  }
+};
+
+} // namespace

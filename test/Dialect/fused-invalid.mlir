@@ -1,0 +1,86 @@
+// RUN: gtc-opt %s -split-input-file -verify-diagnostics
+
+// Only elementwise regions exist.
+func.func @kind(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{unknown fusion kind 'reduction'; expected 'elementwise'}}
+  %0 = gt.fused "reduction"(%x) : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<4xf32>):
+    %1 = gt.relu %a : tensor<4xf32>
+    gt.yield %1 : tensor<4xf32>
+  }
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// Body arguments mirror the inputs.
+func.func @arguments(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{has 1 inputs but its body 2 arguments}}
+  %0 = gt.fused "elementwise"(%x) : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<4xf32>, %b: tensor<4xf32>):
+    %1 = gt.add %a, %b : tensor<4xf32>, tensor<4xf32>
+    gt.yield %1 : tensor<4xf32>
+  }
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// A reduction cannot run in an elementwise loop.
+func.func @not_elementwise(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %0 = gt.fused "elementwise"(%x) : (tensor<4x8xf32>) -> tensor<4x8xf32> {
+  ^bb0(%a: tensor<4x8xf32>):
+    // expected-error @+1 {{'gt.softmax' op cannot be fused elementwise: it is not elementwise (GT_Elementwise)}}
+    %1 = gt.softmax %a <{axis = -1 : i64}> : tensor<4x8xf32>
+    gt.yield %1 : tensor<4x8xf32>
+  }
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+// Every op of the region iterates over the results' shape.
+func.func @shape(%x: tensor<8xf32>, %m: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %0 = gt.fused "elementwise"(%x, %m) : (tensor<8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32> {
+  ^bb0(%a: tensor<8xf32>, %b: tensor<4x8xf32>):
+    // expected-error @+1 {{'gt.relu' op result shape differs from the fusion region's iteration shape 'tensor<4x8xf32>'}}
+    %1 = gt.relu %a : tensor<8xf32>
+    %2 = gt.add %b, %1 : tensor<4x8xf32>, tensor<8xf32>
+    gt.yield %2 : tensor<4x8xf32>
+  }
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+// The yielded values are the results.
+func.func @yield_types(%x: tensor<4xf32>) -> tensor<4xbf16> {
+  // expected-error @+1 {{yields 1 values whose types differ from its results}}
+  %0 = gt.fused "elementwise"(%x) : (tensor<4xf32>) -> tensor<4xbf16> {
+  ^bb0(%a: tensor<4xf32>):
+    %1 = gt.relu %a : tensor<4xf32>
+    gt.yield %1 : tensor<4xf32>
+  }
+  return %0 : tensor<4xbf16>
+}
+
+// -----
+
+// A region that returns an input computes nothing for it.
+func.func @passthrough(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  // expected-error @+1 {{yields its own input; use the value directly}}
+  %0:2 = gt.fused "elementwise"(%x) : (tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  ^bb0(%a: tensor<4xf32>):
+    %1 = gt.relu %a : tensor<4xf32>
+    gt.yield %1, %a : tensor<4xf32>, tensor<4xf32>
+  }
+  return %0#0, %0#1 : tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// gt.yield only ends fusion regions.
+func.func @yield_outside(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'gt.yield' op expects parent op 'gt.fused'}}
+  gt.yield %x : tensor<4xf32>
+}

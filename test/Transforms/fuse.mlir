@@ -1,0 +1,101 @@
+// RUN: gtc-opt %s --gt-fuse --split-input-file | FileCheck %s
+
+// A bias add, a cast and a relu after a GEMM become one region; the value
+// the GEMM after them and the function read leave it as results.
+// CHECK-LABEL: func.func @chain
+// CHECK-SAME: (%[[X:.*]]: tensor<8x16xbf16>, %[[B:.*]]: tensor<16xf32>, %[[W:.*]]: tensor<16x16xf32>)
+// CHECK:      %[[F:.*]]:2 = gt.fused "elementwise"(%[[X]], %[[B]]) : (tensor<8x16xbf16>, tensor<16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>) {
+// CHECK-NEXT: ^bb0(%[[A0:.*]]: tensor<8x16xbf16>, %[[A1:.*]]: tensor<16xf32>):
+// CHECK-NEXT:   %[[C:.*]] = gt.cast %[[A0]] : tensor<8x16xbf16> -> tensor<8x16xf32>
+// CHECK-NEXT:   %[[S:.*]] = gt.add %[[C]], %[[A1]]
+// CHECK-NEXT:   %[[R:.*]] = gt.relu %[[S]]
+// CHECK-NEXT:   gt.yield %[[S]], %[[R]] : tensor<8x16xf32>, tensor<8x16xf32>
+// CHECK-NEXT: }
+// CHECK:      %[[L:.*]] = gt.linear %[[F]]#1, %[[W]]
+// The multiply reads the GEMM, computed after the first region began, so
+// it starts a second region with the neg after it.
+// CHECK:      %[[G:.*]] = gt.fused "elementwise"(%[[L]], %[[F]]#0)
+// CHECK:        gt.mul
+// CHECK-NEXT:   gt.neg
+// CHECK-NEXT:   gt.yield
+// CHECK:      return %[[G]], %[[F]]#1
+func.func @chain(%x: tensor<8x16xbf16>, %b: tensor<16xf32>, %w: tensor<16x16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>) {
+  %0 = gt.cast %x : tensor<8x16xbf16> -> tensor<8x16xf32>
+  %1 = gt.add %0, %b : tensor<8x16xf32>, tensor<16xf32>
+  %2 = gt.relu %1 : tensor<8x16xf32>
+  %3 = gt.linear %2, %w : tensor<8x16xf32>, tensor<16x16xf32>
+  %4 = gt.mul %3, %1 : tensor<8x16xf32>, tensor<8x16xf32>
+  %5 = gt.neg %4 : tensor<8x16xf32>
+  return %5, %2 : tensor<8x16xf32>, tensor<8x16xf32>
+}
+
+// -----
+
+// A lone elementwise op between two GEMMs has nothing to fuse with: it
+// stays as it is (no region of one op).
+// CHECK-LABEL: func.func @alone
+// CHECK-NOT:  gt.fused
+// CHECK:      gt.gelu
+// CHECK-NOT:  gt.fused
+func.func @alone(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<4x8xf32> {
+  %0 = gt.linear %x, %w : tensor<4x8xf32>, tensor<8x8xf32>
+  %1 = gt.gelu %0 : tensor<4x8xf32>
+  %2 = gt.linear %1, %w : tensor<4x8xf32>, tensor<8x8xf32>
+  return %2 : tensor<4x8xf32>
+}
+
+// -----
+
+// Another iteration shape is another kernel: relu over [8] and the add that
+// broadcasts its result over [4, 8] are not fused (the add would need the
+// relu at each of its 32 elements); the add fuses with the exp after it.
+// CHECK-LABEL: func.func @shapes
+// CHECK:      %[[R:.*]] = gt.fused "elementwise"(%{{.*}}) : (tensor<8xf32>) -> tensor<8xf32>
+// CHECK:        gt.relu
+// CHECK-NEXT:   gt.tanh
+// CHECK:      gt.fused "elementwise"(%{{.*}}, %[[R]]) : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+// CHECK:        gt.add
+// CHECK-NEXT:   gt.exp
+func.func @shapes(%v: tensor<8xf32>, %m: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %0 = gt.relu %v : tensor<8xf32>
+  %1 = gt.tanh %0 : tensor<8xf32>
+  %2 = gt.add %m, %1 : tensor<4x8xf32>, tensor<8xf32>
+  %3 = gt.exp %2 : tensor<4x8xf32>
+  return %3 : tensor<4x8xf32>
+}
+
+// -----
+
+// Reductions, normalizations and contractions never enter a region: the
+// elementwise ops on either side of the softmax form two regions.
+// CHECK-LABEL: func.func @reduction
+// CHECK:      gt.fused
+// CHECK:        gt.mul
+// CHECK-NEXT:   gt.add
+// CHECK:      gt.softmax
+// CHECK:      gt.fused
+// CHECK:        gt.neg
+// CHECK-NEXT:   gt.exp
+func.func @reduction(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %0 = gt.mul %x, %x : tensor<4x8xf32>, tensor<4x8xf32>
+  %1 = gt.add %0, %x : tensor<4x8xf32>, tensor<4x8xf32>
+  %2 = gt.softmax %1 <{axis = -1 : i64}> : tensor<4x8xf32>
+  %3 = gt.neg %2 : tensor<4x8xf32>
+  %4 = gt.exp %3 : tensor<4x8xf32>
+  return %4 : tensor<4x8xf32>
+}
+
+// -----
+
+// Backward chains fuse too: the gradient of gelu and the cast of the
+// result to bf16 for the next GEMM are one kernel.
+// CHECK-LABEL: func.func @backward
+// CHECK:      gt.fused "elementwise"
+// CHECK:        gt.activation_grad
+// CHECK-NEXT:   gt.cast
+// CHECK-NEXT:   gt.yield
+func.func @backward(%dy: tensor<4x8xf32>, %x: tensor<4x8xf32>) -> tensor<4x8xbf16> {
+  %0 = gt.activation_grad %dy, %x <{kind = "gelu"}> : tensor<4x8xf32>
+  %1 = gt.cast %0 : tensor<4x8xf32> -> tensor<4x8xbf16>
+  return %1 : tensor<4x8xbf16>
+}
