@@ -57,7 +57,8 @@ FailureOr<OwningOpRef<ModuleOp>> specialize(ModuleOp module,
 /// The plan of `func`, with the precision it was compiled for.
 FailureOr<rt::Plan> finishPlan(func::FuncOp func, ModuleOp lowered,
                                const CompileOptions &options) {
-  FailureOr<rt::Plan> plan = gtc::buildPlan(func, findTrain(lowered));
+  FailureOr<rt::Plan> plan =
+      gtc::buildPlan(func, findTrain(lowered), /*views=*/options.fuse);
   if (succeeded(plan) && !options.precision.empty())
     plan->config.precision = options.precision;
   return plan;

@@ -22,7 +22,7 @@ int64_t alignUp(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 class PlanBuilder {
 public:
-  explicit PlanBuilder(func::FuncOp func) : func(func) {}
+  PlanBuilder(func::FuncOp func, bool views) : func(func), views(views) {}
 
   FailureOr<rt::Plan> build();
 
@@ -30,6 +30,10 @@ private:
   /// Creates the buffer of `v` (not yet placed).
   FailureOr<int> addBuffer(Value v, MemRegion region, std::string name);
   int bufferOf(Value v) const { return buffers.lookup(v); }
+  /// The buffer whose memory `id` uses: itself, or the one it is a view of.
+  int storageOf(int id) const { return viewOf[id] < 0 ? id : viewOf[id]; }
+  /// Makes `v` a view of `of`'s memory (no kernel).
+  void addView(Value v, int of);
   /// The kernel of `op` (buffers must exist): op name, buffers, attributes.
   rt::Kernel makeKernel(Operation *op) const;
   void addKernel(Operation *op);
@@ -39,7 +43,10 @@ private:
   void placeTemporaries();
 
   func::FuncOp func;
+  bool views;
   rt::Plan plan;
+  /// Per buffer: the buffer it is a view of (a root, never a view), or -1.
+  std::vector<int> viewOf;
   DenseMap<Value, int> buffers;
   /// Kernel index of each temporary's definition and last use.
   std::vector<int64_t> defAt, lastUse;
@@ -57,6 +64,7 @@ FailureOr<int> PlanBuilder::addBuffer(Value v, MemRegion region,
     plan.buffers.push_back(std::move(b));
     defAt.push_back(-1);
     lastUse.push_back(-1);
+    viewOf.push_back(-1);
     return static_cast<int>(plan.buffers.size() - 1);
   }
   auto type = dyn_cast<RankedTensorType>(v.getType());
@@ -89,6 +97,7 @@ FailureOr<int> PlanBuilder::addBuffer(Value v, MemRegion region,
   plan.buffers.push_back(std::move(b));
   defAt.push_back(-1);
   lastUse.push_back(-1);
+  viewOf.push_back(-1);
   if (v)
     buffers[v] = id;
   return id;
@@ -138,11 +147,25 @@ void PlanBuilder::addKernel(Operation *op) {
   rt::Kernel k = makeKernel(op);
   int index = static_cast<int>(plan.kernels.size());
   for (int in : k.inputs)
-    lastUse[in] = std::max<int64_t>(lastUse[in], index);
+    lastUse[storageOf(in)] = std::max<int64_t>(lastUse[storageOf(in)], index);
   for (int out : k.outputs)
     if (defAt[out] < 0)
       defAt[out] = index;
   plan.kernels.push_back(std::move(k));
+}
+
+void PlanBuilder::addView(Value v, int of) {
+  int root = storageOf(of);
+  rt::Buffer b = plan.buffers[root];
+  auto type = cast<RankedTensorType>(v.getType());
+  b.shape.assign(type.getShape().begin(), type.getShape().end());
+  b.name = "reshape";
+  int id = static_cast<int>(plan.buffers.size());
+  plan.buffers.push_back(std::move(b));
+  defAt.push_back(-1);
+  lastUse.push_back(-1);
+  viewOf.push_back(root);
+  buffers[v] = id;
 }
 
 LogicalResult PlanBuilder::addFusedBody(FusedOp fused) {
@@ -169,7 +192,7 @@ LogicalResult PlanBuilder::addFusedBody(FusedOp fused) {
 void PlanBuilder::placeTemporaries() {
   std::vector<int> temps;
   for (size_t i = 0; i < plan.buffers.size(); ++i)
-    if (plan.buffers[i].region == MemRegion::Temp)
+    if (plan.buffers[i].region == MemRegion::Temp && viewOf[i] < 0)
       temps.push_back(static_cast<int>(i));
   std::stable_sort(temps.begin(), temps.end(), [&](int a, int b) {
     return plan.buffers[a].slots() > plan.buffers[b].slots();
@@ -303,11 +326,18 @@ FailureOr<rt::Plan> PlanBuilder::build() {
         copy.inputs = {bufferOf(g.getGrad())};
         copy.outputs = {*id};
         int index = static_cast<int>(plan.kernels.size());
-        lastUse[copy.inputs[0]] = std::max<int64_t>(lastUse[copy.inputs[0]],
-                                                     index);
+        int from = storageOf(copy.inputs[0]);
+        lastUse[from] = std::max<int64_t>(lastUse[from], index);
         defAt[*id] = index;
         plan.kernels.push_back(std::move(copy));
       }
+      continue;
+    }
+    // A reshape moves no data: a view of its operand (unless the gradient
+    // region wants the value in place).
+    if (auto reshape = dyn_cast<ReshapeOp>(op);
+        reshape && views && !inPlaceGrad.count(reshape.getResult())) {
+      addView(reshape.getResult(), bufferOf(reshape.getInput()));
       continue;
     }
     // A computing op: results are temporaries, or gradients in place.
@@ -334,7 +364,7 @@ FailureOr<rt::Plan> PlanBuilder::build() {
     if (!buffers.count(v))
       return func.emitError("the returned value is not computed by a kernel");
     outs.push_back(bufferOf(v));
-    lastUse[outs.back()] = INT_MAX;
+    lastUse[storageOf(outs.back())] = INT_MAX;
   }
   plan.loss = outs[0];
   plan.accuracy = outs.size() > 1 ? outs[1] : -1;
@@ -358,13 +388,19 @@ FailureOr<rt::Plan> PlanBuilder::build() {
   if (localSize > 0)
     plan.regionSize[MemRegion::Local] = localSize;
   placeTemporaries();
+  for (size_t i = 0; i < plan.buffers.size(); ++i)
+    if (viewOf[i] >= 0) {
+      plan.buffers[i].region = plan.buffers[viewOf[i]].region;
+      plan.buffers[i].offset = plan.buffers[viewOf[i]].offset;
+    }
   return plan;
 }
 
 } // namespace
 
-FailureOr<gtc::rt::Plan> gtc::buildPlan(func::FuncOp func, TrainOp train) {
-  FailureOr<rt::Plan> plan = PlanBuilder(func).build();
+FailureOr<gtc::rt::Plan> gtc::buildPlan(func::FuncOp func, TrainOp train,
+                                        bool views) {
+  FailureOr<rt::Plan> plan = PlanBuilder(func, views).build();
   if (failed(plan))
     return failure();
   if (train)

@@ -15,9 +15,12 @@ namespace gtc {
 /// element type f32 or i32. Buffers are placed by a liveness-based memory
 /// plan: temporaries whose lifetimes do not overlap share memory; gradients
 /// are written straight into the gradient region when nothing else reads
-/// them. `train`, if given, fills the plan's configuration.
+/// them. With `views`, a gt.reshape gets no kernel: its result is a view of
+/// its operand's memory, whose lifetime extends to the view's last use.
+/// `train`, if given, fills the plan's configuration.
 mlir::FailureOr<rt::Plan> buildPlan(mlir::func::FuncOp func,
-                                    mlir::gt::TrainOp train);
+                                    mlir::gt::TrainOp train,
+                                    bool views = true);
 
 /// Converts the attributes of a gt.train op into the runtime's configuration
 /// (defaults for what the op leaves out).
