@@ -2,7 +2,7 @@
 
 // Only elementwise regions exist.
 func.func @kind(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{unknown fusion kind 'reduction'; expected 'elementwise'}}
+  // expected-error @+1 {{unknown fusion kind 'reduction'; expected 'elementwise' or 'multi_tensor'}}
   %0 = gt.fused "reduction"(%x) : (tensor<4xf32>) -> tensor<4xf32> {
   ^bb0(%a: tensor<4xf32>):
     %1 = gt.relu %a : tensor<4xf32>
@@ -83,4 +83,19 @@ func.func @passthrough(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
 func.func @yield_outside(%x: tensor<4xf32>) {
   // expected-error @+1 {{'gt.yield' op expects parent op 'gt.fused'}}
   gt.yield %x : tensor<4xf32>
+}
+
+// -----
+
+// The ops of a multi-tensor region are independent, each over its own
+// region input.
+func.func @multi(%x: tensor<4xf32>) -> tensor<4xbf16> {
+  %0 = gt.fused "multi_tensor"(%x) : (tensor<4xf32>) -> tensor<4xbf16> {
+  ^bb0(%a: tensor<4xf32>):
+    %1 = gt.relu %a : tensor<4xf32>
+    // expected-error @+1 {{'gt.cast' op in a multi_tensor region reads only region inputs of its own shape}}
+    %2 = gt.cast %1 : tensor<4xf32> -> tensor<4xbf16>
+    gt.yield %2 : tensor<4xbf16>
+  }
+  return %0 : tensor<4xbf16>
 }

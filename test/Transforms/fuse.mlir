@@ -99,3 +99,29 @@ func.func @backward(%dy: tensor<4x8xf32>, %x: tensor<4x8xf32>) -> tensor<4x8xbf1
   %1 = gt.cast %0 : tensor<4x8xf32> -> tensor<4x8xbf16>
   return %1 : tensor<4x8xbf16>
 }
+
+// -----
+
+// The casts of parameters (autocast's, one per parameter) become one
+// multi-tensor region before the first of them; every parameter is declared
+// before it, in its order; the bias add stays elementwise on its own.
+// CHECK-LABEL: func.func @parameters
+// CHECK:      %[[W:.*]] = gt.param "w"
+// CHECK-NEXT: %[[V:.*]] = gt.param "v"
+// CHECK-NEXT: %[[U:.*]] = gt.param "u"
+// CHECK-NEXT: %[[C:.*]]:2 = gt.fused "multi_tensor"(%[[W]], %[[U]]) : (tensor<8x8xf32>, tensor<8xf32>) -> (tensor<8x8xbf16>, tensor<8xbf16>)
+// CHECK:        gt.cast
+// CHECK-NEXT:   gt.cast
+// CHECK-NEXT:   gt.yield
+// CHECK:      gt.linear %{{.*}}, %[[C]]#0
+// CHECK:      gt.add %{{.*}}, %[[C]]#1
+func.func @parameters(%x: tensor<4x8xbf16>) -> tensor<4x8xbf16> {
+  %w = gt.param "w" = "zeros" [] : tensor<8x8xf32>
+  %0 = gt.cast %w : tensor<8x8xf32> -> tensor<8x8xbf16>
+  %1 = gt.linear %x, %0 : tensor<4x8xbf16>, tensor<8x8xbf16>
+  %v = gt.param "v" = "zeros" [] : tensor<8xf32>
+  %u = gt.param "u" = "zeros" [] : tensor<8xf32>
+  %2 = gt.cast %u : tensor<8xf32> -> tensor<8xbf16>
+  %3 = gt.add %1, %2 : tensor<4x8xbf16>, tensor<8xbf16>
+  return %3 : tensor<4x8xbf16>
+}

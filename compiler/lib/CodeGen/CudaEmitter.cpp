@@ -445,6 +445,7 @@ private:
                   const std::vector<int64_t> &ys) const;
   bool elementFn(const Kernel &kernel, ElementFn &fn);
   bool fused();
+  bool multiTensor();
   bool unary();
   bool binary();
   bool activationGrad();
@@ -1030,8 +1031,58 @@ bool Emitter::elementFn(const Kernel &kernel, ElementFn &fn) {
   return true;
 }
 
+/// A multi-tensor region: one grid-stride loop per op, each over its own
+/// elements, in one launch.
+bool Emitter::multiTensor() {
+  std::map<int, std::string> name;
+  std::vector<Arg> args;
+  for (size_t i = 0; i < k->inputs.size(); ++i)
+    if (name.emplace(k->inputs[i], "x" + str(i)).second)
+      args.push_back(in(k->inputs[i], "x" + str(i)));
+  std::set<int> outputs(k->outputs.begin(), k->outputs.end());
+  std::string consts, body;
+  int64_t total = 0;
+  for (size_t j = 0; j < k->body.size(); ++j) {
+    const Kernel &sub = k->body[j];
+    if (sub.outputs.size() != 1 || !outputs.count(sub.outputs[0]))
+      continue; // a value nothing reads
+    int y = sub.outputs[0];
+    ElementFn fn;
+    if (!elementFn(sub, fn))
+      return false;
+    if (fn.params.size() != sub.inputs.size())
+      return fail("fused op '" + sub.op + "' has " + str(sub.inputs.size()) +
+                  " operands");
+    std::string call = "f" + str(j) + "(";
+    consts += "\n__device__ __forceinline__ " + computeType(y) + " f" +
+              str(j) + "(";
+    for (size_t a = 0; a < sub.inputs.size(); ++a) {
+      auto it = name.find(sub.inputs[a]);
+      if (it == name.end() || count(sub.inputs[a]) != count(y))
+        return fail("a multi-tensor op must read region inputs of its size");
+      consts += (a ? ", " : "") + ("const " + computeType(sub.inputs[a]) +
+                                   " " + fn.params[a]);
+      call += (a ? ", " : "") + it->second + "[i]";
+    }
+    consts += ") {\n  " + computeType(y) + " r;\n  " + fn.expr +
+              "\n  return r;\n}\n";
+    std::string out = "y" + str(j);
+    args.push_back(this->out(y, out));
+    body += "  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < " +
+            str(count(y)) + "; i += (i64)gridDim.x * blockDim.x)\n    " +
+            out + "[i] = " + call + ");\n";
+    total += count(y);
+  }
+  launch("", "multi-tensor " + str(k->body.size()) + " ops over " +
+                 str(total) + " elements",
+         args, 0, consts, body, std::min(ceilDiv(total, kBlock), kMaxGrid));
+  return true;
+}
+
 /// A fusion region: one elementwise kernel over the shape of its outputs.
 bool Emitter::fused() {
+  if (k->strAttr("kind", "") == "multi_tensor")
+    return multiTensor();
   if (k->strAttr("kind", "") != "elementwise")
     return fail("unknown fusion kind '" + k->strAttr("kind", "") + "'");
   if (k->outputs.empty() || k->body.empty())

@@ -340,18 +340,24 @@ FailureOr<rt::Plan> PlanBuilder::build() {
       addView(reshape.getResult(), bufferOf(reshape.getInput()));
       continue;
     }
-    // A computing op: results are temporaries, or gradients in place.
+    // A computing op: results are temporaries, or gradients in place. A
+    // fusion region's result is named by the op inside that computes it.
+    auto fusedOp = dyn_cast<FusedOp>(op);
     for (Value r : op.getResults()) {
       auto g = inPlaceGrad.find(r);
+      Operation *namer =
+          fusedOp ? fusedOp.getYield()
+                        .getValues()[cast<OpResult>(r).getResultNumber()]
+                        .getDefiningOp()
+                  : &op;
       FailureOr<int> id =
           addBuffer(r, g == inPlaceGrad.end() ? MemRegion::Temp : MemRegion::Grad,
-                    op.getName().stripDialect().str());
+                    namer->getName().stripDialect().str());
       if (failed(id))
         return failure();
     }
-    if (auto fused = dyn_cast<FusedOp>(op))
-      if (failed(addFusedBody(fused)))
-        return failure();
+    if (fusedOp && failed(addFusedBody(fusedOp)))
+      return failure();
     addKernel(&op);
   }
 

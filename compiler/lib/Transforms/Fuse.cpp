@@ -17,6 +17,11 @@
 // op, so it reads only values that exist there and no cycle can form. Values
 // of the group used outside it become the region's results. A group of one
 // op stays as it is.
+//
+// Then the elementwise ops still alone that read only parameters (in mixed
+// precision, the cast of each parameter to bf16/fp16) become one
+// `multi_tensor` region: a single launch that converts every parameter, as
+// a multi-tensor optimizer updates them all at once.
 //===----------------------------------------------------------------------===//
 
 #include "gtc/Dialect/GT/GTOps.h"
@@ -65,7 +70,8 @@ public:
         place(&op);
     for (Group &g : groups)
       if (g.ops.size() > 1)
-        outline(g);
+        outline(g, "elementwise");
+    castParameters();
   }
 
 private:
@@ -105,8 +111,37 @@ private:
     return def->getBlock() == &block && def->isBeforeInBlock(groups[g].anchor);
   }
 
+  /// The elementwise ops left alone that read only parameters (their casts
+  /// to the low precision, one per parameter) become one multi-tensor
+  /// region at the first of them: one launch instead of one per parameter.
+  void castParameters() {
+    auto readsParams = [&](Operation &op) {
+      return isFusable(&op) && op.getNumOperands() > 0 &&
+             llvm::all_of(op.getOperands(), [&](Value v) {
+               auto type = cast<RankedTensorType>(v.getType());
+               return v.getDefiningOp<ParamOp>() &&
+                      type.getShape() == shapeOf(&op);
+             });
+    };
+    Group g{nullptr, {}};
+    for (Operation &op : block.without_terminator())
+      if (readsParams(op)) {
+        if (!g.anchor)
+          g.anchor = &op;
+        g.ops.push_back(&op);
+      }
+    if (g.ops.size() < 2)
+      return;
+    // Parameters are leaves: declare every one before the region, in their
+    // order (which is the plan's parameter layout).
+    for (ParamOp p : llvm::make_early_inc_range(block.getOps<ParamOp>()))
+      if (g.anchor->isBeforeInBlock(p))
+        p->moveBefore(g.anchor);
+    outline(g, "multi_tensor");
+  }
+
   /// Replaces the group's ops by one gt.fused region at its first op.
-  void outline(Group &g) {
+  void outline(Group &g, StringRef kind) {
     llvm::SmallPtrSet<Operation *, 8> members(g.ops.begin(), g.ops.end());
     llvm::SetVector<Value> inputs;
     SmallVector<Value> outputs;
@@ -124,7 +159,7 @@ private:
     for (Value v : outputs)
       resultTypes.push_back(v.getType());
     auto fused = FusedOp::create(b, g.anchor->getLoc(), resultTypes,
-                                 b.getStringAttr("elementwise"),
+                                 b.getStringAttr(kind),
                                  inputs.getArrayRef());
     Block *body = b.createBlock(&fused.getBody());
     IRMapping map;

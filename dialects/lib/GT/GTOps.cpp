@@ -612,9 +612,10 @@ YieldOp FusedOp::getYield() {
 }
 
 LogicalResult FusedOp::verify() {
-  if (getKind() != "elementwise")
+  bool multi = getKind() == "multi_tensor";
+  if (getKind() != "elementwise" && !multi)
     return emitOpError("unknown fusion kind '")
-           << getKind() << "'; expected 'elementwise'";
+           << getKind() << "'; expected 'elementwise' or 'multi_tensor'";
   Block &body = getBody().front();
   if (body.getNumArguments() != getInputs().size())
     return emitOpError("has ") << getInputs().size() << " inputs but its body "
@@ -639,6 +640,16 @@ LogicalResult FusedOp::verify() {
     if (!op.hasTrait<OpTrait::gt::Elementwise>())
       return op.emitOpError("cannot be fused elementwise: it is not "
                             "elementwise (GT_Elementwise)");
+    if (multi) {
+      // Independent ops, each over its own elements.
+      for (Value v : op.getOperands())
+        if (!isa<BlockArgument>(v) ||
+            cast<ShapedType>(v.getType()).getShape() !=
+                cast<ShapedType>(op.getResult(0).getType()).getShape())
+          return op.emitOpError("in a multi_tensor region reads only region "
+                                "inputs of its own shape");
+      continue;
+    }
     for (Type t : op.getResultTypes())
       if (cast<RankedTensorType>(t).getShape() != shape)
         return op.emitOpError("result shape differs from the fusion "

@@ -474,9 +474,11 @@ def GT_FusedOp : GT_Op<"fused", [IsolatedFromAbove, SingleBlock,
     writing the values its `gt.yield` returns; no other value of the body is
     stored in memory. `kind` says how: `elementwise` is one loop over the
     elements of the results, which all have one shape; each body op has the
-    `GT_Elementwise` trait, and each operand broadcasts to that shape. The
-    CPU executor runs the body op by op; the CUDA emitter generates one
-    kernel.
+    `GT_Elementwise` trait, and each operand broadcasts to that shape.
+    `multi_tensor` runs independent elementwise ops, each over its own
+    elements and reading only region inputs of its shape (the casts of all
+    parameters to the low precision, in one launch). The CPU executor runs
+    the body op by op; the CUDA emitter generates one kernel.
 
     Example:
 
