@@ -9,6 +9,7 @@
 //   batch 128
 //   region param 1863690
 //   buffer f32 param 0 2 1024 784 fc1.weight
+//   view 9 8                        (buffer 9 is a view of buffer 8)
 //   kernel linear 3 0 1 2 1 7 0
 //   kernel fused 2 4 5 1 9 1 kind s elementwise
 //   subkernel cast 1 4 1 30 0       (the ops of the fusion region above)
@@ -222,6 +223,9 @@ std::string gtc::rt::serialize(const Plan &plan) {
       os << ' ' << d;
     os << ' ' << encode(b.name) << '\n';
   }
+  for (size_t i = 0; i < plan.buffers.size(); ++i)
+    if (plan.buffers[i].viewOf >= 0)
+      os << "view " << i << ' ' << plan.buffers[i].viewOf << '\n';
   auto writeKernel = [&](const char *tag, const Kernel &k) {
     os << tag << ' ' << encode(k.op) << ' ' << k.inputs.size();
     for (int i : k.inputs)
@@ -509,6 +513,16 @@ bool gtc::rt::deserialize(const std::string &text, Plan &plan,
       }
       ok = ok && in.str(b.name);
       plan.buffers.push_back(std::move(b));
+    } else if (tag == "view") {
+      int id, of;
+      ok = in.number(id) && in.number(of) && id >= 0 && of >= 0 &&
+           static_cast<size_t>(id) < plan.buffers.size() &&
+           static_cast<size_t>(of) < plan.buffers.size() && id != of &&
+           plan.buffers[of].viewOf < 0 &&
+           plan.buffers[id].region == plan.buffers[of].region &&
+           plan.buffers[id].offset == plan.buffers[of].offset;
+      if (ok)
+        plan.buffers[id].viewOf = of;
     } else if (tag == "kernel" || tag == "subkernel") {
       Kernel k;
       size_t n;

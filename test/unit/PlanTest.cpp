@@ -70,28 +70,40 @@ TEST(PlanTest, RejectsDamagedText) {
 }
 
 /// Temporaries whose lifetimes overlap never share memory, and memory is
-/// reused (the temp region is smaller than all temporaries together).
+/// reused (the temp region is smaller than all temporaries together). A
+/// view (a reshape) and its buffer are one piece of memory, live from the
+/// buffer's definition to the last use of either.
 TEST(PlanTest, MemoryPlanIsSoundAndReuses) {
   rt::Plan plan = compileFile(example("char_gpt.gt"), 4);
   size_t n = plan.buffers.size();
+  auto storage = [&](int id) {
+    return plan.buffers[id].viewOf < 0 ? id : plan.buffers[id].viewOf;
+  };
   std::vector<int64_t> def(n, -1), last(n, -1);
+  int views = 0;
   for (size_t k = 0; k < plan.kernels.size(); ++k) {
     for (int in : plan.kernels[k].inputs)
-      last[in] = k;
+      last[storage(in)] = k;
     for (int out : plan.kernels[k].outputs)
-      if (def[out] < 0)
-        def[out] = k;
+      if (def[storage(out)] < 0)
+        def[storage(out)] = k;
   }
-  last[plan.loss] = plan.kernels.size();
+  last[storage(plan.loss)] = plan.kernels.size();
   int64_t total = 0;
   for (size_t a = 0; a < n; ++a) {
     const rt::Buffer &ba = plan.buffers[a];
+    if (ba.viewOf >= 0) {
+      ++views;
+      EXPECT_EQ(ba.offset, plan.buffers[ba.viewOf].offset);
+      EXPECT_EQ(ba.region, plan.buffers[ba.viewOf].region);
+      continue;
+    }
     if (ba.region != rt::Region::Temp)
       continue;
     total += ba.slots();
     for (size_t b = a + 1; b < n; ++b) {
       const rt::Buffer &bb = plan.buffers[b];
-      if (bb.region != rt::Region::Temp)
+      if (bb.region != rt::Region::Temp || bb.viewOf >= 0)
         continue;
       bool live = def[a] <= std::max(last[b], def[b]) &&
                   def[b] <= std::max(last[a], def[a]);
@@ -99,6 +111,7 @@ TEST(PlanTest, MemoryPlanIsSoundAndReuses) {
     }
   }
   EXPECT_LT(plan.regionSize[rt::Region::Temp], total / 2);
+  EXPECT_GT(views, 0) << "char_gpt's reshapes should be views";
 }
 
 TEST(PlanTest, GradientsMirrorParameters) {

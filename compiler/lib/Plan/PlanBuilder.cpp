@@ -398,6 +398,7 @@ FailureOr<rt::Plan> PlanBuilder::build() {
     if (viewOf[i] >= 0) {
       plan.buffers[i].region = plan.buffers[viewOf[i]].region;
       plan.buffers[i].offset = plan.buffers[viewOf[i]].offset;
+      plan.buffers[i].viewOf = viewOf[i];
     }
   return plan;
 }
