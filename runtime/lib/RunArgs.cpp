@@ -55,9 +55,12 @@ bool parseCount(const std::string &name, const std::string &value,
 ArgResult gtc::rt::parseRunArg(const std::vector<std::string> &args,
                                size_t &i, RunArgs &out, std::string &error) {
   const std::string &a = args[i];
-  if (a == "--explain" || a == "--no-pad" || a == "--no-fuse") {
-    (a == "--explain" ? out.explain : a == "--no-pad" ? out.noPad : out.noFuse) =
-        true;
+  if (a == "--explain" || a == "--no-pad" || a == "--no-fuse" ||
+      a == "--dry-run") {
+    (a == "--explain"  ? out.explain
+     : a == "--no-pad" ? out.noPad
+     : a == "--no-fuse" ? out.noFuse
+                        : out.dryRun) = true;
     out.given = true;
     return ArgResult::Ok;
   }

@@ -51,7 +51,8 @@ print(f"max gap {g * 100:.2f}% (tol {tol * 100:.0f}%), final {b[-1]:.4f} vs {ref
 sys.exit(0 if g <= tol else 1)
 PY
 }
-ONLY=${2:-all}   # "compile": only section 7 (gtc compile); "pad": only gt-pad-dims
+ONLY=${2:-all}   # "compile": only section 7 (gtc compile); "pad": only gt-pad-dims;
+                 # "fuse": only the fusion profiles and kernel counts
 if [ "$ONLY" = all ]; then
 # 1. Every op's kernels (forward and backward) against the CPU.
 "$BIN/gtc-gpu-check" "$GTC" > "$OUT/ops-fp32.txt" 2>&1; s=$?
@@ -189,6 +190,31 @@ print("; ".join(f"b={b}: {t[(b, 'padded')]:.3f} vs {t[(b, '--no-pad')]:.3f} ms (
 PY
 row "odd sizes bf16 padded vs unpadded: $(cat "$OUT/pad-speedup.txt")" "info"
 fi
+if [ "$ONLY" = all ] || [ "$ONLY" = fuse ]; then
+# gt-fuse: kernels per step, step time and the profile of GPT-2 (bf16, B=16),
+# its attention-free variant, and the MLP at batch 64, fused and --no-fuse.
+sed 's/attention(layernorm(x, name: "ln_1"), heads: H, causal: true, std: 0.02, name: "attn")/linear(linear(layernorm(x, name: "ln_1"), 3 * D, name: "attn.qkv"), D, name: "attn.proj")/' \
+  examples/gpt2.gt > "$OUT/gpt2_noattn.gt"
+grep -q "attention(" "$OUT/gpt2_noattn.gt" && echo "gpt2_noattn.gt still has attention"
+for fuse in "" --no-fuse; do
+  tag=${fuse:-fused}
+  "$GTC" run examples/gpt2.gt --device cuda --batch 16 --precision bf16 --bench 20 \
+    --profile "$OUT/gpt2-$tag.json" $fuse > "$OUT/profile-gpt2-$tag.txt" 2>&1
+  head -22 "$OUT/profile-gpt2-$tag.txt"
+  "$GTC" run "$OUT/gpt2_noattn.gt" --device cuda --batch 16 --precision bf16 --bench 50 \
+    --profile "$OUT/noattn-$tag.json" $fuse > "$OUT/profile-noattn-$tag.txt" 2>&1
+  head -12 "$OUT/profile-noattn-$tag.txt"
+  for p in tf32 bf16; do
+    "$GTC" run examples/mlp.gt --device cuda --batch 64 --precision $p --bench 500 $fuse 2>&1 | tail -1 >> "$OUT/bench-fuse.txt"
+  done
+  for f in gpt2 noattn; do
+    echo "$f $tag: $(grep -o '^bench.*' "$OUT/profile-$f-$tag.txt"); $(grep -o '[0-9]* launches a step' "$OUT/profile-$f-$tag.txt")" >> "$OUT/bench-fuse.txt"
+  done
+done
+[ -n "$RESULTS" ] && cp "$OUT"/gpt2-fused.json "$OUT"/profile-*.txt "$RESULTS"/ 2>/dev/null
+cat "$OUT/bench-fuse.txt"
+row "gt-fuse: $(grep -c . "$OUT/bench-fuse.txt") measurements in bench-fuse.txt" "info"
+fi
 if [ "$ONLY" = all ]; then
 # bf16 vs fp32 speed and device memory (one job, same GPU).
 for m in "examples/mlp.gt --batch 16384" "examples/char_gpt.gt"; do
@@ -299,3 +325,5 @@ echo "== precision: ms/step and device memory (median of 100 CUDA-graph replays)
 cat "$OUT/bench-precision.txt"
 echo "== gt-pad-dims: odd sizes (hidden 1001, vocabulary 50257), bf16"
 cat "$OUT/bench-pad.txt"
+echo "== gt-fuse: fused vs --no-fuse (GPT-2 and its attention-free variant: bf16, B=16)"
+cat "$OUT/bench-fuse.txt" 2>/dev/null

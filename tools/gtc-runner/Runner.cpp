@@ -90,9 +90,10 @@ int main(int argc, char **argv) {
                                 opts.precision +
                                 " run gtc compile --precision " +
                                 opts.precision);
-  if (opts.noPad || opts.noFuse || opts.explain)
+  if (opts.noPad || opts.noFuse || opts.explain || opts.dryRun)
     return usageError(self, std::string(opts.noPad    ? "--no-pad"
                                         : opts.noFuse ? "--no-fuse"
+                                        : opts.dryRun ? "--dry-run"
                                                       : "--explain") +
                                 " applies when compiling: gtc run/compile");
   if (!rt::applyDataPaths(opts, step.config, error))

@@ -10,6 +10,7 @@
 #include "gtc/Frontend/Driver.h"
 #include "gtc/CodeGen/CudaEmitter.h"
 #include "gtc/Plan/Pipeline.h"
+#include "gtc/Runtime/Profile.h"
 #include "gtc/Runtime/Cuda.h"
 #include "gtc/Runtime/Bundle.h"
 #include "gtc/Runtime/RunArgs.h"
@@ -64,8 +65,12 @@ options:
   --emit=plan    (run) print the compiled plan of the training step
   --emit=cuda    (run) print the generated CUDA kernels of the training step
   --explain      (run) print the memory plan (weights, gradients, optimizer
-                 state, activations, workspace), each op's precision and
-                 the padded GEMMs before training
+                 state, activations, workspace), each op's precision, the
+                 padded GEMMs and every kernel of a step (its ops, bytes
+                 moved, FLOPs) before training
+  --dry-run      (run) compile, plan and print what --explain prints, then
+                 exit without training; --device cuda plans the GPU program
+                 on a machine without a GPU
   -o FILE        write the --emit output to FILE instead of stdout
   -h, --help     show this help
   --version      show the version
@@ -171,6 +176,11 @@ std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
     return usageError("run options and --emit=step/plan/cuda need 'gtc run'");
   if (opts.args.run.steps && opts.args.run.epochs)
     return usageError("give --steps or --epochs, not both");
+  if (opts.args.dryRun && (opts.args.bench || !opts.args.run.profilePath.empty()))
+    return usageError("--dry-run trains and times nothing; drop --bench and "
+                      "--profile, or --dry-run");
+  if (opts.args.dryRun && opts.command != "run")
+    return usageError("--dry-run goes with 'gtc run'");
   if (archGiven && opts.command != "compile")
     return usageError("--arch goes with 'gtc compile'");
   return std::nullopt;
@@ -247,7 +257,7 @@ void explainPlan(const gtc::rt::Plan &plan, llvm::raw_ostream &os) {
               {"GEMM workspace (GPU)", 32 << 20}};
   int64_t total = 0, naive = 0;
   for (const gtc::rt::Buffer &b : plan.buffers)
-    if (b.region == gtc::rt::Region::Temp)
+    if (b.region == gtc::rt::Region::Temp && b.viewOf < 0)
       naive += b.slots() * 4;
   os << "memory plan of " << plan.model << " at batch " << plan.batch << ":\n";
   for (const Row &r : rows) {
@@ -261,13 +271,78 @@ void explainPlan(const gtc::rt::Plan &plan, llvm::raw_ostream &os) {
      << plan.parameterCount() << " parameters\n";
 }
 
+/// Lists every kernel of a step: its ops (a fusion region's in order), the
+/// bytes it reads and writes, its FLOPs, and on a GPU its launches; then
+/// the kernels per step by kind.
+void explainKernels(const gtc::rt::Plan &plan,
+                    const gtc::rt::CudaProgram *program,
+                    llvm::raw_ostream &os) {
+  std::map<std::string, int> kinds;
+  double bytes = 0, flops = 0;
+  int launches = 0;
+  os << "kernels of one step" << (program ? " (GPU launches)" : "") << ":\n";
+  for (size_t i = 0; i < plan.kernels.size(); ++i) {
+    const gtc::rt::Kernel &k = plan.kernels[i];
+    std::string ops = k.op;
+    if (!k.body.empty()) {
+      ops = k.strAttr("kind", "") + "(";
+      for (size_t j = 0; j < k.body.size(); ++j)
+        ops += (j ? " " : "") + k.body[j].op;
+      ops += ")";
+    }
+    double b = gtc::rt::kernelBytes(plan, k), f = gtc::rt::kernelFlops(plan, k);
+    bytes += b;
+    flops += f;
+    std::string where;
+    if (program) {
+      int gemms = 0, others = 0;
+      for (const gtc::rt::CudaLaunch &l : program->kernels[i])
+        (l.kind == gtc::rt::CudaLaunch::Kind::Gemm ? gemms : others) += 1;
+      launches += gemms + others;
+      if (gemms + others == 0)
+        where = "  (done by an earlier launch)";
+      else if (gemms)
+        where = "  (" + std::to_string(gemms) + " cuBLASLt GEMM" +
+                (others ? " + " + std::to_string(others) + " kernels" : "") +
+                ")";
+      else if (others > 1)
+        where = "  (" + std::to_string(others) + " launches)";
+      if (gemms + others == 0)
+        continue;
+    }
+    ++kinds[k.body.empty() ? k.op : k.op + " " + k.strAttr("kind", "")];
+    os << llvm::format("  %4zu %-48s %10.2f MB", i, ops.c_str(), b / 1e6);
+    if (f > 0)
+      os << llvm::format(" %10.2f GFLOP", f / 1e9);
+    os << where << "\n";
+  }
+  bool update = plan.kind == "step" && plan.parameterCount() > 0;
+  int optimizer = !update ? 0
+                  : plan.config.gradClip > 0 || plan.scalesLoss() ? 3
+                                                                    : 1;
+  os << "  " << (program ? launches + optimizer : plan.kernels.size() + update)
+     << " kernels per step (" << optimizer << " for the optimizer): ";
+  bool first = true;
+  for (const auto &[kind, n] : kinds) {
+    os << (first ? "" : ", ") << kind << " " << n;
+    first = false;
+  }
+  os << llvm::format("\n  %.2f GB moved, %.2f TFLOP counted (GEMMs, "
+                     "attention)\n",
+                     bytes / 1e9, flops / 1e12);
+}
+
 /// `gtc run`: compiles the step (and evaluation) plans and trains.
 int runModel(const Options &opts, mlir::ModuleOp module,
              llvm::ToolOutputFile *output) {
   gtc::rt::RunOptions run = opts.args.run;
   std::string error;
-  if (!gtc::rt::chooseDevice(opts.emit == Emit::None ? opts.args.device : "cpu",
-                             run, error)) {
+  if (opts.args.dryRun && opts.args.device == "cuda") {
+    run.device = "cuda"; // planned without a GPU
+  } else if (!gtc::rt::chooseDevice(opts.emit == Emit::None && !opts.args.dryRun
+                                        ? opts.args.device
+                                        : "cpu",
+                                    run, error)) {
     llvm::errs() << "gtc: error: " << error << "\n";
     return 1;
   }
@@ -325,7 +400,7 @@ int runModel(const Options &opts, mlir::ModuleOp module,
     output->keep();
     return 0;
   }
-  if (opts.args.explain) {
+  if (opts.args.explain || opts.args.dryRun) {
     explainPlan(*step, llvm::outs());
     std::optional<gtc::rt::Plan> fp32;
     const std::string &p = step->config.precision;
@@ -336,7 +411,18 @@ int runModel(const Options &opts, mlir::ModuleOp module,
         fp32 = std::move(*plan);
     }
     explainPrecision(*step, fp32 ? &*fp32 : nullptr, llvm::outs());
+    const gtc::rt::CudaProgram *program = nullptr;
+    if (run.device == "cuda" && !(program = run.programFor(*step)))
+      return 1;
+    explainKernels(*step, program, llvm::outs());
     llvm::outs().flush();
+  }
+  if (opts.args.dryRun) {
+    llvm::outs() << "dry run: planned " << step->model << " at batch "
+                 << step->batch << " for "
+                 << (run.device == "cuda" ? "the GPU" : "the CPU")
+                 << "; nothing was trained\n";
+    return 0;
   }
   if (opts.args.bench || !run.profilePath.empty())
     return gtc::rt::benchmark(*step, run, opts.args.bench ? opts.args.bench : 20,

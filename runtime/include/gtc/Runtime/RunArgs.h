@@ -20,7 +20,7 @@ struct RunArgs {
   std::optional<int64_t> batch;
   std::string precision; ///< empty: the train block's
   int64_t bench = 0;     ///< --bench N: time N steps instead of training
-  bool explain = false, noPad = false, noFuse = false;
+  bool explain = false, noPad = false, noFuse = false, dryRun = false;
   /// --data / --eval: replace the train block's files ("PATH", or
   /// "IMAGES,LABELS" for idx sources).
   std::string data, eval;
