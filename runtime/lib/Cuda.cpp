@@ -630,17 +630,22 @@ struct CudaExecutor::Impl {
     Libs &L = libs();
     cublasComputeType_t compute =
         tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-    // 16-bit operands (gt-autocast) accumulate in f32 too; bias and output
-    // have the operands' type.
-    DType dt = plan.buffers[s.c].dtype;
-    cudaDataType_t type = dt == DType::BF16  ? CUDA_R_16BF
-                          : dt == DType::F16 ? CUDA_R_16F
-                                             : CUDA_R_32F;
-    for (int id : {s.a, s.b, s.bias})
-      if (id >= 0 && plan.buffers[id].dtype != dt)
-        throw RuntimeError("GEMM operands of different element types ('" +
-                           plan.buffers[id].name + "', '" +
-                           plan.buffers[s.c].name + "')");
+    // 16-bit operands (gt-autocast) accumulate in f32 too; the bias has the
+    // output's type, the output the operands' or f32 (a folded cast).
+    auto dataType = [](DType d) {
+      return d == DType::BF16  ? CUDA_R_16BF
+             : d == DType::F16 ? CUDA_R_16F
+                               : CUDA_R_32F;
+    };
+    DType dt = plan.buffers[s.a].dtype, out = plan.buffers[s.c].dtype;
+    cudaDataType_t type = dataType(dt), outType = dataType(out);
+    bool ok = plan.buffers[s.b].dtype == dt &&
+              (out == dt || (out == DType::F32 && s.bias < 0 && !s.relu)) &&
+              (s.bias < 0 || plan.buffers[s.bias].dtype == out);
+    if (!ok)
+      throw RuntimeError("GEMM operands of element types cuBLASLt is not "
+                         "given here ('" + plan.buffers[s.a].name + "', '" +
+                         plan.buffers[s.c].name + "')");
     LT(cublasLtMatmulDescCreate(&l.desc, compute, CUDA_R_32F));
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: pass B
     // first. In column-major terms B (row-major rowsB x colsB) is colsB x rowsB.
@@ -662,7 +667,7 @@ struct CudaExecutor::Impl {
     int64_t rowsA = s.transA ? s.k : s.m, colsA = s.transA ? s.m : s.k;
     LT(cublasLtMatrixLayoutCreate(&l.la, type, colsB, rowsB, colsB));
     LT(cublasLtMatrixLayoutCreate(&l.lb, type, colsA, rowsA, colsA));
-    LT(cublasLtMatrixLayoutCreate(&l.lc, type, s.n, s.m, s.n));
+    LT(cublasLtMatrixLayoutCreate(&l.lc, outType, s.n, s.m, s.n));
     if (s.batch > 1) {
       int32_t count = static_cast<int32_t>(s.batch);
       for (auto [layout, stride] :

@@ -2,7 +2,7 @@
 
 // Only elementwise regions exist.
 func.func @kind(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{unknown fusion kind 'reduction'; expected 'elementwise' or 'multi_tensor'}}
+  // expected-error @+1 {{unknown fusion kind 'reduction'; expected 'elementwise', 'multi_tensor' or 'epilogue'}}
   %0 = gt.fused "reduction"(%x) : (tensor<4xf32>) -> tensor<4xf32> {
   ^bb0(%a: tensor<4xf32>):
     %1 = gt.relu %a : tensor<4xf32>
@@ -98,4 +98,18 @@ func.func @multi(%x: tensor<4xf32>) -> tensor<4xbf16> {
     gt.yield %2 : tensor<4xbf16>
   }
   return %0 : tensor<4xbf16>
+}
+
+// -----
+
+// An epilogue region folds the cast of one op that can store another type.
+func.func @epilogue(%x: tensor<4x8xbf16>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{an epilogue region is one op with the GT_CastEpilogue trait and the gt.cast of its result, which it yields}}
+  %0 = gt.fused "epilogue"(%x) : (tensor<4x8xbf16>) -> tensor<4x8xf32> {
+  ^bb0(%a: tensor<4x8xbf16>):
+    %1 = gt.relu %a : tensor<4x8xbf16>
+    %2 = gt.cast %1 : tensor<4x8xbf16> -> tensor<4x8xf32>
+    gt.yield %2 : tensor<4x8xf32>
+  }
+  return %0 : tensor<4x8xf32>
 }

@@ -125,3 +125,33 @@ func.func @parameters(%x: tensor<4x8xbf16>) -> tensor<4x8xbf16> {
   %3 = gt.add %1, %2 : tensor<4x8xbf16>, tensor<8xbf16>
   return %3 : tensor<4x8xbf16>
 }
+
+// -----
+
+// A cast that is the only use of a GEMM, a sum_to or a layernorm folds into
+// it (GT_CastEpilogue): the bf16 weight gradient and bias gradient are
+// stored as f32, the layernorm as the bf16 input of the next GEMM. A cast of
+// a value with other uses stays (here: %n is also returned).
+// CHECK-LABEL: func.func @epilogues
+// CHECK:      gt.fused "epilogue"
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   gt.matmul
+// CHECK-NEXT:   gt.cast {{.*}} -> tensor<8x8xf32>
+// CHECK-NEXT:   gt.yield
+// CHECK:      gt.fused "epilogue"
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   gt.sum_to
+// CHECK-NEXT:   gt.cast {{.*}} -> tensor<8xf32>
+// CHECK-NEXT:   gt.yield
+// CHECK:      %[[N:.*]] = gt.layernorm
+// CHECK-NEXT: gt.cast %[[N]]
+func.func @epilogues(%dy: tensor<4x8xbf16>, %x: tensor<4x8xbf16>, %w: tensor<8xf32>) -> (tensor<8x8xf32>, tensor<8xf32>, tensor<4x8xbf16>, tensor<4x8xf32>) {
+  %0 = gt.matmul %dy, %x <{transpose_a = true}> : tensor<4x8xbf16>, tensor<4x8xbf16>
+  %1 = gt.cast %0 : tensor<8x8xbf16> -> tensor<8x8xf32>
+  %2 = gt.sum_to %dy : tensor<4x8xbf16> -> tensor<8xbf16>
+  %3 = gt.cast %2 : tensor<8xbf16> -> tensor<8xf32>
+  %4 = gt.cast %x : tensor<4x8xbf16> -> tensor<4x8xf32>
+  %n = gt.layernorm %4, %w, %w : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  %5 = gt.cast %n : tensor<4x8xf32> -> tensor<4x8xbf16>
+  return %1, %3, %5, %n : tensor<8x8xf32>, tensor<8xf32>, tensor<4x8xbf16>, tensor<4x8xf32>
+}

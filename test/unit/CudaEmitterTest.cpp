@@ -119,11 +119,17 @@ void checkPlan(const rt::Plan &plan, Stats &stats,
       switch (l.kind) {
       case rt::CudaLaunch::Kind::Gemm: {
         ASSERT_TRUE(validBuffer(l.a) && validBuffer(l.b) && validBuffer(l.c));
-        for (int id : {l.a, l.b, l.c, l.bias}) {
-          if (id >= 0) { // one float type (f32, or 16-bit under autocast)
-            EXPECT_EQ(plan.buffers[id].dtype, plan.buffers[l.c].dtype);
-          }
+        // One float type (f32, or 16-bit under autocast), or 16-bit
+        // operands with an f32 output (a folded cast) and no epilogue.
+        rt::DType ab = plan.buffers[l.a].dtype, out = plan.buffers[l.c].dtype;
+        EXPECT_EQ(plan.buffers[l.b].dtype, ab);
+        if (ab != out) {
+          EXPECT_EQ(out, rt::DType::F32);
+          EXPECT_EQ(k.op, "fused");
+          EXPECT_TRUE(l.bias < 0 && !l.relu);
         }
+        if (l.bias >= 0)
+          EXPECT_EQ(plan.buffers[l.bias].dtype, out);
         EXPECT_NE(plan.buffers[l.c].dtype, rt::DType::I32);
         if (l.relu) {
           // The ReLU epilogue writes the relu's output, which the relu

@@ -446,6 +446,7 @@ private:
   bool elementFn(const Kernel &kernel, ElementFn &fn);
   bool fused();
   bool multiTensor();
+  bool epilogue();
   bool unary();
   bool binary();
   bool activationGrad();
@@ -491,6 +492,9 @@ private:
   const Kernel *k = nullptr;
   std::vector<CudaLaunch> launches;
   int64_t workspace = 0;
+  /// Emitting the op of an epilogue region: its output has the cast's float
+  /// type, which may differ from its operands'.
+  bool castOutput = false;
 };
 
 bool Emitter::fail(const std::string &message) {
@@ -501,11 +505,14 @@ bool Emitter::fail(const std::string &message) {
 
 bool Emitter::needF32() {
   for (const std::vector<int> *ids : {&k->inputs, &k->outputs})
-    for (int id : *ids)
+    for (int id : *ids) {
+      if (castOutput && ids == &k->outputs)
+        continue; // a folded cast's type
       if (isFloat(id) && !isF32(id))
         return fail("its GPU kernel computes f32 only, got " + describe(id) +
                     "; gt-autocast keeps this op in f32 (cast the operand "
                     "to f32 in the model)");
+    }
   return true;
 }
 
@@ -1079,10 +1086,38 @@ bool Emitter::multiTensor() {
   return true;
 }
 
+/// An epilogue region: the op's kernel (or GEMM) stores the cast's type.
+/// GEMMs and reductions compute in f32, so the GPU stores their f32 value
+/// rounded once to the cast's type; a widening cast (bf16 -> f32) then skips
+/// the 16-bit rounding that the op's own result type implies and the CPU
+/// executor applies (more accurate; gpu-check's 16-bit tolerances cover it).
+bool Emitter::epilogue() {
+  if (k->body.size() != 2 || k->body[1].op != "cast" ||
+      k->body[0].outputs.size() != 1 || k->outputs.size() != 1 ||
+      k->body[1].inputs != k->body[0].outputs ||
+      k->body[1].outputs != k->outputs)
+    return fail("an epilogue region is an op and the cast of its result");
+  static const std::set<std::string> folding = {"matmul", "sum_to",
+                                                "layernorm"};
+  if (!folding.count(k->body[0].op))
+    return fail("'" + k->body[0].op + "' cannot store another type");
+  Kernel op = k->body[0];
+  op.outputs = k->outputs;
+  const Kernel *region = k;
+  k = &op;
+  castOutput = true;
+  bool ok = emitKernel();
+  castOutput = false;
+  k = region;
+  return ok;
+}
+
 /// A fusion region: one elementwise kernel over the shape of its outputs.
 bool Emitter::fused() {
   if (k->strAttr("kind", "") == "multi_tensor")
     return multiTensor();
+  if (k->strAttr("kind", "") == "epilogue")
+    return epilogue();
   if (k->strAttr("kind", "") != "elementwise")
     return fail("unknown fusion kind '" + k->strAttr("kind", "") + "'");
   if (k->outputs.empty() || k->body.empty())
@@ -1289,8 +1324,9 @@ bool Emitter::padOrSlice() {
 bool Emitter::matmul() {
   int a = k->inputs[0], b = k->inputs[1], y = k->outputs[0];
   const auto &as = shape(a), &bs = shape(b), &ys = shape(y);
-  if (!isFloat(y) || plan.buffers[a].dtype != plan.buffers[y].dtype ||
-      plan.buffers[b].dtype != plan.buffers[y].dtype)
+  bool wider = castOutput && plan.buffers[y].dtype == DType::F32;
+  if (!isFloat(y) || plan.buffers[a].dtype != plan.buffers[b].dtype ||
+      (plan.buffers[a].dtype != plan.buffers[y].dtype && !wider))
     return fail("matmul needs float operands of one type, got " +
                 describe(a) + " x " + describe(b) + " -> " + describe(y));
   if (as.size() < 2 || bs.size() < 2 || ys.size() < 2)

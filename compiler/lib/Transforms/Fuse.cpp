@@ -18,7 +18,11 @@
 // of the group used outside it become the region's results. A group of one
 // op stays as it is.
 //
-// Then the elementwise ops still alone that read only parameters (in mixed
+// First, a cast that is the only use of a GEMM, sum_to or layernorm (the
+// GT_CastEpilogue trait: the kernel can store another float type) folds into
+// that op as an `epilogue` region: bf16 dW GEMMs and bias gradients write
+// their f32 gradients directly, layernorms write the bf16 input of the next
+// GEMM. Then the elementwise ops still alone that read only parameters (in mixed
 // precision, the cast of each parameter to bf16/fp16) become one
 // `multi_tensor` region: a single launch that converts every parameter, as
 // a multi-tensor optimizer updates them all at once.
@@ -65,6 +69,7 @@ public:
   explicit Grouper(Block &block) : block(block) {}
 
   void run() {
+    foldCasts();
     for (Operation &op : block.without_terminator())
       if (isFusable(&op))
         place(&op);
@@ -109,6 +114,24 @@ private:
     if (it != groupOf.end() && it->second == g)
       return true;
     return def->getBlock() == &block && def->isBeforeInBlock(groups[g].anchor);
+  }
+
+  /// A gt.cast that is the only use of an op whose kernel can store another
+  /// float type (GT_CastEpilogue: GEMMs, sum_to, layernorm) folds into it:
+  /// an "epilogue" region, one kernel (or GEMM) writing the cast's type.
+  void foldCasts() {
+    SmallVector<Group> folds;
+    for (Operation &op : block.without_terminator()) {
+      if (!op.hasTrait<OpTrait::gt::CastEpilogue>() || op.getNumResults() != 1 ||
+          !op.getResult(0).hasOneUse())
+        continue;
+      auto cast = dyn_cast<CastOp>(*op.getResult(0).getUsers().begin());
+      if (cast && cast->getBlock() == &block && !cast->use_empty() &&
+          isa<FloatType>(getElementTypeOrSelf(cast.getType())))
+        folds.push_back({&op, {&op, cast}});
+    }
+    for (Group &g : folds)
+      outline(g, "epilogue");
   }
 
   /// The elementwise ops left alone that read only parameters (their casts

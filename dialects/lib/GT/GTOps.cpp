@@ -613,9 +613,11 @@ YieldOp FusedOp::getYield() {
 
 LogicalResult FusedOp::verify() {
   bool multi = getKind() == "multi_tensor";
-  if (getKind() != "elementwise" && !multi)
+  bool epilogue = getKind() == "epilogue";
+  if (getKind() != "elementwise" && !multi && !epilogue)
     return emitOpError("unknown fusion kind '")
-           << getKind() << "'; expected 'elementwise' or 'multi_tensor'";
+           << getKind()
+           << "'; expected 'elementwise', 'multi_tensor' or 'epilogue'";
   Block &body = getBody().front();
   if (body.getNumArguments() != getInputs().size())
     return emitOpError("has ") << getInputs().size() << " inputs but its body "
@@ -635,6 +637,20 @@ LogicalResult FusedOp::verify() {
            << " values whose types differ from its results";
   if (getNumResults() == 0)
     return emitOpError("computes nothing: it needs at least one result");
+  if (epilogue) {
+    auto ops = body.without_terminator();
+    Operation &first = *ops.begin();
+    auto cast = dyn_cast<CastOp>(first.getNextNode());
+    if (std::distance(ops.begin(), ops.end()) != 2 ||
+        !first.hasTrait<OpTrait::gt::CastEpilogue>() ||
+        first.getNumResults() != 1 || !cast ||
+        cast.getInput() != first.getResult(0) ||
+        yield.getValues() != ValueRange(cast.getResult()))
+      return emitOpError("an epilogue region is one op with the "
+                         "GT_CastEpilogue trait and the gt.cast of its "
+                         "result, which it yields");
+    return success();
+  }
   auto shape = cast<RankedTensorType>(getResult(0).getType()).getShape();
   for (Operation &op : body.without_terminator()) {
     if (!op.hasTrait<OpTrait::gt::Elementwise>())

@@ -210,7 +210,8 @@ def GT_CastOp : GT_Op<"cast", [Pure, SameOperandsAndResultShape,
 //===----------------------------------------------------------------------===//
 
 def GT_MatmulOp : GT_InferredOp<"matmul", [SameOperandsElementType,
-                                          GT_Contraction, GT_AutocastLow]> {
+                                          GT_Contraction, GT_AutocastLow,
+                                          GT_CastEpilogue]> {
   let summary = "batched matrix product with transpose flags";
   let description = [{
     `op(a) @ op(b)` over the last two dimensions, where `op` transposes them
@@ -261,7 +262,8 @@ def GT_LinearOp : GT_InferredOp<"linear", [GT_Contraction, GT_AutocastLow]> {
 //===----------------------------------------------------------------------===//
 
 def GT_LayerNormOp : GT_InferredOp<"layernorm", [GT_Reduction,
-                                                 GT_AutocastF32]> {
+                                                 GT_AutocastF32,
+                                                 GT_CastEpilogue]> {
   let summary = "layer normalization over the last dimension";
   let description = [{
     `(x - mean) / sqrt(var + epsilon) * weight + bias` over the last
@@ -477,8 +479,10 @@ def GT_FusedOp : GT_Op<"fused", [IsolatedFromAbove, SingleBlock,
     `GT_Elementwise` trait, and each operand broadcasts to that shape.
     `multi_tensor` runs independent elementwise ops, each over its own
     elements and reading only region inputs of its shape (the casts of all
-    parameters to the low precision, in one launch). The CPU executor runs
-    the body op by op; the CUDA emitter generates one kernel.
+    parameters to the low precision, in one launch). `epilogue` is an op
+    with the `GT_CastEpilogue` trait and the gt.cast of its result: the
+    op's kernel stores the cast's type directly. The CPU executor runs the
+    body op by op; the CUDA emitter generates one kernel (or GEMM).
 
     Example:
 
@@ -529,7 +533,7 @@ def GT_YieldOp : GT_Op<"yield", [Pure, Terminator,
 //===----------------------------------------------------------------------===//
 
 def GT_SumToOp : GT_Op<"sum_to", [Pure, SameOperandsAndResultElementType,
-                                   GT_Reduction]> {
+                                   GT_Reduction, GT_CastEpilogue]> {
   let summary = "sums a broadcast result back to an operand's shape";
   let description = [{
     The adjoint of broadcasting: sums `input` over the dimensions in which the

@@ -21,6 +21,7 @@ GT_MARKER_TRAIT(LayoutOnly)
 GT_MARKER_TRAIT(Contraction)
 GT_MARKER_TRAIT(Reduction)
 GT_MARKER_TRAIT(ZeroPreserving)
+GT_MARKER_TRAIT(CastEpilogue)
 GT_MARKER_TRAIT(AutocastLow)
 GT_MARKER_TRAIT(AutocastF32)
 

@@ -36,6 +36,10 @@ def GT_Contraction : GT_Trait<"Contraction">;
 /// recomputed.
 def GT_Reduction : GT_Trait<"Reduction">;
 
+/// Its kernel can store the result in another float type, so a gt.cast of
+/// the result folds into it (gt-fuse's "epilogue" regions).
+def GT_CastEpilogue : GT_Trait<"CastEpilogue">;
+
 /// f(0) = 0 elementwise: zero padding commutes with the op, so a padded
 /// tensor may flow through it unsliced (gt-pad-dims).
 def GT_ZeroPreserving : GT_Trait<"ZeroPreserving">;
