@@ -890,7 +890,7 @@ template <typename T> void padOrSlice(Exec<T> &e, const Kernel &k) {
   const auto &xs = shapeOf(p, k.inputs[0]);
   const auto &ys = shapeOf(p, k.outputs[0]);
   if (xs.size() != ys.size())
-    throw RuntimeError(k.op + " between ranks " + std::to_string(xs.size()) +
+    throw RuntimeError(std::string(opName(k.op)) + " between ranks " + std::to_string(xs.size()) +
                        " and " + std::to_string(ys.size()));
   const T *x = e.floats(k.inputs[0]);
   T *y = e.floats(k.outputs[0]);
@@ -938,50 +938,84 @@ template <typename T> void transpose(Exec<T> &e, const Kernel &k) {
   }, 4096);
 }
 
-template <typename T>
-const std::unordered_map<std::string, void (*)(Exec<T> &, const Kernel &)> &
-kernelTable() {
-  static const std::unordered_map<std::string,
-                                  void (*)(Exec<T> &, const Kernel &)>
-      table = {
-          {"add", binary<T, Add>},
-          {"sub", binary<T, Sub>},
-          {"mul", binary<T, Mul>},
-          {"div", binary<T, Div>},
-          {"neg", neg<T>},
-          {"relu", relu<T>},
-          {"tanh", tanhK<T>},
-          {"exp", expK<T>},
-          {"log", logK<T>},
-          {"sqrt", sqrtK<T>},
-          {"sigmoid", sigmoid<T>},
-          {"gelu", gelu<T>},
-          {"activation_grad", activationGrad<T>},
-          {"copy", copy<T>},
-          {"reshape", copy<T>},
-          {"cast", cast<T>},
-          {"matmul", matmul<T>},
-          {"linear", linear<T>},
-          {"layernorm", layernorm<T>},
-          {"layernorm_grad", layernormGrad<T>},
-          {"softmax", softmax<T>},
-          {"softmax_grad", softmaxGrad<T>},
-          {"attention", attention<T>},
-          {"attention_grad", attentionGrad<T>},
-          {"embedding", embedding<T>},
-          {"embedding_grad", embeddingGrad<T>},
-          {"cross_entropy", crossEntropy<T>},
-          {"cross_entropy_grad", crossEntropyGrad<T>},
-          {"accuracy", accuracy<T>},
-          {"sum", sum<T>},
-          {"mean", meanK<T>},
-          {"sum_to", sumTo<T>},
-          {"broadcast", broadcast<T>},
-          {"transpose", transpose<T>},
-          {"pad", padOrSlice<T>},
-          {"slice", padOrSlice<T>},
-      };
-  return table;
+/// The CPU kernel of each op; null for a fusion region (its ops run one by
+/// one). A switch without default: the compiler names a kind left out.
+template <typename T> void (*cpuKernel(OpKind kind))(Exec<T> &, const Kernel &) {
+  switch (kind) {
+  case OpKind::Add:
+    return binary<T, Add>;
+  case OpKind::Sub:
+    return binary<T, Sub>;
+  case OpKind::Mul:
+    return binary<T, Mul>;
+  case OpKind::Div:
+    return binary<T, Div>;
+  case OpKind::Neg:
+    return neg<T>;
+  case OpKind::Relu:
+    return relu<T>;
+  case OpKind::Tanh:
+    return tanhK<T>;
+  case OpKind::Exp:
+    return expK<T>;
+  case OpKind::Log:
+    return logK<T>;
+  case OpKind::Sqrt:
+    return sqrtK<T>;
+  case OpKind::Sigmoid:
+    return sigmoid<T>;
+  case OpKind::Gelu:
+    return gelu<T>;
+  case OpKind::ActivationGrad:
+    return activationGrad<T>;
+  case OpKind::Cast:
+    return cast<T>;
+  case OpKind::Broadcast:
+    return broadcast<T>;
+  case OpKind::Copy:
+  case OpKind::Reshape:
+    return copy<T>;
+  case OpKind::Transpose:
+    return transpose<T>;
+  case OpKind::Pad:
+  case OpKind::Slice:
+    return padOrSlice<T>;
+  case OpKind::Matmul:
+    return matmul<T>;
+  case OpKind::Linear:
+    return linear<T>;
+  case OpKind::LayerNorm:
+    return layernorm<T>;
+  case OpKind::LayerNormGrad:
+    return layernormGrad<T>;
+  case OpKind::Softmax:
+    return softmax<T>;
+  case OpKind::SoftmaxGrad:
+    return softmaxGrad<T>;
+  case OpKind::Attention:
+    return attention<T>;
+  case OpKind::AttentionGrad:
+    return attentionGrad<T>;
+  case OpKind::Embedding:
+    return embedding<T>;
+  case OpKind::EmbeddingGrad:
+    return embeddingGrad<T>;
+  case OpKind::CrossEntropy:
+    return crossEntropy<T>;
+  case OpKind::CrossEntropyGrad:
+    return crossEntropyGrad<T>;
+  case OpKind::Accuracy:
+    return accuracy<T>;
+  case OpKind::Sum:
+    return sum<T>;
+  case OpKind::Mean:
+    return meanK<T>;
+  case OpKind::SumTo:
+    return sumTo<T>;
+  case OpKind::Fused:
+    return nullptr;
+  }
+  return nullptr;
 }
 
 } // namespace
@@ -993,14 +1027,15 @@ kernelTable() {
 template <typename T>
 CpuExecutor<T>::CpuExecutor(const Plan &plan) : plan_(plan) {
   auto lookup = [](const Kernel &k) {
-    auto it = kernelTable<T>().find(k.op);
-    if (it == kernelTable<T>().end())
-      throw RuntimeError("the CPU runtime has no kernel for '" + k.op + "'");
-    return it->second;
+    KernelFn fn = cpuKernel<T>(k.op);
+    if (!fn)
+      throw RuntimeError(std::string("the CPU runtime cannot run a '") +
+                         opName(k.op) + "' kernel here; recompile the plan");
+    return fn;
   };
   for (const Kernel &k : plan.kernels) {
     std::vector<KernelFn> body;
-    if (k.op == "fused") {
+    if (k.op == OpKind::Fused) {
       if (k.body.empty())
         throw RuntimeError("a fusion region without ops; recompile the plan");
       for (const Kernel &sub : k.body)
@@ -1091,7 +1126,7 @@ template <typename T> void CpuExecutor<T>::run(std::vector<double> *spans) {
     // A fusion region runs op by op: the oracle for its one GPU kernel,
     // which rounds its 16-bit intermediates the same way.
     for (size_t j = 0; j < fns_[i].size(); ++j) {
-      const Kernel &op = k.op == "fused" ? k.body[j] : k;
+      const Kernel &op = k.op == OpKind::Fused ? k.body[j] : k;
       fns_[i][j](*this, op);
       roundHalfOutputs(op);
     }
@@ -1123,3 +1158,7 @@ template class gtc::rt::CpuExecutor<double>;
 template void gtc::rt::initParameters<float>(const Plan &, uint64_t, float *);
 template void gtc::rt::initParameters<double>(const Plan &, uint64_t,
                                               double *);
+
+bool gtc::rt::cpuRuns(OpKind kind) {
+  return kind == OpKind::Fused || cpuKernel<float>(kind) != nullptr;
+}

@@ -1321,7 +1321,7 @@ void CudaExecutor::profile(int warmup, int steps, Profile &out) {
         kind = "gemm";
         DType d = I.plan.buffers[spec.c].dtype;
         tensorCore = dtypeBytes(d) == 2 || I.tf32;
-        name = "gemm " + k.op + " " + std::to_string(spec.m) + "x" +
+        name = std::string("gemm ") + opName(k.op) + " " + std::to_string(spec.m) + "x" +
                std::to_string(spec.n) + "x" + std::to_string(spec.k) +
                (spec.batch > 1 ? " x" + std::to_string(spec.batch) : "") +
                " " + dtypeName(d) + (spec.bias >= 0 ? " +bias" : "") +
@@ -1381,7 +1381,7 @@ void CudaExecutor::profile(int warmup, int steps, Profile &out) {
       r.bytes = t.bytes;
       r.tensorCore = t.tensorCore;
       if (t.planKernel >= 0) {
-        r.op = I.plan.kernels[t.planKernel].op;
+        r.op = opName(I.plan.kernels[t.planKernel].op);
         r.phase = contexts[t.planKernel].phase;
         r.layer = contexts[t.planKernel].layer;
         if (r.kind == "kernel")

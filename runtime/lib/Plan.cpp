@@ -101,6 +101,26 @@ float gtc::rt::fromHalfBits(uint16_t bits, DType d) {
   return v;
 }
 
+const char *gtc::rt::opName(OpKind kind) {
+  switch (kind) {
+#define GTC_OP(Kind, Name)                                                     \
+  case OpKind::Kind:                                                           \
+    return Name;
+#include "gtc/Runtime/Ops.def"
+  }
+  return "?";
+}
+
+bool gtc::rt::parseOpKind(const std::string &name, OpKind &kind) {
+#define GTC_OP(Kind, Name)                                                     \
+  if (name == Name) {                                                          \
+    kind = OpKind::Kind;                                                       \
+    return true;                                                               \
+  }
+#include "gtc/Runtime/Ops.def"
+  return false;
+}
+
 const char *gtc::rt::regionName(Region r) {
   switch (r) {
   case Region::Param:
@@ -227,7 +247,7 @@ std::string gtc::rt::serialize(const Plan &plan) {
     if (plan.buffers[i].viewOf >= 0)
       os << "view " << i << ' ' << plan.buffers[i].viewOf << '\n';
   auto writeKernel = [&](const char *tag, const Kernel &k) {
-    os << tag << ' ' << encode(k.op) << ' ' << k.inputs.size();
+    os << tag << ' ' << opName(k.op) << ' ' << k.inputs.size();
     for (int i : k.inputs)
       os << ' ' << i;
     os << ' ' << k.outputs.size();
@@ -526,7 +546,11 @@ bool gtc::rt::deserialize(const std::string &text, Plan &plan,
     } else if (tag == "kernel" || tag == "subkernel") {
       Kernel k;
       size_t n;
-      ok = in.str(k.op) && in.count(n, kMaxCount);
+      std::string op;
+      ok = in.str(op) && in.count(n, kMaxCount);
+      if (ok && !parseOpKind(op, k.op))
+        return fail("unknown kernel op '" + op +
+                    "'; this runtime is older than the plan's compiler");
       for (size_t i = 0; ok && i < n; ++i) {
         int v;
         ok = in.number(v);
@@ -646,7 +670,8 @@ bool gtc::rt::deserialize(const std::string &text, Plan &plan,
       for (const std::vector<int> *ids : {&k->inputs, &k->outputs})
         for (int id : *ids)
           if (!validId(id))
-            return fail("kernel '" + k->op + "' names buffer " +
+            return fail(std::string("kernel '") + opName(k->op) +
+                        "' names buffer " +
                         std::to_string(id) + ", which does not exist");
   }
   // Evaluation plans have no gradients (grad -1).

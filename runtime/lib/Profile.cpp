@@ -99,25 +99,25 @@ double gtc::rt::kernelFlops(const Plan &plan, const Kernel &k) {
   };
   if (k.outputs.empty() || k.inputs.empty())
     return 0;
-  if (k.op == "linear" && k.inputs.size() >= 2 && !shape(k.inputs[1]).empty())
+  if (k.op == OpKind::Linear && k.inputs.size() >= 2 && !shape(k.inputs[1]).empty())
     return 2 * elements(k.outputs[0]) * shape(k.inputs[1]).back();
-  if (k.op == "matmul" && !shape(k.inputs[0]).empty()) {
+  if (k.op == OpKind::Matmul && !shape(k.inputs[0]).empty()) {
     const auto &a = shape(k.inputs[0]);
     int64_t kDim = k.intAttr("transpose_a", 0) && a.size() >= 2
                        ? a[a.size() - 2]
                        : a.back();
     return 2 * elements(k.outputs[0]) * kDim;
   }
-  if ((k.op == "attention" || k.op == "attention_grad") &&
+  if ((k.op == OpKind::Attention || k.op == OpKind::AttentionGrad) &&
       shape(k.inputs.back()).size() == 3) {
     // q, k, v packed as [B, T, 3D]: QK^T and AV are 2 B T^2 D each; the
     // backward recomputes QK^T and adds three more products.
-    const auto &s = shape(k.op == "attention" ? k.inputs[0] : k.inputs.back());
+    const auto &s = shape(k.op == OpKind::Attention ? k.inputs[0] : k.inputs.back());
     double b = s[0], t = s[1], d = s[2] / 3.0;
     double forward = 4 * b * t * t * d;
     if (k.intAttr("causal", 1))
       forward /= 2;
-    return k.op == "attention" ? forward : 2.5 * forward;
+    return k.op == OpKind::Attention ? forward : 2.5 * forward;
   }
   return 0;
 }

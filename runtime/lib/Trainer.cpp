@@ -884,9 +884,9 @@ int gtc::rt::benchmark(const Plan &plan, const RunOptions &run, int64_t iters,
             r.durationUs = spans[i + 1] - spans[i];
             if (k < plan.kernels.size()) {
               const Kernel &kernel = plan.kernels[k];
-              r.name = "k" + std::to_string(k) + "_" + kernel.op;
+              r.name = "k" + std::to_string(k) + "_" + opName(kernel.op);
               r.kind = "kernel";
-              r.op = kernel.op;
+              r.op = opName(kernel.op);
               r.planKernel = static_cast<int>(k);
               r.phase = contexts[k].phase;
               r.layer = contexts[k].layer;

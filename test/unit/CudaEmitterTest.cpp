@@ -12,6 +12,7 @@
 #include "gtc/CodeGen/CudaEmitter.h"
 #include "gtc/Frontend/Driver.h"
 #include "gtc/Plan/Pipeline.h"
+#include "gtc/Runtime/CpuExecutor.h"
 #include "mlir/IR/Diagnostics.h"
 #include "gtest/gtest.h"
 #include <chrono>
@@ -94,9 +95,9 @@ void checkPlan(const rt::Plan &plan, Stats &stats,
   auto count = [&](int id) { return plan.buffers[id].elements(); };
   for (size_t i = 0; i < program.kernels.size(); ++i) {
     const rt::Kernel &k = plan.kernels[i];
-    stats.ops.insert(k.op);
+    stats.ops.insert(rt::opName(k.op));
     for (const rt::Kernel &sub : k.body)
-      stats.ops.insert(sub.op);
+      stats.ops.insert(rt::opName(sub.op));
     if (program.kernels[i].empty()) {
       // A fused kernel emits nothing: an earlier launch (a GEMM's ReLU
       // epilogue, the fused cross-entropy) writes its output.
@@ -108,12 +109,15 @@ void checkPlan(const rt::Plan &plan, Stats &stats,
                    (l.kind == rt::CudaLaunch::Kind::Kernel &&
                     std::count(l.buffers.begin(), l.buffers.end(),
                                k.outputs[0]));
-      EXPECT_TRUE((k.op == "relu" || k.op == "cross_entropy_grad") && fused)
-          << "kernel " << i << " " << k.op;
+      EXPECT_TRUE((k.op == rt::OpKind::Relu ||
+                   k.op == rt::OpKind::CrossEntropyGrad) &&
+                  fused)
+          << "kernel " << i << " " << rt::opName(k.op);
     }
     for (const rt::CudaLaunch &l : program.kernels[i]) {
       ++stats.launches;
-      SCOPED_TRACE("kernel " + std::to_string(i) + " (" + k.op + "), launch " +
+      SCOPED_TRACE("kernel " + std::to_string(i) + " (" + rt::opName(k.op) +
+                   "), launch " +
                    l.name);
       EXPECT_TRUE(names.insert(l.name).second) << "duplicate name " << l.name;
       switch (l.kind) {
@@ -125,11 +129,12 @@ void checkPlan(const rt::Plan &plan, Stats &stats,
         EXPECT_EQ(plan.buffers[l.b].dtype, ab);
         if (ab != out) {
           EXPECT_EQ(out, rt::DType::F32);
-          EXPECT_EQ(k.op, "fused");
+          EXPECT_EQ(k.op, rt::OpKind::Fused);
           EXPECT_TRUE(l.bias < 0 && !l.relu);
         }
-        if (l.bias >= 0)
+        if (l.bias >= 0) {
           EXPECT_EQ(plan.buffers[l.bias].dtype, out);
+        }
         EXPECT_NE(plan.buffers[l.c].dtype, rt::DType::I32);
         if (l.relu) {
           // The ReLU epilogue writes the relu's output, which the relu
@@ -145,7 +150,7 @@ void checkPlan(const rt::Plan &plan, Stats &stats,
             for (int id : plan.kernels[j].outputs)
               EXPECT_TRUE(id == l.c ||
                           !plan.buffers[id].overlaps(plan.buffers[l.c]))
-                  << "kernel " << j << " (" << plan.kernels[j].op
+                  << "kernel " << j << " (" << rt::opName(plan.kernels[j].op)
                   << ") overwrites the fused relu output " << l.c;
         }
         EXPECT_GT(l.m, 0);
@@ -310,6 +315,8 @@ TEST(CudaEmitterTest, EveryOp) {
   checkSource(kEveryOp, 2, true, stats, seen, "", /*fuse=*/false);
   checkSource(kEveryOp, 2, false, stats, seen);
   checkSource(kEveryOp, 2, true, stats, seen);
+  // bf16: gt-pad-dims pads the 7-class linears (pad, slice).
+  checkSource(kEveryOp, 2, false, stats, seen, "bf16");
   // accuracy: an eval plan whose loss is a cross-entropy (300 classes: a
   // row of several warps).
   checkSource(R"(model acc {
@@ -317,14 +324,15 @@ TEST(CudaEmitterTest, EveryOp) {
     label y: i32[B, 3]
     loss = cross_entropy(linear(x, 300), y)
   })", 2, true, stats, seen);
-  for (const char *op :
-       {"add", "sub", "mul", "div", "neg", "relu", "tanh", "exp", "log",
-        "sqrt", "sigmoid", "gelu", "activation_grad", "copy", "reshape",
-        "cast", "matmul", "linear", "layernorm", "layernorm_grad", "softmax",
-        "softmax_grad", "attention", "attention_grad", "embedding",
-        "embedding_grad", "cross_entropy", "cross_entropy_grad", "accuracy",
-        "sum", "mean", "sum_to", "broadcast", "transpose", "fused"})
-    EXPECT_TRUE(stats.ops.count(op)) << "no plan uses " << op;
+  // Every kind of Ops.def: the CPU executor runs it and a plan above used
+  // it (so the CUDA emitter generated, and NVRTC compiled, its kernels).
+  for (int i = 0; i < rt::kOpKinds; ++i) {
+    auto kind = static_cast<rt::OpKind>(i);
+    EXPECT_TRUE(rt::cpuRuns(kind)) << "no CPU kernel for " << rt::opName(kind);
+    EXPECT_TRUE(stats.ops.count(rt::opName(kind)))
+        << "no plan of the test uses " << rt::opName(kind)
+        << ": add it to kEveryOp so its CUDA kernels are generated";
+  }
 }
 
 /// Autocast plans: 16-bit GEMMs, attention, elementwise ops, reductions and
@@ -345,7 +353,7 @@ TEST(CudaEmitterTest, EveryOpAutocast) {
         ops.push_back(&sub);
       for (const rt::Kernel *k : ops)
         if (rt::dtypeBytes(plan->buffers[k->outputs[0]].dtype) == 2)
-          lowOps.insert(k->op);
+          lowOps.insert(rt::opName(k->op));
     }
     for (const char *op : {"matmul", "linear", "attention", "attention_grad",
                            "cast", "add", "sum_to"})

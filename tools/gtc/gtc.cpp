@@ -196,10 +196,10 @@ void explainPrecision(const gtc::rt::Plan &plan, const gtc::rt::Plan *fp32,
   std::vector<std::string> pads;
   for (const gtc::rt::Kernel &k : plan.kernels) {
     const Buffer &out = plan.buffers[k.outputs[0]];
-    ++kinds[k.op][gtc::rt::dtypeName(out.dtype)];
-    if (k.op == "pad" || k.op == "slice") {
+    ++kinds[gtc::rt::opName(k.op)][gtc::rt::dtypeName(out.dtype)];
+    if (k.op == gtc::rt::OpKind::Pad || k.op == gtc::rt::OpKind::Slice) {
       const Buffer &in = plan.buffers[k.inputs[0]];
-      pads.push_back(k.op + " " + gtc::rt::typeText(in.dtype, in.shape) +
+      pads.push_back(std::string(gtc::rt::opName(k.op)) + " " + gtc::rt::typeText(in.dtype, in.shape) +
                      " -> " + gtc::rt::typeText(out.dtype, out.shape) + " (" +
                      in.name + ")");
     }
@@ -283,11 +283,11 @@ void explainKernels(const gtc::rt::Plan &plan,
   os << "kernels of one step" << (program ? " (GPU launches)" : "") << ":\n";
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
     const gtc::rt::Kernel &k = plan.kernels[i];
-    std::string ops = k.op;
+    std::string ops = gtc::rt::opName(k.op);
     if (!k.body.empty()) {
       ops = k.strAttr("kind", "") + "(";
       for (size_t j = 0; j < k.body.size(); ++j)
-        ops += (j ? " " : "") + k.body[j].op;
+        ops += (j ? " " : "") + std::string(gtc::rt::opName(k.body[j].op));
       ops += ")";
     }
     double b = gtc::rt::kernelBytes(plan, k), f = gtc::rt::kernelFlops(plan, k);
@@ -310,7 +310,9 @@ void explainKernels(const gtc::rt::Plan &plan,
       if (gemms + others == 0)
         continue;
     }
-    ++kinds[k.body.empty() ? k.op : k.op + " " + k.strAttr("kind", "")];
+    ++kinds[k.body.empty() ? std::string(gtc::rt::opName(k.op))
+                          : std::string(gtc::rt::opName(k.op)) + " " +
+                                k.strAttr("kind", "")];
     os << llvm::format("  %4zu %-48s %10.2f MB", i, ops.c_str(), b / 1e6);
     if (f > 0)
       os << llvm::format(" %10.2f GFLOP", f / 1e9);
@@ -389,7 +391,7 @@ int runModel(const Options &opts, mlir::ModuleOp module,
                        << l.source << "\n";
         else if (l.kind == gtc::rt::CudaLaunch::Kind::Gemm)
           output->os() << "// cuBLASLt GEMM for kernel " << k << " ("
-                       << step->kernels[k].op << "): " << l.m << "x" << l.n
+                       << gtc::rt::opName(step->kernels[k].op) << "): " << l.m << "x" << l.n
                        << "x" << l.k << (l.transA ? " A^T" : "")
                        << (l.transB ? " B^T" : "") << ", batch " << l.batch
                        << (l.bias >= 0 ? ", bias epilogue" : "")

@@ -498,7 +498,7 @@ private:
 };
 
 bool Emitter::fail(const std::string &message) {
-  error = "CUDA code generation: kernel " + str(index) + " (" + k->op +
+  error = "CUDA code generation: kernel " + str(index) + " (" + opName(k->op) +
           "): " + message;
   return false;
 }
@@ -528,7 +528,8 @@ void Emitter::launch(const std::string &suffix, const std::string &what,
                      int64_t grid, int64_t block) {
   CudaLaunch l;
   l.kind = CudaLaunch::Kind::Kernel;
-  l.name = "k" + str(index) + "_" + k->op + (suffix.empty() ? "" : "_" + suffix);
+  l.name = "k" + str(index) + "_" + opName(k->op) +
+           (suffix.empty() ? "" : "_" + suffix);
   l.grid = std::max<int64_t>(1, grid);
   l.block = block;
 
@@ -553,7 +554,7 @@ void Emitter::launch(const std::string &suffix, const std::string &what,
   }
   if (!attrs.empty())
     attrs += "}";
-  std::string src = "// gtc plan kernel " + str(index) + ": " + k->op + attrs +
+  std::string src = "// gtc plan kernel " + str(index) + ": " + opName(k->op) + attrs +
                     "\n";
   for (int id : k->inputs)
     src += "//   in  " + describe(id) + "\n";
@@ -599,16 +600,16 @@ void Emitter::planReluFusion() {
   };
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
     const Kernel &lin = plan.kernels[i];
-    if (lin.op != "linear" || lin.outputs.size() != 1)
+    if (lin.op != OpKind::Linear || lin.outputs.size() != 1)
       continue;
     int y = lin.outputs[0];
     int relu = -1;
     bool ok = true;
     for (int r : readers[y]) {
       const Kernel &rk = plan.kernels[r];
-      if (rk.op == "relu" && relu < 0 && r > static_cast<int>(i))
+      if (rk.op == OpKind::Relu && relu < 0 && r > static_cast<int>(i))
         relu = r;
-      else if (!(rk.op == "activation_grad" &&
+      else if (!(rk.op == OpKind::ActivationGrad &&
                  rk.strAttr("kind", "") == "relu" && rk.inputs[1] == y &&
                  rk.inputs[0] != y))
         ok = false;
@@ -648,7 +649,7 @@ void Emitter::planCrossEntropyFusion() {
   };
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
     const Kernel &ce = plan.kernels[i];
-    if (ce.op != "cross_entropy" || ce.inputs.size() != 2)
+    if (ce.op != OpKind::CrossEntropy || ce.inputs.size() != 2)
       continue;
     int x = ce.inputs[0];
     int64_t c = shape(x).empty() ? 1 : shape(x).back();
@@ -656,7 +657,7 @@ void Emitter::planCrossEntropyFusion() {
       continue;
     for (size_t j = i + 1; j < plan.kernels.size(); ++j) {
       const Kernel &g = plan.kernels[j];
-      if (g.op != "cross_entropy_grad" || g.inputs.size() != 3 ||
+      if (g.op != OpKind::CrossEntropyGrad || g.inputs.size() != 3 ||
           g.inputs[1] != x || g.inputs[2] != ce.inputs[1])
         continue;
       int scale = g.inputs[0], dx = g.outputs[0];
@@ -698,7 +699,6 @@ bool Emitter::run() {
 }
 
 bool Emitter::emitKernel() {
-  const std::string &op = k->op;
   auto arity = [&](size_t ins, size_t outs) {
     return k->inputs.size() == ins && k->outputs.size() == outs;
   };
@@ -706,66 +706,74 @@ bool Emitter::emitKernel() {
     return fail("unexpected operands: " + str(k->inputs.size()) + " in, " +
                 str(k->outputs.size()) + " out");
   };
-  static const std::set<std::string> f32Only = {
-      "layernorm",     "layernorm_grad",     "softmax",  "softmax_grad",
-      "cross_entropy", "cross_entropy_grad", "accuracy", "embedding",
-      "embedding_grad"};
-  if (f32Only.count(op) && !needF32())
-    return false;
-  if (op == "fused")
+  // A switch without default: the compiler names a kind of Ops.def left out.
+  switch (k->op) {
+  case OpKind::Fused:
     return fused();
-  static const std::set<std::string> unaries = {
-      "relu", "neg", "tanh", "exp", "log", "sqrt", "sigmoid", "gelu"};
-  if (unaries.count(op)) {
+  case OpKind::Relu:
+  case OpKind::Neg:
+  case OpKind::Tanh:
+  case OpKind::Exp:
+  case OpKind::Log:
+  case OpKind::Sqrt:
+  case OpKind::Sigmoid:
+  case OpKind::Gelu:
     if (!arity(1, 1) || !isFloat(k->inputs[0]))
       return wrong();
     return unary();
-  }
-  if (op == "add" || op == "sub" || op == "mul" || op == "div")
+  case OpKind::Add:
+  case OpKind::Sub:
+  case OpKind::Mul:
+  case OpKind::Div:
     return arity(2, 1) ? binary() : wrong();
-  if (op == "activation_grad")
+  case OpKind::ActivationGrad:
     return arity(2, 1) ? activationGrad() : wrong();
-  if (op == "copy" || op == "reshape")
+  case OpKind::Copy:
+  case OpKind::Reshape:
     return arity(1, 1) ? copy() : wrong();
-  if (op == "cast")
+  case OpKind::Cast:
     return arity(1, 1) ? cast() : wrong();
-  if (op == "broadcast")
+  case OpKind::Broadcast:
     return arity(1, 1) ? broadcast() : wrong();
-  if (op == "transpose")
+  case OpKind::Transpose:
     return arity(1, 1) ? transpose() : wrong();
-  if (op == "pad" || op == "slice")
+  case OpKind::Pad:
+  case OpKind::Slice:
     return arity(1, 1) ? padOrSlice() : wrong();
-  if (op == "matmul")
+  case OpKind::Matmul:
     return arity(2, 1) ? matmul() : wrong();
-  if (op == "linear")
+  case OpKind::Linear:
     return (arity(2, 1) || arity(3, 1)) ? linear() : wrong();
-  if (op == "layernorm")
-    return arity(3, 1) ? layernorm() : wrong();
-  if (op == "layernorm_grad")
-    return arity(3, 3) ? layernormGrad() : wrong();
-  if (op == "softmax")
-    return arity(1, 1) ? softmax(false) : wrong();
-  if (op == "softmax_grad")
-    return arity(2, 1) ? softmax(true) : wrong();
-  if (op == "attention")
-    return arity(1, 1) ? attention() : wrong();
-  if (op == "attention_grad")
-    return arity(2, 1) ? attentionGrad() : wrong();
-  if (op == "embedding")
-    return arity(2, 1) ? embedding() : wrong();
-  if (op == "embedding_grad")
-    return arity(2, 1) ? embeddingGrad() : wrong();
-  if (op == "cross_entropy")
-    return arity(2, 1) ? crossEntropy() : wrong();
-  if (op == "cross_entropy_grad")
-    return arity(3, 1) ? crossEntropyGrad() : wrong();
-  if (op == "accuracy")
-    return arity(2, 1) ? accuracy() : wrong();
-  if (op == "sum" || op == "mean")
-    return arity(1, 1) ? sumOrMean(op == "mean") : wrong();
-  if (op == "sum_to")
+  case OpKind::Sum:
+  case OpKind::Mean:
+    return arity(1, 1) ? sumOrMean(k->op == OpKind::Mean) : wrong();
+  case OpKind::SumTo:
     return arity(1, 1) ? sumTo() : wrong();
-  return fail("the CUDA code generator has no kernel for '" + op + "'");
+  case OpKind::Attention:
+    return arity(1, 1) ? attention() : wrong();
+  case OpKind::AttentionGrad:
+    return arity(2, 1) ? attentionGrad() : wrong();
+  // gt-autocast keeps these in f32: their kernels compute f32 only.
+  case OpKind::LayerNorm:
+    return !needF32() ? false : arity(3, 1) ? layernorm() : wrong();
+  case OpKind::LayerNormGrad:
+    return !needF32() ? false : arity(3, 3) ? layernormGrad() : wrong();
+  case OpKind::Softmax:
+    return !needF32() ? false : arity(1, 1) ? softmax(false) : wrong();
+  case OpKind::SoftmaxGrad:
+    return !needF32() ? false : arity(2, 1) ? softmax(true) : wrong();
+  case OpKind::Embedding:
+    return !needF32() ? false : arity(2, 1) ? embedding() : wrong();
+  case OpKind::EmbeddingGrad:
+    return !needF32() ? false : arity(2, 1) ? embeddingGrad() : wrong();
+  case OpKind::CrossEntropy:
+    return !needF32() ? false : arity(2, 1) ? crossEntropy() : wrong();
+  case OpKind::CrossEntropyGrad:
+    return !needF32() ? false : arity(3, 1) ? crossEntropyGrad() : wrong();
+  case OpKind::Accuracy:
+    return !needF32() ? false : arity(2, 1) ? accuracy() : wrong();
+  }
+  return fail("the CUDA code generator has no kernel for this op");
 }
 
 //===----------------------------------------------------------------------===//
@@ -966,30 +974,30 @@ Operand Emitter::operand(int buffer, const std::string &name,
 /// The function of one element of an elementwise op, as CpuExecutor's
 /// lambdas: statements assigning `r` from the named operands.
 bool Emitter::elementFn(const Kernel &kernel, ElementFn &fn) {
-  const std::string &op = kernel.op;
-  static const std::map<std::string, std::string> unaries = {
-      {"relu", "r = x > 0.f ? x : 0.f;"},
-      {"neg", "r = -x;"},
-      {"tanh", "r = tanhf(x);"},
-      {"exp", "r = expf(x);"},
-      {"log", "r = logf(x);"},
-      {"sqrt", "r = sqrtf(x);"},
-      {"sigmoid", "r = 1.f / (1.f + expf(-x));"},
-      {"copy", "r = x;"},
-      {"reshape", "r = x;"},
-      {"broadcast", "r = x;"},
+  const OpKind op = kernel.op;
+  static const std::map<OpKind, std::string> unaries = {
+      {OpKind::Relu, "r = x > 0.f ? x : 0.f;"},
+      {OpKind::Neg, "r = -x;"},
+      {OpKind::Tanh, "r = tanhf(x);"},
+      {OpKind::Exp, "r = expf(x);"},
+      {OpKind::Log, "r = logf(x);"},
+      {OpKind::Sqrt, "r = sqrtf(x);"},
+      {OpKind::Sigmoid, "r = 1.f / (1.f + expf(-x));"},
+      {OpKind::Copy, "r = x;"},
+      {OpKind::Reshape, "r = x;"},
+      {OpKind::Broadcast, "r = x;"},
   };
-  static const std::map<std::string, std::string> binaries = {
-      {"add", "r = a + b;"},
-      {"sub", "r = a - b;"},
-      {"mul", "r = a * b;"},
-      {"div", "r = a / b;"},
+  static const std::map<OpKind, std::string> binaries = {
+      {OpKind::Add, "r = a + b;"},
+      {OpKind::Sub, "r = a - b;"},
+      {OpKind::Mul, "r = a * b;"},
+      {OpKind::Div, "r = a / b;"},
   };
   if (auto it = unaries.find(op); it != unaries.end()) {
     fn = {{"x"}, it->second};
   } else if (auto it = binaries.find(op); it != binaries.end()) {
     fn = {{"a", "b"}, it->second};
-  } else if (op == "gelu") {
+  } else if (op == OpKind::Gelu) {
     fn.params = {"x"};
     fn.expr = kernel.intAttr("approximate", 0)
                   ? "r = 0.5f * x * (1.f + tanhf(" +
@@ -997,11 +1005,11 @@ bool Emitter::elementFn(const Kernel &kernel, ElementFn &fn) {
                         flt(0.044715f) + " * x * x * x)));"
                   : "r = 0.5f * x * (1.f + erff(x * " +
                         flt(0.7071067811865476f) + "));";
-  } else if (op == "cast") {
+  } else if (op == OpKind::Cast) {
     if (kernel.outputs.size() != 1)
       return fail("a cast has one output");
     fn = {{"x"}, "r = static_cast<" + computeType(kernel.outputs[0]) + ">(x);"};
-  } else if (op == "activation_grad") {
+  } else if (op == OpKind::ActivationGrad) {
     std::string kind = kernel.strAttr("kind", ""), d;
     if (kind == "relu")
       d = "const float d = x > 0.f ? 1.f : 0.f;";
@@ -1032,7 +1040,7 @@ bool Emitter::elementFn(const Kernel &kernel, ElementFn &fn) {
       return fail("unknown activation kind '" + kind + "'");
     fn = {{"dy", "x"}, d + "\n  r = dy * d;"};
   } else {
-    return fail("'" + op + "' is not elementwise: it cannot be in a fused "
+    return fail(std::string("'") + opName(op) + "' is not elementwise: it cannot be in a fused "
                 "elementwise kernel");
   }
   return true;
@@ -1058,7 +1066,7 @@ bool Emitter::multiTensor() {
     if (!elementFn(sub, fn))
       return false;
     if (fn.params.size() != sub.inputs.size())
-      return fail("fused op '" + sub.op + "' has " + str(sub.inputs.size()) +
+      return fail(std::string("fused op '") + opName(sub.op) + "' has " + str(sub.inputs.size()) +
                   " operands");
     std::string call = "f" + str(j) + "(";
     consts += "\n__device__ __forceinline__ " + computeType(y) + " f" +
@@ -1092,15 +1100,16 @@ bool Emitter::multiTensor() {
 /// the 16-bit rounding that the op's own result type implies and the CPU
 /// executor applies (more accurate; gpu-check's 16-bit tolerances cover it).
 bool Emitter::epilogue() {
-  if (k->body.size() != 2 || k->body[1].op != "cast" ||
+  if (k->body.size() != 2 || k->body[1].op != OpKind::Cast ||
       k->body[0].outputs.size() != 1 || k->outputs.size() != 1 ||
       k->body[1].inputs != k->body[0].outputs ||
       k->body[1].outputs != k->outputs)
     return fail("an epilogue region is an op and the cast of its result");
-  static const std::set<std::string> folding = {"matmul", "sum_to",
-                                                "layernorm"};
-  if (!folding.count(k->body[0].op))
-    return fail("'" + k->body[0].op + "' cannot store another type");
+  OpKind folded = k->body[0].op;
+  if (folded != OpKind::Matmul && folded != OpKind::SumTo &&
+      folded != OpKind::LayerNorm)
+    return fail(std::string("'") + opName(folded) +
+                "' cannot store another type");
   Kernel op = k->body[0];
   op.outputs = k->outputs;
   const Kernel *region = k;
@@ -1141,30 +1150,30 @@ bool Emitter::fused() {
   for (size_t j = 0; j < k->body.size(); ++j) {
     const Kernel &sub = k->body[j];
     if (sub.outputs.size() != 1)
-      return fail("fused op '" + sub.op + "' has " +
+      return fail(std::string("fused op '") + opName(sub.op) + "' has " +
                   str(sub.outputs.size()) + " outputs");
     Step st;
     if (!elementFn(sub, st.fn))
       return false;
     if (st.fn.params.size() != sub.inputs.size())
-      return fail("fused op '" + sub.op + "' has " + str(sub.inputs.size()) +
+      return fail(std::string("fused op '") + opName(sub.op) + "' has " + str(sub.inputs.size()) +
                   " operands");
     for (int id : sub.inputs) {
       auto it = name.find(id);
       if (it == name.end())
-        return fail("fused op '" + sub.op + "' reads " + describe(id) +
+        return fail(std::string("fused op '") + opName(sub.op) + "' reads " + describe(id) +
                     ", which the region neither receives nor computes");
       st.args.push_back(it->second);
     }
     int y = sub.outputs[0];
     if (shape(y) != ys)
-      return fail("fused op '" + sub.op + "' computes " + describe(y) +
+      return fail(std::string("fused op '") + opName(sub.op) + "' computes " + describe(y) +
                   ", not the region's shape");
     st.result = "v" + str(j);
     st.dtype = plan.buffers[y].dtype;
     name[y] = st.result;
     steps.push_back(std::move(st));
-    what += (what.empty() ? "" : " -> ") + sub.op;
+    what += (what.empty() ? "" : " -> ") + std::string(opName(sub.op));
   }
   std::vector<std::pair<int, std::string>> outs;
   for (int o : k->outputs) {
@@ -1199,7 +1208,7 @@ bool Emitter::binary() {
     return false;
   return elementwise({operand(a, "a", shape(y)), operand(b, "b", shape(y))},
                      y, fn.expr,
-                     "elementwise " + k->op + " over " + str(count(y)) +
+                     std::string("elementwise ") + opName(k->op) + " over " + str(count(y)) +
                          " elements");
 }
 
@@ -1308,7 +1317,7 @@ bool Emitter::padOrSlice() {
     y[i] = inside ? (float)x[off] : 0.f;
   }
 )CU";
-  launch("", k->op + " " + shapeStr(xs) + " -> " + shapeStr(ys),
+  launch("", std::string(opName(k->op)) + " " + shapeStr(xs) + " -> " + shapeStr(ys),
          {in(x, "x"), out(y, "y")}, 0, consts, body,
          std::min(ceilDiv(n, kBlock), kMaxGrid));
   return true;

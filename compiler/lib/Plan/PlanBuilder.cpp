@@ -35,8 +35,8 @@ private:
   /// Makes `v` a view of `of`'s memory (no kernel).
   void addView(Value v, int of);
   /// The kernel of `op` (buffers must exist): op name, buffers, attributes.
-  rt::Kernel makeKernel(Operation *op) const;
-  void addKernel(Operation *op);
+  FailureOr<rt::Kernel> makeKernel(Operation *op) const;
+  LogicalResult addKernel(Operation *op);
   /// Gives the values inside a fusion region their buffers: the region's
   /// inputs and outputs, or Local ones.
   LogicalResult addFusedBody(FusedOp fused);
@@ -105,9 +105,11 @@ FailureOr<int> PlanBuilder::addBuffer(Value v, MemRegion region,
 
 /// Converts an op's attributes into kernel attributes (the ones the kernels
 /// read: flags, axes, epsilon, heads, kinds, permutations).
-rt::Kernel PlanBuilder::makeKernel(Operation *op) const {
+FailureOr<rt::Kernel> PlanBuilder::makeKernel(Operation *op) const {
   rt::Kernel k;
-  k.op = op->getName().stripDialect().str();
+  if (!rt::parseOpKind(op->getName().stripDialect().str(), k.op))
+    return op->emitOpError("has no runtime kernel (runtime/include/gtc/"
+                           "Runtime/Ops.def)");
   for (Value v : op->getOperands())
     k.inputs.push_back(bufferOf(v));
   for (Value v : op->getResults())
@@ -137,14 +139,22 @@ rt::Kernel PlanBuilder::makeKernel(Operation *op) const {
     }
     k.attrs[attr.getName().str()] = a;
   }
-  if (auto fused = dyn_cast<FusedOp>(op))
-    for (Operation &inner : fused.getBody().front().without_terminator())
-      k.body.push_back(makeKernel(&inner));
+  if (auto fused = dyn_cast<FusedOp>(op)) {
+    for (Operation &inner : fused.getBody().front().without_terminator()) {
+      FailureOr<rt::Kernel> sub = makeKernel(&inner);
+      if (failed(sub))
+        return failure();
+      k.body.push_back(std::move(*sub));
+    }
+  }
   return k;
 }
 
-void PlanBuilder::addKernel(Operation *op) {
-  rt::Kernel k = makeKernel(op);
+LogicalResult PlanBuilder::addKernel(Operation *op) {
+  FailureOr<rt::Kernel> made = makeKernel(op);
+  if (failed(made))
+    return failure();
+  rt::Kernel k = std::move(*made);
   int index = static_cast<int>(plan.kernels.size());
   for (int in : k.inputs)
     lastUse[storageOf(in)] = std::max<int64_t>(lastUse[storageOf(in)], index);
@@ -152,6 +162,7 @@ void PlanBuilder::addKernel(Operation *op) {
     if (defAt[out] < 0)
       defAt[out] = index;
   plan.kernels.push_back(std::move(k));
+  return success();
 }
 
 void PlanBuilder::addView(Value v, int of) {
@@ -322,7 +333,7 @@ FailureOr<rt::Plan> PlanBuilder::build() {
         plan.buffers[*id].shape = plan.buffers[param.buffer].shape;
         param.grad = *id;
         rt::Kernel copy;
-        copy.op = "copy";
+        copy.op = rt::OpKind::Copy;
         copy.inputs = {bufferOf(g.getGrad())};
         copy.outputs = {*id};
         int index = static_cast<int>(plan.kernels.size());
@@ -358,7 +369,8 @@ FailureOr<rt::Plan> PlanBuilder::build() {
     }
     if (fusedOp && failed(addFusedBody(fusedOp)))
       return failure();
-    addKernel(&op);
+    if (failed(addKernel(&op)))
+      return failure();
   }
 
   // Results: the loss, then an optional accuracy. They must outlive the step.

@@ -33,6 +33,10 @@ void parallelFor(int64_t n, const std::function<void(int64_t, int64_t)> &fn,
 void setThreads(int threads);
 int threads();
 
+/// Whether the CPU executor runs kernels of `kind` (every kind of Ops.def;
+/// checked by the unit tests).
+bool cpuRuns(OpKind kind);
+
 /// Fills the parameter region `params` (the plan's layout) from each
 /// parameter's initializer, with a generator seeded from (seed, name):
 /// independent of order and of the other parameters, on every device.

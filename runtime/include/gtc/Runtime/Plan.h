@@ -70,9 +70,26 @@ struct Attr {
   std::vector<int64_t> ints;
 };
 
-/// One kernel launch: the op (a gt op name without "gt."), buffer ids.
+/// The op a kernel runs (Ops.def).
+enum class OpKind : uint8_t {
+#define GTC_OP(Kind, Name) Kind,
+#include "gtc/Runtime/Ops.def"
+};
+
+/// The number of op kinds.
+inline constexpr int kOpKinds = 0
+#define GTC_OP(Kind, Name) +1
+#include "gtc/Runtime/Ops.def"
+    ;
+
+/// The op's name in plans: the gt op's mnemonic ("layernorm_grad").
+const char *opName(OpKind kind);
+/// The kind named `name`; false if no kernel op has that name.
+bool parseOpKind(const std::string &name, OpKind &kind);
+
+/// One kernel launch: the op, buffer ids, attributes.
 struct Kernel {
-  std::string op;
+  OpKind op = OpKind::Copy;
   std::vector<int> inputs;
   std::vector<int> outputs;
   std::map<std::string, Attr> attrs;
