@@ -1,0 +1,559 @@
+//===- ElementwiseKernels.cpp - Elementwise and data-movement kernels -----===//
+//
+// Grid-stride elementwise kernels (single ops, fusion regions, multi-tensor
+// regions, epilogue regions) and the layout ops: copy, cast, broadcast,
+// transpose, pad/slice.
+//===----------------------------------------------------------------------===//
+
+#include "EmitterImpl.h"
+
+using namespace gtc;
+using namespace gtc::rt;
+using namespace gtc::codegen::detail;
+
+//===----------------------------------------------------------------------===//
+// Elementwise kernels
+//===----------------------------------------------------------------------===//
+
+/// One thread per output element (per 4 with vector accesses), grid-stride:
+/// loads the inputs (broadcast by their access), computes the steps in
+/// order in registers, stores the outputs. A step's value is rounded to
+/// its 16-bit type when it has one, as the CPU executor stores it.
+bool Emitter::elementwise(const std::vector<Operand> &ops,
+                          const std::vector<Step> &steps,
+                          const std::vector<std::pair<int, std::string>> &outs,
+                          const std::string &what) {
+  int64_t n = count(outs.front().first);
+  bool vec = n % 4 == 0;
+  bool strided = false;
+  for (const Operand &o : ops) {
+    if (o.access == Access::Strided)
+      strided = true;
+    if (o.access == Access::Strided ||
+        (o.access == Access::Trailing && o.period % 4 != 0))
+      vec = false;
+  }
+  int64_t items = vec ? n / 4 : n;
+  bool wide = n > (int64_t(1) << 30);
+  std::string it = wide ? "i64" : "int";
+  int64_t grid = std::min(ceilDiv(items, kBlock), kMaxGrid);
+
+  std::string consts = "constexpr " + it + " N = " + str(n) + ";\n";
+  std::vector<Arg> args;
+  std::map<std::string, std::string> typeOf; // value name -> compute type
+  for (const Operand &o : ops) {
+    args.push_back(in(o.buffer, "p_" + o.name));
+    typeOf[o.name] = computeType(o.buffer);
+    if (o.access == Access::Trailing)
+      consts += "constexpr " + it + " P_" + o.name + " = " + str(o.period) +
+                ";  // period of " + o.name + "\n";
+  }
+  for (const auto &[buffer, value] : outs)
+    args.push_back(out(buffer, "p_" + value));
+
+  // The function of one element, per step; rounding to 16-bit types.
+  bool roundBf16 = false, roundF16 = false;
+  for (size_t j = 0; j < steps.size(); ++j) {
+    const Step &st = steps[j];
+    std::string rt = rt::isFloat(st.dtype) ? "float" : "int";
+    typeOf[st.result] = rt;
+    consts += "\n__device__ __forceinline__ " + rt + " f" + str(j) + "(";
+    for (size_t a = 0; a < st.fn.params.size(); ++a)
+      consts += (a ? ", " : "") +
+                ("const " + typeOf.at(st.args[a]) + " " + st.fn.params[a]);
+    consts += ") {\n  " + rt + " r;\n  " + st.fn.expr + "\n  return r;\n}\n";
+    roundBf16 = roundBf16 || st.dtype == DType::BF16;
+    roundF16 = roundF16 || st.dtype == DType::F16;
+  }
+  if (roundBf16)
+    consts += "__device__ __forceinline__ float round_bf16(float f) {\n"
+              "  bf16_t t;\n  t = f;\n  return t;\n}\n";
+  if (roundF16)
+    consts += "__device__ __forceinline__ float round_f16(float f) {\n"
+              "  f16_t t;\n  t = f;\n  return t;\n}\n";
+  // The steps, given how each input is read: `load(name)`.
+  auto compute = [&](const std::function<std::string(const Operand &)> &load,
+                     const std::string &indent) {
+    std::string c;
+    for (const Operand &o : ops)
+      c += indent + "const " + typeOf[o.name] + " " + o.name + " = " +
+           load(o) + ";\n";
+    for (size_t j = 0; j < steps.size(); ++j) {
+      const Step &st = steps[j];
+      std::string call = "f" + str(j) + "(";
+      for (size_t a = 0; a < st.args.size(); ++a)
+        call += (a ? ", " : "") + st.args[a];
+      call += ")";
+      if (st.dtype == DType::BF16)
+        call = "round_bf16(" + call + ")";
+      else if (st.dtype == DType::F16)
+        call = "round_f16(" + call + ")";
+      c += indent + "const " + typeOf[st.result] + " " + st.result + " = " +
+           call + ";\n";
+    }
+    return c;
+  };
+
+  std::string body;
+  std::string loopHead = "  for (" + it + " i = (" + it +
+                         ")blockIdx.x * blockDim.x + threadIdx.x; i < " +
+                         (vec ? "N / 4" : "N") + "; i += (" + it +
+                         ")gridDim.x * blockDim.x) {\n";
+  if (vec) {
+    for (const Operand &o : ops) {
+      std::string t = ctype(o.buffer);
+      if (o.access == Access::Scalar)
+        body += "  const " + t + " s_" + o.name + " = p_" + o.name + "[0];\n";
+      else
+        body += "  const " + t + "4 *v_" + o.name + " = reinterpret_cast<const " +
+                t + "4 *>(p_" + o.name + ");\n";
+    }
+    for (const auto &[buffer, value] : outs) {
+      const std::string st = ctype(buffer);
+      body += "  " + st + "4 *w_" + value + " = reinterpret_cast<" + st +
+              "4 *>(p_" + value + ");\n";
+    }
+    body += loopHead;
+    for (const Operand &o : ops) {
+      std::string t = ctype(o.buffer);
+      if (o.access == Access::Full)
+        body += "    const " + t + "4 q_" + o.name + " = v_" + o.name + "[i];\n";
+      else if (o.access == Access::Trailing)
+        body += "    const " + t + "4 q_" + o.name + " = v_" + o.name +
+                "[i % (P_" + o.name + " / 4)];\n";
+    }
+    for (const auto &[buffer, value] : outs)
+      body += "    " + ctype(buffer) + "4 o_" + value + ";\n";
+    for (const char *c : {"x", "y", "z", "w"}) {
+      body += "    {\n";
+      body += compute(
+          [&](const Operand &o) {
+            return o.access == Access::Scalar ? "s_" + o.name
+                                              : "q_" + o.name + "." + c;
+          },
+          "      ");
+      for (const auto &[buffer, value] : outs)
+        body += "      o_" + value + "." + c + " = " + value + ";\n";
+      body += "    }\n";
+    }
+    for (const auto &[buffer, value] : outs)
+      body += "    w_" + value + "[i] = o_" + value + ";\n";
+    body += "  }\n";
+  } else {
+    Gather g;
+    std::vector<std::string> offs;
+    if (strided) {
+      std::vector<std::vector<int64_t>> strides;
+      for (const Operand &o : ops)
+        if (o.access == Access::Strided) {
+          strides.push_back(o.strides);
+          offs.push_back("o_" + o.name);
+        }
+      g = makeGather(shape(outs.front().first), strides);
+    }
+    body += loopHead;
+    if (strided)
+      body += emitGather(g, "i", offs, it, "    ");
+    body += compute(
+        [&](const Operand &o) {
+          std::string idx = o.access == Access::Full       ? "i"
+                            : o.access == Access::Scalar   ? "0"
+                            : o.access == Access::Trailing ? "i % P_" + o.name
+                                                           : "o_" + o.name;
+          return "p_" + o.name + "[" + idx + "]";
+        },
+        "    ");
+    for (const auto &[buffer, value] : outs)
+      body += "    p_" + value + "[i] = " + value + ";\n";
+    body += "  }\n";
+  }
+  launch("", what + (vec ? ", 4 elements a thread (16-byte accesses)" : ""),
+         args, 0, consts, body, grid);
+  return true;
+}
+
+bool Emitter::elementwise(const std::vector<Operand> &ops, int outBuf,
+                          const std::string &expr, const std::string &what) {
+  Step step;
+  for (const Operand &o : ops) {
+    step.fn.params.push_back(o.name);
+    step.args.push_back(o.name);
+  }
+  step.fn.expr = expr;
+  step.result = "r";
+  // The single op's result is stored as its buffer's type: no extra rounding.
+  step.dtype = isFloat(outBuf) ? DType::F32 : DType::I32;
+  return elementwise(ops, {step}, {{outBuf, "r"}}, what);
+}
+
+/// Classifies how an operand of an elementwise kernel is read against an
+/// output of shape `ys`.
+Operand Emitter::operand(int buffer, const std::string &name,
+                         const std::vector<int64_t> &ys) const {
+  Operand o{buffer, name};
+  int64_t n = product(ys), no = count(buffer);
+  if (no == n)
+    o.access = Access::Full;
+  else if (no == 1)
+    o.access = Access::Scalar;
+  else if (isTrailing(shape(buffer), ys)) {
+    o.access = Access::Trailing;
+    o.period = no;
+  } else {
+    o.access = Access::Strided;
+    o.strides = broadcastStrides(shape(buffer), ys.size());
+  }
+  return o;
+}
+
+/// The function of one element of an elementwise op, as CpuExecutor's
+/// lambdas: statements assigning `r` from the named operands.
+bool Emitter::elementFn(const Kernel &kernel, ElementFn &fn) {
+  const OpKind op = kernel.op;
+  static const std::map<OpKind, std::string> unaries = {
+      {OpKind::Relu, "r = x > 0.f ? x : 0.f;"},
+      {OpKind::Neg, "r = -x;"},
+      {OpKind::Tanh, "r = tanhf(x);"},
+      {OpKind::Exp, "r = expf(x);"},
+      {OpKind::Log, "r = logf(x);"},
+      {OpKind::Sqrt, "r = sqrtf(x);"},
+      {OpKind::Sigmoid, "r = 1.f / (1.f + expf(-x));"},
+      {OpKind::Copy, "r = x;"},
+      {OpKind::Reshape, "r = x;"},
+      {OpKind::Broadcast, "r = x;"},
+  };
+  static const std::map<OpKind, std::string> binaries = {
+      {OpKind::Add, "r = a + b;"},
+      {OpKind::Sub, "r = a - b;"},
+      {OpKind::Mul, "r = a * b;"},
+      {OpKind::Div, "r = a / b;"},
+  };
+  if (auto it = unaries.find(op); it != unaries.end()) {
+    fn = {{"x"}, it->second};
+  } else if (auto it = binaries.find(op); it != binaries.end()) {
+    fn = {{"a", "b"}, it->second};
+  } else if (op == OpKind::Gelu) {
+    fn.params = {"x"};
+    fn.expr = kernel.intAttr("approximate", 0)
+                  ? "r = 0.5f * x * (1.f + tanhf(" +
+                        flt(0.7978845608028654f) + " * (x + " +
+                        flt(0.044715f) + " * x * x * x)));"
+                  : "r = 0.5f * x * (1.f + erff(x * " +
+                        flt(0.7071067811865476f) + "));";
+  } else if (op == OpKind::Cast) {
+    if (kernel.outputs.size() != 1)
+      return fail("a cast has one output");
+    fn = {{"x"}, "r = static_cast<" + computeType(kernel.outputs[0]) + ">(x);"};
+  } else if (op == OpKind::ActivationGrad) {
+    std::string kind = kernel.strAttr("kind", ""), d;
+    if (kind == "relu")
+      d = "const float d = x > 0.f ? 1.f : 0.f;";
+    else if (kind == "tanh")
+      d = "const float t = tanhf(x);\n  const float d = 1.f - t * t;";
+    else if (kind == "sigmoid")
+      d = "const float s = 1.f / (1.f + expf(-x));\n"
+          "  const float d = s * (1.f - s);";
+    else if (kind == "exp")
+      d = "const float d = expf(x);";
+    else if (kind == "log")
+      d = "const float d = 1.f / x;";
+    else if (kind == "sqrt")
+      d = "const float d = 0.5f / sqrtf(x);";
+    else if (kind == "gelu")
+      d = "const float cdf = 0.5f * (1.f + erff(x * " +
+          flt(0.7071067811865476f) + "));\n  const float pdf = expf(-0.5f * x * x) * " +
+          flt(0.3989422804014327f) + ";\n  const float d = cdf + x * pdf;";
+    else if (kind == "gelu_tanh")
+      d = "const float c = " + flt(0.7978845608028654f) +
+          ";\n  const float u = c * (x + " + flt(0.044715f) +
+          " * x * x * x);\n  const float t = tanhf(u);\n"
+          "  const float du = c * (1.f + " +
+          flt(static_cast<float>(3 * 0.044715)) +
+          " * x * x);\n  const float d = 0.5f * (1.f + t) + 0.5f * x * "
+          "(1.f - t * t) * du;";
+    else
+      return fail("unknown activation kind '" + kind + "'");
+    fn = {{"dy", "x"}, d + "\n  r = dy * d;"};
+  } else {
+    return fail(std::string("'") + opName(op) + "' is not elementwise: it cannot be in a fused "
+                "elementwise kernel");
+  }
+  return true;
+}
+
+/// A multi-tensor region: one grid-stride loop per op, each over its own
+/// elements, in one launch.
+bool Emitter::multiTensor() {
+  std::map<int, std::string> name;
+  std::vector<Arg> args;
+  for (size_t i = 0; i < k->inputs.size(); ++i)
+    if (name.emplace(k->inputs[i], "x" + str(i)).second)
+      args.push_back(in(k->inputs[i], "x" + str(i)));
+  std::set<int> outputs(k->outputs.begin(), k->outputs.end());
+  std::string consts, body;
+  int64_t total = 0;
+  for (size_t j = 0; j < k->body.size(); ++j) {
+    const Kernel &sub = k->body[j];
+    if (sub.outputs.size() != 1 || !outputs.count(sub.outputs[0]))
+      continue; // a value nothing reads
+    int y = sub.outputs[0];
+    ElementFn fn;
+    if (!elementFn(sub, fn))
+      return false;
+    if (fn.params.size() != sub.inputs.size())
+      return fail(std::string("fused op '") + opName(sub.op) + "' has " + str(sub.inputs.size()) +
+                  " operands");
+    std::string call = "f" + str(j) + "(";
+    consts += "\n__device__ __forceinline__ " + computeType(y) + " f" +
+              str(j) + "(";
+    for (size_t a = 0; a < sub.inputs.size(); ++a) {
+      auto it = name.find(sub.inputs[a]);
+      if (it == name.end() || count(sub.inputs[a]) != count(y))
+        return fail("a multi-tensor op must read region inputs of its size");
+      consts += (a ? ", " : "") + ("const " + computeType(sub.inputs[a]) +
+                                   " " + fn.params[a]);
+      call += (a ? ", " : "") + it->second + "[i]";
+    }
+    consts += ") {\n  " + computeType(y) + " r;\n  " + fn.expr +
+              "\n  return r;\n}\n";
+    std::string out = "y" + str(j);
+    args.push_back(this->out(y, out));
+    body += "  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < " +
+            str(count(y)) + "; i += (i64)gridDim.x * blockDim.x)\n    " +
+            out + "[i] = " + call + ");\n";
+    total += count(y);
+  }
+  launch("", "multi-tensor " + str(k->body.size()) + " ops over " +
+                 str(total) + " elements",
+         args, 0, consts, body, std::min(ceilDiv(total, kBlock), kMaxGrid));
+  return true;
+}
+
+/// An epilogue region: the op's kernel (or GEMM) stores the cast's type.
+/// GEMMs and reductions compute in f32, so the GPU stores their f32 value
+/// rounded once to the cast's type; a widening cast (bf16 -> f32) then skips
+/// the 16-bit rounding that the op's own result type implies and the CPU
+/// executor applies (more accurate; gpu-check's 16-bit tolerances cover it).
+bool Emitter::epilogue() {
+  if (k->body.size() != 2 || k->body[1].op != OpKind::Cast ||
+      k->body[0].outputs.size() != 1 || k->outputs.size() != 1 ||
+      k->body[1].inputs != k->body[0].outputs ||
+      k->body[1].outputs != k->outputs)
+    return fail("an epilogue region is an op and the cast of its result");
+  OpKind folded = k->body[0].op;
+  if (folded != OpKind::Matmul && folded != OpKind::SumTo &&
+      folded != OpKind::LayerNorm)
+    return fail(std::string("'") + opName(folded) +
+                "' cannot store another type");
+  Kernel op = k->body[0];
+  op.outputs = k->outputs;
+  const Kernel *region = k;
+  k = &op;
+  castOutput = true;
+  bool ok = emitKernel();
+  castOutput = false;
+  k = region;
+  return ok;
+}
+
+/// A fusion region: one elementwise kernel over the shape of its outputs.
+bool Emitter::fused() {
+  if (k->strAttr("kind", "") == "multi_tensor")
+    return multiTensor();
+  if (k->strAttr("kind", "") == "epilogue")
+    return epilogue();
+  if (k->strAttr("kind", "") != "elementwise")
+    return fail("unknown fusion kind '" + k->strAttr("kind", "") + "'");
+  if (k->outputs.empty() || k->body.empty())
+    return fail("a fusion region needs ops and outputs");
+  const std::vector<int64_t> &ys = shape(k->outputs[0]);
+  for (int o : k->outputs)
+    if (shape(o) != ys)
+      return fail("the outputs of a fused elementwise kernel differ in "
+                  "shape");
+  std::map<int, std::string> name; // buffer -> value name
+  std::vector<Operand> ops;
+  for (size_t i = 0; i < k->inputs.size(); ++i) {
+    int id = k->inputs[i];
+    if (name.count(id))
+      continue;
+    name[id] = "x" + str(i);
+    ops.push_back(operand(id, name[id], ys));
+  }
+  std::vector<Step> steps;
+  std::string what;
+  for (size_t j = 0; j < k->body.size(); ++j) {
+    const Kernel &sub = k->body[j];
+    if (sub.outputs.size() != 1)
+      return fail(std::string("fused op '") + opName(sub.op) + "' has " +
+                  str(sub.outputs.size()) + " outputs");
+    Step st;
+    if (!elementFn(sub, st.fn))
+      return false;
+    if (st.fn.params.size() != sub.inputs.size())
+      return fail(std::string("fused op '") + opName(sub.op) + "' has " + str(sub.inputs.size()) +
+                  " operands");
+    for (int id : sub.inputs) {
+      auto it = name.find(id);
+      if (it == name.end())
+        return fail(std::string("fused op '") + opName(sub.op) + "' reads " + describe(id) +
+                    ", which the region neither receives nor computes");
+      st.args.push_back(it->second);
+    }
+    int y = sub.outputs[0];
+    if (shape(y) != ys)
+      return fail(std::string("fused op '") + opName(sub.op) + "' computes " + describe(y) +
+                  ", not the region's shape");
+    st.result = "v" + str(j);
+    st.dtype = plan.buffers[y].dtype;
+    name[y] = st.result;
+    steps.push_back(std::move(st));
+    what += (what.empty() ? "" : " -> ") + std::string(opName(sub.op));
+  }
+  std::vector<std::pair<int, std::string>> outs;
+  for (int o : k->outputs) {
+    auto it = name.find(o);
+    if (it == name.end() || it->second[0] != 'v')
+      return fail("no op of the region computes its output " + describe(o));
+    outs.push_back({o, it->second});
+  }
+  return elementwise(ops, steps, outs,
+                     "fused " + what + " over " + str(product(ys)) +
+                         " elements");
+}
+
+bool Emitter::unary() {
+  ElementFn fn;
+  if (!elementFn(*k, fn))
+    return false;
+  return elementwise({{k->inputs[0], "x"}}, k->outputs[0], fn.expr,
+                     "elementwise over " + str(count(k->outputs[0])) +
+                         " elements");
+}
+
+/// CpuExecutor's binary(): same shapes, a scalar operand, a trailing
+/// (bias-like) operand, or general NumPy broadcasting.
+bool Emitter::binary() {
+  int a = k->inputs[0], b = k->inputs[1], y = k->outputs[0];
+  if (plan.buffers[a].dtype != plan.buffers[b].dtype ||
+      plan.buffers[a].dtype != plan.buffers[y].dtype)
+    return fail("operands of different element types");
+  ElementFn fn;
+  if (!elementFn(*k, fn))
+    return false;
+  return elementwise({operand(a, "a", shape(y)), operand(b, "b", shape(y))},
+                     y, fn.expr,
+                     std::string("elementwise ") + opName(k->op) + " over " + str(count(y)) +
+                         " elements");
+}
+
+/// CpuExecutor's activationGrad(): dx = dy * f'(x).
+bool Emitter::activationGrad() {
+  ElementFn fn;
+  if (!elementFn(*k, fn))
+    return false;
+  if (count(k->inputs[0]) != count(k->outputs[0]) ||
+      count(k->inputs[1]) != count(k->outputs[0]))
+    return fail("operands of different sizes");
+  std::string kind = k->strAttr("kind", "");
+  int x = k->inputs[1];
+  if (auto it = reluOutputOf.find(x); kind == "relu" && it != reluOutputOf.end())
+    x = it->second; // the fused GEMM wrote relu(x), not x
+  return elementwise({{k->inputs[0], "dy"}, {x, "x"}}, k->outputs[0], fn.expr,
+                     "dy * " + kind + "'(x) over " +
+                         str(count(k->outputs[0])) + " elements");
+}
+
+/// copy and reshape: the output's elements, in order.
+bool Emitter::copy() {
+  int x = k->inputs[0], y = k->outputs[0];
+  if (plan.buffers[x].dtype != plan.buffers[y].dtype)
+    return fail("copy between element types");
+  if (count(x) < count(y))
+    return fail("the input has fewer elements than the output");
+  return elementwise({{x, "x"}}, y, "r = x;",
+                     "copy of " + str(count(y)) + " elements");
+}
+
+/// f32 <-> i32 (truncation toward zero), or a copy.
+bool Emitter::cast() {
+  int x = k->inputs[0], y = k->outputs[0];
+  if (count(x) != count(y))
+    return fail("cast between different sizes");
+  if (plan.buffers[x].dtype == plan.buffers[y].dtype)
+    return copy();
+  ElementFn fn;
+  if (!elementFn(*k, fn))
+    return false;
+  return elementwise({{x, "x"}}, y, fn.expr,
+                     "cast " + ctype(x) + " -> " + ctype(y) + " of " +
+                         str(count(y)) + " elements");
+}
+
+bool Emitter::broadcast() {
+  int x = k->inputs[0], y = k->outputs[0];
+  if (plan.buffers[x].dtype != plan.buffers[y].dtype)
+    return fail("broadcast between element types");
+  return elementwise({operand(x, "x", shape(y))}, y, "r = x;",
+                     "broadcast " + shapeStr(shape(x)) + " -> " +
+                         shapeStr(shape(y)));
+}
+
+/// Result dimension i is input dimension permutation[i].
+bool Emitter::transpose() {
+  int x = k->inputs[0], y = k->outputs[0];
+  const auto &xs = shape(x), &ys = shape(y);
+  std::vector<int64_t> perm = k->intsAttr("permutation");
+  if (perm.size() != xs.size() || ys.size() != xs.size())
+    return fail("the permutation does not match the ranks");
+  std::vector<int64_t> xStrides(xs.size(), 1);
+  for (size_t i = xs.size(); i-- > 1;)
+    xStrides[i - 1] = xStrides[i] * xs[i];
+  Operand o{x, "x", Access::Strided};
+  for (size_t i = 0; i < ys.size(); ++i) {
+    if (perm[i] < 0 || perm[i] >= static_cast<int64_t>(xs.size()))
+      return fail("permutation entry out of range");
+    o.strides.push_back(xStrides[perm[i]]);
+  }
+  return elementwise({o}, y, "r = x;",
+                     "transpose " + shapeStr(xs) + " by " + shapeStr(perm));
+}
+
+/// CpuExecutor's padOrSlice(): y[c] = x[c] where every coordinate c is
+/// inside x, else 0.
+bool Emitter::padOrSlice() {
+  int x = k->inputs[0], y = k->outputs[0];
+  const auto &xs = shape(x), &ys = shape(y);
+  if (xs.size() != ys.size() || xs.empty() ||
+      plan.buffers[x].dtype != plan.buffers[y].dtype || !isFloat(y))
+    return fail("pad/slice needs float tensors of one rank and type");
+  int64_t n = count(y);
+  std::string dims = "constexpr int R = " + str(ys.size()) +
+                     ";\n__device__ constexpr i64 XS[R] = {";
+  std::string ydims = "__device__ constexpr i64 YS[R] = {";
+  for (size_t d = 0; d < ys.size(); ++d) {
+    dims += (d ? ", " : "") + str(xs[d]);
+    ydims += (d ? ", " : "") + str(ys[d]);
+  }
+  std::string consts = "constexpr i64 N = " + str(n) + ";\n" + dims +
+                       "};\n" + ydims + "};\n";
+  std::string body = R"CU(  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < N;
+       i += (i64)gridDim.x * blockDim.x) {
+    i64 rem = i, off = 0, stride = 1;
+    bool inside = true;
+#pragma unroll
+    for (int d = R - 1; d >= 0; --d) {
+      const i64 c = rem % YS[d];
+      rem /= YS[d];
+      inside = inside && c < XS[d];
+      off += c * stride;
+      stride *= XS[d];
+    }
+    y[i] = inside ? (float)x[off] : 0.f;
+  }
+)CU";
+  launch("", std::string(opName(k->op)) + " " + shapeStr(xs) + " -> " + shapeStr(ys),
+         {in(x, "x"), out(y, "y")}, 0, consts, body,
+         std::min(ceilDiv(n, kBlock), kMaxGrid));
+  return true;
+}

@@ -1,0 +1,535 @@
+//===- EmitterImpl.h - Shared pieces of the CUDA emitter --------*- C++ -*-===//
+//
+// Private to compiler/lib/CodeGen (not installed): the constants, helper
+// functions, device-code snippets and the Emitter class that the emitter
+// core (CudaEmitter.cpp) and the kernel-family files (*Kernels.cpp) share.
+//===----------------------------------------------------------------------===//
+
+#ifndef GTC_LIB_CODEGEN_EMITTERIMPL_H
+#define GTC_LIB_CODEGEN_EMITTERIMPL_H
+
+#include "gtc/CodeGen/CudaEmitter.h"
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <iostream>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace gtc::codegen::detail {
+
+using namespace gtc::rt;
+
+inline constexpr int kBlock = 256;
+/// Cross-entropies of at most this many rows and logits run in one block
+/// (no second launch for the mean; fusable with the gradient); larger ones
+/// spread the rows over the GPU (a 512 x 50257 one took 55 ms in one block).
+inline constexpr int64_t kOneBlockRows = 1024, kOneBlockLogits = 1 << 16;
+
+/// Grid cap of grid-stride elementwise kernels: 8 blocks per SM of an H100.
+inline constexpr int64_t kMaxGrid = 132 * 8;
+/// Grid cap of kernels with one block (or a few threads) per row or tile.
+inline constexpr int64_t kMaxRowGrid = 65535;
+/// Static shared memory available without an opt-in.
+inline constexpr int64_t kSharedLimit = 48 * 1024;
+
+inline std::string str(int64_t v) { return std::to_string(v); }
+
+/// A float literal that reads back as `v` (9 significant digits).
+inline std::string flt(float v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(v));
+  std::string s = buf;
+  if (s.find_first_of(".en") == std::string::npos)
+    s += ".0";
+  return s + "f";
+}
+
+/// A double literal that reads back as `v`.
+inline std::string dbl(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  std::string s = buf;
+  if (s.find_first_of(".en") == std::string::npos)
+    s += ".0";
+  return s;
+}
+
+inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+inline int64_t alignUp(int64_t a, int64_t b) { return ceilDiv(a, b) * b; }
+
+inline std::string shapeStr(const std::vector<int64_t> &s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i)
+    r += (i ? "," : "") + str(s[i]);
+  return r + "]";
+}
+
+inline int64_t product(const std::vector<int64_t> &s) {
+  int64_t n = 1;
+  for (int64_t d : s)
+    n *= d;
+  return n;
+}
+
+/// Row-major strides of `shape` aligned to the right of an `rank`-dimensional
+/// result, with 0 where the dimension is broadcast (CpuExecutor's
+/// broadcastStrides).
+inline std::vector<int64_t>
+broadcastStrides(const std::vector<int64_t> &shape, size_t rank) {
+  std::vector<int64_t> strides(rank, 0);
+  int64_t s = 1;
+  for (size_t i = 0; i < shape.size() && i < rank; ++i) {
+    size_t d = shape.size() - 1 - i;
+    size_t o = rank - 1 - i;
+    strides[o] = shape[d] == 1 ? 0 : s;
+    s *= shape[d];
+  }
+  return strides;
+}
+
+/// Whether `small` equals the trailing dimensions of `big` (leading 1s of
+/// `small` ignored): then small[i % count(small)] pairs with big[i].
+inline bool isTrailing(std::vector<int64_t> small,
+                       const std::vector<int64_t> &big) {
+  while (!small.empty() && small.front() == 1)
+    small.erase(small.begin());
+  if (small.size() > big.size())
+    return false;
+  for (size_t i = 0; i < small.size(); ++i)
+    if (small[small.size() - 1 - i] != big[big.size() - 1 - i])
+      return false;
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Device-code snippets
+//===----------------------------------------------------------------------===//
+
+enum Helper : unsigned {
+  kWarpHelpers = 1,   ///< warp_sum (float, double), warp_max
+  kRowHelpers = 2,    ///< row_sum, row_max (needs kWarpHelpers)
+  kArgmaxHelpers = 4, ///< row_argmax (needs kWarpHelpers)
+};
+
+inline const char *const kPrelude = R"CU(typedef long long i64;
+#define GTC_INF __int_as_float(0x7f800000)
+#define GTC_NAN __int_as_float(0x7fffffff)
+// 16-bit storage types (no CUDA headers under NVRTC): read as float, assigned
+// from float with round-to-nearest-even (PTX cvt.rn; sm_80 and newer).
+struct bf16_t {
+  unsigned short u;
+  __device__ __forceinline__ operator float() const {
+    return __uint_as_float((unsigned)u << 16);
+  }
+  __device__ __forceinline__ bf16_t &operator=(float f) {
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(u) : "f"(f));
+    return *this;
+  }
+};
+struct f16_t {
+  unsigned short u;
+  __device__ __forceinline__ operator float() const {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(u));
+    return f;
+  }
+  __device__ __forceinline__ f16_t &operator=(float f) {
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(u) : "f"(f));
+    return *this;
+  }
+};
+struct __align__(8) bf16_t4 { bf16_t x, y, z, w; };
+struct __align__(8) f16_t4 { f16_t x, y, z, w; };
+)CU";
+
+inline const char *const kWarpSnippet = R"CU(
+// Butterfly reductions: every lane gets the same, deterministic result.
+struct Add {
+  template <typename T> __device__ T operator()(T a, T b) const { return a + b; }
+};
+struct Max {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+template <typename T, typename Op>
+__device__ __forceinline__ T warp_reduce(T v, Op op) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ float warp_sum(float v) { return warp_reduce(v, Add()); }
+__device__ __forceinline__ double warp_sum(double v) { return warp_reduce(v, Add()); }
+__device__ __forceinline__ float warp_max(float v) { return warp_reduce(v, Max()); }
+)CU";
+
+inline const char *const kRowSnippet = R"CU(
+// Reductions over the RT threads that share a row: one warp (RT = 32) or
+// RT / 32 consecutive warps. Every thread of the block must call them (they
+// synchronize the block when RT > 32); every thread of the row gets the
+// result, combined in a fixed order. `sh` holds one value per warp.
+template <int RT, typename T, typename Op>
+__device__ __forceinline__ T row_reduce(T v, T *sh, Op op) {
+  v = warp_reduce(v, op);
+  if (RT > 32) {
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0)
+      sh[threadIdx.x >> 5] = v;
+    __syncthreads();
+    const int first = threadIdx.x / RT * (RT / 32);
+    v = sh[first];
+    for (int w = 1; w < RT / 32; ++w)
+      v = op(v, sh[first + w]);
+  }
+  return v;
+}
+template <int RT, typename T>
+__device__ __forceinline__ T row_sum(T v, T *sh) { return row_reduce<RT>(v, sh, Add()); }
+template <int RT>
+__device__ __forceinline__ float row_max(float v, float *sh) {
+  return row_reduce<RT>(v, sh, Max());
+}
+)CU";
+
+inline const char *const kArgmaxSnippet = R"CU(
+// The largest value of a row and its first index (ties: the smaller index
+// wins, as std::max_element). Same calling rules as row_sum.
+__device__ __forceinline__ void argmax_combine(float &v, int &i, float ov,
+                                               int oi) {
+  if (ov > v || (ov == v && oi < i)) {
+    v = ov;
+    i = oi;
+  }
+}
+template <int RT>
+__device__ __forceinline__ void row_argmax(float &v, int &i, float *shv,
+                                           int *shi) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1)
+    argmax_combine(v, i, __shfl_xor_sync(0xffffffffu, v, o),
+                   __shfl_xor_sync(0xffffffffu, i, o));
+  if (RT > 32) {
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) {
+      shv[threadIdx.x >> 5] = v;
+      shi[threadIdx.x >> 5] = i;
+    }
+    __syncthreads();
+    const int first = threadIdx.x / RT * (RT / 32);
+    v = shv[first];
+    i = shi[first];
+    for (int w = 1; w < RT / 32; ++w)
+      argmax_combine(v, i, shv[first + w], shi[first + w]);
+  }
+}
+)CU";
+
+/// Threads per row for a row-wise kernel over rows of `n`: a warp for short
+/// rows, up to the whole block for long ones (at most 8 elements a thread
+/// below 2048).
+inline int threadsPerRow(int64_t n) {
+  for (int rt : {32, 64, 128})
+    if (ceilDiv(n, rt) <= 8)
+      return rt;
+  return 256;
+}
+
+/// Merged dimensions of a strided gather: out index i -> one offset per
+/// operand. Size-1 dimensions are dropped and neighbours merged when every
+/// operand walks them contiguously.
+struct Gather {
+  std::vector<int64_t> dims;
+  std::vector<std::vector<int64_t>> strides; // [operand][dim]
+};
+
+inline Gather makeGather(const std::vector<int64_t> &out,
+                         const std::vector<std::vector<int64_t>> &strides) {
+  Gather g;
+  g.strides.resize(strides.size());
+  for (size_t d = 0; d < out.size(); ++d) {
+    if (out[d] == 1)
+      continue;
+    bool merge = !g.dims.empty();
+    for (size_t o = 0; merge && o < strides.size(); ++o)
+      merge = g.strides[o].back() == strides[o][d] * out[d];
+    if (merge) {
+      g.dims.back() *= out[d];
+      for (size_t o = 0; o < strides.size(); ++o)
+        g.strides[o].back() = strides[o][d];
+      continue;
+    }
+    g.dims.push_back(out[d]);
+    for (size_t o = 0; o < strides.size(); ++o)
+      g.strides[o].push_back(strides[o][d]);
+  }
+  return g;
+}
+
+/// Code computing `offsets[o]` (declared here) from the flat index `index`.
+inline std::string emitGather(const Gather &g, const std::string &index,
+                              const std::vector<std::string> &offsets,
+                              const std::string &type,
+                              const std::string &ind) {
+  std::string s;
+  s += ind + type + " ";
+  for (size_t o = 0; o < offsets.size(); ++o)
+    s += (o ? ", " : "") + offsets[o] + " = 0";
+  s += ";\n";
+  // Dimensions outside the outermost one with a nonzero stride need no
+  // coordinate.
+  size_t first = g.dims.size();
+  for (size_t d = 0; d < g.dims.size() && first == g.dims.size(); ++d)
+    for (const auto &st : g.strides)
+      if (st[d] != 0) {
+        first = d;
+        break;
+      }
+  if (first == g.dims.size())
+    return s;
+  s += ind + "{\n";
+  s += ind + "  " + type + " rem = " + index + ";\n";
+  for (size_t d = g.dims.size(); d-- > first;) {
+    bool used = false;
+    for (const auto &st : g.strides)
+      used |= st[d] != 0;
+    if (!used) { // a broadcast dimension: skip its coordinate
+      s += ind + "  rem /= " + str(g.dims[d]) + ";\n";
+      continue;
+    }
+    std::string coord = "rem";
+    if (d != first) {
+      s += ind + "  const " + type + " q" + str(d) + " = rem / " +
+           str(g.dims[d]) + ";\n";
+      s += ind + "  const " + type + " c" + str(d) + " = rem - q" + str(d) +
+           " * " + str(g.dims[d]) + ";\n";
+      coord = "c" + str(d);
+    } else if (d != 0) {
+      coord = "(rem % " + str(g.dims[d]) + ")";
+    }
+    for (size_t o = 0; o < offsets.size(); ++o) {
+      int64_t st = g.strides[o][d];
+      if (st == 0)
+        continue;
+      s += ind + "  " + offsets[o] + " += " + coord +
+           (st == 1 ? "" : " * " + str(st)) + ";\n";
+    }
+    if (d != first)
+      s += ind + "  rem = q" + str(d) + ";\n";
+  }
+  s += ind + "}\n";
+  return s;
+}
+
+//===----------------------------------------------------------------------===//
+// Row-wise kernels
+//===----------------------------------------------------------------------===//
+
+/// Constants and the opening of a loop that gives each group of RT threads
+/// one row (`row`, `active` false past the end; the loop is uniform over the
+/// block, so row reductions may synchronize it).
+inline std::string rowConsts(int64_t rows, int64_t n, int rt) {
+  return "constexpr i64 ROWS = " + str(rows) + ";\nconstexpr int N = " +
+         str(n) + ";\nconstexpr int RT = " + str(rt) +
+         ";  // threads per row\nconstexpr int RPB = " + str(kBlock / rt) +
+         ";  // rows per block\n";
+}
+
+inline const char *const kRowLoop =
+    "  const int lane = threadIdx.x % RT;\n"
+    "  for (i64 first = (i64)blockIdx.x * RPB; first < ROWS;\n"
+    "       first += (i64)gridDim.x * RPB) {\n"
+    "    const i64 row = first + threadIdx.x / RT;\n"
+    "    const bool active = row < ROWS;\n";
+
+/// Inside kRowLoop: `xr` at the row and its maximum `m`, reduced through
+/// the shared float array `red` (softmax and cross-entropy).
+inline std::string rowMax(const std::string &red) {
+  return "    const auto *xr = x + row * N;\n"
+         "    float m = -GTC_INF;\n"
+         "    if (active)\n"
+         "      for (int j = lane; j < N; j += RT)\n"
+         "        m = fmaxf(m, xr[j]);\n"
+         "    m = row_max<RT>(m, " +
+         red + ");\n";
+}
+
+inline int64_t rowGrid(int64_t rows, int rt) {
+  return std::min(ceilDiv(rows, kBlock / rt), kMaxRowGrid);
+}
+
+inline std::string rowWhat(int64_t rows, int64_t n, int rt) {
+  return (rt == 32 ? std::string("one warp") : str(rt) + " threads") +
+         " per row (" + str(rows) + " rows of " + str(n) + ")";
+}
+
+//===----------------------------------------------------------------------===//
+// The emitter
+//===----------------------------------------------------------------------===//
+
+/// A kernel parameter: a plan buffer (or the workspace) with its name.
+struct Arg {
+  int buffer;
+  std::string name;
+  bool output;
+  std::string wsType; ///< For the workspace: the pointee type.
+};
+
+/// How an elementwise operand is indexed by the output index i.
+enum class Access { Full, Scalar, Trailing, Strided };
+
+struct Operand {
+  Operand(int buffer, std::string name, Access access = Access::Full)
+      : buffer(buffer), name(std::move(name)), access(access) {}
+  int buffer;
+  std::string name; ///< The value's name in the expression.
+  Access access;
+  int64_t period = 0;           ///< Trailing: the operand's element count.
+  std::vector<int64_t> strides; ///< Strided: per output dimension.
+};
+
+/// The function of one element of an elementwise op: statements that
+/// assign `r` from the parameters.
+struct ElementFn {
+  std::vector<std::string> params;
+  std::string expr;
+};
+
+class Emitter {
+public:
+  Emitter(const Plan &plan, CudaProgram &program, std::string &error)
+      : plan(plan), program(program), error(error) {}
+
+  bool run();
+  void planReluFusion();
+  void planCrossEntropyFusion();
+
+private:
+  bool emitKernel();
+  bool fail(const std::string &message);
+
+  const std::vector<int64_t> &shape(int id) const {
+    return plan.buffers[id].shape;
+  }
+  int64_t count(int id) const { return plan.buffers[id].elements(); }
+  bool isF32(int id) const { return plan.buffers[id].dtype == DType::F32; }
+  bool isFloat(int id) const { return rt::isFloat(plan.buffers[id].dtype); }
+  /// The C type a kernel stores the buffer's elements in.
+  std::string ctype(int id) const {
+    switch (plan.buffers[id].dtype) {
+    case DType::F32:
+      return "float";
+    case DType::I32:
+      return "int";
+    case DType::BF16:
+      return "bf16_t";
+    case DType::F16:
+      return "f16_t";
+    }
+    return "?";
+  }
+  /// The C type it computes in: float for every float type.
+  std::string computeType(int id) const {
+    return isFloat(id) ? "float" : "int";
+  }
+  /// Fails unless every float operand of the kernel is f32 (the ops that
+  /// gt-autocast keeps in f32 have f32 kernels only).
+  bool needF32();
+  std::string describe(int id) const;
+  Arg in(int id, const std::string &name) const { return {id, name, false, ""}; }
+  Arg out(int id, const std::string &name) const { return {id, name, true, ""}; }
+  /// The workspace, written (ws) or read (wsIn) as `type`.
+  Arg ws(const std::string &type, const std::string &name) const {
+    return {CudaLaunch::kWorkspace, name, true, type};
+  }
+  Arg wsIn(const std::string &type, const std::string &name) const {
+    return {CudaLaunch::kWorkspace, name, false, type};
+  }
+  void needWorkspace(int64_t bytes) {
+    workspace = std::max(workspace, alignUp(bytes, 256));
+  }
+
+  /// Adds a kernel launch; `consts` are declarations at file scope and `body`
+  /// the statements of the entry function (indented by two spaces).
+  void launch(const std::string &suffix, const std::string &what,
+              const std::vector<Arg> &args, unsigned helpers,
+              const std::string &consts, const std::string &body,
+              int64_t grid, int64_t block = kBlock);
+
+  // Op families.
+  /// One value of an elementwise kernel: `fn` applied to `args` (input or
+  /// earlier step names), named `result`, of type `dtype`.
+  struct Step {
+    ElementFn fn;
+    std::vector<std::string> args;
+    std::string result;
+    DType dtype = DType::F32;
+  };
+  bool elementwise(const std::vector<Operand> &ops,
+                   const std::vector<Step> &steps,
+                   const std::vector<std::pair<int, std::string>> &outs,
+                   const std::string &what);
+  bool elementwise(const std::vector<Operand> &ops, int outBuf,
+                   const std::string &expr, const std::string &what);
+  Operand operand(int buffer, const std::string &name,
+                  const std::vector<int64_t> &ys) const;
+  bool elementFn(const Kernel &kernel, ElementFn &fn);
+  bool fused();
+  bool multiTensor();
+  bool epilogue();
+  bool unary();
+  bool binary();
+  bool activationGrad();
+  bool copy();
+  bool cast();
+  bool broadcast();
+  bool transpose();
+  bool padOrSlice();
+  bool matmul();
+  bool linear();
+  bool layernorm();
+  bool layernormGrad();
+  bool softmax(bool grad);
+  bool attention();
+  bool attentionGrad();
+  bool embedding();
+  bool embeddingGrad();
+  bool crossEntropy();
+  bool crossEntropyGrad();
+  bool accuracy();
+  bool reduce(int inBuf, int outBuf, const std::vector<int64_t> &kept,
+              double scale);
+  bool sumOrMean(bool mean);
+  bool sumTo();
+
+  /// Launches the final pass of a two-stage reduction: one block sums the
+  /// `n` values (of `valueType`) in the workspace into s, in a fixed order,
+  /// and writes `result` (an expression of s) to y[0].
+  void finalSum(const std::string &suffix, int outBuf, int64_t n,
+                const std::string &valueType, const std::string &result);
+
+  const Plan &plan;
+  CudaProgram &program;
+  std::string &error;
+  int index = 0;
+  /// ReLU epilogue fusion (planReluFusion): linear kernel -> relu output
+  /// buffer, relu kernels that emit nothing, linear output -> relu output.
+  std::map<int, int> fusedRelu, reluOutputOf;
+  /// cross_entropy kernel -> its fused cross_entropy_grad kernel.
+  std::map<int, int> fusedCrossEntropy;
+  /// Plan kernels whose work an earlier launch does.
+  std::set<int> elided;
+  const Kernel *k = nullptr;
+  std::vector<CudaLaunch> launches;
+  int64_t workspace = 0;
+  /// Emitting the op of an epilogue region: its output has the cast's float
+  /// type, which may differ from its operands'.
+  bool castOutput = false;
+};
+
+} // namespace gtc::codegen::detail
+
+#endif // GTC_LIB_CODEGEN_EMITTERIMPL_H

@@ -1,0 +1,264 @@
+//===- NormKernels.cpp - Layer norm and softmax kernels -------------------===//
+//
+// Row-wise normalizations: layernorm, its gradient, softmax and its
+// gradient (the row helpers are in EmitterImpl.h).
+//===----------------------------------------------------------------------===//
+
+#include "EmitterImpl.h"
+
+using namespace gtc;
+using namespace gtc::rt;
+using namespace gtc::codegen::detail;
+
+namespace {
+
+/// A row's mean, variance and rstd in double, as CpuExecutor's layernorm
+/// (inside kRowLoop, after `xr` points at the row).
+static const char *kLayerNormStatistics = R"CU(    double s = 0.0;
+    if (active)
+      for (int j = lane; j < N; j += RT)
+        s += (double)xr[j];
+    const double mean = row_sum<RT>(s, red) / N;
+    double q = 0.0;
+    if (active)
+      for (int j = lane; j < N; j += RT) {
+        const double c = (double)xr[j] - mean;
+        q += c * c;
+      }
+    const double var = row_sum<RT>(q, red) / N;
+    const float rstd = (float)(1.0 / sqrt(var + EPS));
+)CU";
+
+} // namespace
+
+/// CpuExecutor's layernorm(): statistics in double, y in float.
+bool Emitter::layernorm() {
+  int x = k->inputs[0], w = k->inputs[1], b = k->inputs[2], y = k->outputs[0];
+  int64_t d = shape(x).empty() ? 1 : shape(x).back();
+  int64_t rows = count(x) / d;
+  if (count(w) != d || count(b) != d || count(y) != count(x))
+    return fail("layernorm shapes do not agree");
+  int rt = threadsPerRow(d);
+  std::string consts = rowConsts(rows, d, rt) + "constexpr double EPS = " +
+                       dbl(k->floatAttr("epsilon", 1e-5)) + ";\n";
+  std::string body = "  __shared__ double red[8];\n";
+  body += kRowLoop;
+  body += "    const auto *xr = x + row * N;\n";
+  body += kLayerNormStatistics;
+  body += R"CU(    const float m = (float)mean;
+    if (active)
+      for (int j = lane; j < N; j += RT)
+        y[row * N + j] = (xr[j] - m) * rstd * w[j] + b[j];
+  }
+)CU";
+  launch("", rowWhat(rows, d, rt),
+         {in(x, "x"), in(w, "w"), in(b, "b"), out(y, "y")},
+         kWarpHelpers | kRowHelpers, consts, body, rowGrid(rows, rt));
+  return true;
+}
+
+/// CpuExecutor's layernormGrad(): dx per row (launch 1, which also stores
+/// each row's mean and rstd in the workspace), then dw and db as column sums
+/// over row chunks (launch 2) and over the chunks (launch 3).
+bool Emitter::layernormGrad() {
+  int dy = k->inputs[0], x = k->inputs[1], w = k->inputs[2];
+  int dx = k->outputs[0], dw = k->outputs[1], db = k->outputs[2];
+  int64_t d = shape(x).empty() ? 1 : shape(x).back();
+  int64_t rows = count(x) / d;
+  if (count(dy) != count(x) || count(dx) != count(x) || count(w) != d ||
+      count(dw) != d || count(db) != d)
+    return fail("layernorm_grad shapes do not agree");
+  int rt = threadsPerRow(d);
+  std::string consts = rowConsts(rows, d, rt) + "constexpr double EPS = " +
+                       dbl(k->floatAttr("epsilon", 1e-5)) + ";\n";
+  std::string body = "  __shared__ double red[8];\n";
+  body += kRowLoop;
+  body += "    const auto *xr = x + row * N;\n"
+          "    const auto *gr = dy + row * N;\n";
+  body += kLayerNormStatistics;
+  body += R"CU(    // s1 = mean(dxhat), s2 = mean(dxhat * xhat) with dxhat = dy * w.
+    double s1 = 0.0, s2 = 0.0;
+    if (active)
+      for (int j = lane; j < N; j += RT) {
+        const double xh = ((double)xr[j] - mean) * rstd;
+        const double g = (double)gr[j] * w[j];
+        s1 += g;
+        s2 += g * xh;
+      }
+    s1 = row_sum<RT>(s1, red) / N;
+    s2 = row_sum<RT>(s2, red) / N;
+    if (active) {
+      for (int j = lane; j < N; j += RT) {
+        const double xh = ((double)xr[j] - mean) * rstd;
+        const double g = (double)gr[j] * w[j];
+        dx[row * N + j] = (float)(rstd * (g - s1 - xh * s2));
+      }
+      if (lane == 0) {
+        stats[2 * row] = (float)mean;
+        stats[2 * row + 1] = rstd;
+      }
+    }
+  }
+)CU";
+  launch("dx", rowWhat(rows, d, rt) + "; row statistics to the workspace",
+         {in(dy, "dy"), in(x, "x"), in(w, "w"), out(dx, "dx"),
+          ws("float", "stats")},
+         kWarpHelpers | kRowHelpers, consts, body, rowGrid(rows, rt));
+
+  // Column sums over chunks of rows, like the CPU's sums over all rows:
+  // dw[j] = sum dy * (x - mean) * rstd, db[j] = sum dy.
+  int64_t chunks = rows < 64 ? 1
+                             : std::max<int64_t>(
+                                   1, std::min(ceilDiv(rows, 16),
+                                               ceilDiv(65536, d)));
+  int64_t chunk = ceilDiv(rows, chunks);
+  chunks = ceilDiv(rows, chunk);
+  int64_t partOffset = alignUp(2 * rows, 64); // in floats
+  needWorkspace(4 * partOffset + 8 * 2 * chunks * d);
+  std::string c2 = "constexpr i64 ROWS = " + str(rows) +
+                   ";\nconstexpr i64 N = " + str(d) +
+                   ";\nconstexpr i64 CHUNKS = " + str(chunks) +
+                   ";\nconstexpr i64 CHUNK = " + str(chunk) +
+                   ";  // rows per chunk\nconstexpr i64 PART = " +
+                   str(partOffset) + ";  // partial sums, after the stats\n";
+  std::string b2 = R"CU(  const float *stats = ws;
+  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < CHUNKS * N;
+       i += (i64)gridDim.x * blockDim.x) {
+    const i64 c = i / N, j = i % N;
+    const i64 end = min(ROWS, (c + 1) * CHUNK);
+    double sw = 0.0, sb = 0.0;
+    for (i64 r = c * CHUNK; r < end; ++r) {
+      const double g = dy[r * N + j];
+      sw += g * (double)(x[r * N + j] - stats[2 * r]) * stats[2 * r + 1];
+      sb += g;
+    }
+)CU";
+  if (chunks == 1) {
+    b2 += "    dw[j] = (float)sw;\n    db[j] = (float)sb;\n  }\n";
+    launch("dwdb",
+           "dw and db: one thread per column over all " + str(rows) + " rows",
+           {in(dy, "dy"), in(x, "x"), out(dw, "dw"), out(db, "db"),
+            wsIn("float", "ws")},
+           0, c2, b2, std::min(ceilDiv(d, kBlock), kMaxGrid));
+    return true;
+  }
+  b2 += "    double *part = reinterpret_cast<double *>(ws + PART);\n"
+        "    part[c * N + j] = sw;\n"
+        "    part[(CHUNKS + c) * N + j] = sb;\n  }\n";
+  launch("partial",
+         "dw and db partial sums: one thread per (chunk of " + str(chunk) +
+             " rows, column)",
+         {in(dy, "dy"), in(x, "x"), ws("float", "ws")}, 0, c2, b2,
+         std::min(ceilDiv(chunks * d, kBlock), kMaxGrid));
+  std::string b3 = R"CU(  const double *part = reinterpret_cast<const double *>(ws + PART);
+  for (i64 j = (i64)blockIdx.x * blockDim.x + threadIdx.x; j < N;
+       j += (i64)gridDim.x * blockDim.x) {
+    double sw = 0.0, sb = 0.0;
+    for (i64 c = 0; c < CHUNKS; ++c) {
+      sw += part[c * N + j];
+      sb += part[(CHUNKS + c) * N + j];
+    }
+    dw[j] = (float)sw;
+    db[j] = (float)sb;
+  }
+)CU";
+  launch("final", "dw and db: one thread per column sums the chunks in order",
+         {out(dw, "dw"), out(db, "db"), wsIn("float", "ws")}, 0, c2, b3,
+         std::min(ceilDiv(d, kBlock), kMaxGrid));
+  return true;
+}
+
+/// CpuExecutor's softmax() and softmaxGrad() along `axis`.
+bool Emitter::softmax(bool grad) {
+  int x = k->inputs[0], y = k->outputs[0];
+  const auto &xs = shape(x);
+  int64_t axis = k->intAttr("axis", -1);
+  if (axis < 0)
+    axis += static_cast<int64_t>(xs.size());
+  if (axis < 0 || axis >= static_cast<int64_t>(xs.size()))
+    return fail("axis out of range");
+  int64_t outer = 1, n = xs[axis], inner = 1;
+  for (int64_t i = 0; i < axis; ++i)
+    outer *= xs[i];
+  for (size_t i = axis + 1; i < xs.size(); ++i)
+    inner *= xs[i];
+  if (grad && count(k->inputs[1]) != count(x))
+    return fail("softmax_grad operands of different sizes");
+  std::vector<Arg> args;
+  if (grad)
+    args = {in(k->inputs[0], "dy"), in(k->inputs[1], "y"), out(y, "dx")};
+  else
+    args = {in(x, "x"), out(y, "y")};
+
+  if (inner > 1) {
+    // One thread per (outer, inner) column, walking the axis with stride
+    // INNER (consecutive threads read consecutive addresses).
+    std::string consts = "constexpr i64 OUTER = " + str(outer) +
+                         ";\nconstexpr i64 N = " + str(n) +
+                         ";\nconstexpr i64 INNER = " + str(inner) + ";\n";
+    std::string body =
+        "  for (i64 c = (i64)blockIdx.x * blockDim.x + threadIdx.x; c < OUTER "
+        "* INNER;\n       c += (i64)gridDim.x * blockDim.x) {\n"
+        "    const i64 base = c / INNER * N * INNER + c % INNER;\n";
+    if (!grad)
+      body += R"CU(    float m = x[base];
+    for (i64 j = 1; j < N; ++j)
+      m = fmaxf(m, x[base + j * INNER]);
+    float s = 0.f;
+    for (i64 j = 0; j < N; ++j)
+      s += expf(x[base + j * INNER] - m);
+    for (i64 j = 0; j < N; ++j)
+      y[base + j * INNER] = expf(x[base + j * INNER] - m) / s;
+  }
+)CU";
+    else
+      body += R"CU(    double dot = 0.0;
+    for (i64 j = 0; j < N; ++j)
+      dot += (double)dy[base + j * INNER] * y[base + j * INNER];
+    for (i64 j = 0; j < N; ++j) {
+      const i64 i = base + j * INNER;
+      dx[i] = (float)(y[i] * ((double)dy[i] - dot));
+    }
+  }
+)CU";
+    launch("", "one thread per column of " + str(n) + " (stride " +
+                   str(inner) + "), " + str(outer * inner) + " columns",
+           args, 0, consts, body,
+           std::min(ceilDiv(outer * inner, kBlock), kMaxGrid));
+    return true;
+  }
+
+  int64_t rows = outer;
+  int rt = threadsPerRow(n);
+  std::string consts = rowConsts(rows, n, rt);
+  std::string body = grad ? "  __shared__ double red[8];\n"
+                          : "  __shared__ float red[8];\n";
+  body += kRowLoop;
+  if (!grad)
+    body += rowMax("red") + R"CU(    float s = 0.f;
+    if (active)
+      for (int j = lane; j < N; j += RT)
+        s += expf(xr[j] - m);
+    s = row_sum<RT>(s, red);
+    if (active)
+      for (int j = lane; j < N; j += RT)
+        y[row * N + j] = expf(xr[j] - m) / s;
+  }
+)CU";
+  else
+    body += R"CU(    double dot = 0.0;
+    if (active)
+      for (int j = lane; j < N; j += RT)
+        dot += (double)dy[row * N + j] * y[row * N + j];
+    dot = row_sum<RT>(dot, red);
+    if (active)
+      for (int j = lane; j < N; j += RT) {
+        const i64 i = row * N + j;
+        dx[i] = (float)(y[i] * ((double)dy[i] - dot));
+      }
+  }
+)CU";
+  launch("", rowWhat(rows, n, rt), args, kWarpHelpers | kRowHelpers, consts,
+         body, rowGrid(rows, rt));
+  return true;
+}
