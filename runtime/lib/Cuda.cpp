@@ -1319,13 +1319,19 @@ void CudaExecutor::profile(int warmup, int steps, Profile &out) {
       bool tensorCore = false;
       if (spec.kind == CudaLaunch::Kind::Gemm) {
         kind = "gemm";
-        DType d = I.plan.buffers[spec.c].dtype;
-        tensorCore = dtypeBytes(d) == 2 || I.tf32;
-        name = std::string("gemm ") + opName(k.op) + " " + std::to_string(spec.m) + "x" +
-               std::to_string(spec.n) + "x" + std::to_string(spec.k) +
+        // Operands' type (the tensor-core rate applies), and the output's
+        // when a folded cast widens it.
+        DType in = I.plan.buffers[spec.a].dtype, d = I.plan.buffers[spec.c].dtype;
+        tensorCore = dtypeBytes(in) == 2 || I.tf32;
+        OpKind op = k.op == OpKind::Fused && !k.body.empty() ? k.body[0].op
+                                                              : k.op;
+        name = std::string("gemm ") + opName(op) + " " +
+               std::to_string(spec.m) + "x" + std::to_string(spec.n) + "x" +
+               std::to_string(spec.k) +
                (spec.batch > 1 ? " x" + std::to_string(spec.batch) : "") +
-               " " + dtypeName(d) + (spec.bias >= 0 ? " +bias" : "") +
-               (spec.relu ? " +relu" : "");
+               " " + dtypeName(in) +
+               (d != in ? std::string(" -> ") + dtypeName(d) : "") +
+               (spec.bias >= 0 ? " +bias" : "") + (spec.relu ? " +relu" : "");
         flops = 2.0 * spec.m * spec.n * spec.k * spec.batch;
         for (int id : {spec.a, spec.b, spec.c, spec.bias})
           if (id >= 0)
