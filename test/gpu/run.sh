@@ -326,4 +326,4 @@ cat "$OUT/bench-precision.txt"
 echo "== gt-pad-dims: odd sizes (hidden 1001, vocabulary 50257), bf16"
 cat "$OUT/bench-pad.txt"
 echo "== gt-fuse: fused vs --no-fuse (GPT-2 and its attention-free variant: bf16, B=16)"
-cat "$OUT/bench-fuse.txt" 2>/dev/null
+cat "$OUT/bench-fuse.txt" 2>/dev/null || echo "(not run)"
