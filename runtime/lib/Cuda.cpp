@@ -864,8 +864,8 @@ struct CudaExecutor::Impl {
             c.warmup,
             totalSteps,
             c.nesterov,
-            c.optimizer == "sgd" ? 0 : c.optimizer == "adam" ? 1 : 2,
-            c.schedule == "linear" ? 1 : c.schedule == "cosine" ? 2 : 0,
+            static_cast<int>(c.optimizer), // Hyper: 0 sgd, 1 adam, 2 adamw
+            static_cast<int>(c.schedule),  // 0 constant, 1 linear, 2 cosine
             scaling};
     CUdeviceptr scale = scaling ? ptr(plan.lossScale, 0) : 0;
     double bytes = static_cast<double>(paramElements) * 4;
@@ -885,8 +885,8 @@ struct CudaExecutor::Impl {
     }
     void *args[] = {&p, &g, &m, &v, &n, &h, &counter, &norm, &scale};
     // Reads p, g (and m, v) and writes p (and m, v).
-    double moved = bytes * (c.optimizer == "sgd" ? 3 : 7);
-    timedLaunch("gtc_update (" + c.optimizer + ")", "optimizer", -1, 0, moved,
+    double moved = bytes * (c.optimizer == OptimizerKind::Sgd ? 3 : 7);
+    timedLaunch(std::string("gtc_update (") + name(c.optimizer) + ")", "optimizer", -1, 0, moved,
                 false, [&] {
                   CU(cuLaunchKernel(update, 132 * 4, 1, 1, 256, 1, 1, 0,
                                     compute, args, nullptr));

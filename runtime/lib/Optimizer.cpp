@@ -10,11 +10,11 @@ double gtc::rt::scheduledLr(const TrainConfig &c, int64_t step,
                             int64_t total) {
   if (c.warmup > 0 && step < c.warmup)
     return c.lr * double(step + 1) / double(c.warmup);
-  if (c.schedule == "constant" || total <= c.warmup)
+  if (c.schedule == ScheduleKind::Constant || total <= c.warmup)
     return c.lr;
   double progress =
       std::min(1.0, double(step - c.warmup) / double(total - c.warmup));
-  double decay = c.schedule == "linear"
+  double decay = c.schedule == ScheduleKind::Linear
                      ? 1.0 - progress
                      : 0.5 * (1.0 + std::cos(M_PI * progress));
   return c.lr * (c.final + (1.0 - c.final) * decay);
@@ -75,7 +75,7 @@ void gtc::rt::optimizerStep(const TrainConfig &c, double lr, T *param,
                             OptimizerState<T> &state) {
   ++state.step;
   const double wd = c.weightDecay;
-  if (c.optimizer == "sgd") {
+  if (c.optimizer == OptimizerKind::Sgd) {
     const double mom = c.momentum, damp = c.dampening;
     if (mom != 0 && state.first.size() != static_cast<size_t>(n))
       state.first.assign(n, T(0));
@@ -104,7 +104,7 @@ void gtc::rt::optimizerStep(const TrainConfig &c, double lr, T *param,
   const double bc1 = 1 - std::pow(b1, double(state.step));
   const double bc2 = 1 - std::pow(b2, double(state.step));
   const double stepSize = lr / bc1, bc2Sqrt = std::sqrt(bc2);
-  const bool decoupled = c.optimizer == "adamw";
+  const bool decoupled = c.optimizer == OptimizerKind::AdamW;
   T *m = state.first.data(), *v = state.second.data();
   parallelFor(n, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) {

@@ -101,6 +101,40 @@ float gtc::rt::fromHalfBits(uint16_t bits, DType d) {
   return v;
 }
 
+namespace {
+template <typename E, size_t N>
+bool parseNamed(const std::string &text, E &out, const char *const (&names)[N]) {
+  for (size_t i = 0; i < N; ++i)
+    if (text == names[i]) {
+      out = static_cast<E>(i);
+      return true;
+    }
+  return false;
+}
+const char *const kOptimizerNames[] = {"sgd", "adam", "adamw"};
+const char *const kScheduleNames[] = {"constant", "linear", "cosine"};
+const char *const kPrecisionNames[] = {"fp32", "tf32", "bf16", "fp16"};
+} // namespace
+
+const char *gtc::rt::name(OptimizerKind k) {
+  return kOptimizerNames[static_cast<int>(k)];
+}
+const char *gtc::rt::name(ScheduleKind k) {
+  return kScheduleNames[static_cast<int>(k)];
+}
+const char *gtc::rt::name(Precision p) {
+  return kPrecisionNames[static_cast<int>(p)];
+}
+bool gtc::rt::parse(const std::string &text, OptimizerKind &out) {
+  return parseNamed(text, out, kOptimizerNames);
+}
+bool gtc::rt::parse(const std::string &text, ScheduleKind &out) {
+  return parseNamed(text, out, kScheduleNames);
+}
+bool gtc::rt::parse(const std::string &text, Precision &out) {
+  return parseNamed(text, out, kPrecisionNames);
+}
+
 const char *gtc::rt::opName(OpKind kind) {
   switch (kind) {
 #define GTC_OP(Kind, Name)                                                     \
@@ -147,7 +181,8 @@ int64_t Buffer::elements() const {
 }
 
 bool Plan::scalesLoss() const {
-  return config.precision == "fp16" && lossScale >= 0 && kind == "step";
+  return config.precision == Precision::Fp16 && lossScale >= 0 &&
+         kind == "step";
 }
 
 int64_t Buffer::slots() const {
@@ -306,7 +341,7 @@ std::string gtc::rt::serialize(const Plan &plan) {
      << "config epochs " << c.epochs << '\n'
      << "config steps " << c.steps << '\n'
      << "config seed " << c.seed << '\n'
-     << "config optimizer " << encode(c.optimizer) << '\n'
+     << "config optimizer " << name(c.optimizer) << '\n'
      << "config lr " << num(c.lr) << '\n'
      << "config beta1 " << num(c.beta1) << '\n'
      << "config beta2 " << num(c.beta2) << '\n'
@@ -315,11 +350,11 @@ std::string gtc::rt::serialize(const Plan &plan) {
      << "config momentum " << num(c.momentum) << '\n'
      << "config dampening " << num(c.dampening) << '\n'
      << "config nesterov " << (c.nesterov ? 1 : 0) << '\n'
-     << "config schedule " << encode(c.schedule) << '\n'
+     << "config schedule " << name(c.schedule) << '\n'
      << "config warmup " << c.warmup << '\n'
      << "config final " << num(c.final) << '\n'
      << "config grad_clip " << num(c.gradClip) << '\n'
-     << "config precision " << encode(c.precision) << '\n'
+     << "config precision " << name(c.precision) << '\n'
      << "config log_every " << c.logEvery << '\n'
      << "config eval_every " << c.evalEvery << '\n';
   os << "end\n";
@@ -436,8 +471,9 @@ bool readConfig(LineReader &in, TrainConfig &c) {
     return in.number(c.steps);
   if (key == "seed")
     return in.number(c.seed);
+  std::string text;
   if (key == "optimizer")
-    return in.str(c.optimizer);
+    return in.str(text) && parse(text, c.optimizer);
   if (key == "lr")
     return in.number(c.lr);
   if (key == "beta1")
@@ -458,7 +494,7 @@ bool readConfig(LineReader &in, TrainConfig &c) {
     return ok;
   }
   if (key == "schedule")
-    return in.str(c.schedule);
+    return in.str(text) && parse(text, c.schedule);
   if (key == "warmup")
     return in.number(c.warmup);
   if (key == "final")
@@ -466,7 +502,7 @@ bool readConfig(LineReader &in, TrainConfig &c) {
   if (key == "grad_clip")
     return in.number(c.gradClip);
   if (key == "precision")
-    return in.str(c.precision);
+    return in.str(text) && parse(text, c.precision);
   if (key == "log_every")
     return in.number(c.logEvery);
   if (key == "eval_every")

@@ -137,7 +137,8 @@ std::vector<StoredTensor> checkpointTensors(const Plan &plan,
     tensors.push_back(std::move(t));
   };
   const char *firstName =
-      plan.config.optimizer == "sgd" ? "momentum_buffer" : "exp_avg";
+      plan.config.optimizer == OptimizerKind::Sgd ? "momentum_buffer"
+                                                  : "exp_avg";
   for (const Param &p : plan.params) {
     const Buffer &b = plan.buffers[p.buffer];
     add(p.name, b.shape, params.data() + b.offset, b.elements());
@@ -311,7 +312,7 @@ public:
   void getState(std::vector<float> &first,
                 std::vector<float> &second) override {
     exec.downloadState(first, second);
-    if (plan.config.optimizer == "sgd") {
+    if (plan.config.optimizer == OptimizerKind::Sgd) {
       second.clear();
       if (plan.config.momentum == 0)
         first.clear();
@@ -410,7 +411,7 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
     total = std::max<int64_t>(1, c.epochs) * perEpoch;
 
   const bool cuda = options.device == "cuda";
-  const bool tf32 = c.precision == "tf32";
+  const bool tf32 = c.precision == Precision::Tf32;
   std::unique_ptr<Backend> backend;
   if (cuda) {
     const CudaProgram *program = options.programFor(step);
@@ -439,8 +440,8 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
     std::map<std::string, const StoredTensor *> byName;
     for (const StoredTensor &t : tensors)
       byName[t.name] = &t;
-    bool hasState = meta["optimizer"] == c.optimizer;
-    if (hasState && c.optimizer != "sgd") {
+    bool hasState = meta["optimizer"] == name(c.optimizer);
+    if (hasState && c.optimizer != OptimizerKind::Sgd) {
       first.assign(paramElements, 0.0f);
       second.assign(paramElements, 0.0f);
     } else if (hasState && c.momentum != 0) {
@@ -460,7 +461,8 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
       std::memcpy(dst, it->second->bytes.data(), it->second->bytes.size());
       return true;
     };
-    const char *firstName = c.optimizer == "sgd" ? "momentum_buffer" : "exp_avg";
+    const char *firstName =
+        c.optimizer == OptimizerKind::Sgd ? "momentum_buffer" : "exp_avg";
     for (const Param &p : step.params) {
       const Buffer &b = step.buffers[p.buffer];
       if (!load(p.name, b, params.data() + b.offset))
@@ -510,7 +512,7 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
         {"step", std::to_string(stepsDone)},
         {"total_steps", std::to_string(total)},
         {"seed", std::to_string(seed)},
-        {"optimizer", c.optimizer},
+        {"optimizer", name(c.optimizer)},
         {"batch", std::to_string(batch)},
         {"rng", "stateless: batches and windows derive from (seed, epoch, "
                 "index)"}};
@@ -593,16 +595,17 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
   out << "training " << step.model << " on " << data->describe() << "\n"
       << "  " << step.parameterCount() << " parameters, batch " << batch
       << ", " << perEpoch << " steps per epoch, " << total << " steps, "
-      << c.optimizer << " lr " << c.lr << ", ";
+      << name(c.optimizer) << " lr " << c.lr << ", ";
   if (cuda)
     out << options.deviceName;
   else
     out << threads() << " threads";
-  out << ", " << c.precision << ", seed " << seed << "\n";
-  if (!cuda && c.precision == "tf32")
+  out << ", " << name(c.precision) << ", seed " << seed << "\n";
+  if (!cuda && c.precision == Precision::Tf32)
     out << "  note: tf32 is a GPU GEMM mode; the CPU computes in fp32\n";
-  if (!cuda && (c.precision == "bf16" || c.precision == "fp16"))
-    out << "  note: the CPU emulates " << c.precision
+  if (!cuda && (c.precision == Precision::Bf16 ||
+                c.precision == Precision::Fp16))
+    out << "  note: the CPU emulates " << name(c.precision)
         << ": values rounded to it where the GPU stores it, arithmetic in "
            "fp32\n";
   if (auto *gpu = dynamic_cast<CudaBackend *>(backend.get())) {
@@ -823,7 +826,7 @@ int gtc::rt::benchmark(const Plan &plan, const RunOptions &run, int64_t iters,
       if (!program)
         return 1;
       CudaExecutor exec(plan, *program,
-                                 plan.config.precision == "tf32");
+                                 plan.config.precision == Precision::Tf32);
       exec.uploadRegion(Region::Param, params.data());
       for (int slot = 0; slot < 2; ++slot)
         fill([&](int id) { return exec.stagedInput(slot, id); });
@@ -893,10 +896,10 @@ int gtc::rt::benchmark(const Plan &plan, const RunOptions &run, int64_t iters,
               r.bytes = kernelBytes(plan, kernel);
               r.flops = kernelFlops(plan, kernel);
             } else {
-              r.name = "optimizer (" + plan.config.optimizer + ")";
+              r.name = std::string("optimizer (") + name(plan.config.optimizer) + ")";
               r.kind = r.phase = "optimizer";
               r.bytes = static_cast<double>(n) * 4 *
-                        (plan.config.optimizer == "sgd" ? 3 : 7);
+                        (plan.config.optimizer == OptimizerKind::Sgd ? 3 : 7);
             }
             profile.records.push_back(std::move(r));
           }
@@ -910,7 +913,7 @@ int gtc::rt::benchmark(const Plan &plan, const RunOptions &run, int64_t iters,
   char line[256];
   std::snprintf(line, sizeof line, "bench %s batch %lld %s %s: %.4f ms/step",
                 plan.model.c_str(), (long long)plan.batch, run.device.c_str(),
-                plan.config.precision.c_str(), ms);
+                name(plan.config.precision), ms);
   out << line;
   if (deviceMiB > 0)
     out << ", device memory " << std::fixed << std::setprecision(1)

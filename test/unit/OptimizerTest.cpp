@@ -20,7 +20,7 @@ double run(TrainConfig c, double lr, double g, int steps) {
 TrainConfig sgd(double momentum = 0, bool nesterov = false, double wd = 0,
                 double dampening = 0) {
   TrainConfig c;
-  c.optimizer = "sgd";
+  c.optimizer = gtc::rt::OptimizerKind::Sgd;
   c.momentum = momentum;
   c.nesterov = nesterov;
   c.weightDecay = wd;
@@ -30,7 +30,7 @@ TrainConfig sgd(double momentum = 0, bool nesterov = false, double wd = 0,
 
 TrainConfig adam(const char *name, double wd) {
   TrainConfig c;
-  c.optimizer = name;
+  EXPECT_TRUE(gtc::rt::parse(name, c.optimizer)) << name;
   c.weightDecay = wd;
   return c;
 }
@@ -93,16 +93,16 @@ TEST(OptimizerTest, Schedules) {
   TrainConfig c;
   c.lr = 1.0;
   c.warmup = 10;
-  c.schedule = "constant";
+  c.schedule = gtc::rt::ScheduleKind::Constant;
   EXPECT_DOUBLE_EQ(scheduledLr(c, 0, 100), 0.1);
   EXPECT_DOUBLE_EQ(scheduledLr(c, 9, 100), 1.0);
   EXPECT_DOUBLE_EQ(scheduledLr(c, 50, 100), 1.0);
-  c.schedule = "linear";
+  c.schedule = gtc::rt::ScheduleKind::Linear;
   c.final = 0.1;
   EXPECT_DOUBLE_EQ(scheduledLr(c, 10, 110), 1.0);
   EXPECT_DOUBLE_EQ(scheduledLr(c, 60, 110), 0.1 + 0.9 * 0.5);
   EXPECT_DOUBLE_EQ(scheduledLr(c, 110, 110), 0.1);
-  c.schedule = "cosine";
+  c.schedule = gtc::rt::ScheduleKind::Cosine;
   EXPECT_DOUBLE_EQ(scheduledLr(c, 10, 110), 1.0);
   EXPECT_NEAR(scheduledLr(c, 60, 110), 0.1 + 0.9 * 0.5, 1e-15);
   EXPECT_NEAR(scheduledLr(c, 35, 110),

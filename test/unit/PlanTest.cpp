@@ -34,7 +34,7 @@ TEST(PlanTest, RoundTripsThroughText) {
   ASSERT_TRUE(rt::deserialize(text, back, error)) << error;
   EXPECT_EQ(rt::serialize(back), text);
   EXPECT_EQ(back.parameterCount(), 1863690);
-  EXPECT_EQ(back.config.optimizer, "adamw");
+  EXPECT_EQ(back.config.optimizer, rt::OptimizerKind::AdamW);
   EXPECT_EQ(back.config.data.kind, "idx");
 }
 
@@ -64,6 +64,18 @@ TEST(PlanTest, RejectsDamagedText) {
   EXPECT_FALSE(rt::deserialize(future, back, error));
   EXPECT_NE(error.find("version 9"), std::string::npos) << error;
   EXPECT_FALSE(rt::deserialize("garbage\n", back, error));
+  // Typed settings and op kinds: an unknown name is an error, not a default.
+  for (auto [from, to] :
+       {std::pair{"config optimizer adamw", "config optimizer lion"},
+        std::pair{"config schedule cosine", "config schedule step"},
+        std::pair{"config precision fp32", "config precision fp8"},
+        std::pair{"kernel linear", "kernel conv2d"}}) {
+    std::string bad = text;
+    size_t at = bad.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    bad.replace(at, std::string(from).size(), to);
+    EXPECT_FALSE(rt::deserialize(bad, back, error)) << to;
+  }
   // Every prefix fails cleanly or parses; none crashes.
   for (size_t n = 0; n < text.size(); n += 97)
     rt::deserialize(text.substr(0, n), back, error);

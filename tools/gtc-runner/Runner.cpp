@@ -24,7 +24,7 @@ int usage(const std::string &self, const rt::Plan &step,
           const rt::Bundle &bundle) {
   std::cout << self << ": trains model '" << step.model
             << "', compiled by gtc (batch " << step.batch << ", precision "
-            << step.config.precision << "; GPU kernels for";
+            << rt::name(step.config.precision) << "; GPU kernels for";
   for (const std::string &a : bundle.archs)
     std::cout << " " << a;
   std::cout << ")\n\nusage: " << self
@@ -84,9 +84,11 @@ int main(int argc, char **argv) {
                                 "; for batch " + std::to_string(*opts.batch) +
                                 " run gtc compile --batch " +
                                 std::to_string(*opts.batch));
-  if (!opts.precision.empty() && opts.precision != step.config.precision)
-    return usageError(self, "this executable was compiled for precision " +
-                                step.config.precision + "; for " +
+  if (!opts.precision.empty() &&
+      opts.precision != rt::name(step.config.precision))
+    return usageError(self, std::string("this executable was compiled for "
+                                        "precision ") +
+                                rt::name(step.config.precision) + "; for " +
                                 opts.precision +
                                 " run gtc compile --precision " +
                                 opts.precision);

@@ -204,7 +204,7 @@ void explainPrecision(const gtc::rt::Plan &plan, const gtc::rt::Plan *fp32,
                      in.name + ")");
     }
   }
-  os << "precision " << plan.config.precision
+  os << "precision " << gtc::rt::name(plan.config.precision)
      << ": kernels per op and element type of their results\n";
   for (const auto &[op, types] : kinds) {
     std::string line;
@@ -229,7 +229,7 @@ void explainPrecision(const gtc::rt::Plan &plan, const gtc::rt::Plan *fp32,
     double d = temp(*fp32) - temp(plan);
     os << llvm::format("activations and temporaries: %.2f MiB at %s, %.2f "
                        "MiB at fp32 (%.2f MiB %s)\n",
-                       temp(plan), plan.config.precision.c_str(), temp(*fp32),
+                       temp(plan), gtc::rt::name(plan.config.precision), temp(*fp32),
                        std::fabs(d), d >= 0 ? "saved" : "more");
   }
 }
@@ -241,7 +241,7 @@ void explainPlan(const gtc::rt::Plan &plan, llvm::raw_ostream &os) {
     return it == plan.regionSize.end() ? int64_t(0) : it->second * 4;
   };
   int64_t params = bytes(gtc::rt::Region::Param);
-  int64_t state = plan.config.optimizer == "sgd"
+  int64_t state = plan.config.optimizer == gtc::rt::OptimizerKind::Sgd
                       ? (plan.config.momentum != 0 ? params : 0)
                       : 2 * params;
   struct Row {
@@ -405,8 +405,8 @@ int runModel(const Options &opts, mlir::ModuleOp module,
   if (opts.args.explain || opts.args.dryRun) {
     explainPlan(*step, llvm::outs());
     std::optional<gtc::rt::Plan> fp32;
-    const std::string &p = step->config.precision;
-    if (p == "bf16" || p == "fp16") {
+    gtc::rt::Precision p = step->config.precision;
+    if (p == gtc::rt::Precision::Bf16 || p == gtc::rt::Precision::Fp16) {
       gtc::CompileOptions f = compile;
       f.precision = "fp32";
       if (auto plan = gtc::compileStep(module, f); mlir::succeeded(plan))
@@ -664,7 +664,7 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
       opts.arch.c_str(), bundle.kernels.empty() ? " (none)" : " + PTX",
       seconds);
   llvm::outs() << "model " << step->model << ", batch " << step->batch
-               << ", precision " << step->config.precision << "; run '"
+               << ", precision " << gtc::rt::name(step->config.precision) << "; run '"
                << opts.output << " --help' for its options\n";
   return 0;
 }

@@ -59,8 +59,10 @@ FailureOr<rt::Plan> finishPlan(func::FuncOp func, ModuleOp lowered,
                                const CompileOptions &options) {
   FailureOr<rt::Plan> plan =
       gtc::buildPlan(func, findTrain(lowered), /*views=*/options.fuse);
-  if (succeeded(plan) && !options.precision.empty())
-    plan->config.precision = options.precision;
+  if (succeeded(plan) && !options.precision.empty() &&
+      !rt::parse(options.precision, plan->config.precision))
+    return func.emitError("unknown precision '")
+           << options.precision << "'; expected fp32, tf32, bf16 or fp16";
   return plan;
 }
 

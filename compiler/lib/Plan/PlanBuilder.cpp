@@ -422,16 +422,25 @@ FailureOr<gtc::rt::Plan> gtc::buildPlan(func::FuncOp func, TrainOp train,
   FailureOr<rt::Plan> plan = PlanBuilder(func, views).build();
   if (failed(plan))
     return failure();
-  if (train)
-    plan->config = trainConfig(train);
+  if (train) {
+    FailureOr<rt::TrainConfig> config = trainConfig(train);
+    if (failed(config))
+      return failure();
+    plan->config = std::move(*config);
+  }
   for (const rt::Buffer &b : plan->buffers)
     if (b.region == MemRegion::Input && !b.shape.empty())
       plan->batch = std::max(plan->batch, b.shape[0]);
   return plan;
 }
 
-gtc::rt::TrainConfig gtc::trainConfig(TrainOp train) {
+FailureOr<gtc::rt::TrainConfig> gtc::trainConfig(TrainOp train) {
   rt::TrainConfig c;
+  auto named = [&](StringRef what, StringRef text, auto &out) -> LogicalResult {
+    if (rt::parse(text.str(), out))
+      return success();
+    return train.emitError("unknown ") << what << " '" << text << "'";
+  };
   auto i64 = [&](StringRef key, auto &out) {
     if (auto a = train->getAttrOfType<IntegerAttr>(key))
       out = a.getInt();
@@ -445,7 +454,8 @@ gtc::rt::TrainConfig gtc::trainConfig(TrainOp train) {
   if (auto a = train->getAttrOfType<FloatAttr>("grad_clip"))
     c.gradClip = a.getValueAsDouble();
   if (auto a = train->getAttrOfType<StringAttr>("precision"))
-    c.precision = a.str();
+    if (failed(named("precision", a.getValue(), c.precision)))
+      return failure();
   auto source = [&](StringRef key, rt::TrainConfig::Source &s) {
     auto d = train->getAttrOfType<DictionaryAttr>(key);
     if (!d)
@@ -470,8 +480,10 @@ gtc::rt::TrainConfig gtc::trainConfig(TrainOp train) {
       if (auto a = o.getAs<FloatAttr>(k))
         out = a.getValueAsDouble();
     };
-    c.optimizer = o.getAs<StringAttr>("name").str();
-    c.weightDecay = c.optimizer == "adamw" ? 0.01 : 0.0;
+    if (failed(named("optimizer", o.getAs<StringAttr>("name").getValue(),
+                     c.optimizer)))
+      return failure();
+    c.weightDecay = c.optimizer == rt::OptimizerKind::AdamW ? 0.01 : 0.0;
     f64("lr", c.lr);
     f64("eps", c.eps);
     f64("weight_decay", c.weightDecay);
@@ -485,7 +497,9 @@ gtc::rt::TrainConfig gtc::trainConfig(TrainOp train) {
     }
   }
   if (auto s = train->getAttrOfType<DictionaryAttr>("schedule")) {
-    c.schedule = s.getAs<StringAttr>("name").str();
+    if (failed(named("schedule", s.getAs<StringAttr>("name").getValue(),
+                     c.schedule)))
+      return failure();
     if (auto a = s.getAs<IntegerAttr>("warmup"))
       c.warmup = a.getInt();
     if (auto a = s.getAs<FloatAttr>("final"))

@@ -23,8 +23,9 @@ mlir::FailureOr<rt::Plan> buildPlan(mlir::func::FuncOp func,
                                     bool views = true);
 
 /// Converts the attributes of a gt.train op into the runtime's configuration
-/// (defaults for what the op leaves out).
-rt::TrainConfig trainConfig(mlir::gt::TrainOp train);
+/// (defaults for what the op leaves out); an unknown optimizer, schedule or
+/// precision name is an error at the op.
+mlir::FailureOr<rt::TrainConfig> trainConfig(mlir::gt::TrainOp train);
 
 } // namespace gtc
 

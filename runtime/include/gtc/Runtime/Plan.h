@@ -126,6 +126,21 @@ struct Feed {
   bool label = false;
 };
 
+/// The train block's choices, typed: parsed once (by the compiler, or from
+/// a plan's text), so the CPU and CUDA trainers cannot read them apart.
+enum class OptimizerKind : uint8_t { Sgd, Adam, AdamW };
+enum class ScheduleKind : uint8_t { Constant, Linear, Cosine };
+enum class Precision : uint8_t { Fp32, Tf32, Bf16, Fp16 };
+
+/// Their names in .gt files, plans and logs ("adamw", "cosine", "bf16").
+const char *name(OptimizerKind kind);
+const char *name(ScheduleKind kind);
+const char *name(Precision precision);
+/// The value named `text`; false if there is none.
+bool parse(const std::string &text, OptimizerKind &out);
+bool parse(const std::string &text, ScheduleKind &out);
+bool parse(const std::string &text, Precision &out);
+
 /// The train block, with defaults filled in by the compiler.
 struct TrainConfig {
   struct Source {
@@ -139,15 +154,15 @@ struct TrainConfig {
   int64_t epochs = 0; ///< 0: use steps
   int64_t steps = 0;  ///< 0: use epochs
   uint64_t seed = 0;
-  std::string optimizer = "adamw"; ///< sgd, adam, adamw
+  OptimizerKind optimizer = OptimizerKind::AdamW;
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   double weightDecay = 0.01, momentum = 0, dampening = 0;
   bool nesterov = false;
-  std::string schedule = "constant"; ///< constant, linear, cosine
+  ScheduleKind schedule = ScheduleKind::Constant;
   int64_t warmup = 0;
   double final = 0; ///< lr at the end of linear/cosine decay, times lr
   double gradClip = 0; ///< 0: no clipping
-  std::string precision = "fp32";
+  Precision precision = Precision::Fp32;
   int64_t logEvery = 0;  ///< 0: the runtime chooses
   int64_t evalEvery = 0; ///< 0: once per epoch (or at the end)
 };
