@@ -869,7 +869,7 @@ struct CudaExecutor::Impl {
             scaling};
     CUdeviceptr scale = scaling ? ptr(plan.lossScale, 0) : 0;
     double bytes = static_cast<double>(paramElements) * 4;
-    if (c.gradClip > 0 || scaling) {
+    if (updateNeedsNorm(plan)) {
       void *args[] = {&g, &n, &partial};
       timedLaunch("gtc_sumsq (gradient norm)", "optimizer", -1, 0, bytes,
                   false, [&] {
@@ -885,9 +885,8 @@ struct CudaExecutor::Impl {
     }
     void *args[] = {&p, &g, &m, &v, &n, &h, &counter, &norm, &scale};
     // Reads p, g (and m, v) and writes p (and m, v).
-    double moved = bytes * (c.optimizer == OptimizerKind::Sgd ? 3 : 7);
-    timedLaunch(std::string("gtc_update (") + name(c.optimizer) + ")", "optimizer", -1, 0, moved,
-                false, [&] {
+    timedLaunch(std::string("gtc_update (") + name(c.optimizer) + ")",
+                "optimizer", -1, 0, updateBytes(c, paramElements), false, [&] {
                   CU(cuLaunchKernel(update, 132 * 4, 1, 1, 256, 1, 1, 0,
                                     compute, args, nullptr));
                 });
@@ -1338,18 +1337,14 @@ void CudaExecutor::profile(int warmup, int steps, Profile &out) {
                (spec.bias >= 0 ? " +bias" : "") + (spec.relu ? " +relu" : "");
         flops = 2.0 * spec.m * spec.n * spec.k * spec.batch;
         for (int id : {spec.a, spec.b, spec.c, spec.bias})
-          if (id >= 0)
-            bytes += static_cast<double>(I.plan.buffers[id].elements()) *
-                     dtypeBytes(I.plan.buffers[id].dtype);
+          bytes += bufferBytes(I.plan, id);
       } else if (spec.kind == CudaLaunch::Kind::Memset) {
         kind = "memset";
         name = "memset";
         bytes = static_cast<double>(I.plan.buffers[spec.c].slots()) * 4;
       } else {
         for (int id : spec.buffers)
-          if (id >= 0)
-            bytes += static_cast<double>(I.plan.buffers[id].elements()) *
-                     dtypeBytes(I.plan.buffers[id].dtype);
+          bytes += bufferBytes(I.plan, id);
       }
       I.timedLaunch(name, kind, l.planKernel, flops, bytes, tensorCore,
                     [&] { I.enqueueLaunch(l, slot); });

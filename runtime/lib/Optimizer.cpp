@@ -6,6 +6,14 @@
 
 using namespace gtc::rt;
 
+bool gtc::rt::updateNeedsNorm(const Plan &plan) {
+  return plan.config.gradClip > 0 || plan.scalesLoss();
+}
+
+double gtc::rt::updateBytes(const TrainConfig &c, int64_t n) {
+  return static_cast<double>(n) * 4 * (c.optimizer == OptimizerKind::Sgd ? 3 : 7);
+}
+
 double gtc::rt::scheduledLr(const TrainConfig &c, int64_t step,
                             int64_t total) {
   if (c.warmup > 0 && step < c.warmup)

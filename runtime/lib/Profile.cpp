@@ -80,13 +80,18 @@ std::string gtc::rt::layerGroup(const std::string &layer) {
   return index ? layer.substr(0, next) : layer.substr(0, dot);
 }
 
+double gtc::rt::bufferBytes(const Plan &plan, int id) {
+  if (id < 0 || id >= static_cast<int>(plan.buffers.size()))
+    return 0; // the workspace, or no buffer
+  return static_cast<double>(plan.buffers[id].elements()) *
+         dtypeBytes(plan.buffers[id].dtype);
+}
+
 double gtc::rt::kernelBytes(const Plan &plan, const Kernel &kernel) {
   double bytes = 0;
   for (const std::vector<int> *ids : {&kernel.inputs, &kernel.outputs})
     for (int id : *ids)
-      if (id >= 0 && id < static_cast<int>(plan.buffers.size()))
-        bytes += static_cast<double>(plan.buffers[id].elements()) *
-                 dtypeBytes(plan.buffers[id].dtype);
+      bytes += bufferBytes(plan, id);
   return bytes;
 }
 
@@ -97,6 +102,12 @@ double gtc::rt::kernelFlops(const Plan &plan, const Kernel &k) {
   auto elements = [&](int id) {
     return static_cast<double>(plan.buffers[id].elements());
   };
+  if (!k.body.empty()) { // a fusion region: its ops' (a folded GEMM's)
+    double flops = 0;
+    for (const Kernel &op : k.body)
+      flops += kernelFlops(plan, op);
+    return flops;
+  }
   if (k.outputs.empty() || k.inputs.empty())
     return 0;
   if (k.op == OpKind::Linear && k.inputs.size() >= 2 && !shape(k.inputs[1]).empty())

@@ -132,6 +132,45 @@ ArgResult gtc::rt::parseRunArg(const std::vector<std::string> &args,
   return ArgResult::Ok;
 }
 
+bool gtc::rt::checkRunArgs(const RunArgs &args, std::string &error) {
+  const RunOptions &r = args.run;
+  if (r.steps && r.epochs) {
+    error = "give --steps or --epochs, not both";
+    return false;
+  }
+  const char *mode = args.dryRun              ? "--dry-run"
+                     : !r.profilePath.empty() ? "--profile"
+                     : args.bench             ? "--bench"
+                                              : nullptr;
+  if (!mode)
+    return true;
+  if (args.dryRun && (args.bench || !r.profilePath.empty())) {
+    error = "--dry-run trains and times nothing; drop --bench and --profile, "
+            "or --dry-run";
+    return false;
+  }
+  if (args.dryRun && r.threads) {
+    error = "--dry-run runs nothing, so --threads would have no effect; drop it";
+    return false;
+  }
+  const char *training = r.steps               ? "--steps"
+                         : r.epochs            ? "--epochs"
+                         : r.seed              ? "--seed"
+                         : r.logEvery          ? "--log-every"
+                         : !r.logPath.empty()  ? "--log"
+                         : !r.savePath.empty() ? "--save"
+                         : !r.resumePath.empty() ? "--resume"
+                         : !args.data.empty()  ? "--data"
+                         : !args.eval.empty()  ? "--eval"
+                                               : nullptr;
+  if (training) {
+    error = std::string(mode) + " trains nothing, so " + training +
+            " would have no effect; drop it";
+    return false;
+  }
+  return true;
+}
+
 bool gtc::rt::applyDataPaths(const RunArgs &args, TrainConfig &config,
                              std::string &error) {
   for (auto [path, source, flag] :

@@ -898,8 +898,7 @@ int gtc::rt::benchmark(const Plan &plan, const RunOptions &run, int64_t iters,
             } else {
               r.name = std::string("optimizer (") + name(plan.config.optimizer) + ")";
               r.kind = r.phase = "optimizer";
-              r.bytes = static_cast<double>(n) * 4 *
-                        (plan.config.optimizer == OptimizerKind::Sgd ? 3 : 7);
+              r.bytes = updateBytes(plan.config, n);
             }
             profile.records.push_back(std::move(r));
           }

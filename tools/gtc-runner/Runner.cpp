@@ -76,8 +76,8 @@ int main(int argc, char **argv) {
     if (r == rt::ArgResult::NotMine)
       return usageError(self, "unknown option '" + args[i] + "'");
   }
-  if (opts.run.steps && opts.run.epochs)
-    return usageError(self, "give --steps or --epochs, not both");
+  if (!rt::checkRunArgs(opts, error))
+    return usageError(self, error);
   if (opts.batch && *opts.batch != step.batch)
     return usageError(self, "this executable was compiled for batch " +
                                 std::to_string(step.batch) +

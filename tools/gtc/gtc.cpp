@@ -10,6 +10,7 @@
 #include "gtc/Frontend/Driver.h"
 #include "gtc/CodeGen/CudaEmitter.h"
 #include "gtc/Plan/Pipeline.h"
+#include "gtc/Runtime/Optimizer.h"
 #include "gtc/Runtime/Profile.h"
 #include "gtc/Runtime/Cuda.h"
 #include "gtc/Runtime/Bundle.h"
@@ -174,11 +175,9 @@ std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
       (opts.args.given || opts.emit == Emit::Step ||
        opts.emit == Emit::Plan || opts.emit == Emit::Cuda))
     return usageError("run options and --emit=step/plan/cuda need 'gtc run'");
-  if (opts.args.run.steps && opts.args.run.epochs)
-    return usageError("give --steps or --epochs, not both");
-  if (opts.args.dryRun && (opts.args.bench || !opts.args.run.profilePath.empty()))
-    return usageError("--dry-run trains and times nothing; drop --bench and "
-                      "--profile, or --dry-run");
+  std::string error;
+  if (!gtc::rt::checkRunArgs(opts.args, error))
+    return usageError(error);
   if (opts.args.dryRun && opts.command != "run")
     return usageError("--dry-run goes with 'gtc run'");
   if (archGiven && opts.command != "compile")
@@ -284,10 +283,16 @@ void explainKernels(const gtc::rt::Plan &plan,
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
     const gtc::rt::Kernel &k = plan.kernels[i];
     std::string ops = gtc::rt::opName(k.op);
-    if (!k.body.empty()) {
+    if (!k.body.empty()) { // "multi_tensor(cast x97)"
       ops = k.strAttr("kind", "") + "(";
-      for (size_t j = 0; j < k.body.size(); ++j)
-        ops += (j ? " " : "") + std::string(gtc::rt::opName(k.body[j].op));
+      for (size_t j = 0; j < k.body.size();) {
+        size_t run = j;
+        while (run < k.body.size() && k.body[run].op == k.body[j].op)
+          ++run;
+        ops += (j ? " " : "") + std::string(gtc::rt::opName(k.body[j].op)) +
+               (run - j > 1 ? " x" + std::to_string(run - j) : "");
+        j = run;
+      }
       ops += ")";
     }
     double b = gtc::rt::kernelBytes(plan, k), f = gtc::rt::kernelFlops(plan, k);
@@ -319,9 +324,7 @@ void explainKernels(const gtc::rt::Plan &plan,
     os << where << "\n";
   }
   bool update = plan.kind == "step" && plan.parameterCount() > 0;
-  int optimizer = !update ? 0
-                  : plan.config.gradClip > 0 || plan.scalesLoss() ? 3
-                                                                    : 1;
+  int optimizer = !update ? 0 : gtc::rt::updateNeedsNorm(plan) ? 3 : 1;
   os << "  " << (program ? launches + optimizer : plan.kernels.size() + update)
      << " kernels per step (" << optimizer << " for the optimizer): ";
   bool first = true;
@@ -339,12 +342,12 @@ int runModel(const Options &opts, mlir::ModuleOp module,
              llvm::ToolOutputFile *output) {
   gtc::rt::RunOptions run = opts.args.run;
   std::string error;
-  if (opts.args.dryRun && opts.args.device == "cuda") {
-    run.device = "cuda"; // planned without a GPU
-  } else if (!gtc::rt::chooseDevice(opts.emit == Emit::None && !opts.args.dryRun
-                                        ? opts.args.device
-                                        : "cpu",
-                                    run, error)) {
+  // A dry run plans for --device cuda without a GPU; auto takes the GPU
+  // if there is one, as a run would.
+  std::string device = opts.emit == Emit::None ? opts.args.device : "cpu";
+  if (opts.args.dryRun && device == "cuda") {
+    run.device = "cuda";
+  } else if (!gtc::rt::chooseDevice(device, run, error)) {
     llvm::errs() << "gtc: error: " << error << "\n";
     return 1;
   }

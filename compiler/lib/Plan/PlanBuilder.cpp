@@ -31,7 +31,10 @@ private:
   FailureOr<int> addBuffer(Value v, MemRegion region, std::string name);
   int bufferOf(Value v) const { return buffers.lookup(v); }
   /// The buffer whose memory `id` uses: itself, or the one it is a view of.
-  int storageOf(int id) const { return viewOf[id] < 0 ? id : viewOf[id]; }
+  int storageOf(int id) const {
+    int of = plan.buffers[id].viewOf;
+    return of < 0 ? id : of;
+  }
   /// Makes `v` a view of `of`'s memory (no kernel).
   void addView(Value v, int of);
   /// The kernel of `op` (buffers must exist): op name, buffers, attributes.
@@ -45,8 +48,6 @@ private:
   func::FuncOp func;
   bool views;
   rt::Plan plan;
-  /// Per buffer: the buffer it is a view of (a root, never a view), or -1.
-  std::vector<int> viewOf;
   DenseMap<Value, int> buffers;
   /// Kernel index of each temporary's definition and last use.
   std::vector<int64_t> defAt, lastUse;
@@ -64,7 +65,6 @@ FailureOr<int> PlanBuilder::addBuffer(Value v, MemRegion region,
     plan.buffers.push_back(std::move(b));
     defAt.push_back(-1);
     lastUse.push_back(-1);
-    viewOf.push_back(-1);
     return static_cast<int>(plan.buffers.size() - 1);
   }
   auto type = dyn_cast<RankedTensorType>(v.getType());
@@ -97,7 +97,6 @@ FailureOr<int> PlanBuilder::addBuffer(Value v, MemRegion region,
   plan.buffers.push_back(std::move(b));
   defAt.push_back(-1);
   lastUse.push_back(-1);
-  viewOf.push_back(-1);
   if (v)
     buffers[v] = id;
   return id;
@@ -171,11 +170,11 @@ void PlanBuilder::addView(Value v, int of) {
   auto type = cast<RankedTensorType>(v.getType());
   b.shape.assign(type.getShape().begin(), type.getShape().end());
   b.name = "reshape";
+  b.viewOf = root;
   int id = static_cast<int>(plan.buffers.size());
   plan.buffers.push_back(std::move(b));
   defAt.push_back(-1);
   lastUse.push_back(-1);
-  viewOf.push_back(root);
   buffers[v] = id;
 }
 
@@ -203,7 +202,7 @@ LogicalResult PlanBuilder::addFusedBody(FusedOp fused) {
 void PlanBuilder::placeTemporaries() {
   std::vector<int> temps;
   for (size_t i = 0; i < plan.buffers.size(); ++i)
-    if (plan.buffers[i].region == MemRegion::Temp && viewOf[i] < 0)
+    if (plan.buffers[i].region == MemRegion::Temp && plan.buffers[i].viewOf < 0)
       temps.push_back(static_cast<int>(i));
   std::stable_sort(temps.begin(), temps.end(), [&](int a, int b) {
     return plan.buffers[a].slots() > plan.buffers[b].slots();
@@ -406,11 +405,11 @@ FailureOr<rt::Plan> PlanBuilder::build() {
   if (localSize > 0)
     plan.regionSize[MemRegion::Local] = localSize;
   placeTemporaries();
-  for (size_t i = 0; i < plan.buffers.size(); ++i)
-    if (viewOf[i] >= 0) {
-      plan.buffers[i].region = plan.buffers[viewOf[i]].region;
-      plan.buffers[i].offset = plan.buffers[viewOf[i]].offset;
-      plan.buffers[i].viewOf = viewOf[i];
+  // Views take their memory's place (a gradient's is set above).
+  for (rt::Buffer &b : plan.buffers)
+    if (b.viewOf >= 0) {
+      b.region = plan.buffers[b.viewOf].region;
+      b.offset = plan.buffers[b.viewOf].offset;
     }
   return plan;
 }

@@ -50,6 +50,15 @@ template <typename T> bool allFinite(const T *v, int64_t n);
 /// Returns the norm before clipping.
 template <typename T> double clipGradNorm(T *grad, int64_t n, double maxNorm);
 
+/// Whether the GPU update first computes the gradient norm (clipping, or
+/// the finite check of fp16 loss scaling): two launches more than the
+/// update itself.
+bool updateNeedsNorm(const Plan &plan);
+
+/// The bytes one update moves over `n` parameters: it reads the parameters
+/// and gradients (and for Adam both moments) and writes them back.
+double updateBytes(const TrainConfig &c, int64_t n);
+
 /// Applies one update of `c.optimizer` with learning rate `lr` to `param`
 /// (n elements) from `grad`, advancing `state`.
 template <typename T>

@@ -80,9 +80,12 @@ void writeChromeTrace(const Profile &profile, std::ostream &os);
 void printProfileTable(const Profile &profile, std::ostream &os,
                        size_t top = 25);
 
+/// The bytes buffer `id` holds (its elements at their stored size).
+double bufferBytes(const Plan &plan, int id);
+
 /// The bytes a plan kernel reads and writes once each (the size of all its
 /// operands), and its floating-point operations where counted (GEMMs,
-/// attention).
+/// attention, also inside fusion regions).
 double kernelBytes(const Plan &plan, const Kernel &kernel);
 double kernelFlops(const Plan &plan, const Kernel &kernel);
 

@@ -36,6 +36,12 @@ enum class ArgResult { NotMine, Ok, Error };
 ArgResult parseRunArg(const std::vector<std::string> &args, size_t &i,
                       RunArgs &out, std::string &error);
 
+/// Checks the options against each other: --steps and --epochs exclude each
+/// other, and --bench, --profile and --dry-run (which train nothing, on
+/// random inputs) refuse the options only training reads (--steps, --log,
+/// --save, --data, ...) instead of ignoring them. False with a message.
+bool checkRunArgs(const RunArgs &args, std::string &error);
+
 /// Applies --data / --eval to `config`; false with a message if a path does
 /// not fit the source kind.
 bool applyDataPaths(const RunArgs &args, TrainConfig &config,
