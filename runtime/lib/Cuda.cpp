@@ -625,6 +625,45 @@ struct CudaExecutor::Impl {
     return f;
   }
 
+  /// cuBLASLt's epilogue for a launch. Row-major op(A) is cuBLASLt's B
+  /// (see setupGemm): its row sums over k are BGRADB.
+  static cublasLtEpilogue_t epilogueOf(const CudaLaunch &s) {
+    bool bias = s.bias >= 0, aux = s.aux >= 0;
+    if (s.dgelu)
+      return CUBLASLT_EPILOGUE_DGELU;
+    if (s.biasGrad >= 0)
+      return CUBLASLT_EPILOGUE_BGRADB;
+    switch (s.act) {
+    case CudaLaunch::Activation::Relu:
+      return bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+    case CudaLaunch::Activation::Gelu:
+      return aux    ? (bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                            : CUBLASLT_EPILOGUE_GELU_AUX)
+             : bias ? CUBLASLT_EPILOGUE_GELU_BIAS
+                    : CUBLASLT_EPILOGUE_GELU;
+    case CudaLaunch::Activation::None:
+      break;
+    }
+    return bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  }
+
+  /// Points the GEMM's epilogue at this slot's bias (or bias gradient) and
+  /// saved GELU input.
+  void setEpiloguePointers(Launch &l, int slot) {
+    const CudaLaunch &s = *l.spec;
+    int bias = s.bias >= 0 ? s.bias : s.biasGrad;
+    if (bias >= 0) {
+      CUdeviceptr p = ptr(bias, slot);
+      LT(cublasLtMatmulDescSetAttribute(
+          l.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &p, sizeof p));
+    }
+    if (s.aux >= 0) {
+      CUdeviceptr p = ptr(s.aux, slot);
+      LT(cublasLtMatmulDescSetAttribute(
+          l.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &p, sizeof p));
+    }
+  }
+
   void setupGemm(Launch &l) {
     const CudaLaunch &s = *l.spec;
     Libs &L = libs();
@@ -639,9 +678,14 @@ struct CudaExecutor::Impl {
     };
     DType dt = plan.buffers[s.a].dtype, out = plan.buffers[s.c].dtype;
     cudaDataType_t type = dataType(dt), outType = dataType(out);
+    // Every epilogue buffer has the output's type; only the bias gradient
+    // goes with an output wider than the operands (a folded cast).
+    bool plain = s.bias < 0 && s.act == CudaLaunch::Activation::None &&
+                 !s.dgelu;
     bool ok = plan.buffers[s.b].dtype == dt &&
-              (out == dt || (out == DType::F32 && s.bias < 0 && !s.relu)) &&
-              (s.bias < 0 || plan.buffers[s.bias].dtype == out);
+              (out == dt || (out == DType::F32 && plain));
+    for (int id : {s.bias, s.aux, s.biasGrad})
+      ok = ok && (id < 0 || plan.buffers[id].dtype == out);
     if (!ok)
       throw RuntimeError("GEMM operands of element types cuBLASLt is not "
                          "given here ('" + plan.buffers[s.a].name + "', '" +
@@ -655,13 +699,15 @@ struct CudaExecutor::Impl {
                                       &opA, sizeof opA));
     LT(cublasLtMatmulDescSetAttribute(l.desc, CUBLASLT_MATMUL_DESC_TRANSB,
                                       &opB, sizeof opB));
-    if (s.bias >= 0 || s.relu) {
-      cublasLtEpilogue_t epi =
-          s.relu ? (s.bias >= 0 ? CUBLASLT_EPILOGUE_RELU_BIAS
-                                : CUBLASLT_EPILOGUE_RELU)
-                 : CUBLASLT_EPILOGUE_BIAS;
+    if (cublasLtEpilogue_t epi = epilogueOf(s); epi != CUBLASLT_EPILOGUE_DEFAULT) {
       LT(cublasLtMatmulDescSetAttribute(l.desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
                                         &epi, sizeof epi));
+      // The saved GELU input has C's layout (column-major n x m).
+      if (s.aux >= 0) {
+        int64_t ld = s.n;
+        LT(cublasLtMatmulDescSetAttribute(
+            l.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld));
+      }
     }
     int64_t rowsB = s.transB ? s.n : s.k, colsB = s.transB ? s.k : s.n;
     int64_t rowsA = s.transA ? s.k : s.m, colsA = s.transA ? s.m : s.k;
@@ -736,11 +782,7 @@ struct CudaExecutor::Impl {
   void autotune(Launch &l, const cublasLtMatmulHeuristicResult_t *results,
                 int found) {
     const CudaLaunch &s = *l.spec;
-    if (s.bias >= 0) {
-      CUdeviceptr bias = ptr(s.bias, 0);
-      LT(cublasLtMatmulDescSetAttribute(
-          l.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-    }
+    setEpiloguePointers(l, 0);
     float alpha = s.alpha, beta = s.beta;
     auto run = [&](const cublasLtMatmulAlgo_t &algo) {
       return libs().cublasLtMatmul(
@@ -775,11 +817,7 @@ struct CudaExecutor::Impl {
       CU(cuMemsetD8Async(ptr(s.c, slot), 0, b.slots() * 4, compute));
     } else if (s.kind == CudaLaunch::Kind::Gemm) {
       CUdeviceptr a = ptr(s.a, slot), b = ptr(s.b, slot), c = ptr(s.c, slot);
-      if (s.bias >= 0) {
-        CUdeviceptr bias = ptr(s.bias, slot);
-        LT(cublasLtMatmulDescSetAttribute(
-            l.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-      }
+      setEpiloguePointers(l, slot);
       float alpha = s.alpha, beta = s.beta;
       LT(cublasLtMatmul(lt, l.desc, &alpha, reinterpret_cast<void *>(b), l.la,
                         reinterpret_cast<void *>(a), l.lb, &beta,
@@ -1334,9 +1372,10 @@ void CudaExecutor::profile(int warmup, int steps, Profile &out) {
                (spec.batch > 1 ? " x" + std::to_string(spec.batch) : "") +
                " " + dtypeName(in) +
                (d != in ? std::string(" -> ") + dtypeName(d) : "") +
-               (spec.bias >= 0 ? " +bias" : "") + (spec.relu ? " +relu" : "");
+               spec.epilogueName();
         flops = 2.0 * spec.m * spec.n * spec.k * spec.batch;
-        for (int id : {spec.a, spec.b, spec.c, spec.bias})
+        for (int id : {spec.a, spec.b, spec.c, spec.bias, spec.aux,
+                       spec.biasGrad})
           bytes += bufferBytes(I.plan, id);
       } else if (spec.kind == CudaLaunch::Kind::Memset) {
         kind = "memset";

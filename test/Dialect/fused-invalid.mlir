@@ -2,7 +2,7 @@
 
 // Only elementwise regions exist.
 func.func @kind(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{unknown fusion kind 'reduction'; expected 'elementwise', 'multi_tensor' or 'epilogue'}}
+  // expected-error @+1 {{unknown fusion kind 'reduction'; expected 'elementwise', 'multi_tensor', 'epilogue' or 'gemm'}}
   %0 = gt.fused "reduction"(%x) : (tensor<4xf32>) -> tensor<4xf32> {
   ^bb0(%a: tensor<4xf32>):
     %1 = gt.relu %a : tensor<4xf32>
@@ -109,6 +109,71 @@ func.func @epilogue(%x: tensor<4x8xbf16>) -> tensor<4x8xf32> {
   ^bb0(%a: tensor<4x8xbf16>):
     %1 = gt.relu %a : tensor<4x8xbf16>
     %2 = gt.cast %1 : tensor<4x8xbf16> -> tensor<4x8xf32>
+    gt.yield %2 : tensor<4x8xf32>
+  }
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+// A gemm region is a GEMM and what cuBLASLt applies in its epilogue.
+func.func @gemm_first(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{a gemm region starts with a GEMM (GT_Contraction)}}
+  %0 = gt.fused "gemm"(%x) : (tensor<4x8xf32>) -> tensor<4x8xf32> {
+  ^bb0(%a: tensor<4x8xf32>):
+    %1 = gt.relu %a : tensor<4x8xf32>
+    gt.yield %1 : tensor<4x8xf32>
+  }
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @gemm_exact_gelu(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<4x8xf32> {
+  %0 = gt.fused "gemm"(%x, %w) : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32> {
+  ^bb0(%a: tensor<4x8xf32>, %b: tensor<8x8xf32>):
+    %1 = gt.linear %a, %b : tensor<4x8xf32>, tensor<8x8xf32>
+    // expected-error @+1 {{'gt.gelu' op cannot run in a GEMM epilogue: cuBLASLt computes the tanh approximation only}}
+    %2 = gt.gelu %1 : tensor<4x8xf32>
+    gt.yield %2 : tensor<4x8xf32>
+  }
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @gemm_grad_kind(%dy: tensor<4x8xf32>, %w: tensor<8x8xf32>, %z: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %0 = gt.fused "gemm"(%dy, %w, %z) : (tensor<4x8xf32>, tensor<8x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32> {
+  ^bb0(%a: tensor<4x8xf32>, %b: tensor<8x8xf32>, %c: tensor<4x8xf32>):
+    %1 = gt.matmul %a, %b : tensor<4x8xf32>, tensor<8x8xf32>
+    // expected-error @+1 {{'gt.activation_grad' op cannot run in a GEMM epilogue: cuBLASLt computes the gradient of gelu_tanh only}}
+    %2 = gt.activation_grad %1, %c <{kind = "tanh"}> : tensor<4x8xf32>
+    gt.yield %2 : tensor<4x8xf32>
+  }
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+func.func @gemm_bias_grad(%dy: tensor<4x8xf32>, %x: tensor<4x8xf32>) -> (tensor<8x8xf32>, tensor<8xf32>) {
+  %0:2 = gt.fused "gemm"(%dy, %x) : (tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<8x8xf32>, tensor<8xf32>) {
+  ^bb0(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>):
+    %1 = gt.matmul %a, %b <{transpose_a = true}> : tensor<4x8xf32>, tensor<4x8xf32>
+    // expected-error @+1 {{'gt.sum_to' op in a gemm region sums the GEMM's first operand (the bias gradient)}}
+    %2 = gt.sum_to %b : tensor<4x8xf32> -> tensor<8xf32>
+    gt.yield %1, %2 : tensor<8x8xf32>, tensor<8xf32>
+  }
+  return %0#0, %0#1 : tensor<8x8xf32>, tensor<8xf32>
+}
+
+// -----
+
+func.func @gemm_other_op(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<4x8xf32> {
+  %0 = gt.fused "gemm"(%x, %w) : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32> {
+  ^bb0(%a: tensor<4x8xf32>, %b: tensor<8x8xf32>):
+    %1 = gt.linear %a, %b : tensor<4x8xf32>, tensor<8x8xf32>
+    // expected-error @+1 {{'gt.exp' op cannot run in a GEMM epilogue}}
+    %2 = gt.exp %1 : tensor<4x8xf32>
     gt.yield %2 : tensor<4x8xf32>
   }
   return %0 : tensor<4x8xf32>

@@ -131,7 +131,8 @@ func.func @parameters(%x: tensor<4x8xbf16>) -> tensor<4x8xbf16> {
 // A cast that is the only use of a GEMM, a sum_to or a layernorm folds into
 // it (GT_CastEpilogue): the bf16 weight gradient and bias gradient are
 // stored as f32, the layernorm as the bf16 input of the next GEMM. A cast of
-// a value with other uses stays (here: %n is also returned).
+// a value with other uses stays (here: %n is also returned). The sum_to
+// reads another value than the GEMM, so it is no bias gradient of it.
 // CHECK-LABEL: func.func @epilogues
 // CHECK:      gt.fused "epilogue"
 // CHECK-NEXT: ^bb0
@@ -148,10 +149,128 @@ func.func @parameters(%x: tensor<4x8xbf16>) -> tensor<4x8xbf16> {
 func.func @epilogues(%dy: tensor<4x8xbf16>, %x: tensor<4x8xbf16>, %w: tensor<8xf32>) -> (tensor<8x8xf32>, tensor<8xf32>, tensor<4x8xbf16>, tensor<4x8xf32>) {
   %0 = gt.matmul %dy, %x <{transpose_a = true}> : tensor<4x8xbf16>, tensor<4x8xbf16>
   %1 = gt.cast %0 : tensor<8x8xbf16> -> tensor<8x8xf32>
-  %2 = gt.sum_to %dy : tensor<4x8xbf16> -> tensor<8xbf16>
+  %2 = gt.sum_to %x : tensor<4x8xbf16> -> tensor<8xbf16>
   %3 = gt.cast %2 : tensor<8xbf16> -> tensor<8xf32>
   %4 = gt.cast %x : tensor<4x8xbf16> -> tensor<4x8xf32>
   %n = gt.layernorm %4, %w, %w : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
   %5 = gt.cast %n : tensor<4x8xf32> -> tensor<4x8xbf16>
   return %1, %3, %5, %n : tensor<8x8xf32>, tensor<8xf32>, tensor<4x8xbf16>, tensor<4x8xf32>
+}
+
+// -----
+
+// A weight gradient dy^T x and the bias gradient (the row sums of the same
+// dy), each with the cast of its result, become one gemm region (cuBLASLt's
+// BGRADB epilogue: dy is read once), placed at the first of them.
+// CHECK-LABEL: func.func @bias_gradient
+// CHECK-SAME: (%[[DY:.*]]: tensor<4x8xbf16>, %[[X:.*]]: tensor<4x16xbf16>)
+// CHECK:      %[[G:.*]]:2 = gt.fused "gemm"(%[[DY]], %[[X]]) : (tensor<4x8xbf16>, tensor<4x16xbf16>) -> (tensor<8x16xf32>, tensor<8xf32>) {
+// CHECK-NEXT: ^bb0(%[[A:.*]]: tensor<4x8xbf16>, %[[B:.*]]: tensor<4x16xbf16>):
+// CHECK-NEXT:   %[[M:.*]] = gt.matmul %[[A]], %[[B]] <{transpose_a = true}>
+// CHECK-NEXT:   %[[MC:.*]] = gt.cast %[[M]] : tensor<8x16xbf16> -> tensor<8x16xf32>
+// CHECK-NEXT:   %[[S:.*]] = gt.sum_to %[[A]]
+// CHECK-NEXT:   %[[SC:.*]] = gt.cast %[[S]] : tensor<8xbf16> -> tensor<8xf32>
+// CHECK-NEXT:   gt.yield %[[MC]], %[[SC]]
+// CHECK:      return %[[G]]#0, %[[G]]#1
+func.func @bias_gradient(%dy: tensor<4x8xbf16>, %x: tensor<4x16xbf16>) -> (tensor<8x16xf32>, tensor<8xf32>) {
+  %0 = gt.sum_to %dy : tensor<4x8xbf16> -> tensor<8xbf16>
+  %1 = gt.cast %0 : tensor<8xbf16> -> tensor<8xf32>
+  %2 = gt.matmul %dy, %x <{transpose_a = true}> : tensor<4x8xbf16>, tensor<4x16xbf16>
+  %3 = gt.cast %2 : tensor<8x16xbf16> -> tensor<8x16xf32>
+  return %3, %1 : tensor<8x16xf32>, tensor<8xf32>
+}
+
+// -----
+
+// cuBLASLt writes the bias gradient in the GEMM output's type: with only
+// one of the two cast, they stay apart (the cast folds as an epilogue).
+// CHECK-LABEL: func.func @bias_gradient_types
+// CHECK-NOT:  gt.fused "gemm"
+// CHECK:      gt.fused "epilogue"
+// CHECK-NOT:  gt.fused "gemm"
+func.func @bias_gradient_types(%dy: tensor<4x8xbf16>, %x: tensor<4x16xbf16>) -> (tensor<8x16xf32>, tensor<8xbf16>) {
+  %0 = gt.sum_to %dy : tensor<4x8xbf16> -> tensor<8xbf16>
+  %2 = gt.matmul %dy, %x <{transpose_a = true}> : tensor<4x8xbf16>, tensor<4x16xbf16>
+  %3 = gt.cast %2 : tensor<8x16xbf16> -> tensor<8x16xf32>
+  return %3, %0 : tensor<8x16xf32>, tensor<8xbf16>
+}
+
+// -----
+
+// linear -> gelu(approximate) is one GEMM (GELU_AUX_BIAS): the GELU's input,
+// which its gradient reads later, leaves the region too. That gradient,
+// after the GEMM dy W of the backward and a reshape, is the DGELU epilogue
+// of that GEMM (reading the saved input).
+// CHECK-LABEL: func.func @gelu
+// CHECK-SAME: (%[[X:.*]]: tensor<4x8xbf16>, %[[W:.*]]: tensor<16x8xbf16>, %[[BI:.*]]: tensor<16xbf16>, %[[DY:.*]]: tensor<4x8xbf16>, %[[W2:.*]]: tensor<8x16xbf16>)
+// CHECK:      %[[F:.*]]:2 = gt.fused "gemm"(%{{.*}}, %[[W]], %[[BI]])
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   %[[Z:.*]] = gt.linear
+// CHECK-NEXT:   %[[H:.*]] = gt.gelu %[[Z]] <{approximate = true}>
+// CHECK-NEXT:   gt.yield %[[Z]], %[[H]]
+// CHECK:      %[[D:.*]] = gt.fused "gemm"(%[[DY]], %[[W2]], %[[F]]#0) : (tensor<4x8xbf16>, tensor<8x16xbf16>, tensor<2x2x16xbf16>) -> tensor<2x2x16xbf16>
+// CHECK-NEXT: ^bb0(%[[A:.*]]: tensor<4x8xbf16>, %[[B:.*]]: tensor<8x16xbf16>, %[[C:.*]]: tensor<2x2x16xbf16>):
+// CHECK-NEXT:   %[[M:.*]] = gt.matmul %[[A]], %[[B]]
+// CHECK-NEXT:   %[[R:.*]] = gt.reshape %[[M]]
+// CHECK-NEXT:   %[[G:.*]] = gt.activation_grad %[[R]], %[[C]] <{kind = "gelu_tanh"}>
+// CHECK-NEXT:   gt.yield %[[G]]
+// CHECK:      return %[[F]]#1, %[[D]]
+func.func @gelu(%x: tensor<4x8xbf16>, %w: tensor<16x8xbf16>, %b: tensor<16xbf16>, %dy: tensor<4x8xbf16>, %w2: tensor<8x16xbf16>) -> (tensor<2x2x16xbf16>, tensor<2x2x16xbf16>) {
+  %x3 = gt.reshape %x : tensor<4x8xbf16> -> tensor<2x2x8xbf16>
+  %z = gt.linear %x3, %w, %b : tensor<2x2x8xbf16>, tensor<16x8xbf16>, tensor<16xbf16>
+  %h = gt.gelu %z <{approximate = true}> : tensor<2x2x16xbf16>
+  %dh = gt.matmul %dy, %w2 : tensor<4x8xbf16>, tensor<8x16xbf16>
+  %dh3 = gt.reshape %dh : tensor<4x16xbf16> -> tensor<2x2x16xbf16>
+  %dz = gt.activation_grad %dh3, %z <{kind = "gelu_tanh"}> : tensor<2x2x16xbf16>
+  return %h, %dz : tensor<2x2x16xbf16>, tensor<2x2x16xbf16>
+}
+
+// -----
+
+// Not fused: the exact GELU (cuBLASLt has the tanh form only), a saved GELU
+// input whose rows are not a multiple of 8 elements (cuBLASLt's rule for
+// its auxiliary matrix), and a GEMM whose result is read again besides the
+// GELU gradient (the region would have to store it too).
+// CHECK-LABEL: func.func @gelu_not
+// CHECK-NOT:  gt.fused "gemm"
+func.func @gelu_not(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>, %dy: tensor<4x8xf32>, %w2: tensor<8x16xf32>, %z: tensor<4x16xf32>, %w3: tensor<12x8xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x12xf32>, tensor<4x12xf32>) {
+  %0 = gt.linear %x, %w : tensor<4x8xf32>, tensor<16x8xf32>
+  %1 = gt.gelu %0 : tensor<4x16xf32>
+  %3 = gt.linear %x, %w3 : tensor<4x8xf32>, tensor<12x8xf32>
+  %4 = gt.gelu %3 <{approximate = true}> : tensor<4x12xf32>
+  %dh = gt.matmul %dy, %w2 : tensor<4x8xf32>, tensor<8x16xf32>
+  %dz = gt.activation_grad %dh, %z <{kind = "gelu_tanh"}> : tensor<4x16xf32>
+  %2 = gt.add %dz, %dh : tensor<4x16xf32>, tensor<4x16xf32>
+  return %1, %2, %0, %3, %4 : tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x12xf32>, tensor<4x12xf32>
+}
+
+// -----
+
+// linear -> relu is one GEMM (RELU_BIAS). Its gradient reads the relu's
+// output instead of its input (relu(z) > 0 exactly when z > 0), so the
+// region stores only the relu's output.
+// CHECK-LABEL: func.func @relu
+// CHECK:      %[[F:.*]] = gt.fused "gemm"
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   %[[Z:.*]] = gt.linear
+// CHECK-NEXT:   %[[H:.*]] = gt.relu %[[Z]]
+// CHECK-NEXT:   gt.yield %[[H]]
+// CHECK:      gt.activation_grad %{{.*}}, %[[F]] <{kind = "relu"}>
+func.func @relu(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>, %dy: tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>) {
+  %z = gt.linear %x, %w : tensor<4x8xf32>, tensor<16x8xf32>
+  %h = gt.relu %z : tensor<4x16xf32>
+  %dz = gt.activation_grad %dy, %z <{kind = "relu"}> : tensor<4x16xf32>
+  return %h, %dz : tensor<4x16xf32>, tensor<4x16xf32>
+}
+
+// -----
+
+// A relu input read by anything but relu gradients stays a value of its
+// own: no region.
+// CHECK-LABEL: func.func @relu_not
+// CHECK-NOT:  gt.fused "gemm"
+func.func @relu_not(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>) {
+  %z = gt.linear %x, %w : tensor<4x8xf32>, tensor<16x8xf32>
+  %h = gt.relu %z : tensor<4x16xf32>
+  return %h, %z : tensor<4x16xf32>, tensor<4x16xf32>
 }

@@ -99,19 +99,15 @@ void checkPlan(const rt::Plan &plan, Stats &stats,
     for (const rt::Kernel &sub : k.body)
       stats.ops.insert(rt::opName(sub.op));
     if (program.kernels[i].empty()) {
-      // A fused kernel emits nothing: an earlier launch (a GEMM's ReLU
-      // epilogue, the fused cross-entropy) writes its output.
+      // Only the cross-entropy gradient computed with its loss emits
+      // nothing (every other fusion is a gt.fused region of its own).
       bool fused = false;
       for (size_t j = 0; j < i; ++j)
         for (const rt::CudaLaunch &l : program.kernels[j])
-          fused |= (l.kind == rt::CudaLaunch::Kind::Gemm && l.relu &&
-                    l.c == k.outputs[0]) ||
-                   (l.kind == rt::CudaLaunch::Kind::Kernel &&
-                    std::count(l.buffers.begin(), l.buffers.end(),
-                               k.outputs[0]));
-      EXPECT_TRUE((k.op == rt::OpKind::Relu ||
-                   k.op == rt::OpKind::CrossEntropyGrad) &&
-                  fused)
+          fused |= l.kind == rt::CudaLaunch::Kind::Kernel &&
+                   std::count(l.buffers.begin(), l.buffers.end(),
+                              k.outputs[0]);
+      EXPECT_TRUE(k.op == rt::OpKind::CrossEntropyGrad && fused)
           << "kernel " << i << " " << rt::opName(k.op);
     }
     for (const rt::CudaLaunch &l : program.kernels[i]) {
@@ -127,32 +123,35 @@ void checkPlan(const rt::Plan &plan, Stats &stats,
         // operands with an f32 output (a folded cast) and no epilogue.
         rt::DType ab = plan.buffers[l.a].dtype, out = plan.buffers[l.c].dtype;
         EXPECT_EQ(plan.buffers[l.b].dtype, ab);
+        bool activation = l.act != rt::CudaLaunch::Activation::None ||
+                          l.dgelu;
         if (ab != out) {
           EXPECT_EQ(out, rt::DType::F32);
           EXPECT_EQ(k.op, rt::OpKind::Fused);
-          EXPECT_TRUE(l.bias < 0 && !l.relu);
+          EXPECT_TRUE(l.bias < 0 && !activation);
         }
-        if (l.bias >= 0) {
-          EXPECT_EQ(plan.buffers[l.bias].dtype, out);
+        for (int id : {l.bias, l.aux, l.biasGrad})
+          if (id >= 0) {
+            ASSERT_TRUE(validBuffer(id));
+            EXPECT_EQ(plan.buffers[id].dtype, out);
+          }
+        // Epilogues come from gt.fused "gemm" regions and write its outputs.
+        if (activation || l.biasGrad >= 0) {
+          EXPECT_EQ(k.op, rt::OpKind::Fused);
+          EXPECT_EQ(k.strAttr("kind", ""), "gemm");
+          EXPECT_TRUE(std::count(k.outputs.begin(), k.outputs.end(), l.c));
+        }
+        if (l.aux >= 0) {
+          EXPECT_TRUE(l.dgelu || l.act == rt::CudaLaunch::Activation::Gelu);
+          EXPECT_EQ(count(l.aux), count(l.c));
+          EXPECT_EQ(l.n % 8, 0);
+        }
+        if (l.biasGrad >= 0) {
+          EXPECT_EQ(count(l.biasGrad), l.m);
+          EXPECT_TRUE(std::count(k.outputs.begin(), k.outputs.end(),
+                                 l.biasGrad));
         }
         EXPECT_NE(plan.buffers[l.c].dtype, rt::DType::I32);
-        if (l.relu) {
-          // The ReLU epilogue writes the relu's output, which the relu
-          // gradients then read in place of the GEMM's own output: no
-          // kernel up to the last of them may overwrite it.
-          int y = k.outputs[0];
-          size_t last = i;
-          for (size_t j = i + 1; j < plan.kernels.size(); ++j)
-            if (std::count(plan.kernels[j].inputs.begin(),
-                           plan.kernels[j].inputs.end(), y))
-              last = j;
-          for (size_t j = i + 1; j <= last; ++j)
-            for (int id : plan.kernels[j].outputs)
-              EXPECT_TRUE(id == l.c ||
-                          !plan.buffers[id].overlaps(plan.buffers[l.c]))
-                  << "kernel " << j << " (" << rt::opName(plan.kernels[j].op)
-                  << ") overwrites the fused relu output " << l.c;
-        }
         EXPECT_GT(l.m, 0);
         EXPECT_GT(l.n, 0);
         EXPECT_GT(l.k, 0);

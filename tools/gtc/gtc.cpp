@@ -397,8 +397,10 @@ int runModel(const Options &opts, mlir::ModuleOp module,
                        << gtc::rt::opName(step->kernels[k].op) << "): " << l.m << "x" << l.n
                        << "x" << l.k << (l.transA ? " A^T" : "")
                        << (l.transB ? " B^T" : "") << ", batch " << l.batch
-                       << (l.bias >= 0 ? ", bias epilogue" : "")
-                       << (l.relu ? ", ReLU epilogue" : "") << "\n\n";
+                       << (l.epilogueName().empty()
+                               ? std::string()
+                               : ", epilogue" + l.epilogueName())
+                       << "\n\n";
         else
           output->os() << "// memset of buffer " << l.c << "\n\n";
       }

@@ -116,60 +116,6 @@ void Emitter::launch(const std::string &suffix, const std::string &what,
   launches.push_back(std::move(l));
 }
 
-/// Finds `linear` kernels whose output is read only by one `relu` and by
-/// relu gradients: the GEMM then applies the ReLU in its epilogue and writes
-/// the relu's output, and the gradients read that output instead (x > 0
-/// exactly when relu(x) > 0). Skipped when the relu's output shares memory
-/// with an operand of the GEMM in the memory plan.
-void Emitter::planReluFusion() {
-  std::map<int, std::vector<int>> readers;
-  for (size_t i = 0; i < plan.kernels.size(); ++i)
-    for (int id : plan.kernels[i].inputs)
-      readers[id].push_back(static_cast<int>(i));
-  auto overlap = [&](int a, int b) {
-    return plan.buffers[a].overlaps(plan.buffers[b]);
-  };
-  for (size_t i = 0; i < plan.kernels.size(); ++i) {
-    const Kernel &lin = plan.kernels[i];
-    if (lin.op != OpKind::Linear || lin.outputs.size() != 1)
-      continue;
-    int y = lin.outputs[0];
-    int relu = -1;
-    bool ok = true;
-    for (int r : readers[y]) {
-      const Kernel &rk = plan.kernels[r];
-      if (rk.op == OpKind::Relu && relu < 0 && r > static_cast<int>(i))
-        relu = r;
-      else if (!(rk.op == OpKind::ActivationGrad &&
-                 rk.strAttr("kind", "") == "relu" && rk.inputs[1] == y &&
-                 rk.inputs[0] != y))
-        ok = false;
-    }
-    if (!ok || relu < 0)
-      continue;
-    int out = plan.kernels[relu].outputs[0];
-    for (int in : lin.inputs)
-      ok = ok && !overlap(in, out);
-    // Nothing between the GEMM and the relu may use the relu's memory, and
-    // nothing up to the last relu gradient (which reads it in place of y)
-    // may overwrite it: the memory plan kept y alive that long, not it.
-    for (int j = static_cast<int>(i) + 1; ok && j < relu; ++j)
-      for (const std::vector<int> *ids :
-           {&plan.kernels[j].inputs, &plan.kernels[j].outputs})
-        for (int id : *ids)
-          ok = ok && !overlap(id, out);
-    int lastRead = readers[y].back();
-    for (int j = relu + 1; ok && j <= lastRead; ++j)
-      for (int id : plan.kernels[j].outputs)
-        ok = ok && !overlap(id, out);
-    if (!ok)
-      continue;
-    fusedRelu[static_cast<int>(i)] = out;
-    elided.insert(relu);
-    reluOutputOf[y] = out;
-  }
-}
-
 /// Finds a cross_entropy and the cross_entropy_grad of the same logits and
 /// labels (small batches): one kernel then computes the loss and the
 /// gradient together, at the cross_entropy, when the gradient's memory is
@@ -210,7 +156,6 @@ void Emitter::planCrossEntropyFusion() {
 bool Emitter::run() {
   program.kernels.clear();
   program.workspaceBytes = 0;
-  planReluFusion();
   planCrossEntropyFusion();
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
     index = static_cast<int>(i);

@@ -362,6 +362,8 @@ bool Emitter::fused() {
     return multiTensor();
   if (k->strAttr("kind", "") == "epilogue")
     return epilogue();
+  if (k->strAttr("kind", "") == "gemm")
+    return gemmRegion();
   if (k->strAttr("kind", "") != "elementwise")
     return fail("unknown fusion kind '" + k->strAttr("kind", "") + "'");
   if (k->outputs.empty() || k->body.empty())
@@ -456,10 +458,8 @@ bool Emitter::activationGrad() {
       count(k->inputs[1]) != count(k->outputs[0]))
     return fail("operands of different sizes");
   std::string kind = k->strAttr("kind", "");
-  int x = k->inputs[1];
-  if (auto it = reluOutputOf.find(x); kind == "relu" && it != reluOutputOf.end())
-    x = it->second; // the fused GEMM wrote relu(x), not x
-  return elementwise({{k->inputs[0], "dy"}, {x, "x"}}, k->outputs[0], fn.expr,
+  return elementwise({{k->inputs[0], "dy"}, {k->inputs[1], "x"}},
+                     k->outputs[0], fn.expr,
                      "dy * " + kind + "'(x) over " +
                          str(count(k->outputs[0])) + " elements");
 }

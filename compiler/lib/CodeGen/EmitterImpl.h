@@ -404,7 +404,6 @@ public:
       : plan(plan), program(program), error(error) {}
 
   bool run();
-  void planReluFusion();
   void planCrossEntropyFusion();
 
 private:
@@ -480,6 +479,7 @@ private:
   bool fused();
   bool multiTensor();
   bool epilogue();
+  bool gemmRegion();
   bool unary();
   bool binary();
   bool activationGrad();
@@ -515,9 +515,6 @@ private:
   CudaProgram &program;
   std::string &error;
   int index = 0;
-  /// ReLU epilogue fusion (planReluFusion): linear kernel -> relu output
-  /// buffer, relu kernels that emit nothing, linear output -> relu output.
-  std::map<int, int> fusedRelu, reluOutputOf;
   /// cross_entropy kernel -> its fused cross_entropy_grad kernel.
   std::map<int, int> fusedCrossEntropy;
   /// Plan kernels whose work an earlier launch does.

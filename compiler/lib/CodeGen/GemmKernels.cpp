@@ -1,7 +1,7 @@
 //===- GemmKernels.cpp - cuBLASLt GEMMs for matmul and linear -------------===//
 //
-// matmul and linear become cuBLASLt GEMMs (no NVRTC source); linear may
-// apply a fused ReLU in its epilogue (planReluFusion).
+// matmul and linear become cuBLASLt GEMMs (no NVRTC source); a "gemm"
+// fusion region becomes one GEMM with a cuBLASLt epilogue.
 //===----------------------------------------------------------------------===//
 
 #include "EmitterImpl.h"
@@ -95,11 +95,6 @@ bool Emitter::linear() {
   l.c = y;
   l.bias = k->inputs.size() > 2 ? k->inputs[2] : -1;
   l.transB = true;
-  if (auto it = fusedRelu.find(index); it != fusedRelu.end()) {
-    l.c = it->second; // the relu's output, through the ReLU epilogue
-    l.relu = true;
-    l.name += "_relu";
-  }
   l.n = ws[0];
   l.k = ws[1];
   l.m = count(x) / ws[1];
@@ -107,5 +102,85 @@ bool Emitter::linear() {
       (l.bias >= 0 && count(l.bias) != l.n))
     return fail("linear shapes do not agree");
   launches.push_back(l);
+  return true;
+}
+
+/// A "gemm" region (gt-fuse's foldGemmEpilogues): its GEMM with what
+/// cuBLASLt applies in the epilogue. The body's values between the ops are
+/// Local (CPU only): the GEMM writes only the region's outputs. Follows the
+/// chain of the GEMM's result through casts, reshapes (views), an activation
+/// or a GELU gradient; a sum_to of the GEMM's first operand (and its cast)
+/// is the bias gradient.
+bool Emitter::gemmRegion() {
+  const std::vector<Kernel> &body = k->body;
+  if (body.empty() ||
+      (body[0].op != OpKind::Matmul && body[0].op != OpKind::Linear))
+    return fail("a gemm region starts with a matmul or linear");
+  auto isOutput = [&](int id) {
+    return std::count(k->outputs.begin(), k->outputs.end(), id) > 0;
+  };
+  int result = body[0].outputs[0], biasGrad = -1, aux = -1;
+  auto act = CudaLaunch::Activation::None;
+  bool dgelu = false;
+  for (size_t j = 1; j < body.size(); ++j) {
+    const Kernel &sub = body[j];
+    int in = sub.inputs.empty() ? -1 : sub.inputs[0];
+    int out = sub.outputs.empty() ? -1 : sub.outputs[0];
+    if (sub.op == OpKind::SumTo && in == body[0].inputs[0] && biasGrad < 0) {
+      biasGrad = out;
+    } else if (sub.op == OpKind::Cast && in == biasGrad) {
+      biasGrad = out;
+    } else if (in != result) {
+      return fail(std::string("'") + opName(sub.op) +
+                  "' in a gemm region does not read the GEMM's result");
+    } else if (sub.op == OpKind::Cast || sub.op == OpKind::Reshape) {
+      result = out;
+    } else if ((sub.op == OpKind::Relu || sub.op == OpKind::Gelu) &&
+               act == CudaLaunch::Activation::None && !dgelu) {
+      act = sub.op == OpKind::Relu ? CudaLaunch::Activation::Relu
+                                   : CudaLaunch::Activation::Gelu;
+      if (sub.op == OpKind::Gelu && !sub.intAttr("approximate", 0))
+        return fail("cuBLASLt's GELU epilogue is the tanh approximation");
+      if (isOutput(result)) {
+        if (sub.op == OpKind::Relu)
+          return fail("a ReLU epilogue cannot also store its input");
+        aux = result;
+      }
+      result = out;
+    } else if (sub.op == OpKind::ActivationGrad &&
+               sub.strAttr("kind", "") == "gelu_tanh" && !dgelu &&
+               act == CudaLaunch::Activation::None) {
+      dgelu = true;
+      aux = sub.inputs[1];
+      result = out;
+    } else {
+      return fail(std::string("'") + opName(sub.op) +
+                  "' cannot run in a GEMM epilogue");
+    }
+  }
+  if (!isOutput(result) || (biasGrad >= 0 && !isOutput(biasGrad)))
+    return fail("a gemm region must yield the value its GEMM computes");
+  int64_t n = shape(result).empty() ? 1 : shape(result).back();
+  if (aux >= 0 && (n % 8 != 0 || count(aux) != count(result)))
+    return fail("a GELU epilogue's saved input needs the result's size and "
+                "rows of a multiple of 8 elements");
+  // The GEMM as the body's first op (its own shapes), storing the chain's
+  // last value: a cast changes only the stored type, a reshape nothing, and
+  // the activation and its gradient keep the size.
+  const Kernel *region = k;
+  k = &body[0];
+  bool ok = body[0].op == OpKind::Matmul ? matmul() : linear();
+  k = region;
+  if (!ok)
+    return false;
+  CudaLaunch &l = launches.back();
+  l.name = "k" + str(index) + "_gemm";
+  l.c = result;
+  l.act = act;
+  l.aux = aux;
+  l.dgelu = dgelu;
+  l.biasGrad = biasGrad;
+  if (biasGrad >= 0 && (l.batch != 1 || count(biasGrad) != l.m))
+    return fail("a bias gradient sums the rows of one GEMM's first operand");
   return true;
 }

@@ -69,6 +69,7 @@ public:
   explicit Grouper(Block &block) : block(block) {}
 
   void run() {
+    foldGemmEpilogues();
     foldCasts();
     for (Operation &op : block.without_terminator())
       if (isFusable(&op))
@@ -114,6 +115,136 @@ private:
     if (it != groupOf.end() && it->second == g)
       return true;
     return def->getBlock() == &block && def->isBeforeInBlock(groups[g].anchor);
+  }
+
+  /// The only user of `v` in this block, or null.
+  Operation *soleUser(Value v) {
+    if (!v.hasOneUse())
+      return nullptr;
+    Operation *user = *v.getUsers().begin();
+    return user->getBlock() == &block ? user : nullptr;
+  }
+
+  /// Appends `op` and, when it is the only use of op's result, that gt.cast.
+  void addWithCast(Operation *op, SmallVectorImpl<Operation *> &ops) {
+    ops.push_back(op);
+    if (auto c = dyn_cast_or_null<CastOp>(soleUser(op->getResult(0))))
+      ops.push_back(c);
+  }
+
+  /// What cuBLASLt computes in a GEMM's epilogue joins the GEMM as a "gemm"
+  /// region (one cuBLASLt call; the bias of a linear is already there):
+  ///  - linear -> relu or gelu(approximate: true): the activation (GELU_BIAS,
+  ///    RELU_BIAS); a GELU's input that the backward reads is stored on the
+  ///    way (GELU_AUX), and relu gradients are rewritten to read the relu's
+  ///    output (relu(x) > 0 exactly when x > 0), so nothing else needs x;
+  ///  - matmul (dy W, rows by a matrix) -> [reshape] -> activation_grad of
+  ///    gelu_tanh: the GELU gradient of a saved input (DGELU);
+  ///    (cuBLASLt keeps saved inputs in rows of a multiple of 8 elements);
+  ///  - matmul (dy^T x) and sum_to(dy) over the rows of the same dy, each
+  ///    with the cast of its result: the weight and bias gradients of a
+  ///    linear (BGRADB), so dy is read once.
+  /// Nothing is recomputed: every op of such a region runs once.
+  void foldGemmEpilogues() {
+    SmallVector<Group> folds;
+    llvm::SmallPtrSet<Operation *, 16> taken;
+    auto isGemm = [](MatmulOp mm) {
+      return cast<RankedTensorType>(mm.getB().getType()).getRank() == 2 &&
+             cast<RankedTensorType>(mm.getA().getType()).getRank() == 2;
+    };
+    for (Operation &op : block.without_terminator()) {
+      if (taken.count(&op))
+        continue;
+      Group g{&op, {&op}};
+      if (auto lin = dyn_cast<LinearOp>(op)) {
+        Value z = lin.getResult();
+        Operation *act = nullptr;
+        for (Operation *u : z.getUsers())
+          if ((isa<ReluOp>(u) ||
+               (isa<GeluOp>(u) && cast<GeluOp>(u).getApproximate())) &&
+              u->getBlock() == &block && (!act || u->isBeforeInBlock(act)))
+            act = u;
+        if (!act)
+          continue;
+        // cuBLASLt saves a GELU's input (read by the backward) in rows of a
+        // multiple of 8 elements.
+        if (isa<GeluOp>(act) && !z.hasOneUse() && !rowsOf8(z))
+          continue;
+        if (isa<ReluOp>(act)) {
+          SmallVector<ActivationGradOp> grads;
+          bool ok = true;
+          for (Operation *u : z.getUsers()) {
+            auto ag = dyn_cast<ActivationGradOp>(u);
+            if (u == act)
+              continue;
+            if (ag && ag.getKind() == "relu" && ag.getInput() == z &&
+                ag.getGrad() != z && act->isBeforeInBlock(ag))
+              grads.push_back(ag);
+            else
+              ok = false;
+          }
+          if (!ok)
+            continue;
+          for (ActivationGradOp ag : grads)
+            ag.getInputMutable().assign(act->getResult(0));
+        }
+        g.ops.push_back(act);
+      } else if (auto mm = dyn_cast<MatmulOp>(op)) {
+        if (!isGemm(mm))
+          continue;
+        Operation *next = soleUser(mm.getResult());
+        if (auto r = dyn_cast_or_null<ReshapeOp>(next)) {
+          g.ops.push_back(r);
+          next = soleUser(r.getResult());
+        }
+        auto ag = dyn_cast_or_null<ActivationGradOp>(next);
+        if (!mm.getTransposeA() && ag && ag.getKind() == "gelu_tanh" &&
+            ag.getGrad() == g.ops.back()->getResult(0) &&
+            availableAt(ag.getInput(), &op) && rowsOf8(ag.getInput())) {
+          g.ops.push_back(ag);
+        } else if (!mm.getTransposeA()) {
+          continue;
+        } else {
+          // dW = dy^T x; the bias gradient sums dy over its rows.
+          g.ops.clear();
+          SumToOp bias;
+          for (Operation *u : mm.getA().getUsers())
+            if (auto s = dyn_cast<SumToOp>(u);
+                s && s->getBlock() == &block && !taken.count(s) &&
+                cast<RankedTensorType>(s.getType()).getShape() ==
+                    ArrayRef<int64_t>(cast<RankedTensorType>(mm.getA().getType())
+                                          .getShape()
+                                          .back()))
+              bias = s;
+          if (!bias || !availableAt(mm.getB(), bias))
+            continue;
+          addWithCast(mm, g.ops);
+          size_t gemmOps = g.ops.size();
+          addWithCast(bias, g.ops);
+          if (getElementTypeOrSelf(g.ops[gemmOps - 1]->getResult(0)) !=
+              getElementTypeOrSelf(g.ops.back()->getResult(0)))
+            continue; // cuBLASLt writes both in one type
+          g.anchor = bias->isBeforeInBlock(mm) ? bias.getOperation() : &op;
+        }
+      } else {
+        continue;
+      }
+      taken.insert(g.ops.begin(), g.ops.end());
+      folds.push_back(g);
+    }
+    for (Group &g : folds)
+      outline(g, "gemm");
+  }
+
+  static bool rowsOf8(Value v) {
+    return cast<RankedTensorType>(v.getType()).getShape().back() % 8 == 0;
+  }
+
+  /// Whether `v` exists before `op` (a block argument or an earlier op's).
+  bool availableAt(Value v, Operation *op) {
+    Operation *def = v.getDefiningOp();
+    return !def || (def->getBlock() == op->getBlock() &&
+                    def->isBeforeInBlock(op));
   }
 
   /// A gt.cast that is the only use of an op whose kernel can store another

@@ -614,10 +614,12 @@ YieldOp FusedOp::getYield() {
 LogicalResult FusedOp::verify() {
   bool multi = getKind() == "multi_tensor";
   bool epilogue = getKind() == "epilogue";
-  if (getKind() != "elementwise" && !multi && !epilogue)
+  bool gemm = getKind() == "gemm";
+  if (getKind() != "elementwise" && !multi && !epilogue && !gemm)
     return emitOpError("unknown fusion kind '")
            << getKind()
-           << "'; expected 'elementwise', 'multi_tensor' or 'epilogue'";
+           << "'; expected 'elementwise', 'multi_tensor', 'epilogue' or "
+              "'gemm'";
   Block &body = getBody().front();
   if (body.getNumArguments() != getInputs().size())
     return emitOpError("has ") << getInputs().size() << " inputs but its body "
@@ -649,6 +651,29 @@ LogicalResult FusedOp::verify() {
       return emitOpError("an epilogue region is one op with the "
                          "GT_CastEpilogue trait and the gt.cast of its "
                          "result, which it yields");
+    return success();
+  }
+  if (gemm) {
+    auto ops = body.without_terminator();
+    Operation &first = *ops.begin();
+    if (!first.hasTrait<OpTrait::gt::Contraction>())
+      return emitOpError("a gemm region starts with a GEMM (GT_Contraction)");
+    for (Operation &op : llvm::drop_begin(ops)) {
+      if (auto gelu = dyn_cast<GeluOp>(op); gelu && !gelu.getApproximate())
+        return op.emitOpError("cannot run in a GEMM epilogue: cuBLASLt "
+                              "computes the tanh approximation only");
+      if (auto ag = dyn_cast<ActivationGradOp>(op);
+          ag && ag.getKind() != "gelu_tanh")
+        return op.emitOpError("cannot run in a GEMM epilogue: cuBLASLt "
+                              "computes the gradient of gelu_tanh only");
+      if (auto s = dyn_cast<SumToOp>(op);
+          s && s.getInput() != first.getOperand(0))
+        return op.emitOpError("in a gemm region sums the GEMM's first "
+                              "operand (the bias gradient)");
+      if (!isa<CastOp, ReshapeOp, ReluOp, GeluOp, ActivationGradOp, SumToOp>(
+              op))
+        return op.emitOpError("cannot run in a GEMM epilogue");
+    }
     return success();
   }
   auto shape = cast<RankedTensorType>(getResult(0).getType()).getShape();

@@ -44,15 +44,42 @@ struct CudaLaunch {
   int64_t m = 0, n = 0, k = 0, batch = 1;
   int64_t strideA = 0, strideB = 0, strideC = 0;
   float alpha = 1.0f, beta = 0.0f;
-  /// Applies max(x, 0) after the bias (cuBLASLt's RELU / RELU_BIAS epilogue).
-  bool relu = false;
+  // cuBLASLt epilogues (a gt.fused "gemm" region):
+  /// An activation after the bias: max(x, 0) (RELU) or the tanh-approximated
+  /// GELU (GELU); with `aux` >= 0, GELU also stores its input (the
+  /// pre-activation) in buffer `aux` (GELU_AUX).
+  enum class Activation { None, Relu, Gelu };
+  Activation act = Activation::None;
+  int aux = -1;
+  /// Multiplies the product by gelu'(aux), the GELU gradient of the input
+  /// that a GELU_AUX epilogue saved (DGELU).
+  bool dgelu = false;
+  /// Writes the row sums of op(A) (length m, the type of C) to buffer
+  /// `biasGrad`: the bias gradient next to a weight gradient (BGRADB).
+  int biasGrad = -1;
+
+  /// The epilogue in words (" +bias +gelu"), for profiles and listings.
+  std::string epilogueName() const {
+    std::string s;
+    if (bias >= 0)
+      s += " +bias";
+    if (act == Activation::Relu)
+      s += " +relu";
+    if (act == Activation::Gelu)
+      s += aux >= 0 ? " +gelu(saving its input)" : " +gelu";
+    if (dgelu)
+      s += " *gelu'";
+    if (biasGrad >= 0)
+      s += " +bias gradient";
+    return s;
+  }
 
   // Memset: clear buffer `c` (all of it) to zero.
 };
 
 /// The launches of every plan kernel (same order and count as Plan::kernels).
-/// A plan kernel's list is empty when an earlier launch does its work (a relu
-/// applied in a GEMM's epilogue).
+/// A plan kernel's list is empty when an earlier launch does its work (the
+/// cross-entropy gradient computed with the loss).
 struct CudaProgram {
   std::vector<std::vector<CudaLaunch>> kernels;
   /// Bytes of device scratch memory (256-byte aligned) that the executor

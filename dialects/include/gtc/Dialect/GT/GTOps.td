@@ -481,7 +481,12 @@ def GT_FusedOp : GT_Op<"fused", [IsolatedFromAbove, SingleBlock,
     elements and reading only region inputs of its shape (the casts of all
     parameters to the low precision, in one launch). `epilogue` is an op
     with the `GT_CastEpilogue` trait and the gt.cast of its result: the
-    op's kernel stores the cast's type directly. The CPU executor runs the
+    op's kernel stores the cast's type directly. `gemm` is a GEMM
+    (`GT_Contraction`) and what cuBLASLt applies in its epilogue: a ReLU or
+    tanh-approximated GELU (whose input the region may also yield, for the
+    backward), the GELU gradient of a saved input, the bias gradient (a
+    gt.sum_to of the GEMM's first operand), casts and reshapes of the
+    results. The CPU executor runs the
     body op by op; the CUDA emitter generates one kernel (or GEMM).
 
     Example:
