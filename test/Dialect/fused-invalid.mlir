@@ -2,7 +2,7 @@
 
 // Only elementwise regions exist.
 func.func @kind(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{unknown fusion kind 'reduction'; expected 'elementwise', 'multi_tensor', 'epilogue' or 'gemm'}}
+  // expected-error @+1 {{unknown fusion kind 'reduction'; expected 'elementwise', 'multi_tensor', 'epilogue', 'gemm' or 'norm'}}
   %0 = gt.fused "reduction"(%x) : (tensor<4xf32>) -> tensor<4xf32> {
   ^bb0(%a: tensor<4xf32>):
     %1 = gt.relu %a : tensor<4xf32>
@@ -177,4 +177,30 @@ func.func @gemm_other_op(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<4x8
     gt.yield %2 : tensor<4x8xf32>
   }
   return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+// A norm region is one layer norm with elementwise ops over its rows.
+func.func @norm_none(%x: tensor<4x8xf32>) -> tensor<4x8xbf16> {
+  // expected-error @+1 {{a norm region has one gt.layernorm or gt.layernorm_grad}}
+  %0 = gt.fused "norm"(%x) : (tensor<4x8xf32>) -> tensor<4x8xbf16> {
+  ^bb0(%a: tensor<4x8xf32>):
+    %1 = gt.cast %a : tensor<4x8xf32> -> tensor<4x8xbf16>
+    gt.yield %1 : tensor<4x8xbf16>
+  }
+  return %0 : tensor<4x8xbf16>
+}
+
+// -----
+
+func.func @norm_rows(%x: tensor<4x8xf32>, %w: tensor<8xf32>) -> tensor<8xf32> {
+  %0 = gt.fused "norm"(%x, %w) : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<8xf32> {
+  ^bb0(%a: tensor<4x8xf32>, %b: tensor<8xf32>):
+    %1 = gt.layernorm %a, %b, %b : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+    // expected-error @+1 {{'gt.sum_to' op in a norm region is an elementwise op over the normalized rows 'tensor<4x8xf32>'}}
+    %2 = gt.sum_to %1 : tensor<4x8xf32> -> tensor<8xf32>
+    gt.yield %2 : tensor<8xf32>
+  }
+  return %0 : tensor<8xf32>
 }

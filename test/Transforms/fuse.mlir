@@ -274,3 +274,68 @@ func.func @relu_not(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>) -> (tensor<4x16xf
   %h = gt.relu %z : tensor<4x16xf32>
   return %h, %z : tensor<4x16xf32>, tensor<4x16xf32>
 }
+
+// -----
+
+// Residual add + layernorm: the cast of the branch, the add (the residual
+// stream, stored too), the layernorm and the cast of its rows are one row
+// kernel; the parameters it reads are declared before it, in their order.
+// CHECK-LABEL: func.func @residual_layernorm
+// CHECK-SAME: (%[[R:.*]]: tensor<4x8xf32>, %[[A:.*]]: tensor<4x8xbf16>)
+// CHECK:      %[[W:.*]] = gt.param "ln.weight"
+// CHECK-NEXT: %[[B:.*]] = gt.param "ln.bias"
+// CHECK-NEXT: %[[F:.*]]:2 = gt.fused "norm"(%[[A]], %[[R]], %[[W]], %[[B]]) : (tensor<4x8xbf16>, tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xbf16>) {
+// CHECK-NEXT: ^bb0(%[[A0:.*]]: tensor<4x8xbf16>, %[[A1:.*]]: tensor<4x8xf32>, %[[A2:.*]]: tensor<8xf32>, %[[A3:.*]]: tensor<8xf32>):
+// CHECK-NEXT:   %[[C:.*]] = gt.cast %[[A0]]
+// CHECK-NEXT:   %[[S:.*]] = gt.add %[[A1]], %[[C]]
+// CHECK-NEXT:   %[[N:.*]] = gt.layernorm %[[S]], %[[A2]], %[[A3]]
+// CHECK-NEXT:   %[[NC:.*]] = gt.cast %[[N]] : tensor<4x8xf32> -> tensor<4x8xbf16>
+// CHECK-NEXT:   gt.yield %[[S]], %[[NC]]
+// CHECK:      return %[[F]]#0, %[[F]]#1
+func.func @residual_layernorm(%r: tensor<4x8xf32>, %a: tensor<4x8xbf16>) -> (tensor<4x8xf32>, tensor<4x8xbf16>) {
+  %0 = gt.cast %a : tensor<4x8xbf16> -> tensor<4x8xf32>
+  %1 = gt.add %r, %0 : tensor<4x8xf32>, tensor<4x8xf32>
+  %w = gt.param "ln.weight" = "ones" [] : tensor<8xf32>
+  %b = gt.param "ln.bias" = "zeros" [] : tensor<8xf32>
+  %2 = gt.layernorm %1, %w, %b : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  %3 = gt.cast %2 : tensor<4x8xf32> -> tensor<4x8xbf16>
+  return %1, %3 : tensor<4x8xf32>, tensor<4x8xbf16>
+}
+
+// -----
+
+// Not a norm region: an add read only by the layernorm is no residual
+// stream (the region would keep it in registers, which a row kernel that
+// reads its input twice does not), and a broadcasting add (the position
+// embedding) is not over the rows.
+// CHECK-LABEL: func.func @layernorm_not
+// CHECK-NOT:  gt.fused "norm"
+func.func @layernorm_not(%r: tensor<4x8xf32>, %a: tensor<4x8xf32>, %p: tensor<8xf32>, %w: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %0 = gt.add %r, %a : tensor<4x8xf32>, tensor<4x8xf32>
+  %1 = gt.layernorm %0, %w, %w : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  %2 = gt.add %r, %p : tensor<4x8xf32>, tensor<8xf32>
+  %3 = gt.layernorm %2, %w, %w : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  return %1, %2, %3 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// Layer norm backward in one kernel: the cast of the incoming gradient, the
+// layernorm_grad, the add of its input gradient to the residual gradient
+// and that sum's cast (the next GEMM's operand).
+// CHECK-LABEL: func.func @layernorm_grad
+// CHECK-SAME: (%[[DY:.*]]: tensor<4x8xbf16>, %[[X:.*]]: tensor<4x8xf32>, %[[W:.*]]: tensor<8xf32>, %[[G:.*]]: tensor<4x8xf32>)
+// CHECK:      %[[F:.*]]:4 = gt.fused "norm"(%[[DY]], %[[X]], %[[W]], %[[G]])
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   gt.cast
+// CHECK-NEXT:   %[[DX:.*]], %[[DW:.*]], %[[DB:.*]] = gt.layernorm_grad
+// CHECK-NEXT:   %[[T:.*]] = gt.add %{{.*}}, %[[DX]]
+// CHECK-NEXT:   %[[TC:.*]] = gt.cast %[[T]] : tensor<4x8xf32> -> tensor<4x8xbf16>
+// CHECK-NEXT:   gt.yield %[[DW]], %[[DB]], %[[T]], %[[TC]]
+func.func @layernorm_grad(%dy: tensor<4x8xbf16>, %x: tensor<4x8xf32>, %w: tensor<8xf32>, %g: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xbf16>, tensor<8xf32>, tensor<8xf32>) {
+  %0 = gt.cast %dy : tensor<4x8xbf16> -> tensor<4x8xf32>
+  %dx, %dw, %db = gt.layernorm_grad %0, %x, %w : tensor<4x8xf32>, tensor<8xf32>
+  %1 = gt.add %g, %dx : tensor<4x8xf32>, tensor<4x8xf32>
+  %2 = gt.cast %1 : tensor<4x8xf32> -> tensor<4x8xbf16>
+  return %1, %2, %dw, %db : tensor<4x8xf32>, tensor<4x8xbf16>, tensor<8xf32>, tensor<8xf32>
+}

@@ -122,7 +122,9 @@ TEST(PlanTest, MemoryPlanIsSoundAndReuses) {
       EXPECT_FALSE(live && ba.overlaps(bb)) << ba.name << " and " << bb.name;
     }
   }
-  EXPECT_LT(plan.regionSize[rt::Region::Temp], total / 2);
+  // Reuse saves at least a third, with fusion (which leaves fewer
+  // short-lived temporaries to reuse: 4.9 of 9.6 MB at the time of writing).
+  EXPECT_LT(plan.regionSize[rt::Region::Temp], total * 2 / 3);
   EXPECT_GT(views, 0) << "char_gpt's reshapes should be views";
 }
 

@@ -90,7 +90,8 @@ void Emitter::launch(const std::string &suffix, const std::string &what,
   for (int id : k->inputs)
     src += "//   in  " + describe(id) + "\n";
   for (int id : k->outputs)
-    src += "//   out " + describe(id) + "\n";
+    src += "//   out " + (id < 0 ? std::string("(not stored)") : describe(id)) +
+           "\n";
   src += "// " + l.name + ": " + what + "\n";
   src += kPrelude;
   if (helpers & (kWarpHelpers | kRowHelpers | kArgmaxHelpers))

@@ -364,6 +364,8 @@ bool Emitter::fused() {
     return epilogue();
   if (k->strAttr("kind", "") == "gemm")
     return gemmRegion();
+  if (k->strAttr("kind", "") == "norm")
+    return normRegion();
   if (k->strAttr("kind", "") != "elementwise")
     return fail("unknown fusion kind '" + k->strAttr("kind", "") + "'");
   if (k->outputs.empty() || k->body.empty())

@@ -480,6 +480,7 @@ private:
   bool multiTensor();
   bool epilogue();
   bool gemmRegion();
+  bool normRegion();
   bool unary();
   bool binary();
   bool activationGrad();
@@ -525,6 +526,16 @@ private:
   /// Emitting the op of an epilogue region: its output has the cast's float
   /// type, which may differ from its operands'.
   bool castOutput = false;
+  /// Emitting the layer norm of a norm region: what its row kernel also
+  /// does (NormRegion).
+  struct NormFusion {
+    /// Forward: the norm's input x = residual + addend, computed and stored.
+    int residual = -1, addend = -1, sum = -1;
+    /// Backward: total = residualGrad + dx, stored in f32 (total) and/or
+    /// in the type of its cast (totalCast).
+    int residualGrad = -1, total = -1, totalCast = -1;
+  };
+  const NormFusion *normFusion = nullptr;
 };
 
 } // namespace gtc::codegen::detail

@@ -31,9 +31,12 @@ static const char *kLayerNormStatistics = R"CU(    double s = 0.0;
 
 } // namespace
 
-/// CpuExecutor's layernorm(): statistics in double, y in float.
+/// CpuExecutor's layernorm(): statistics in double, y in float. In a norm
+/// region, x = residual + addend is computed first and stored (each thread
+/// reads back only the elements it wrote).
 bool Emitter::layernorm() {
   int x = k->inputs[0], w = k->inputs[1], b = k->inputs[2], y = k->outputs[0];
+  const NormFusion *f = normFusion;
   int64_t d = shape(x).empty() ? 1 : shape(x).back();
   int64_t rows = count(x) / d;
   if (count(w) != d || count(b) != d || count(y) != count(x))
@@ -43,7 +46,19 @@ bool Emitter::layernorm() {
                        dbl(k->floatAttr("epsilon", 1e-5)) + ";\n";
   std::string body = "  __shared__ double red[8];\n";
   body += kRowLoop;
-  body += "    const auto *xr = x + row * N;\n";
+  std::vector<Arg> args = {in(w, "w"), in(b, "b"), out(y, "y")};
+  if (f) {
+    body += R"CU(    auto *xr = x + row * N;
+    if (active)
+      for (int j = lane; j < N; j += RT)
+        xr[j] = (float)r[row * N + j] + (float)a[row * N + j];
+)CU";
+    args.insert(args.begin(), {in(f->residual, "r"), in(f->addend, "a"),
+                               out(x, "x")});
+  } else {
+    body += "    const auto *xr = x + row * N;\n";
+    args.insert(args.begin(), in(x, "x"));
+  }
   body += kLayerNormStatistics;
   body += R"CU(    const float m = (float)mean;
     if (active)
@@ -51,10 +66,100 @@ bool Emitter::layernorm() {
         y[row * N + j] = (xr[j] - m) * rstd * w[j] + b[j];
   }
 )CU";
-  launch("", rowWhat(rows, d, rt),
-         {in(x, "x"), in(w, "w"), in(b, "b"), out(y, "y")},
+  launch("", (f ? "residual add, " : "") + rowWhat(rows, d, rt), args,
          kWarpHelpers | kRowHelpers, consts, body, rowGrid(rows, rt));
   return true;
+}
+
+/// A "norm" region (gt-fuse's foldNorms): its layer norm's row kernel with
+/// the region's casts and residual add. A widening cast of a region input is
+/// no work (the kernel converts as it loads); the residual add feeds the
+/// forward norm, or adds the backward norm's input gradient to the residual
+/// gradient; a cast of a result is one more store.
+bool Emitter::normRegion() {
+  auto isOutput = [&](int id) {
+    return std::count(k->outputs.begin(), k->outputs.end(), id) > 0;
+  };
+  std::map<int, int> loaded; // a widening cast's result -> what it reads
+  auto source = [&](int id) {
+    auto it = loaded.find(id);
+    return it == loaded.end() ? id : it->second;
+  };
+  NormFusion f;
+  const Kernel *norm = nullptr;
+  int y = -1, dx = -1; // the norm's value and where it is stored
+  for (const Kernel &sub : k->body) {
+    int in0 = sub.inputs.empty() ? -1 : sub.inputs[0];
+    int out0 = sub.outputs.empty() ? -1 : sub.outputs[0];
+    if (sub.op == OpKind::LayerNorm || sub.op == OpKind::LayerNormGrad) {
+      if (norm)
+        return fail("a norm region has one layer norm");
+      norm = &sub;
+      y = out0;
+    } else if (sub.op == OpKind::Cast && !norm &&
+               plan.buffers[out0].dtype == DType::F32) {
+      loaded[out0] = source(in0);
+    } else if (sub.op == OpKind::Add && !norm && f.residual < 0 &&
+               sub.inputs.size() == 2) {
+      f.residual = source(sub.inputs[0]);
+      f.addend = source(sub.inputs[1]);
+      f.sum = out0;
+    } else if (sub.op == OpKind::Add && norm &&
+               norm->op == OpKind::LayerNormGrad && f.total < 0 &&
+               sub.inputs.size() == 2 &&
+               (in0 == y || sub.inputs[1] == y)) {
+      f.residualGrad = in0 == y ? sub.inputs[1] : in0;
+      f.total = out0;
+    } else if (sub.op == OpKind::Cast && norm && in0 == f.total &&
+               f.totalCast < 0) {
+      f.totalCast = out0;
+    } else if (sub.op == OpKind::Cast && norm &&
+               norm->op == OpKind::LayerNorm && in0 == y) {
+      y = out0;
+    } else {
+      return fail(std::string("'") + opName(sub.op) +
+                  "' in a norm region is not a residual add or a cast");
+    }
+  }
+  if (!norm)
+    return fail("a norm region has one layer norm");
+  Kernel op = *norm;
+  for (int &id : op.inputs)
+    id = source(id);
+  bool forward = norm->op == OpKind::LayerNorm;
+  if (forward) {
+    if (f.sum >= 0 && (op.inputs[0] != f.sum || !isOutput(f.sum)))
+      return fail("the residual add of a norm region feeds its layer norm "
+                  "and is stored");
+    op.outputs = {y};
+  } else {
+    dx = isOutput(y) ? y : -1;
+    if (f.total >= 0 && !isOutput(f.total))
+      f.total = -1; // only its cast is stored
+    if (dx < 0 && f.total < 0 && f.totalCast < 0)
+      return fail("a norm region must store the input gradient");
+    op.outputs[0] = dx;
+  }
+  for (int id : op.outputs)
+    if (id >= 0 && !isOutput(id))
+      return fail("a norm region must yield what its layer norm computes");
+  // The kernel reads region inputs only (values between the ops are Local,
+  // which the GPU does not have).
+  for (int id : op.inputs)
+    if (plan.buffers[id].region == Region::Local && id != f.sum)
+      return fail("a norm region's layer norm reads " + describe(id) +
+                  ", which only the CPU computes");
+  for (int id : {f.residual, f.addend, f.residualGrad})
+    if (id >= 0 && plan.buffers[id].region == Region::Local)
+      return fail("a norm region's add reads " + describe(id) +
+                  ", which only the CPU computes");
+  const Kernel *region = k;
+  k = &op;
+  normFusion = f.sum >= 0 || f.total >= 0 || f.totalCast >= 0 ? &f : nullptr;
+  bool ok = forward ? layernorm() : layernormGrad();
+  normFusion = nullptr;
+  k = region;
+  return ok;
 }
 
 /// CpuExecutor's layernormGrad(): dx per row (launch 1, which also stores
@@ -63,10 +168,11 @@ bool Emitter::layernorm() {
 bool Emitter::layernormGrad() {
   int dy = k->inputs[0], x = k->inputs[1], w = k->inputs[2];
   int dx = k->outputs[0], dw = k->outputs[1], db = k->outputs[2];
+  const NormFusion *f = normFusion;
   int64_t d = shape(x).empty() ? 1 : shape(x).back();
   int64_t rows = count(x) / d;
-  if (count(dy) != count(x) || count(dx) != count(x) || count(w) != d ||
-      count(dw) != d || count(db) != d)
+  if (count(dy) != count(x) || (dx >= 0 && count(dx) != count(x)) ||
+      count(w) != d || count(dw) != d || count(db) != d)
     return fail("layernorm_grad shapes do not agree");
   int rt = threadsPerRow(d);
   std::string consts = rowConsts(rows, d, rt) + "constexpr double EPS = " +
@@ -91,8 +197,8 @@ bool Emitter::layernormGrad() {
       for (int j = lane; j < N; j += RT) {
         const double xh = ((double)xr[j] - mean) * rstd;
         const double g = (double)gr[j] * w[j];
-        dx[row * N + j] = (float)(rstd * (g - s1 - xh * s2));
-      }
+        const float d = (float)(rstd * (g - s1 - xh * s2));
+STORE      }
       if (lane == 0) {
         stats[2 * row] = (float)mean;
         stats[2 * row + 1] = rstd;
@@ -100,10 +206,32 @@ bool Emitter::layernormGrad() {
     }
   }
 )CU";
-  launch("dx", rowWhat(rows, d, rt) + "; row statistics to the workspace",
-         {in(dy, "dy"), in(x, "x"), in(w, "w"), out(dx, "dx"),
-          ws("float", "stats")},
-         kWarpHelpers | kRowHelpers, consts, body, rowGrid(rows, rt));
+  // dx, and in a norm region dx plus the residual gradient (in f32 and/or
+  // the type of its cast).
+  std::vector<Arg> args = {in(dy, "dy"), in(x, "x"), in(w, "w")};
+  std::string store;
+  if (dx >= 0) {
+    store += "        dx[row * N + j] = d;\n";
+    args.push_back(out(dx, "dx"));
+  }
+  if (f) {
+    store += "        const float t = (float)rg[row * N + j] + d;\n";
+    args.push_back(in(f->residualGrad, "rg"));
+    if (f->total >= 0) {
+      store += "        tot[row * N + j] = t;\n";
+      args.push_back(out(f->total, "tot"));
+    }
+    if (f->totalCast >= 0) {
+      store += "        totc[row * N + j] = t;\n";
+      args.push_back(out(f->totalCast, "totc"));
+    }
+  }
+  args.push_back(ws("float", "stats"));
+  body.replace(body.find("STORE"), 5, store);
+  launch("dx",
+         rowWhat(rows, d, rt) + (f ? "; plus the residual gradient" : "") +
+             "; row statistics to the workspace",
+         args, kWarpHelpers | kRowHelpers, consts, body, rowGrid(rows, rt));
 
   // Column sums over chunks of rows, like the CPU's sums over all rows:
   // dw[j] = sum dy * (x - mean) * rstd, db[j] = sum dy.

@@ -70,6 +70,7 @@ public:
 
   void run() {
     foldGemmEpilogues();
+    foldNorms();
     foldCasts();
     for (Operation &op : block.without_terminator())
       if (isFusable(&op))
@@ -240,6 +241,101 @@ private:
     return cast<RankedTensorType>(v.getType()).getShape().back() % 8 == 0;
   }
 
+  /// Layer norms with the elementwise ops around them that touch the same
+  /// rows become "norm" regions (one row kernel, no round trip through
+  /// memory for the values in between):
+  ///  - forward, residual + layernorm: x = r + cast(a) (the residual
+  ///    stream, which the region stores as well), layernorm(x), and the
+  ///    cast of the normalized rows to the next GEMM's type;
+  ///  - backward: the cast of the incoming gradient, layernorm_grad, the add
+  ///    of its input gradient to the residual gradient, and that sum's cast.
+  /// Only adds of operands of the row shape (no broadcasting) join.
+  void foldNorms() {
+    SmallVector<Group> folds;
+    auto sameShape = [](Operation *op) {
+      return llvm::all_of(op->getOperandTypes(), [&](Type t) {
+        return t == op->getResult(0).getType();
+      });
+    };
+    auto castFeeding = [&](Value v, Operation *user) -> Operation * {
+      auto c = v.getDefiningOp<CastOp>();
+      return c && c->getBlock() == &block && soleUser(c.getResult()) == user
+                 ? c.getOperation()
+                 : nullptr;
+    };
+    for (Operation &op : block.without_terminator()) {
+      Group g{nullptr, {}};
+      if (auto ln = dyn_cast<LayerNormOp>(op)) {
+        auto add = ln.getInput().getDefiningOp<AddOp>();
+        if (!add || add->getBlock() != &block || !sameShape(add) ||
+            add.getResult().hasOneUse())
+          continue; // no residual stream to store on the way
+        for (Value v : add->getOperands())
+          if (Operation *c = castFeeding(v, add))
+            g.ops.push_back(c);
+        g.ops.push_back(add);
+        g.ops.push_back(ln);
+        if (auto c = dyn_cast_or_null<CastOp>(soleUser(ln.getResult())))
+          g.ops.push_back(c);
+      } else if (auto lg = dyn_cast<LayerNormGradOp>(op)) {
+        if (Operation *c = castFeeding(lg.getGrad(), lg))
+          g.ops.push_back(c);
+        g.ops.push_back(lg);
+        if (auto add =
+                dyn_cast_or_null<AddOp>(soleUser(lg.getInputGrad()));
+            add && sameShape(add)) {
+          g.ops.push_back(add);
+          for (Operation *u : add.getResult().getUsers())
+            if (isa<CastOp>(u) && u->getBlock() == &block) {
+              g.ops.push_back(u);
+              break;
+            }
+        }
+      }
+      if (g.ops.size() < 2)
+        continue;
+      llvm::sort(g.ops, [](Operation *a, Operation *b) {
+        return a->isBeforeInBlock(b);
+      });
+      g.anchor = g.ops.front();
+      hoistParams(g);
+      if (readsOnlyAvailable(g))
+        folds.push_back(g);
+    }
+    for (Group &g : folds)
+      outline(g, "norm");
+  }
+
+  /// Declares the parameters the group reads (leaves: a gt.param reads
+  /// nothing) before its anchor, with every parameter declared between
+  /// them, in their order (which is the plan's parameter layout).
+  void hoistParams(const Group &g) {
+    Operation *last = nullptr;
+    for (Operation *op : g.ops)
+      for (Value v : op->getOperands())
+        if (auto p = v.getDefiningOp<ParamOp>();
+            p && g.anchor->isBeforeInBlock(p) &&
+            (!last || last->isBeforeInBlock(p)))
+          last = p;
+    if (!last)
+      return;
+    for (Operation &op : llvm::make_early_inc_range(llvm::make_range(
+             g.anchor->getIterator(), std::next(last->getIterator()))))
+      if (isa<ParamOp>(op))
+        op.moveBefore(g.anchor);
+  }
+
+  /// Whether every value the group reads from outside exists at its anchor.
+  bool readsOnlyAvailable(const Group &g) {
+    llvm::SmallPtrSet<Operation *, 8> members(g.ops.begin(), g.ops.end());
+    for (Operation *op : g.ops)
+      for (Value v : op->getOperands())
+        if (!members.count(v.getDefiningOp()) && v.getDefiningOp() != g.anchor &&
+            !availableAt(v, g.anchor))
+          return false;
+    return true;
+  }
+
   /// Whether `v` exists before `op` (a block argument or an earlier op's).
   bool availableAt(Value v, Operation *op) {
     Operation *def = v.getDefiningOp();
@@ -303,10 +399,10 @@ private:
       for (Value v : op->getOperands())
         if (!v.getDefiningOp() || !members.count(v.getDefiningOp()))
           inputs.insert(v);
-      Value r = op->getResult(0);
-      if (llvm::any_of(r.getUsers(),
-                       [&](Operation *u) { return !members.count(u); }))
-        outputs.push_back(r);
+      for (Value r : op->getResults())
+        if (llvm::any_of(r.getUsers(),
+                         [&](Operation *u) { return !members.count(u); }))
+          outputs.push_back(r);
     }
     OpBuilder b(g.anchor);
     SmallVector<Type> resultTypes;

@@ -614,12 +614,12 @@ YieldOp FusedOp::getYield() {
 LogicalResult FusedOp::verify() {
   bool multi = getKind() == "multi_tensor";
   bool epilogue = getKind() == "epilogue";
-  bool gemm = getKind() == "gemm";
-  if (getKind() != "elementwise" && !multi && !epilogue && !gemm)
+  bool gemm = getKind() == "gemm", norm = getKind() == "norm";
+  if (getKind() != "elementwise" && !multi && !epilogue && !gemm && !norm)
     return emitOpError("unknown fusion kind '")
            << getKind()
-           << "'; expected 'elementwise', 'multi_tensor', 'epilogue' or "
-              "'gemm'";
+           << "'; expected 'elementwise', 'multi_tensor', 'epilogue', 'gemm' "
+              "or 'norm'";
   Block &body = getBody().front();
   if (body.getNumArguments() != getInputs().size())
     return emitOpError("has ") << getInputs().size() << " inputs but its body "
@@ -651,6 +651,26 @@ LogicalResult FusedOp::verify() {
       return emitOpError("an epilogue region is one op with the "
                          "GT_CastEpilogue trait and the gt.cast of its "
                          "result, which it yields");
+    return success();
+  }
+  if (norm) {
+    auto isNorm = [](Operation &op) {
+      return isa<LayerNormOp, LayerNormGradOp>(op);
+    };
+    auto ops = body.without_terminator();
+    auto it = llvm::find_if(ops, isNorm);
+    if (it == ops.end() || std::count_if(ops.begin(), ops.end(), isNorm) != 1)
+      return emitOpError("a norm region has one gt.layernorm or "
+                         "gt.layernorm_grad");
+    Type rows = it->getOperand(0).getType();
+    for (Operation &op : ops)
+      if (!isNorm(op) && (!op.hasTrait<OpTrait::gt::Elementwise>() ||
+                          cast<ShapedType>(op.getResult(0).getType())
+                                  .getShape() !=
+                              cast<ShapedType>(rows).getShape()))
+        return op.emitOpError("in a norm region is an elementwise op over "
+                              "the normalized rows ")
+               << rows;
     return success();
   }
   if (gemm) {

@@ -486,7 +486,9 @@ def GT_FusedOp : GT_Op<"fused", [IsolatedFromAbove, SingleBlock,
     tanh-approximated GELU (whose input the region may also yield, for the
     backward), the GELU gradient of a saved input, the bias gradient (a
     gt.sum_to of the GEMM's first operand), casts and reshapes of the
-    results. The CPU executor runs the
+    results. `norm` is one gt.layernorm or gt.layernorm_grad with
+    elementwise ops over the same rows before and after it (the residual
+    add, casts): one row kernel. The CPU executor runs the
     body op by op; the CUDA emitter generates one kernel (or GEMM).
 
     Example:
