@@ -18,7 +18,11 @@
 // of the group used outside it become the region's results. A group of one
 // op stays as it is.
 //
-// First, a cast that is the only use of a GEMM, sum_to or layernorm (the
+// First, GEMMs take what cuBLASLt can compute in their epilogue ("gemm"
+// regions: an activation, the GELU gradient, the bias gradient), and layer
+// norms the residual adds and casts around them ("norm" regions: one row
+// kernel forward, one backward). Then a cast that is the only use of a
+// GEMM, sum_to or layernorm (the
 // GT_CastEpilogue trait: the kernel can store another float type) folds into
 // that op as an `epilogue` region: bf16 dW GEMMs and bias gradients write
 // their f32 gradients directly, layernorms write the bf16 input of the next
