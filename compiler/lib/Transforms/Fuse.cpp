@@ -113,13 +113,9 @@ private:
 
   /// Whether group `g`'s region, placed at its first op, can read `v`.
   bool availableTo(Value v, int g) {
-    Operation *def = v.getDefiningOp();
-    if (!def)
-      return true; // a block argument
-    auto it = groupOf.find(def);
-    if (it != groupOf.end() && it->second == g)
-      return true;
-    return def->getBlock() == &block && def->isBeforeInBlock(groups[g].anchor);
+    auto it = groupOf.find(v.getDefiningOp());
+    return (it != groupOf.end() && it->second == g) ||
+           availableAt(v, groups[g].anchor);
   }
 
   /// The only user of `v` in this block, or null.
@@ -334,8 +330,7 @@ private:
     llvm::SmallPtrSet<Operation *, 8> members(g.ops.begin(), g.ops.end());
     for (Operation *op : g.ops)
       for (Value v : op->getOperands())
-        if (!members.count(v.getDefiningOp()) && v.getDefiningOp() != g.anchor &&
-            !availableAt(v, g.anchor))
+        if (!members.count(v.getDefiningOp()) && !availableAt(v, g.anchor))
           return false;
     return true;
   }
@@ -353,11 +348,10 @@ private:
   void foldCasts() {
     SmallVector<Group> folds;
     for (Operation &op : block.without_terminator()) {
-      if (!op.hasTrait<OpTrait::gt::CastEpilogue>() || op.getNumResults() != 1 ||
-          !op.getResult(0).hasOneUse())
+      if (!op.hasTrait<OpTrait::gt::CastEpilogue>() || op.getNumResults() != 1)
         continue;
-      auto cast = dyn_cast<CastOp>(*op.getResult(0).getUsers().begin());
-      if (cast && cast->getBlock() == &block && !cast->use_empty() &&
+      auto cast = dyn_cast_or_null<CastOp>(soleUser(op.getResult(0)));
+      if (cast && !cast->use_empty() &&
           isa<FloatType>(getElementTypeOrSelf(cast.getType())))
         folds.push_back({&op, {&op, cast}});
     }
