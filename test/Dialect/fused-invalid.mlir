@@ -2,7 +2,7 @@
 
 // Only elementwise regions exist.
 func.func @kind(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{unknown fusion kind 'reduction'; expected 'elementwise', 'multi_tensor', 'epilogue', 'gemm' or 'norm'}}
+  // expected-error @+1 {{unknown fusion kind 'reduction'; expected 'elementwise', 'multi_tensor', 'epilogue', 'gemm', 'norm' or 'loss'}}
   %0 = gt.fused "reduction"(%x) : (tensor<4xf32>) -> tensor<4xf32> {
   ^bb0(%a: tensor<4xf32>):
     %1 = gt.relu %a : tensor<4xf32>
@@ -203,4 +203,31 @@ func.func @norm_rows(%x: tensor<4x8xf32>, %w: tensor<8xf32>) -> tensor<8xf32> {
     gt.yield %2 : tensor<8xf32>
   }
   return %0 : tensor<8xf32>
+}
+
+// -----
+
+// A loss region is a cross-entropy and the gradient of the same logits.
+func.func @loss_other_labels(%x: tensor<4x8xf32>, %y: tensor<4xi32>, %z: tensor<4xi32>, %one: tensor<f32>) -> (tensor<f32>, tensor<4x8xf32>) {
+  // expected-error @+1 {{a loss region is [a gt.cast to the logits,] gt.cross_entropy, the gt.cross_entropy_grad of the same logits and labels[, and the gt.cast of the gradient]}}
+  %0:2 = gt.fused "loss"(%x, %y, %z, %one) : (tensor<4x8xf32>, tensor<4xi32>, tensor<4xi32>, tensor<f32>) -> (tensor<f32>, tensor<4x8xf32>) {
+  ^bb0(%a: tensor<4x8xf32>, %b: tensor<4xi32>, %c: tensor<4xi32>, %s: tensor<f32>):
+    %1 = gt.cross_entropy %a, %b : tensor<4x8xf32>, tensor<4xi32>
+    %2 = gt.cross_entropy_grad %s, %a, %c : tensor<f32>, tensor<4x8xf32>, tensor<4xi32>
+    gt.yield %1, %2 : tensor<f32>, tensor<4x8xf32>
+  }
+  return %0#0, %0#1 : tensor<f32>, tensor<4x8xf32>
+}
+
+// -----
+
+func.func @loss_yields(%x: tensor<4x8xf32>, %y: tensor<4xi32>, %one: tensor<f32>) -> tensor<f32> {
+  // expected-error @+1 {{a loss region yields the loss and the gradient}}
+  %0 = gt.fused "loss"(%x, %y, %one) : (tensor<4x8xf32>, tensor<4xi32>, tensor<f32>) -> tensor<f32> {
+  ^bb0(%a: tensor<4x8xf32>, %b: tensor<4xi32>, %s: tensor<f32>):
+    %1 = gt.cross_entropy %a, %b : tensor<4x8xf32>, tensor<4xi32>
+    %2 = gt.cross_entropy_grad %s, %a, %b : tensor<f32>, tensor<4x8xf32>, tensor<4xi32>
+    gt.yield %1 : tensor<f32>
+  }
+  return %0 : tensor<f32>
 }

@@ -339,3 +339,68 @@ func.func @layernorm_grad(%dy: tensor<4x8xbf16>, %x: tensor<4x8xf32>, %w: tensor
   %2 = gt.cast %1 : tensor<4x8xf32> -> tensor<4x8xbf16>
   return %1, %2, %dw, %db : tensor<4x8xf32>, tensor<4x8xbf16>, tensor<8xf32>, tensor<8xf32>
 }
+
+// -----
+
+// A cross-entropy and its gradient become one "loss" region at the widening
+// cast of the bf16 logits: the f32 logits are never stored, the scalar
+// gradient of the loss (a constant) is declared before the region, and the
+// gradient leaves it already cast to bf16 for the GEMMs that read it.
+// CHECK-LABEL: func.func @loss
+// CHECK-SAME: (%[[X:.*]]: tensor<4x8xbf16>, %[[Y:.*]]: tensor<4xi32>)
+// CHECK:      %[[ONE:.*]] = gt.constant
+// CHECK-NEXT: %[[L:.*]]:2 = gt.fused "loss"(%[[X]], %[[Y]], %[[ONE]]) : (tensor<4x8xbf16>, tensor<4xi32>, tensor<f32>) -> (tensor<f32>, tensor<4x8xbf16>) {
+// CHECK-NEXT: ^bb0(%[[A:.*]]: tensor<4x8xbf16>, %[[B:.*]]: tensor<4xi32>, %[[S:.*]]: tensor<f32>):
+// CHECK-NEXT:   %[[F:.*]] = gt.cast %[[A]] : tensor<4x8xbf16> -> tensor<4x8xf32>
+// CHECK-NEXT:   %[[CE:.*]] = gt.cross_entropy %[[F]], %[[B]]
+// CHECK-NEXT:   %[[G:.*]] = gt.cross_entropy_grad %[[S]], %[[F]], %[[B]]
+// CHECK-NEXT:   %[[GB:.*]] = gt.cast %[[G]] : tensor<4x8xf32> -> tensor<4x8xbf16>
+// CHECK-NEXT:   gt.yield %[[CE]], %[[GB]] : tensor<f32>, tensor<4x8xbf16>
+// CHECK-NEXT: }
+// CHECK:      return %[[L]]#0, %[[L]]#1
+func.func @loss(%x: tensor<4x8xbf16>, %y: tensor<4xi32>) -> (tensor<f32>, tensor<4x8xbf16>) {
+  %0 = gt.cast %x : tensor<4x8xbf16> -> tensor<4x8xf32>
+  %1 = gt.cross_entropy %0, %y : tensor<4x8xf32>, tensor<4xi32>
+  %2 = gt.constant dense<1.0> : tensor<f32>
+  %3 = gt.cross_entropy_grad %2, %0, %y : tensor<f32>, tensor<4x8xf32>, tensor<4xi32>
+  %4 = gt.cast %3 : tensor<4x8xf32> -> tensor<4x8xbf16>
+  return %1, %4 : tensor<f32>, tensor<4x8xbf16>
+}
+
+// -----
+
+// Logits that something else reads too (accuracy) stay in memory: the
+// widening cast stays outside the region, which reads the f32 logits; the
+// gradient read by an op besides its cast stays f32.
+// CHECK-LABEL: func.func @loss_shared_logits
+// CHECK:      %[[F:.*]] = gt.cast %{{.*}} : tensor<4x8xbf16> -> tensor<4x8xf32>
+// CHECK:      %[[L:.*]]:2 = gt.fused "loss"(%[[F]], %{{.*}}, %{{.*}}) : (tensor<4x8xf32>, tensor<4xi32>, tensor<f32>) -> (tensor<f32>, tensor<4x8xf32>)
+// CHECK-NOT:    gt.cast
+// CHECK:        gt.yield
+// CHECK:      gt.accuracy %[[F]]
+// CHECK:      gt.cast %[[L]]#1
+// CHECK:      gt.neg %[[L]]#1
+func.func @loss_shared_logits(%x: tensor<4x8xbf16>, %y: tensor<4xi32>, %one: tensor<f32>) -> (tensor<f32>, tensor<f32>, tensor<4x8xbf16>, tensor<4x8xf32>) {
+  %0 = gt.cast %x : tensor<4x8xbf16> -> tensor<4x8xf32>
+  %1 = gt.cross_entropy %0, %y : tensor<4x8xf32>, tensor<4xi32>
+  %2 = gt.accuracy %0, %y : tensor<4x8xf32>, tensor<4xi32>
+  %3 = gt.cross_entropy_grad %one, %0, %y : tensor<f32>, tensor<4x8xf32>, tensor<4xi32>
+  %4 = gt.cast %3 : tensor<4x8xf32> -> tensor<4x8xbf16>
+  %5 = gt.neg %3 : tensor<4x8xf32>
+  return %1, %2, %4, %5 : tensor<f32>, tensor<f32>, tensor<4x8xbf16>, tensor<4x8xf32>
+}
+
+// -----
+
+// What must not fuse: a cross-entropy without its gradient (evaluation), and
+// a gradient against other labels (another loss).
+// CHECK-LABEL: func.func @loss_unmatched
+// CHECK-NOT:  gt.fused "loss"
+// CHECK:      gt.cross_entropy %{{.*}}, %[[Y:[^ ]*]]
+// CHECK:      gt.cross_entropy_grad
+// CHECK-NOT:  gt.fused "loss"
+func.func @loss_unmatched(%x: tensor<4x8xf32>, %y: tensor<4xi32>, %z: tensor<4xi32>, %one: tensor<f32>) -> (tensor<f32>, tensor<4x8xf32>) {
+  %0 = gt.cross_entropy %x, %y : tensor<4x8xf32>, tensor<4xi32>
+  %1 = gt.cross_entropy_grad %one, %x, %z : tensor<f32>, tensor<4x8xf32>, tensor<4xi32>
+  return %0, %1 : tensor<f32>, tensor<4x8xf32>
+}

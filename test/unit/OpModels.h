@@ -101,6 +101,15 @@ inline const std::vector<OpModel> &opModels() {
     r = reshape(h, (-1, 2)) * reshape(x, (-1, 2))
     loss = mean(s * s) + sum(k * k) + mean(t) + sum(r) + mean(h)
   })", 2, 3, 24},
+      // More rows than one block takes (1536 > kOneBlockRows) and rows of a
+      // multiple of 8: the loss region's grid of row blocks, 16-byte loads,
+      // and in bf16 the gradient written over the bf16 logits.
+      {"ClassifierManyRows", R"(model m {
+    input t: i32[B, 128]
+    label y: i32[B, 128]
+    h = embedding(t, 1032, dim: 8, std: 0.5)
+    loss = cross_entropy(linear(h, 1032, bias: false), y)
+  })", 12, 1032, 12},
       {"TiedWeights", R"(model m {
     input t: i32[B, 3]
     label y: i32[B, 3]

@@ -117,47 +117,9 @@ void Emitter::launch(const std::string &suffix, const std::string &what,
   launches.push_back(std::move(l));
 }
 
-/// Finds a cross_entropy and the cross_entropy_grad of the same logits and
-/// labels (small batches): one kernel then computes the loss and the
-/// gradient together, at the cross_entropy, when the gradient's memory is
-/// free there and its scale (the loss's gradient) is already available.
-void Emitter::planCrossEntropyFusion() {
-  auto overlap = [&](int a, int b) {
-    return plan.buffers[a].overlaps(plan.buffers[b]);
-  };
-  for (size_t i = 0; i < plan.kernels.size(); ++i) {
-    const Kernel &ce = plan.kernels[i];
-    if (ce.op != OpKind::CrossEntropy || ce.inputs.size() != 2)
-      continue;
-    int x = ce.inputs[0];
-    int64_t c = shape(x).empty() ? 1 : shape(x).back();
-    if (count(x) / c > kOneBlockRows || count(x) > kOneBlockLogits)
-      continue;
-    for (size_t j = i + 1; j < plan.kernels.size(); ++j) {
-      const Kernel &g = plan.kernels[j];
-      if (g.op != OpKind::CrossEntropyGrad || g.inputs.size() != 3 ||
-          g.inputs[1] != x || g.inputs[2] != ce.inputs[1])
-        continue;
-      int scale = g.inputs[0], dx = g.outputs[0];
-      bool ok = plan.buffers[scale].region == Region::Const;
-      for (size_t q = i; ok && q < j; ++q)
-        for (const std::vector<int> *ids :
-             {&plan.kernels[q].inputs, &plan.kernels[q].outputs})
-          for (int id : *ids)
-            ok = ok && !overlap(id, dx);
-      if (ok) {
-        fusedCrossEntropy[static_cast<int>(i)] = static_cast<int>(j);
-        elided.insert(static_cast<int>(j));
-      }
-      break;
-    }
-  }
-}
-
 bool Emitter::run() {
   program.kernels.clear();
   program.workspaceBytes = 0;
-  planCrossEntropyFusion();
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
     index = static_cast<int>(i);
     k = &plan.kernels[i];
@@ -167,7 +129,7 @@ bool Emitter::run() {
       for (int id : *ids)
         if (id < 0 || id >= static_cast<int>(plan.buffers.size()))
           return fail("names buffer " + str(id) + ", which does not exist");
-    if (!elided.count(index) && !emitKernel())
+    if (!emitKernel())
       return false;
     program.kernels.push_back(std::move(launches));
     program.workspaceBytes = std::max(program.workspaceBytes, workspace);

@@ -366,6 +366,8 @@ bool Emitter::fused() {
     return gemmRegion();
   if (k->strAttr("kind", "") == "norm")
     return normRegion();
+  if (k->strAttr("kind", "") == "loss")
+    return lossRegion();
   if (k->strAttr("kind", "") != "elementwise")
     return fail("unknown fusion kind '" + k->strAttr("kind", "") + "'");
   if (k->outputs.empty() || k->body.empty())

@@ -404,7 +404,6 @@ public:
       : plan(plan), program(program), error(error) {}
 
   bool run();
-  void planCrossEntropyFusion();
 
 private:
   bool emitKernel();
@@ -500,6 +499,8 @@ private:
   bool embeddingGrad();
   bool crossEntropy();
   bool crossEntropyGrad();
+  bool crossEntropyKernel(int x, int lab, int y, int g, int dx);
+  bool lossRegion();
   bool accuracy();
   bool reduce(int inBuf, int outBuf, const std::vector<int64_t> &kept,
               double scale);
@@ -516,10 +517,6 @@ private:
   CudaProgram &program;
   std::string &error;
   int index = 0;
-  /// cross_entropy kernel -> its fused cross_entropy_grad kernel.
-  std::map<int, int> fusedCrossEntropy;
-  /// Plan kernels whose work an earlier launch does.
-  std::set<int> elided;
   const Kernel *k = nullptr;
   std::vector<CudaLaunch> launches;
   int64_t workspace = 0;

@@ -12,121 +12,224 @@ using namespace gtc::codegen::detail;
 
 namespace {
 
-/// The row loop shared by the cross-entropy kernels: each row's max and
-/// sum of exponentials (double), then optionally the gradient
-/// (softmax - onehot) * grad / ROWS, as CpuExecutor's crossEntropyGrad()
-/// (the label's entry, p - 1, in double: it cancels when p -> 1), and
-/// optionally the row's loss, lse + max - x[label], stored with `lossStore`
-/// (e.g. "loss[row] = "). An out-of-range label (an error on the CPU) gives
-/// NaN.
-static std::string crossEntropyRows(bool grad, const std::string &lossStore) {
-  std::string body = kRowLoop + rowMax("redf");
-  body += R"CU(    double s = 0.0;
+/// What a cross-entropy row kernel computes besides each row's
+/// log-sum-exp.
+struct RowLoss {
+  /// Where the row's loss goes (e.g. "loss[row] = "), or empty.
+  std::string lossStore;
+  /// Whether it writes the gradient (softmax - onehot) * grad / ROWS to dx.
+  bool grad = false;
+};
+
+/// Constants of the cross-entropy row kernels: the row loop's, the logits'
+/// and gradient's element types (xt, dt) and VEC, the elements of one
+/// 16-byte load (1 when rows are not a multiple of it).
+std::string lossConsts(int64_t rows, int64_t n, int rt, const std::string &xt,
+                       const std::string &dt) {
+  int bytes = xt == "float" ? 4 : 2;
+  int vec = n % (16 / bytes) == 0 ? 16 / bytes : 1;
+  return rowConsts(rows, n, rt) + "typedef " + xt + " xt;\ntypedef " + dt +
+         " dt;\nconstexpr int VEC = " + str(vec) +
+         ";  // elements per load\n"
+         "struct __align__(sizeof(xt) * VEC) xpack { xt e[VEC]; };\n"
+         "struct __align__(sizeof(dt) * VEC) dpack { dt e[VEC]; };\n";
+}
+
+/// The row loop shared by the cross-entropy kernels. Pass 1 reads the row
+/// once (VEC elements a load) keeping a running maximum and the sum of
+/// exponentials scaled to it (the online softmax), combined over the row's
+/// threads (the sum in double); pass 2, for the gradient, reads the row
+/// again and writes (softmax - onehot) * grad / ROWS, as CpuExecutor's
+/// crossEntropyGrad() (the label's entry, p - 1, in double: it cancels when
+/// p -> 1). The row's loss is lse - x[label]; the thread that meets the
+/// label in pass 2 stores it, so dx may be x itself (written in place: each
+/// element is read before it is overwritten, by the same thread). An
+/// out-of-range label (an error on the CPU) gives NaN.
+std::string crossEntropyRows(const RowLoss &what) {
+  std::string body = kRowLoop;
+  body += R"CU(    const xt *xr = x + row * N;
+    float m = -GTC_INF, s = 0.0f;
     if (active)
-      for (int j = lane; j < N; j += RT)
-        s += (double)expf(xr[j] - m);
-    s = row_sum<RT>(s, red);
+      for (int j = lane * VEC; j < N; j += RT * VEC) {
+        const xpack p = *reinterpret_cast<const xpack *>(xr + j);
+        float mv = p.e[0];
+#pragma unroll
+        for (int e = 1; e < VEC; ++e)
+          mv = fmaxf(mv, (float)p.e[e]);
+        if (mv > m) {
+          s *= expf(m - mv);
+          m = mv;
+        }
+#pragma unroll
+        for (int e = 0; e < VEC; ++e)
+          s += expf((float)p.e[e] - m);
+      }
+    const float mx = row_max<RT>(m, redf);
+    const double sum =
+        row_sum<RT>(m == -GTC_INF ? 0.0 : (double)s * (double)expf(m - mx), red);
+    const double lse = (double)mx + log(sum);
     if (active) {
       const int t = labels[row];
       const bool ok = t >= 0 && t < N;
 )CU";
-  if (grad)
-    body += R"CU(      const float sf = (float)s;
-      const double lse = (double)m + log(s);
-      for (int j = lane; j < N; j += RT)
-        dx[row * N + j] = !ok ? GTC_NAN
-                          : j == t ? (float)((exp((double)xr[j] - lse) - 1.0) * gs)
-                                   : expf(xr[j] - m) / sf * gsf;
+  const std::string &store = what.lossStore;
+  if (what.grad) {
+    if (!store.empty())
+      body += "      if (!ok && lane == 0)\n        " + store +
+              "(double)GTC_NAN;\n";
+    body += R"CU(      const float inv = (float)(1.0 / sum);
+      dt *dr = dx + row * N;
+      for (int j = lane * VEC; j < N; j += RT * VEC) {
+        const xpack p = *reinterpret_cast<const xpack *>(xr + j);
+        dpack q;
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+          const float v = p.e[e];
+          if (!ok) {
+            q.e[e] = GTC_NAN;
+          } else if (j + e == t) {
+            q.e[e] = (float)((exp((double)v - lse) - 1.0) * gs);
 )CU";
-  if (!lossStore.empty())
-    body += "      if (lane == 0)\n        " + lossStore +
-            "ok ? log(s) + (double)m - (double)xr[t] : (double)GTC_NAN;\n";
+    if (!store.empty())
+      body += "            " + store + "lse - (double)v;\n";
+    body += R"CU(          } else {
+            q.e[e] = expf(v - mx) * inv * gsf;
+          }
+        }
+        *reinterpret_cast<dpack *>(dr + j) = q;
+      }
+)CU";
+  } else if (!store.empty()) {
+    body += "      if (lane == 0)\n        " + store +
+            "ok ? lse - (double)(float)xr[t] : (double)GTC_NAN;\n";
+  }
   body += "    }\n  }\n";
   return body;
 }
 
 /// Sums the ROWS row losses in shared `rl` in a fixed order into y[0].
-static const char *kMeanOfRowLosses = "  __syncthreads();\n"
-                                      "  double total = 0.0;\n"
-                                      "  for (i64 i = threadIdx.x; i < ROWS; "
-                                      "i += blockDim.x)\n"
-                                      "    total += rl[i];\n"
-                                      "  total = row_sum<256>(total, red);\n"
-                                      "  if (threadIdx.x == 0)\n"
-                                      "    y[0] = (float)(total / ROWS);\n";
+const char *kMeanOfRowLosses = "  __syncthreads();\n"
+                               "  double total = 0.0;\n"
+                               "  for (i64 i = threadIdx.x; i < ROWS; "
+                               "i += blockDim.x)\n"
+                               "    total += rl[i];\n"
+                               "  total = row_sum<256>(total, red);\n"
+                               "  if (threadIdx.x == 0)\n"
+                               "    y[0] = (float)(total / ROWS);\n";
 
-static const char *kCrossEntropyShared = "  __shared__ double red[8];\n"
-                                         "  __shared__ float redf[8];\n";
-static const char *kGradScale = "  const double gs = (double)grad[0] / ROWS;\n"
-                                "  const float gsf = (float)gs;\n";
+const char *kCrossEntropyShared = "  __shared__ double red[8];\n"
+                                  "  __shared__ float redf[8];\n";
+const char *kGradScale = "  const double gs = (double)grad[0] / ROWS;\n"
+                         "  const float gsf = (float)gs;\n";
 
 } // namespace
 
-/// CpuExecutor's crossEntropy(): per row lse + max - x[label], then their
-/// mean. Few rows: one block, the row losses in shared memory (fused with
-/// the gradient when planCrossEntropyFusion() found it); many rows: the row
-/// losses to the workspace (launch 1), then their mean (launch 2).
-bool Emitter::crossEntropy() {
-  int x = k->inputs[0], lab = k->inputs[1], y = k->outputs[0];
-  if (isF32(lab) || !isF32(x))
-    return fail("cross_entropy takes f32 logits and i32 labels");
+/// The cross-entropy of `x` against `lab` into `y` (or -1: none), with the
+/// gradient scaled by `g` into `dx` (or -1: none; it may be `x` itself).
+/// Few rows: one block, the row losses in shared memory, then their mean
+/// (one launch); many rows: one or a few rows a block, the row losses to the
+/// workspace (launch 1), then their mean (launch 2).
+bool Emitter::crossEntropyKernel(int x, int lab, int y, int g, int dx) {
+  if (isF32(lab) || !isFloat(x) || (dx >= 0 && !isFloat(dx)) ||
+      (g >= 0 && (!isF32(g) || count(g) != 1)))
+    return fail("cross_entropy takes float logits and i32 labels (and a "
+                "scalar f32 gradient)");
   int64_t c = shape(x).empty() ? 1 : shape(x).back();
   int64_t rows = count(x) / c;
-  if (count(lab) != rows)
+  if (count(lab) != rows || (dx >= 0 && count(dx) != count(x)))
     return fail("labels do not match the logits' rows");
+  bool inPlace = dx >= 0 && plan.buffers[dx].overlaps(plan.buffers[x]);
+  if (inPlace && (plan.buffers[dx].offset != plan.buffers[x].offset ||
+                  plan.buffers[dx].dtype != plan.buffers[x].dtype))
+    return fail("the gradient of the logits overlaps them but is not them");
   int rt = threadsPerRow(c);
-  std::string sharedLosses = "  __shared__ double rl[" + str(rows) + "];\n";
-  if (auto it = fusedCrossEntropy.find(index); it != fusedCrossEntropy.end()) {
-    const Kernel &gk = plan.kernels[it->second];
-    int g = gk.inputs[0], dx = gk.outputs[0];
-    std::string body = kCrossEntropyShared + sharedLosses + kGradScale +
-                       crossEntropyRows(true, "rl[row] = ") +
-                       kMeanOfRowLosses;
-    launch("", rowWhat(rows, c, rt) +
-                   " in one block: loss and gradient (fused with kernel " +
-                   str(it->second) + ")",
-           {in(g, "grad"), in(x, "x"), in(lab, "labels"), out(y, "y"),
-            out(dx, "dx")},
-           kWarpHelpers | kRowHelpers, rowConsts(rows, c, rt), body, 1);
+  std::string consts =
+      lossConsts(rows, c, rt, ctype(x), ctype(dx >= 0 ? dx : x));
+  std::vector<Arg> args;
+  if (g >= 0)
+    args.push_back(in(g, "grad"));
+  args.push_back(inPlace ? out(x, "x") : in(x, "x"));
+  args.push_back(in(lab, "labels"));
+  std::string head = kCrossEntropyShared;
+  if (g >= 0)
+    head += kGradScale;
+  if (inPlace)
+    head += "  auto *dx = x;  // the gradient overwrites the logits\n";
+  else if (dx >= 0)
+    args.push_back(out(dx, "dx"));
+  std::string what = rowWhat(rows, c, rt) +
+                     (dx < 0      ? ""
+                      : y < 0     ? ": the gradient"
+                      : inPlace   ? ": loss and gradient, over the logits"
+                                  : ": loss and gradient");
+  if (y < 0) {
+    launch("", what, args, kWarpHelpers | kRowHelpers, consts,
+           head + crossEntropyRows({"", true}), rowGrid(rows, rt));
     return true;
   }
   if (rows <= kOneBlockRows && count(x) <= kOneBlockLogits) {
-    std::string body = kCrossEntropyShared + sharedLosses +
-                       crossEntropyRows(false, "rl[row] = ") +
-                       kMeanOfRowLosses;
-    launch("", rowWhat(rows, c, rt) + " in one block, then their mean",
-           {in(x, "x"), in(lab, "labels"), out(y, "y")},
-           kWarpHelpers | kRowHelpers, rowConsts(rows, c, rt), body, 1);
+    args.push_back(out(y, "y"));
+    launch("", what + ", in one block, then the mean", args,
+           kWarpHelpers | kRowHelpers, consts,
+           head + "  __shared__ double rl[" + str(rows) + "];\n" +
+               crossEntropyRows({"rl[row] = ", dx >= 0}) + kMeanOfRowLosses,
+           1);
     return true;
   }
   needWorkspace(8 * rows);
-  launch("rows", rowWhat(rows, c, rt) + "; row losses to the workspace",
-         {in(x, "x"), in(lab, "labels"), ws("double", "loss")},
-         kWarpHelpers | kRowHelpers, rowConsts(rows, c, rt),
-         kCrossEntropyShared + crossEntropyRows(false, "loss[row] = "),
+  args.push_back(ws("double", "loss"));
+  launch("rows", what + "; row losses to the workspace", args,
+         kWarpHelpers | kRowHelpers, consts,
+         head + crossEntropyRows({"loss[row] = ", dx >= 0}),
          rowGrid(rows, rt));
   finalSum("mean", y, rows, "double", "(float)(s / " + str(rows) + ")");
   return true;
 }
 
+/// CpuExecutor's crossEntropy(): per row lse - x[label], then their mean.
+bool Emitter::crossEntropy() {
+  return crossEntropyKernel(k->inputs[0], k->inputs[1], k->outputs[0], -1, -1);
+}
+
 /// CpuExecutor's crossEntropyGrad(): (softmax - onehot) * g / rows.
 bool Emitter::crossEntropyGrad() {
-  int g = k->inputs[0], x = k->inputs[1], lab = k->inputs[2];
-  int dx = k->outputs[0];
-  if (isF32(lab) || !isF32(x) || count(g) != 1)
-    return fail("cross_entropy_grad takes a scalar, f32 logits, i32 labels");
-  int64_t c = shape(x).empty() ? 1 : shape(x).back();
-  int64_t rows = count(x) / c;
-  if (count(lab) != rows || count(dx) != count(x))
-    return fail("labels do not match the logits' rows");
-  int rt = threadsPerRow(c);
-  launch("", rowWhat(rows, c, rt),
-         {in(g, "grad"), in(x, "x"), in(lab, "labels"), out(dx, "dx")},
-         kWarpHelpers | kRowHelpers, rowConsts(rows, c, rt),
-         std::string(kCrossEntropyShared) + kGradScale +
-             crossEntropyRows(true, ""),
-         rowGrid(rows, rt));
-  return true;
+  return crossEntropyKernel(k->inputs[1], k->inputs[2], -1, k->inputs[0],
+                            k->outputs[0]);
+}
+
+/// A "loss" region (gt-fuse's foldLosses): the cross-entropy and its
+/// gradient in one row kernel. A widening cast of the logits is no work (the
+/// kernel converts as it loads), the cast of the gradient one store of its
+/// type; the gradient may overwrite the logits (PlanBuilder's inPlaceLoss).
+bool Emitter::lossRegion() {
+  std::map<int, int> loaded; // a widening cast's result -> what it reads
+  const Kernel *ce = nullptr, *grad = nullptr;
+  int dx = -1;
+  for (const Kernel &sub : k->body) {
+    if (sub.inputs.empty() || sub.outputs.empty())
+      return fail("a loss region's ops read and write buffers");
+    if (sub.op == OpKind::Cast && !ce)
+      loaded[sub.outputs[0]] = sub.inputs[0];
+    else if (sub.op == OpKind::CrossEntropy && !ce && sub.inputs.size() == 2)
+      ce = &sub;
+    else if (sub.op == OpKind::CrossEntropyGrad && ce && !grad &&
+             sub.inputs.size() == 3)
+      grad = &sub, dx = sub.outputs[0];
+    else if (sub.op == OpKind::Cast && grad && sub.inputs[0] == dx)
+      dx = sub.outputs[0];
+    else
+      return fail(std::string("'") + opName(sub.op) +
+                  "' in a loss region is not a cross-entropy, its gradient "
+                  "or a cast");
+  }
+  if (!ce || !grad || grad->inputs[1] != ce->inputs[0] ||
+      grad->inputs[2] != ce->inputs[1])
+    return fail("a loss region is a cross_entropy and the "
+                "cross_entropy_grad of its logits");
+  auto it = loaded.find(ce->inputs[0]);
+  int x = it == loaded.end() ? ce->inputs[0] : it->second;
+  return crossEntropyKernel(x, ce->inputs[1], ce->outputs[0], grad->inputs[0],
+                            dx);
 }
 
 /// CpuExecutor's accuracy(): per row argmax == label (launch 1, to the

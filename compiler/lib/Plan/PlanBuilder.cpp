@@ -36,10 +36,15 @@ private:
     return of < 0 ? id : of;
   }
   /// Makes `v` a view of `of`'s memory (no kernel).
-  void addView(Value v, int of);
+  void addView(Value v, int of, std::string name = "reshape");
   /// The kernel of `op` (buffers must exist): op name, buffers, attributes.
   FailureOr<rt::Kernel> makeKernel(Operation *op) const;
   LogicalResult addKernel(Operation *op);
+  /// The logits that a "loss" region may overwrite with their gradient
+  /// (llm.c's classifier: the bf16 logits become their gradient, and the
+  /// largest activation of a language model is stored once): a temporary of
+  /// the gradient's type that nothing else reads. Null otherwise.
+  Value inPlaceLoss(FusedOp fused) const;
   /// Gives the values inside a fusion region their buffers: the region's
   /// inputs and outputs, or Local ones.
   LogicalResult addFusedBody(FusedOp fused);
@@ -164,18 +169,31 @@ LogicalResult PlanBuilder::addKernel(Operation *op) {
   return success();
 }
 
-void PlanBuilder::addView(Value v, int of) {
+void PlanBuilder::addView(Value v, int of, std::string name) {
   int root = storageOf(of);
   rt::Buffer b = plan.buffers[root];
   auto type = cast<RankedTensorType>(v.getType());
   b.shape.assign(type.getShape().begin(), type.getShape().end());
-  b.name = "reshape";
+  b.name = std::move(name);
   b.viewOf = root;
   int id = static_cast<int>(plan.buffers.size());
   plan.buffers.push_back(std::move(b));
   defAt.push_back(-1);
   lastUse.push_back(-1);
   buffers[v] = id;
+}
+
+Value PlanBuilder::inPlaceLoss(FusedOp fused) const {
+  if (!views || !fused || fused.getKind() != "loss" ||
+      fused.getNumResults() != 2 || fused.getInputs().empty())
+    return {};
+  Value logits = fused.getInputs()[0];
+  auto it = buffers.find(logits);
+  if (!logits.hasOneUse() || logits.getType() != fused.getResult(1).getType() ||
+      it == buffers.end())
+    return {};
+  const rt::Buffer &b = plan.buffers[it->second];
+  return b.region == MemRegion::Temp && b.viewOf < 0 ? logits : Value();
 }
 
 LogicalResult PlanBuilder::addFusedBody(FusedOp fused) {
@@ -353,7 +371,13 @@ FailureOr<rt::Plan> PlanBuilder::build() {
     // A computing op: results are temporaries, or gradients in place. A
     // fusion region's result is named by the op inside that computes it.
     auto fusedOp = dyn_cast<FusedOp>(op);
+    Value overLogits = inPlaceLoss(fusedOp);
+    if (overLogits)
+      addView(fusedOp.getResult(1), bufferOf(overLogits),
+              "cross_entropy_grad");
     for (Value r : op.getResults()) {
+      if (buffers.count(r))
+        continue;
       auto g = inPlaceGrad.find(r);
       Operation *namer =
           fusedOp ? fusedOp.getYield()

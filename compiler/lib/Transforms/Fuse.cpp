@@ -18,7 +18,9 @@
 // of the group used outside it become the region's results. A group of one
 // op stays as it is.
 //
-// First, GEMMs take what cuBLASLt can compute in their epilogue ("gemm"
+// First, a cross-entropy and its gradient become one "loss" region (one
+// pass over the logits, which may stay in bf16: the classifier of a
+// language model). Then GEMMs take what cuBLASLt can compute in their epilogue ("gemm"
 // regions: an activation, the GELU gradient, the bias gradient), and layer
 // norms the residual adds and casts around them ("norm" regions: one row
 // kernel forward, one backward). Then a cast that is the only use of a
@@ -73,6 +75,7 @@ public:
   explicit Grouper(Block &block) : block(block) {}
 
   void run() {
+    foldLosses();
     foldGemmEpilogues();
     foldNorms();
     foldCasts();
@@ -131,6 +134,49 @@ private:
     ops.push_back(op);
     if (auto c = dyn_cast_or_null<CastOp>(soleUser(op->getResult(0))))
       ops.push_back(c);
+  }
+
+  /// A cross_entropy and the cross_entropy_grad of the same logits and
+  /// labels become a "loss" region at the cross-entropy: one row kernel
+  /// computes each row's log-sum-exp once and writes the loss and the
+  /// gradient, instead of reading the logits three times. When the logits
+  /// are the widening cast of a 16-bit value read by nothing else, the cast
+  /// joins (the kernel converts as it loads: a bf16 classifier's f32 logits
+  /// never exist), and so does the narrowing cast of the gradient that is
+  /// its only use. The scalar gradient of the loss (a constant) is declared
+  /// before the region, which needs it.
+  void foldLosses() {
+    SmallVector<Group> folds;
+    for (auto ce : block.getOps<CrossEntropyOp>()) {
+      Value x = ce.getLogits();
+      CrossEntropyGradOp grad;
+      for (Operation *u : x.getUsers())
+        if (auto g = dyn_cast<CrossEntropyGradOp>(u);
+            g && g->getBlock() == &block && g.getLabels() == ce.getLabels() &&
+            ce->isBeforeInBlock(g))
+          grad = g;
+      if (!grad)
+        continue;
+      Group g{ce, {}};
+      auto widening = x.getDefiningOp<CastOp>();
+      if (widening && widening->getBlock() == &block &&
+          llvm::all_of(x.getUsers(), [&](Operation *u) {
+            return u == ce.getOperation() || u == grad.getOperation();
+          })) {
+        g.ops.push_back(widening);
+        g.anchor = widening;
+      }
+      g.ops.push_back(ce);
+      addWithCast(grad, g.ops);
+      Operation *scale = grad.getGrad().getDefiningOp();
+      if (scale && isa<ConstantOp>(scale) && scale->getBlock() == &block &&
+          !availableAt(grad.getGrad(), g.anchor))
+        scale->moveBefore(g.anchor);
+      if (readsOnlyAvailable(g))
+        folds.push_back(g);
+    }
+    for (Group &g : folds)
+      outline(g, "loss");
   }
 
   /// What cuBLASLt computes in a GEMM's epilogue joins the GEMM as a "gemm"

@@ -615,11 +615,13 @@ LogicalResult FusedOp::verify() {
   bool multi = getKind() == "multi_tensor";
   bool epilogue = getKind() == "epilogue";
   bool gemm = getKind() == "gemm", norm = getKind() == "norm";
-  if (getKind() != "elementwise" && !multi && !epilogue && !gemm && !norm)
+  bool loss = getKind() == "loss";
+  if (getKind() != "elementwise" && !multi && !epilogue && !gemm && !norm &&
+      !loss)
     return emitOpError("unknown fusion kind '")
            << getKind()
-           << "'; expected 'elementwise', 'multi_tensor', 'epilogue', 'gemm' "
-              "or 'norm'";
+           << "'; expected 'elementwise', 'multi_tensor', 'epilogue', 'gemm', "
+              "'norm' or 'loss'";
   Block &body = getBody().front();
   if (body.getNumArguments() != getInputs().size())
     return emitOpError("has ") << getInputs().size() << " inputs but its body "
@@ -671,6 +673,35 @@ LogicalResult FusedOp::verify() {
         return op.emitOpError("in a norm region is an elementwise op over "
                               "the normalized rows ")
                << rows;
+    return success();
+  }
+  if (loss) {
+    // [cast to the logits,] cross_entropy, cross_entropy_grad of the same
+    // logits and labels[, cast of the gradient]; yields the loss and the
+    // gradient.
+    SmallVector<Operation *> ops;
+    for (Operation &op : body.without_terminator())
+      ops.push_back(&op);
+    size_t i = 0;
+    auto widening = ops.size() > i ? dyn_cast<CastOp>(ops[i]) : CastOp();
+    i += widening ? 1 : 0;
+    auto ce = ops.size() > i ? dyn_cast<CrossEntropyOp>(ops[i]) : nullptr;
+    auto grad = ops.size() > i + 1 ? dyn_cast<CrossEntropyGradOp>(ops[i + 1])
+                                   : nullptr;
+    auto narrowing =
+        ops.size() > i + 2 ? dyn_cast<CastOp>(ops[i + 2]) : CastOp();
+    if (!ce || !grad || ops.size() != i + 2 + (narrowing ? 1 : 0) ||
+        (widening && widening.getResult() != ce.getLogits()) ||
+        grad.getLogits() != ce.getLogits() ||
+        grad.getLabels() != ce.getLabels() ||
+        (narrowing && narrowing.getInput() != grad.getResult()))
+      return emitOpError("a loss region is [a gt.cast to the logits,] "
+                         "gt.cross_entropy, the gt.cross_entropy_grad of the "
+                         "same logits and labels[, and the gt.cast of the "
+                         "gradient]");
+    Value dx = narrowing ? narrowing.getResult() : grad.getResult();
+    if (yield.getValues() != ValueRange{ce.getResult(), dx})
+      return emitOpError("a loss region yields the loss and the gradient");
     return success();
   }
   if (gemm) {

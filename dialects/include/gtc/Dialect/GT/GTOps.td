@@ -488,7 +488,10 @@ def GT_FusedOp : GT_Op<"fused", [IsolatedFromAbove, SingleBlock,
     gt.sum_to of the GEMM's first operand), casts and reshapes of the
     results. `norm` is one gt.layernorm or gt.layernorm_grad with
     elementwise ops over the same rows before and after it (the residual
-    add, casts): one row kernel. The CPU executor runs the
+    add, casts): one row kernel. `loss` is a gt.cross_entropy and the
+    gt.cross_entropy_grad of the same logits and labels, with the widening
+    cast that makes the logits and the cast of the gradient: one row kernel
+    that yields the loss and the gradient. The CPU executor runs the
     body op by op; the CUDA emitter generates one kernel (or GEMM).
 
     Example:
