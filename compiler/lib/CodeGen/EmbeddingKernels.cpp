@@ -47,10 +47,13 @@ bool Emitter::embedding() {
 }
 
 /// CpuExecutor's embeddingGrad(): a zeroed table (memset), then a
-/// scatter-add where each thread owns the rows id % P == p of one column
-/// group and adds the gradient rows in token order, exactly the CPU's
-/// summation order (and no atomics). Indices outside the table are skipped,
-/// as on the CPU.
+/// scatter-add without atomics in the CPU's summation order. Block p owns the
+/// table rows id % P == p: it reads the indices a chunk at a time, lists the
+/// tokens of its rows in token order (a prefix sum over the lanes, then the
+/// warps' offsets), and its threads add those tokens' gradient rows column
+/// by column. Each index is read by P blocks from L2 instead of by every thread
+/// (the earlier kernel's 1.5 ms for GPT-2's token table); indices outside
+/// the table are skipped, as on the CPU.
 bool Emitter::embeddingGrad() {
   int dy = k->inputs[0], ids = k->inputs[1], dt = k->outputs[0];
   const auto &ts = shape(dt);
@@ -67,52 +70,76 @@ bool Emitter::embeddingGrad() {
 
   int vec = d % 4 == 0 ? 4 : 1;
   int64_t dv = d / vec;
-  int64_t parts = 1;
-  while (parts * 2 <= v && parts * 2 * dv <= 32768)
-    parts *= 2;
+  int64_t parts = std::min<int64_t>(v, 1024);
   std::string t = vec == 4 ? "float4" : "float";
   std::string consts = "constexpr i64 NTOK = " + str(n) +
                        ";\nconstexpr int V = " + str(v) +
                        ";\nconstexpr i64 DV = " + str(dv) + ";  // " + t +
                        "s per row\nconstexpr int P = " + str(parts) +
-                       ";  // row partitions (a power of two)\n"
-                       "constexpr int CHUNK = 2048;  // indices staged in "
-                       "shared memory\n";
-  std::string add = vec == 4 ? "      acc.x += g.x;\n      acc.y += g.y;\n"
-                               "      acc.z += g.z;\n      acc.w += g.w;\n"
-                             : "      acc += g;\n";
+                       ";  // row partitions: block p owns ids % P == p\n"
+                       "constexpr int WARPS = " + str(kBlock / 32) +
+                       ";\nconstexpr int IPT = 8;  // indices a thread per "
+                       "pass\n";
+  std::string add = vec == 4 ? "        acc.x += g.x;\n        acc.y += g.y;\n"
+                               "        acc.z += g.z;\n        acc.w += g.w;\n"
+                             : "        acc += g;\n";
+  // Each pass takes IPT indices a thread (IPT x blockDim.x tokens): their
+  // tokens of block p, in token order, go to hit (and their rows to hrow).
   std::string body =
-      "  __shared__ int sid[CHUNK];\n"
+      "  __shared__ int hit[IPT * WARPS * 32], hrow[IPT * WARPS * 32];\n"
+      "  __shared__ int counts[WARPS];\n"
       "  const " + t + " *gv = reinterpret_cast<const " + t + " *>(dy);\n"
       "  " + t + " *tv = reinterpret_cast<" + t + " *>(dt);\n"
-      "  // Thread (p, c) owns column group c of the rows with id % P == p.\n"
-      "  const i64 item = (i64)blockIdx.x * blockDim.x + threadIdx.x;\n"
-      "  const bool owner = item < P * DV;\n"
-      "  const int p = (int)(item / DV);\n"
-      "  const i64 c = item % DV;\n"
-      "  for (i64 t0 = 0; t0 < NTOK; t0 += CHUNK) {\n"
-      "    const int len = (int)min((i64)CHUNK, NTOK - t0);\n"
-      "    __syncthreads();\n"
-      "    for (int i = threadIdx.x; i < len; i += blockDim.x)\n"
-      "      sid[i] = ids[t0 + i];\n"
-      "    __syncthreads();\n"
-      "    if (!owner)\n"
-      "      continue;\n"
-      "    for (int i = 0; i < len; ++i) {\n"
-      "      const int id = sid[i];\n"
-      "      if (id < 0 || id >= V || (id & (P - 1)) != p)\n"
-      "        continue;\n"
-      "      const " + t + " g = gv[(t0 + i) * DV + c];\n"
-      "      " + t + " acc = tv[(i64)id * DV + c];\n" +
-      add +
-      "      tv[(i64)id * DV + c] = acc;\n"
+      "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
+      "  for (int p = blockIdx.x; p < P; p += gridDim.x)\n"
+      "  for (i64 t0 = 0; t0 < NTOK; t0 += IPT * blockDim.x) {\n"
+      "    // Thread i reads tokens t0 + IPT * i .. + IPT - 1.\n"
+      "    int id[IPT], mine = 0;\n"
+      "#pragma unroll\n"
+      "    for (int q = 0; q < IPT; ++q) {\n"
+      "      const i64 tok = t0 + (i64)IPT * threadIdx.x + q;\n"
+      "      id[q] = tok < NTOK ? ids[tok] : -1;\n"
+      "      mine += id[q] >= 0 && id[q] < V && id[q] % P == p;\n"
       "    }\n"
+      "    // This thread's first slot: the hits of the lanes and warps before.\n"
+      "    int before = mine;\n"
+      "    for (int o = 1; o < 32; o <<= 1) {\n"
+      "      const int n = __shfl_up_sync(0xffffffffu, before, o);\n"
+      "      if (lane >= o)\n"
+      "        before += n;\n"
+      "    }\n"
+      "    if (lane == 31)\n"
+      "      counts[warp] = before;\n"
+      "    before -= mine;\n"
+      "    __syncthreads();\n"
+      "    int found = 0;\n"
+      "    for (int w = 0; w < WARPS; ++w) {\n"
+      "      before += w < warp ? counts[w] : 0;\n"
+      "      found += counts[w];\n"
+      "    }\n"
+      "#pragma unroll\n"
+      "    for (int q = 0; q < IPT; ++q)\n"
+      "      if (id[q] >= 0 && id[q] < V && id[q] % P == p) {\n"
+      "        hit[before] = (int)(t0 + (i64)IPT * threadIdx.x + q);\n"
+      "        hrow[before++] = id[q];\n"
+      "      }\n"
+      "    __syncthreads();\n"
+      "    for (int h = 0; h < found; ++h) {\n"
+      "      const i64 tk = hit[h], row = hrow[h];\n"
+      "      for (i64 c = threadIdx.x; c < DV; c += blockDim.x) {\n"
+      "        const " + t + " g = gv[tk * DV + c];\n"
+      "        " + t + " acc = tv[row * DV + c];\n" +
+      add +
+      "        tv[row * DV + c] = acc;\n"
+      "      }\n"
+      "    }\n"
+      "    __syncthreads();  // hit, hrow and counts are rewritten next\n"
       "  }\n";
   launch("scatter",
          "scatter-add of " + str(n) + " rows into [" + str(v) + ", " +
-             str(d) + "]: " + str(parts) + " row partitions x " + str(dv) +
-             " column groups",
+             str(d) + "]: block p owns the rows id % " + str(parts) +
+             " == p",
          {in(dy, "dy"), in(ids, "ids"), out(dt, "dt")}, 0, consts, body,
-         ceilDiv(parts * dv, kBlock));
+         parts);
   return true;
 }

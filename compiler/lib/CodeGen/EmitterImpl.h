@@ -331,10 +331,11 @@ inline std::string emitGather(const Gather &g, const std::string &index,
 /// Constants and the opening of a loop that gives each group of RT threads
 /// one row (`row`, `active` false past the end; the loop is uniform over the
 /// block, so row reductions may synchronize it).
-inline std::string rowConsts(int64_t rows, int64_t n, int rt) {
+inline std::string rowConsts(int64_t rows, int64_t n, int rt,
+                             int block = kBlock) {
   return "constexpr i64 ROWS = " + str(rows) + ";\nconstexpr int N = " +
          str(n) + ";\nconstexpr int RT = " + str(rt) +
-         ";  // threads per row\nconstexpr int RPB = " + str(kBlock / rt) +
+         ";  // threads per row\nconstexpr int RPB = " + str(block / rt) +
          ";  // rows per block\n";
 }
 
@@ -357,8 +358,8 @@ inline std::string rowMax(const std::string &red) {
          red + ");\n";
 }
 
-inline int64_t rowGrid(int64_t rows, int rt) {
-  return std::min(ceilDiv(rows, kBlock / rt), kMaxRowGrid);
+inline int64_t rowGrid(int64_t rows, int rt, int block = kBlock) {
+  return std::min(ceilDiv(rows, block / rt), kMaxRowGrid);
 }
 
 inline std::string rowWhat(int64_t rows, int64_t n, int rt) {

@@ -21,52 +21,79 @@ struct RowLoss {
   bool grad = false;
 };
 
-/// Constants of the cross-entropy row kernels: the row loop's, the logits'
-/// and gradient's element types (xt, dt) and VEC, the elements of one
-/// 16-byte load (1 when rows are not a multiple of it).
-std::string lossConsts(int64_t rows, int64_t n, int rt, const std::string &xt,
-                       const std::string &dt) {
-  int bytes = xt == "float" ? 4 : 2;
-  int vec = n % (16 / bytes) == 0 ? 16 / bytes : 1;
-  return rowConsts(rows, n, rt) + "typedef " + xt + " xt;\ntypedef " + dt +
-         " dt;\nconstexpr int VEC = " + str(vec) +
-         ";  // elements per load\n"
+/// The shape of a cross-entropy row kernel: RT threads a row (1024, the
+/// whole block, for long rows such as a vocabulary: fewer rows in flight, so
+/// a row's second pass finds it in L2: GPT-2's 264 rows of 100 KB take half
+/// of an H100's),
+/// VEC elements a 16-byte load (1 when rows are not a multiple of it), and
+/// PPT loads a thread.
+struct LossShape {
+  int rt, block, vec;
+  int64_t ppt;
+  LossShape(int64_t n, bool f32) {
+    rt = n >= 8192 ? 1024 : threadsPerRow(n);
+    block = std::max(rt, kBlock);
+    vec = n % (f32 ? 4 : 8) == 0 ? (f32 ? 4 : 8) : 1;
+    ppt = ceilDiv(n, int64_t(rt) * vec);
+  }
+};
+
+/// Constants of the cross-entropy row kernels: the row loop's, the block
+/// size, the logits' and gradient's element types (xt, dt), VEC and PPT,
+/// and KEEP: whether each thread keeps its loads of the row in registers
+/// for the gradient pass (at most 4 loads, 16 registers: more would cut the
+/// rows in flight on an SM to one, measured slower than reading the row
+/// again from L2).
+std::string lossConsts(int64_t rows, int64_t n, const LossShape &ls,
+                       const std::string &xt, const std::string &dt) {
+  return rowConsts(rows, n, ls.rt, ls.block) +
+         "constexpr int BLOCK = " + str(ls.block) + ";\ntypedef " + xt +
+         " xt;\ntypedef " + dt + " dt;\nconstexpr int VEC = " + str(ls.vec) +
+         ";  // elements per load\nconstexpr int PPT = " + str(ls.ppt) +
+         ";  // loads per thread\nconstexpr bool KEEP = PPT <= 4;\n"
+         "constexpr float LOG2E = 1.4426950408889634f;\n"
          "struct __align__(sizeof(xt) * VEC) xpack { xt e[VEC]; };\n"
          "struct __align__(sizeof(dt) * VEC) dpack { dt e[VEC]; };\n";
 }
 
 /// The row loop shared by the cross-entropy kernels. Pass 1 reads the row
-/// once (VEC elements a load) keeping a running maximum and the sum of
-/// exponentials scaled to it (the online softmax), combined over the row's
-/// threads (the sum in double); pass 2, for the gradient, reads the row
-/// again and writes (softmax - onehot) * grad / ROWS, as CpuExecutor's
+/// once (VEC elements a load, kept in registers when KEEP) with a running
+/// maximum and the sum of exponentials scaled to it (the online softmax),
+/// combined over the row's threads (the sum in double). Pass 2, for the
+/// gradient, writes (softmax - onehot) * grad / ROWS, as CpuExecutor's
 /// crossEntropyGrad() (the label's entry, p - 1, in double: it cancels when
-/// p -> 1). The row's loss is lse - x[label]; the thread that meets the
-/// label in pass 2 stores it, so dx may be x itself (written in place: each
-/// element is read before it is overwritten, by the same thread). An
+/// p -> 1). The row's loss is lse - x[label]; with the gradient, the thread
+/// that meets the label stores it, so dx may be x itself (written in place:
+/// each element is read before it is overwritten, by the same thread). An
 /// out-of-range label (an error on the CPU) gives NaN.
 std::string crossEntropyRows(const RowLoss &what) {
   std::string body = kRowLoop;
   body += R"CU(    const xt *xr = x + row * N;
+    xpack kept[KEEP ? PPT : 1];
     float m = -GTC_INF, s = 0.0f;
-    if (active)
-      for (int j = lane * VEC; j < N; j += RT * VEC) {
+#pragma unroll 4
+    for (int k = 0; k < PPT; ++k) {
+      const int j = (lane + k * RT) * VEC;
+      if (active && j < N) {
         const xpack p = *reinterpret_cast<const xpack *>(xr + j);
+        if (KEEP)
+          kept[KEEP ? k : 0] = p;
         float mv = p.e[0];
 #pragma unroll
         for (int e = 1; e < VEC; ++e)
           mv = fmaxf(mv, (float)p.e[e]);
         if (mv > m) {
-          s *= expf(m - mv);
+          s *= exp2f((m - mv) * LOG2E);
           m = mv;
         }
 #pragma unroll
         for (int e = 0; e < VEC; ++e)
-          s += expf((float)p.e[e] - m);
+          s += exp2f(((float)p.e[e] - m) * LOG2E);
       }
+    }
     const float mx = row_max<RT>(m, redf);
-    const double sum =
-        row_sum<RT>(m == -GTC_INF ? 0.0 : (double)s * (double)expf(m - mx), red);
+    const double sum = row_sum<RT>(
+        m == -GTC_INF ? 0.0 : (double)(s * exp2f((m - mx) * LOG2E)), red);
     const double lse = (double)mx + log(sum);
     if (active) {
       const int t = labels[row];
@@ -77,24 +104,28 @@ std::string crossEntropyRows(const RowLoss &what) {
     if (!store.empty())
       body += "      if (!ok && lane == 0)\n        " + store +
               "(double)GTC_NAN;\n";
-    body += R"CU(      const float inv = (float)(1.0 / sum);
+    body += R"CU(      const float scale = (float)(1.0 / sum) * gsf;
+      const float mxl = mx * LOG2E;
       dt *dr = dx + row * N;
-      for (int j = lane * VEC; j < N; j += RT * VEC) {
-        const xpack p = *reinterpret_cast<const xpack *>(xr + j);
+#pragma unroll 4
+      for (int k = 0; k < PPT; ++k) {
+        const int j = (lane + k * RT) * VEC;
+        if (j >= N)
+          break;
+        const xpack p = KEEP ? kept[KEEP ? k : 0]
+                             : *reinterpret_cast<const xpack *>(xr + j);
         dpack q;
 #pragma unroll
         for (int e = 0; e < VEC; ++e) {
           const float v = p.e[e];
-          if (!ok) {
-            q.e[e] = GTC_NAN;
-          } else if (j + e == t) {
-            q.e[e] = (float)((exp((double)v - lse) - 1.0) * gs);
+          float d = exp2f(fmaf(v, LOG2E, -mxl)) * scale;
+          if (j + e == t) {
+            d = (float)((exp((double)v - lse) - 1.0) * gs);
 )CU";
     if (!store.empty())
       body += "            " + store + "lse - (double)v;\n";
-    body += R"CU(          } else {
-            q.e[e] = expf(v - mx) * inv * gsf;
-          }
+    body += R"CU(          }
+          q.e[e] = ok ? d : GTC_NAN;
         }
         *reinterpret_cast<dpack *>(dr + j) = q;
       }
@@ -113,12 +144,12 @@ const char *kMeanOfRowLosses = "  __syncthreads();\n"
                                "  for (i64 i = threadIdx.x; i < ROWS; "
                                "i += blockDim.x)\n"
                                "    total += rl[i];\n"
-                               "  total = row_sum<256>(total, red);\n"
+                               "  total = row_sum<BLOCK>(total, red);\n"
                                "  if (threadIdx.x == 0)\n"
                                "    y[0] = (float)(total / ROWS);\n";
 
-const char *kCrossEntropyShared = "  __shared__ double red[8];\n"
-                                  "  __shared__ float redf[8];\n";
+const char *kCrossEntropyShared = "  __shared__ double red[32];\n"
+                                  "  __shared__ float redf[32];\n";
 const char *kGradScale = "  const double gs = (double)grad[0] / ROWS;\n"
                          "  const float gsf = (float)gs;\n";
 
@@ -142,9 +173,10 @@ bool Emitter::crossEntropyKernel(int x, int lab, int y, int g, int dx) {
   if (inPlace && (plan.buffers[dx].offset != plan.buffers[x].offset ||
                   plan.buffers[dx].dtype != plan.buffers[x].dtype))
     return fail("the gradient of the logits overlaps them but is not them");
-  int rt = threadsPerRow(c);
+  LossShape ls(c, isF32(x) && (dx < 0 || isF32(dx)));
+  int rt = ls.rt;
   std::string consts =
-      lossConsts(rows, c, rt, ctype(x), ctype(dx >= 0 ? dx : x));
+      lossConsts(rows, c, ls, ctype(x), ctype(dx >= 0 ? dx : x));
   std::vector<Arg> args;
   if (g >= 0)
     args.push_back(in(g, "grad"));
@@ -164,7 +196,8 @@ bool Emitter::crossEntropyKernel(int x, int lab, int y, int g, int dx) {
                                   : ": loss and gradient");
   if (y < 0) {
     launch("", what, args, kWarpHelpers | kRowHelpers, consts,
-           head + crossEntropyRows({"", true}), rowGrid(rows, rt));
+           head + crossEntropyRows({"", true}), rowGrid(rows, rt, ls.block),
+           ls.block);
     return true;
   }
   if (rows <= kOneBlockRows && count(x) <= kOneBlockLogits) {
@@ -173,7 +206,7 @@ bool Emitter::crossEntropyKernel(int x, int lab, int y, int g, int dx) {
            kWarpHelpers | kRowHelpers, consts,
            head + "  __shared__ double rl[" + str(rows) + "];\n" +
                crossEntropyRows({"rl[row] = ", dx >= 0}) + kMeanOfRowLosses,
-           1);
+           1, ls.block);
     return true;
   }
   needWorkspace(8 * rows);
@@ -181,7 +214,7 @@ bool Emitter::crossEntropyKernel(int x, int lab, int y, int g, int dx) {
   launch("rows", what + "; row losses to the workspace", args,
          kWarpHelpers | kRowHelpers, consts,
          head + crossEntropyRows({"loss[row] = ", dx >= 0}),
-         rowGrid(rows, rt));
+         rowGrid(rows, rt, ls.block), ls.block);
   finalSum("mean", y, rows, "double", "(float)(s / " + str(rows) + ")");
   return true;
 }

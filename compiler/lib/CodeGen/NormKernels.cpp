@@ -162,9 +162,13 @@ bool Emitter::normRegion() {
   return ok;
 }
 
-/// CpuExecutor's layernormGrad(): dx per row (launch 1, which also stores
-/// each row's mean and rstd in the workspace), then dw and db as column sums
-/// over row chunks (launch 2) and over the chunks (launch 3).
+/// CpuExecutor's layernormGrad() in one pass over the rows (launch 1): each
+/// group of RT threads loads a row of x and dy into registers once, computes
+/// the row's statistics (in double) and dx, and adds the row's terms of dw
+/// and db to the sums it keeps for its columns; a grid of at most kMaxGrid
+/// blocks walks the rows, and each row group writes its sums to the
+/// workspace. Launch 2 adds those in a fixed order (deterministic, like the
+/// CPU's sums over all rows, in another order).
 bool Emitter::layernormGrad() {
   int dy = k->inputs[0], x = k->inputs[1], w = k->inputs[2];
   int dx = k->outputs[0], dw = k->outputs[1], db = k->outputs[2];
@@ -172,37 +176,78 @@ bool Emitter::layernormGrad() {
   int64_t d = shape(x).empty() ? 1 : shape(x).back();
   int64_t rows = count(x) / d;
   if (count(dy) != count(x) || (dx >= 0 && count(dx) != count(x)) ||
-      count(w) != d || count(dw) != d || count(db) != d)
+      count(w) != d || count(db) != d || count(dw) != d)
     return fail("layernorm_grad shapes do not agree");
   int rt = threadsPerRow(d);
-  std::string consts = rowConsts(rows, d, rt) + "constexpr double EPS = " +
-                       dbl(k->floatAttr("epsilon", 1e-5)) + ";\n";
-  std::string body = "  __shared__ double red[8];\n";
+  int64_t grid = std::min(rowGrid(rows, rt), kMaxGrid);
+  int64_t slots = grid * (kBlock / rt); // row groups, each with its sums
+  std::string consts =
+      rowConsts(rows, d, rt) + "constexpr double EPS = " +
+      dbl(k->floatAttr("epsilon", 1e-5)) +
+      ";\nconstexpr int CPT = " + str(ceilDiv(d, rt)) +
+      ";  // columns per thread\nconstexpr i64 SLOTS = " + str(slots) +
+      ";  // row groups of the grid\n";
+  std::string body = R"CU(  __shared__ double red[8];
+  // This thread's share of dw and db: columns lane + c * RT.
+  double aw[CPT], ab[CPT];
+#pragma unroll
+  for (int c = 0; c < CPT; ++c)
+    aw[c] = ab[c] = 0.0;
+)CU";
   body += kRowLoop;
-  body += "    const auto *xr = x + row * N;\n"
-          "    const auto *gr = dy + row * N;\n";
-  body += kLayerNormStatistics;
-  body += R"CU(    // s1 = mean(dxhat), s2 = mean(dxhat * xhat) with dxhat = dy * w.
+  body += R"CU(    float xv[CPT], gv[CPT];
+    double s = 0.0;
+#pragma unroll
+    for (int c = 0; c < CPT; ++c) {
+      const int j = lane + c * RT;
+      const bool in = active && j < N;
+      xv[c] = in ? (float)x[row * N + j] : 0.0f;
+      gv[c] = in ? (float)dy[row * N + j] : 0.0f;
+      s += xv[c];
+    }
+    const double mean = row_sum<RT>(s, red) / N;
+    double q = 0.0;
+#pragma unroll
+    for (int c = 0; c < CPT; ++c)
+      if (active && lane + c * RT < N) {
+        const double e = (double)xv[c] - mean;
+        q += e * e;
+      }
+    const double var = row_sum<RT>(q, red) / N;
+    const float rstd = (float)(1.0 / sqrt(var + EPS));
+    // s1 = mean(dxhat), s2 = mean(dxhat * xhat) with dxhat = dy * w.
     double s1 = 0.0, s2 = 0.0;
-    if (active)
-      for (int j = lane; j < N; j += RT) {
-        const double xh = ((double)xr[j] - mean) * rstd;
-        const double g = (double)gr[j] * w[j];
+#pragma unroll
+    for (int c = 0; c < CPT; ++c) {
+      const int j = lane + c * RT;
+      if (active && j < N) {
+        const double xh = ((double)xv[c] - mean) * rstd;
+        const double g = (double)gv[c] * w[j];
         s1 += g;
         s2 += g * xh;
+        aw[c] += (double)gv[c] * xh;
+        ab[c] += gv[c];
       }
+    }
     s1 = row_sum<RT>(s1, red) / N;
     s2 = row_sum<RT>(s2, red) / N;
-    if (active) {
-      for (int j = lane; j < N; j += RT) {
-        const double xh = ((double)xr[j] - mean) * rstd;
-        const double g = (double)gr[j] * w[j];
+#pragma unroll
+    for (int c = 0; c < CPT; ++c) {
+      const int j = lane + c * RT;
+      if (active && j < N) {
+        const double xh = ((double)xv[c] - mean) * rstd;
+        const double g = (double)gv[c] * w[j];
         const float d = (float)(rstd * (g - s1 - xh * s2));
 STORE      }
-      if (lane == 0) {
-        stats[2 * row] = (float)mean;
-        stats[2 * row + 1] = rstd;
-      }
+    }
+  }
+  const i64 slot = (i64)blockIdx.x * RPB + threadIdx.x / RT;
+#pragma unroll
+  for (int c = 0; c < CPT; ++c) {
+    const int j = lane + c * RT;
+    if (j < N) {
+      part[slot * N + j] = aw[c];
+      part[(SLOTS + slot) * N + j] = ab[c];
     }
   }
 )CU";
@@ -226,73 +271,43 @@ STORE      }
       args.push_back(out(f->totalCast, "totc"));
     }
   }
-  args.push_back(ws("float", "stats"));
+  needWorkspace(8 * 2 * slots * d);
+  args.push_back(ws("double", "part"));
   body.replace(body.find("STORE"), 5, store);
   launch("dx",
          rowWhat(rows, d, rt) + (f ? "; plus the residual gradient" : "") +
-             "; row statistics to the workspace",
-         args, kWarpHelpers | kRowHelpers, consts, body, rowGrid(rows, rt));
+             "; dw and db sums of " + str(slots) +
+             " row groups to the workspace",
+         args, kWarpHelpers | kRowHelpers, consts, body, grid);
 
-  // Column sums over chunks of rows, like the CPU's sums over all rows:
-  // dw[j] = sum dy * (x - mean) * rstd, db[j] = sum dy.
-  int64_t chunks = rows < 64 ? 1
-                             : std::max<int64_t>(
-                                   1, std::min(ceilDiv(rows, 16),
-                                               ceilDiv(65536, d)));
-  int64_t chunk = ceilDiv(rows, chunks);
-  chunks = ceilDiv(rows, chunk);
-  int64_t partOffset = alignUp(2 * rows, 64); // in floats
-  needWorkspace(4 * partOffset + 8 * 2 * chunks * d);
-  std::string c2 = "constexpr i64 ROWS = " + str(rows) +
-                   ";\nconstexpr i64 N = " + str(d) +
-                   ";\nconstexpr i64 CHUNKS = " + str(chunks) +
-                   ";\nconstexpr i64 CHUNK = " + str(chunk) +
-                   ";  // rows per chunk\nconstexpr i64 PART = " +
-                   str(partOffset) + ";  // partial sums, after the stats\n";
-  std::string b2 = R"CU(  const float *stats = ws;
-  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < CHUNKS * N;
-       i += (i64)gridDim.x * blockDim.x) {
-    const i64 c = i / N, j = i % N;
-    const i64 end = min(ROWS, (c + 1) * CHUNK);
-    double sw = 0.0, sb = 0.0;
-    for (i64 r = c * CHUNK; r < end; ++r) {
-      const double g = dy[r * N + j];
-      sw += g * (double)(x[r * N + j] - stats[2 * r]) * stats[2 * r + 1];
-      sb += g;
+  // 32 columns a block: thread (lane, g) sums the groups g, g + 32, ... of
+  // column lane, then lane 0's warp adds the 32 sums in order.
+  std::string b2 = R"CU(  __shared__ double sw[32][33], sb[32][33];
+  const int lane = threadIdx.x & 31, g0 = threadIdx.x >> 5;
+  const i64 j = (i64)blockIdx.x * 32 + lane;
+  double w = 0.0, b = 0.0;
+  if (j < N)
+    for (i64 g = g0; g < SLOTS; g += 32) {
+      w += part[g * N + j];
+      b += part[(SLOTS + g) * N + j];
     }
-)CU";
-  if (chunks == 1) {
-    b2 += "    dw[j] = (float)sw;\n    db[j] = (float)sb;\n  }\n";
-    launch("dwdb",
-           "dw and db: one thread per column over all " + str(rows) + " rows",
-           {in(dy, "dy"), in(x, "x"), out(dw, "dw"), out(db, "db"),
-            wsIn("float", "ws")},
-           0, c2, b2, std::min(ceilDiv(d, kBlock), kMaxGrid));
-    return true;
-  }
-  b2 += "    double *part = reinterpret_cast<double *>(ws + PART);\n"
-        "    part[c * N + j] = sw;\n"
-        "    part[(CHUNKS + c) * N + j] = sb;\n  }\n";
-  launch("partial",
-         "dw and db partial sums: one thread per (chunk of " + str(chunk) +
-             " rows, column)",
-         {in(dy, "dy"), in(x, "x"), ws("float", "ws")}, 0, c2, b2,
-         std::min(ceilDiv(chunks * d, kBlock), kMaxGrid));
-  std::string b3 = R"CU(  const double *part = reinterpret_cast<const double *>(ws + PART);
-  for (i64 j = (i64)blockIdx.x * blockDim.x + threadIdx.x; j < N;
-       j += (i64)gridDim.x * blockDim.x) {
-    double sw = 0.0, sb = 0.0;
-    for (i64 c = 0; c < CHUNKS; ++c) {
-      sw += part[c * N + j];
-      sb += part[(CHUNKS + c) * N + j];
+  sw[g0][lane] = w;
+  sb[g0][lane] = b;
+  __syncthreads();
+  if (g0 == 0 && j < N) {
+    for (int g = 1; g < 32; ++g) {
+      w += sw[g][lane];
+      b += sb[g][lane];
     }
-    dw[j] = (float)sw;
-    db[j] = (float)sb;
+    dw[j] = (float)w;
+    db[j] = (float)b;
   }
 )CU";
-  launch("final", "dw and db: one thread per column sums the chunks in order",
-         {out(dw, "dw"), out(db, "db"), wsIn("float", "ws")}, 0, c2, b3,
-         std::min(ceilDiv(d, kBlock), kMaxGrid));
+  launch("dwdb",
+         "dw and db: 32 threads a column add the " + str(slots) +
+             " row groups' sums, then one adds theirs, in a fixed order",
+         {out(dw, "dw"), out(db, "db"), wsIn("double", "part")}, 0, consts, b2,
+         ceilDiv(d, 32), 1024);
   return true;
 }
 
