@@ -188,11 +188,13 @@ bool Emitter::layernormGrad() {
       ";  // columns per thread\nconstexpr i64 SLOTS = " + str(slots) +
       ";  // row groups of the grid\n";
   std::string body = R"CU(  __shared__ double red[8];
-  // This thread's share of dw and db: columns lane + c * RT.
-  double aw[CPT], ab[CPT];
+  // This thread's share of dw and db: columns lane + c * RT, over its rows
+  // (a few dozen: float; the row groups are added in double). Float keeps
+  // the registers of a thread low enough for 8 blocks an SM.
+  float aw[CPT], ab[CPT];
 #pragma unroll
   for (int c = 0; c < CPT; ++c)
-    aw[c] = ab[c] = 0.0;
+    aw[c] = ab[c] = 0.0f;
 )CU";
   body += kRowLoop;
   body += R"CU(    float xv[CPT], gv[CPT];
@@ -225,7 +227,7 @@ bool Emitter::layernormGrad() {
         const double g = (double)gv[c] * w[j];
         s1 += g;
         s2 += g * xh;
-        aw[c] += (double)gv[c] * xh;
+        aw[c] += gv[c] * (float)xh;
         ab[c] += gv[c];
       }
     }
