@@ -26,7 +26,8 @@ using namespace gtc::rt;
 
 inline constexpr int kBlock = 256;
 /// Cross-entropies of at most this many rows and logits run in one block
-/// (no second launch for the mean; fusable with the gradient); larger ones
+/// (no second launch for the mean; with the gradient in a loss region, one
+/// launch in all); larger ones
 /// spread the rows over the GPU (a 512 x 50257 one took 55 ms in one block).
 inline constexpr int64_t kOneBlockRows = 1024, kOneBlockLogits = 1 << 16;
 

@@ -23,10 +23,9 @@ struct RowLoss {
 
 /// The shape of a cross-entropy row kernel: RT threads a row (1024, the
 /// whole block, for long rows such as a vocabulary: fewer rows in flight, so
-/// a row's second pass finds it in L2: GPT-2's 264 rows of 100 KB take half
-/// of an H100's),
-/// VEC elements a 16-byte load (1 when rows are not a multiple of it), and
-/// PPT loads a thread.
+/// a row's second pass finds it in L2; GPT-2's 264 rows in flight, 100 KB
+/// each, take half of an H100's), VEC elements a 16-byte load (1 when rows
+/// are not a multiple of it), and PPT loads a thread.
 struct LossShape {
   int rt, block, vec;
   int64_t ppt;
