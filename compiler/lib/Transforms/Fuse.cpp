@@ -152,14 +152,15 @@ private:
       CrossEntropyGradOp grad;
       for (Operation *u : x.getUsers())
         if (auto g = dyn_cast<CrossEntropyGradOp>(u);
-            g && g->getBlock() == &block && g.getLabels() == ce.getLabels() &&
-            ce->isBeforeInBlock(g))
+            g && g->getBlock() == &block && g.getLogits() == x &&
+            g.getLabels() == ce.getLabels() && ce->isBeforeInBlock(g))
           grad = g;
       if (!grad)
         continue;
       Group g{ce, {}};
       auto widening = x.getDefiningOp<CastOp>();
       if (widening && widening->getBlock() == &block &&
+          isa<FloatType>(getElementTypeOrSelf(widening.getInput().getType())) &&
           llvm::all_of(x.getUsers(), [&](Operation *u) {
             return u == ce.getOperation() || u == grad.getOperation();
           })) {
