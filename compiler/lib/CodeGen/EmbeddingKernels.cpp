@@ -51,9 +51,9 @@ bool Emitter::embedding() {
 /// table rows id % P == p: it reads the indices a chunk at a time, lists the
 /// tokens of its rows in token order (a prefix sum over the lanes, then the
 /// warps' offsets), and its threads add those tokens' gradient rows column
-/// by column. Each index is read by P blocks from L2 instead of by every thread
-/// (the earlier kernel's 1.5 ms for GPT-2's token table); indices outside
-/// the table are skipped, as on the CPU.
+/// by column. Each index is read by P blocks from L2 instead of by every
+/// thread, as the earlier kernel did; indices outside the table are skipped,
+/// as on the CPU.
 bool Emitter::embeddingGrad() {
   int dy = k->inputs[0], ids = k->inputs[1], dt = k->outputs[0];
   const auto &ts = shape(dt);
