@@ -1,7 +1,10 @@
 //===- AttentionKernels.cpp - Fused attention and its gradient ------------===//
 //
-// Flash-attention style kernels: the forward pass with an online softmax
-// and the three-pass deterministic backward pass.
+// Flash-attention style kernels on CUDA cores (fp32 arithmetic): the forward
+// pass with an online softmax and the three-pass deterministic backward
+// pass. They serve f32 attention and head sizes other than 64 and 128; bf16
+// and fp16 heads of 64 or 128 take the tensor-core kernels of
+// FlashAttention.cpp.
 //===----------------------------------------------------------------------===//
 
 #include "EmitterImpl.h"
@@ -230,6 +233,8 @@ bool Emitter::attention() {
   if (count(y) != s.b * s.t * s.d)
     return fail("attention result size does not match");
   bool causal = k->intAttr("causal", 1);
+  if (tensorCoreAttention(s.hd, {qkv, y}))
+    return flashAttention(s.b, s.t, s.d, s.h, causal);
   float scale = 1.0f / std::sqrt(static_cast<float>(s.hd));
   int64_t hdp = laneRowStride(s.hd);
   int64_t bq = pickQueryTile(4 * 2 * 32 * hdp, 4 * s.hd + 4 * 32);
@@ -276,6 +281,8 @@ bool Emitter::attentionGrad() {
   if (count(dy) != s.b * s.t * s.d || count(dq) != count(qkv))
     return fail("attention_grad operand sizes do not match");
   bool causal = k->intAttr("causal", 1);
+  if (tensorCoreAttention(s.hd, {dy, qkv, dq}))
+    return flashAttentionGrad(s.b, s.t, s.d, s.h, causal);
   float scale = static_cast<float>(1.0 / std::sqrt(double(s.hd)));
   int64_t hdp = laneRowStride(s.hd);
   needWorkspace(4 * 2 * s.b * s.h * s.t);

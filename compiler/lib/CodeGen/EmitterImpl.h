@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
 #include <map>
 #include <iostream>
 #include <memory>
@@ -497,6 +498,14 @@ private:
   bool softmax(bool grad);
   bool attention();
   bool attentionGrad();
+  /// Whether attention over the buffers `ids` (all bf16, or all f16) with
+  /// head size `hd` takes the tensor-core kernels (FlashAttention.cpp).
+  bool tensorCoreAttention(int64_t hd, std::initializer_list<int> ids);
+  std::string flashConsts(int64_t b, int64_t t, int64_t d, int64_t h,
+                          bool causal);
+  bool flashAttention(int64_t b, int64_t t, int64_t d, int64_t h, bool causal);
+  bool flashAttentionGrad(int64_t b, int64_t t, int64_t d, int64_t h,
+                          bool causal);
   bool embedding();
   bool embeddingGrad();
   bool crossEntropy();
