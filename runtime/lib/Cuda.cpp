@@ -5,7 +5,9 @@
 #include "gtc/Runtime/Optimizer.h"
 #include "gtc/Runtime/Profile.h"
 #include "gtc/Runtime/Rng.h"
+#include "gtc/Runtime/Startup.h"
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -21,6 +23,7 @@
 #include <nvtx3/nvToolsExt.h>
 #include <sstream>
 #include <sys/stat.h>
+#include <thread>
 #include <unistd.h>
 #include <unordered_map>
 
@@ -289,6 +292,28 @@ bool gtc::rt::cudaAvailable(CudaDeviceInfo &info, std::string &error) {
   if (!initDevice(error))
     return false;
   info = libs().info;
+  return true;
+}
+
+bool gtc::rt::compileCudaJobs(std::vector<CompileJob> &jobs,
+                               unsigned &threads) {
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> workers;
+  threads = static_cast<unsigned>(std::min<size_t>(
+      std::max(1u, std::thread::hardware_concurrency()), jobs.size()));
+  auto work = [&] {
+    for (size_t j; (j = next++) < jobs.size();)
+      compileCuda(*jobs[j].source, jobs[j].arch, jobs[j].binary,
+                  jobs[j].cached, jobs[j].error);
+  };
+  for (unsigned t = 1; t < threads; ++t)
+    workers.emplace_back(work);
+  work();
+  for (std::thread &w : workers)
+    w.join();
+  for (const CompileJob &j : jobs)
+    if (!j.error.empty())
+      return false;
   return true;
 }
 
@@ -580,7 +605,9 @@ struct CudaExecutor::Impl {
   int64_t paramElements = 0, partials = 0;
   CUevent copied[2], consumed[2], done, start, stop;
   bool consumedRecorded[2] = {false, false};
-  std::vector<CUmodule> modules;
+  /// One module per distinct source; binaries that compileAll made.
+  std::unordered_map<std::string, CUmodule> modules;
+  std::unordered_map<std::string, std::vector<char>> binaries;
   struct Launch {
     const CudaLaunch *spec;
     int planKernel = -1;
@@ -611,17 +638,45 @@ struct CudaExecutor::Impl {
     return arena + regionOffset.at(b.region) + b.offset * 4;
   }
 
+  /// Compiles every distinct source (the program's kernels and the
+  /// runtime's) on all cores, through the cache.
+  void compileAll(const std::vector<const std::string *> &sources) {
+    StartupPhase phase("NVRTC");
+    std::vector<CompileJob> jobs;
+    for (const std::string *s : sources)
+      if (binaries.emplace(*s, std::vector<char>()).second)
+        jobs.push_back({s, arch, {}, false, ""});
+    unsigned threads = 0;
+    if (!compileCudaJobs(jobs, threads))
+      for (const CompileJob &j : jobs)
+        if (!j.error.empty())
+          throw RuntimeError(j.error);
+    int hits = 0;
+    for (CompileJob &j : jobs) {
+      hits += j.cached;
+      binaries[*j.source] = std::move(j.binary);
+    }
+    phase.detail = std::to_string(jobs.size()) + " distinct kernels, " +
+                   std::to_string(jobs.size() - hits) + " compiled on " +
+                   std::to_string(threads) + " threads, " +
+                   std::to_string(hits) + " from the cache";
+  }
+
   CUfunction load(const std::string &source, const std::string &name) {
-    std::vector<char> cubin;
-    bool cached = false;
-    std::string error;
-    if (!compileCuda(source, arch, cubin, cached, error))
-      throw RuntimeError(error);
-    CUmodule m;
-    CU(cuModuleLoadData(&m, cubin.data()));
-    modules.push_back(m);
+    StartupPhase phase("module load");
+    auto it = modules.find(source);
+    if (it == modules.end()) {
+      auto b = binaries.find(source);
+      if (b == binaries.end()) { // not in compileAll's list
+        compileAll({&source});
+        b = binaries.find(source);
+      }
+      CUmodule m;
+      CU(cuModuleLoadData(&m, b->second.data()));
+      it = modules.emplace(source, m).first;
+    }
     CUfunction f;
-    CU(cuModuleGetFunction(&f, m, name.c_str()));
+    CU(cuModuleGetFunction(&f, it->second, name.c_str()));
     return f;
   }
 
@@ -946,8 +1001,11 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
                            bool tf32)
     : impl(std::make_unique<Impl>(plan, program, tf32)) {
   std::string error;
-  if (!initDevice(error))
-    throw RuntimeError(error);
+  {
+    StartupPhase phase("CUDA driver and context");
+    if (!initDevice(error))
+      throw RuntimeError(error);
+  }
   Libs &L = libs();
   if (!L.nvrtc)
     throw RuntimeError("NVRTC is not available (" + L.nvrtcError +
@@ -968,6 +1026,18 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
   CU(cuEventCreate(&I.start, CU_EVENT_DEFAULT));
   CU(cuEventCreate(&I.stop, CU_EVENT_DEFAULT));
   LT(cublasLtCreate(&I.lt));
+  // Every kernel first, on all cores: the program's (identical layers share
+  // one source) and the optimizer's.
+  std::vector<const std::string *> sources;
+  for (const std::vector<CudaLaunch> &ls : program.kernels)
+    for (const CudaLaunch &s : ls)
+      if (s.kind == CudaLaunch::Kind::Kernel)
+        sources.push_back(&s.source);
+  static const std::string optimizerSource = kOptimizerSource;
+  if (plan.kind == "step")
+    sources.push_back(&optimizerSource);
+  I.compileAll(sources);
+  auto memoryStart = std::chrono::steady_clock::now();
   size_t freeBefore = 0, total = 0;
   CU(cuMemGetInfo(&freeBefore, &total));
 
@@ -1006,9 +1076,6 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
     CU(cuMemAlloc(&I.norm, 4));
     CU(cuMemAlloc(&I.counter, kCounters * 8));
     CU(cuMemsetD8Async(I.counter, 0, kCounters * 8, I.compute));
-    I.sumsq = I.load(kOptimizerSource, "gtc_sumsq");
-    I.normFn = I.load(kOptimizerSource, "gtc_norm");
-    I.update = I.load(kOptimizerSource, "gtc_update");
   }
   size_t freeAfter = 0;
   CU(cuMemGetInfo(&freeAfter, &total));
@@ -1037,6 +1104,16 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
     upload(plan.lossScale, &initial);
   }
 
+  Startup::get().add("device memory",
+                     std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - memoryStart)
+                         .count());
+  if (I.state) {
+    I.sumsq = I.load(kOptimizerSource, "gtc_sumsq");
+    I.normFn = I.load(kOptimizerSource, "gtc_norm");
+    I.update = I.load(kOptimizerSource, "gtc_update");
+  }
+
   // Every buffer a launch names must exist.
   auto valid = [&](int id) {
     return id >= 0 && static_cast<size_t>(id) < plan.buffers.size();
@@ -1058,26 +1135,26 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
                            s.name + "'");
     }
 
-  // Compile (or fetch from the cache) every kernel; one module per source.
-  std::unordered_map<std::string, CUfunction> bySource;
+  // The launches: kernels from their modules, then the GEMMs with the
+  // algorithm of cuBLASLt's heuristic.
   for (size_t k = 0; k < program.kernels.size(); ++k)
     for (const CudaLaunch &s : program.kernels[k]) {
       Impl::Launch l;
       l.spec = &s;
       l.planKernel = static_cast<int>(k);
       if (s.kind == CudaLaunch::Kind::Kernel) {
-        auto it = bySource.find(s.source + s.name);
-        l.fn = it != bySource.end() ? it->second : I.load(s.source, s.name);
-        bySource[s.source + s.name] = l.fn;
+        l.fn = I.load(s.source, CudaLaunch::kKernelEntry);
         if (s.shared > 48 * 1024)
           CU(cuFuncSetAttribute(l.fn,
                                 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                 static_cast<int>(s.shared)));
-      } else if (s.kind == CudaLaunch::Kind::Gemm) {
-        I.setupGemm(l);
       }
       I.launches.push_back(l);
     }
+  StartupPhase gemmPhase("cuBLASLt heuristics");
+  for (Impl::Launch &l : I.launches)
+    if (l.spec->kind == CudaLaunch::Kind::Gemm)
+      I.setupGemm(l);
 }
 
 CudaExecutor::~CudaExecutor() {

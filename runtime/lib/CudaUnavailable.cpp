@@ -22,6 +22,14 @@ bool gtc::rt::compileCuda(const std::string &, const std::string &,
   return false;
 }
 
+bool gtc::rt::compileCudaJobs(std::vector<CompileJob> &jobs,
+                               unsigned &threads) {
+  threads = 0;
+  for (CompileJob &j : jobs)
+    j.error = kMessage;
+  return jobs.empty();
+}
+
 std::vector<std::string> gtc::rt::runtimeKernelSources() { return {}; }
 
 CompileStats &gtc::rt::compileStats() {

@@ -1,6 +1,7 @@
 //===- Trainer.cpp - The training loop ------------------------------------===//
 
 #include "gtc/Runtime/Trainer.h"
+#include "gtc/Runtime/Startup.h"
 #include "gtc/Runtime/Profile.h"
 #include "gtc/Runtime/Checkpoint.h"
 #include "gtc/Runtime/CpuExecutor.h"
@@ -375,6 +376,7 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
            "data = idx(\"images.gz\", \"labels.gz\")\n";
     return 1;
   }
+  auto dataStart = std::chrono::steady_clock::now();
   std::unique_ptr<Dataset> data = openSource(c.data, error);
   if (!data) {
     err << "gtc: error: " << error << "\n";
@@ -385,6 +387,9 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
     err << "gtc: error: " << error << "\n";
     return 1;
   }
+  Startup::get().add("data", std::chrono::duration<double>(
+                                 std::chrono::steady_clock::now() - dataStart)
+                                 .count());
   Feeds feeds;
   if (!matchFeeds(step, *data, "training", feeds, error)) {
     err << "gtc: error: " << error << "\n";
@@ -419,8 +424,10 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
       return 1;
     backend = std::make_unique<CudaBackend>(step, *program, tf32);
   } else {
+    StartupPhase phase("memory");
     backend = std::make_unique<CpuBackend>(step);
   }
+  auto paramStart = std::chrono::steady_clock::now();
   const int64_t paramElements = step.regionSize.at(Region::Param);
   std::vector<float> params(paramElements), first, second;
   int64_t start = 0;
@@ -489,6 +496,10 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
     initParameters(step, seed, params.data());
     backend->setParams(params);
   }
+  Startup::get().add("parameters",
+                     std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - paramStart)
+                         .count());
 
   Loader loader(*data, batch, seed, /*shuffle=*/true, /*dropLast=*/true);
   backend->setSchedule(start, total);
@@ -529,7 +540,9 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
 
   // Evaluation over the whole eval set, in batches (a smaller last one).
   std::map<int64_t, std::unique_ptr<EvalBackend>> evals;
+  double evalSeconds = 0; // timed apart from training
   auto evaluate = [&](int64_t atStep) -> bool {
+    auto evalStart = std::chrono::steady_clock::now();
     Loader evalLoader(*evalData, batch, seed, /*shuffle=*/false,
                       /*dropLast=*/false);
     backend->getParams(params);
@@ -584,7 +597,13 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
         << std::setprecision(4) << loss;
     if (hasAccuracy)
       out << " | accuracy " << std::setprecision(2) << acc * 100 << "%";
-    out << " | " << seen << " examples\n" << std::defaultfloat << std::flush;
+    double seconds = std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - evalStart)
+                         .count();
+    evalSeconds += seconds;
+    out << " | " << seen << " examples | " << std::setprecision(2) << seconds
+        << " s\n"
+        << std::defaultfloat << std::flush;
     if (log)
       log << "{\"eval\": true, \"step\": " << atStep
           << ", \"loss\": " << num(loss) << ", \"accuracy\": " << num(acc)
@@ -679,8 +698,20 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
                       .count() > 0.25 ||
                   lastStep
             : logged;
+    auto stepStart = std::chrono::steady_clock::now();
     try {
       backend->run(lr, s + 1, logged || printLine);
+      if (s == start && !Startup::get().isClosed()) {
+        // Where the time to the first step went (waits for the step).
+        backend->loss();
+        Startup::get().add("the step",
+                           std::chrono::duration<double>(
+                               std::chrono::steady_clock::now() - stepStart)
+                               .count());
+        (tty ? err : out) << "first step: " << Startup::get().report()
+                          << "\n";
+        Startup::get().close();
+      }
     } catch (const RuntimeError &e) {
       err << "\ngtc: error: at step " << s << ": " << e.what() << "\n";
       return 1;
@@ -715,7 +746,7 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
       }
     }
     double elapsed = std::chrono::duration<double>(now - t0).count();
-    double rate = sinceStart * batch / std::max(elapsed, 1e-9);
+    double rate = sinceStart * batch / std::max(elapsed - evalSeconds, 1e-9);
     double eta = (total - s - 1) * batch / std::max(rate, 1e-9);
     if (log && logged) {
       double norm = backend->gradNorm(), scale = 0;
@@ -761,8 +792,11 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
                        .count();
   out << "done: " << total << " steps, final loss " << std::fixed
       << std::setprecision(4) << lastLoss << ", " << std::setprecision(1)
-      << elapsed << " s\n"
-      << std::defaultfloat;
+      << elapsed << " s";
+  if (evalSeconds > 0)
+    out << " (training " << elapsed - evalSeconds << " s, evaluation "
+        << evalSeconds << " s)";
+  out << "\n" << std::defaultfloat;
   if (!save(total))
     return 1;
   if (!options.savePath.empty())

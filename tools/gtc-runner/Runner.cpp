@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "gtc/CodeGen/CudaEmitter.h"
+#include "gtc/Runtime/Startup.h"
 #include "gtc/Runtime/Bundle.h"
 #include "gtc/Runtime/RunArgs.h"
 #include <iostream>
@@ -46,6 +47,7 @@ int usageError(const std::string &self, const std::string &message) {
 } // namespace
 
 int main(int argc, char **argv) {
+  gtc::rt::Startup::get(); // the clock of "first step: ... from start"
   std::string self = argv[0];
   if (size_t slash = self.rfind('/'); slash != std::string::npos)
     self = self.substr(slash + 1);

@@ -15,13 +15,12 @@
 #include "gtc/Runtime/Cuda.h"
 #include "gtc/Runtime/Bundle.h"
 #include "gtc/Runtime/RunArgs.h"
+#include "gtc/Runtime/Startup.h"
 #include "gtc/Runtime/Trainer.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <set>
-#include <thread>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -391,7 +390,7 @@ int runModel(const Options &opts, mlir::ModuleOp module,
         if (l.kind == gtc::rt::CudaLaunch::Kind::Kernel)
           output->os() << "// launch " << l.name << ": grid " << l.grid
                        << ", block " << l.block << "\n"
-                       << l.source << "\n";
+                       << l.comment << l.source << "\n";
         else if (l.kind == gtc::rt::CudaLaunch::Kind::Gemm)
           output->os() << "// cuBLASLt GEMM for kernel " << k << " ("
                        << gtc::rt::opName(step->kernels[k].op) << "): " << l.m << "x" << l.n
@@ -562,42 +561,29 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
   }
   // Cubins for each arch, and PTX of the newest for later GPUs: one NVRTC
   // job per (distinct source, target), on every core.
-  struct Job {
-    const std::string *source;
-    std::string arch, key;
-    std::vector<char> binary;
-    std::string error;
-  };
-  std::vector<Job> jobs;
+  std::vector<gtc::rt::CompileJob> jobs;
+  std::vector<std::string> jobKeys;
   std::set<std::string> keys;
   for (const std::string &source : sources) {
     std::vector<std::string> targets = bundle.archs;
     targets.push_back(ptxArch);
     for (const std::string &a : targets) {
       std::string key = gtc::rt::kernelKey(source, a == ptxArch ? "ptx" : a);
-      if (keys.insert(key).second)
-        jobs.push_back({&source, a, key, {}, {}});
+      if (keys.insert(key).second) {
+        jobs.push_back({&source, a, {}, false, ""});
+        jobKeys.push_back(key);
+      }
     }
   }
-  std::atomic<size_t> next{0};
-  std::vector<std::thread> workers;
-  unsigned threads = std::max(1u, std::thread::hardware_concurrency());
-  for (unsigned t = 0; t < std::min<size_t>(threads, jobs.size()); ++t)
-    workers.emplace_back([&] {
-      for (size_t j; (j = next++) < jobs.size();) {
-        bool cached = false;
-        gtc::rt::compileCuda(*jobs[j].source, jobs[j].arch, jobs[j].binary,
-                             cached, jobs[j].error);
-      }
-    });
-  for (std::thread &w : workers)
-    w.join();
-  for (Job &j : jobs) {
-    if (!j.error.empty()) {
-      nvrtcProblem = j.error;
+  unsigned threads = 0;
+  gtc::rt::compileCudaJobs(jobs, threads);
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    if (!jobs[j].error.empty()) {
+      nvrtcProblem = jobs[j].error;
       break;
     }
-    bundle.kernels[j.key].assign(j.binary.begin(), j.binary.end());
+    bundle.kernels[jobKeys[j]].assign(jobs[j].binary.begin(),
+                                      jobs[j].binary.end());
   }
   if (!nvrtcProblem.empty()) {
     llvm::errs() << "gtc: warning: GPU kernels not precompiled ("
@@ -677,6 +663,7 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
 } // namespace
 
 int main(int argc, char **argv) {
+  gtc::rt::Startup::get(); // the clock of "first step: ... from start"
   llvm::InitLLVM init(argc, argv);
   Options opts;
   if (std::optional<int> code = parseArgs(argc, argv, opts))
@@ -723,8 +710,11 @@ int main(int argc, char **argv) {
     return 0;
   }
 
-  mlir::OwningOpRef<mlir::ModuleOp> module =
-      gtc::compileSource(context, sourceMgr, path);
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  {
+    gtc::rt::StartupPhase phase("parse");
+    module = gtc::compileSource(context, sourceMgr, path);
+  }
   if (!module)
     return 1;
   if (opts.emit == Emit::MLIR) {

@@ -23,6 +23,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "EmitterImpl.h"
+#include "gtc/Runtime/Startup.h"
 
 using namespace gtc;
 using namespace gtc::rt;
@@ -85,15 +86,15 @@ void Emitter::launch(const std::string &suffix, const std::string &what,
   }
   if (!attrs.empty())
     attrs += "}";
-  std::string src = "// gtc plan kernel " + str(index) + ": " + opName(k->op) + attrs +
-                    "\n";
+  std::string note =
+      "// gtc plan kernel " + str(index) + ": " + opName(k->op) + attrs + "\n";
   for (int id : k->inputs)
-    src += "//   in  " + describe(id) + "\n";
+    note += "//   in  " + describe(id) + "\n";
   for (int id : k->outputs)
-    src += "//   out " + (id < 0 ? std::string("(not stored)") : describe(id)) +
-           "\n";
-  src += "// " + l.name + ": " + what + "\n";
-  src += kPrelude;
+    note += "//   out " +
+            (id < 0 ? std::string("(not stored)") : describe(id)) + "\n";
+  l.comment = note + "// " + l.name + ": " + what + "\n";
+  std::string src = kPrelude;
   if (helpers & (kWarpHelpers | kRowHelpers | kArgmaxHelpers))
     src += kWarpSnippet;
   if (helpers & kRowHelpers)
@@ -102,7 +103,7 @@ void Emitter::launch(const std::string &suffix, const std::string &what,
     src += kArgmaxSnippet;
   src += "\n" + consts;
   src += "\nextern \"C\" __global__ void __launch_bounds__(" + str(block) +
-         ")\n" + l.name + "(";
+         ")\n" + CudaLaunch::kKernelEntry + "(";
   for (size_t i = 0; i < args.size(); ++i) {
     const Arg &a = args[i];
     std::string type = a.buffer == CudaLaunch::kWorkspace ? a.wsType
@@ -244,6 +245,7 @@ rt::CudaProgramFn gtc::codegen::programCache(const std::string &tool) {
   return [programs, tool](const Plan &plan) -> const CudaProgram * {
     auto &slot = (*programs)[&plan];
     if (!slot) {
+      rt::StartupPhase phase("kernel generation");
       auto program = std::make_unique<CudaProgram>();
       std::string error;
       if (!emitCuda(plan, *program, error)) {

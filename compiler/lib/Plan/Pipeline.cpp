@@ -2,6 +2,7 @@
 
 #include "gtc/Plan/Pipeline.h"
 #include "gtc/Plan/PlanBuilder.h"
+#include "gtc/Runtime/Startup.h"
 #include "gtc/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"
@@ -34,6 +35,7 @@ FailureOr<OwningOpRef<ModuleOp>> specialize(ModuleOp module,
   if (options.batch < 1)
     return module.emitError("the batch size must be >= 1, got ")
            << options.batch;
+  rt::StartupPhase phase("passes");
   OwningOpRef<ModuleOp> clone(module.clone());
   PassManager pm(module.getContext());
   GtShapeInferencePassOptions shape;
@@ -57,6 +59,7 @@ FailureOr<OwningOpRef<ModuleOp>> specialize(ModuleOp module,
 /// The plan of `func`, with the precision it was compiled for.
 FailureOr<rt::Plan> finishPlan(func::FuncOp func, ModuleOp lowered,
                                const CompileOptions &options) {
+  rt::StartupPhase phase("planning");
   FailureOr<rt::Plan> plan =
       gtc::buildPlan(func, findTrain(lowered), /*views=*/options.fuse);
   if (succeeded(plan) && !options.precision.empty() &&

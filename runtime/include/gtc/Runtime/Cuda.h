@@ -50,6 +50,19 @@ bool cudaAvailable(CudaDeviceInfo &info, std::string &error);
 bool compileCuda(const std::string &source, const std::string &arch,
                  std::vector<char> &cubin, bool &cached, std::string &error);
 
+/// One compilation of compileCudaJobs: `source` for `arch`.
+struct CompileJob {
+  const std::string *source = nullptr;
+  std::string arch;
+  std::vector<char> binary;
+  bool cached = false;
+  std::string error; ///< empty when it succeeded
+};
+
+/// Runs compileCuda for every job, on as many threads as the machine has
+/// cores (`threads` says how many ran). False if any job failed.
+bool compileCudaJobs(std::vector<CompileJob> &jobs, unsigned &threads);
+
 /// The runtime's own kernel sources (clipping and the optimizers), which a
 /// compiled executable ships next to the plan's.
 std::vector<std::string> runtimeKernelSources();

@@ -21,14 +21,20 @@ struct CudaLaunch {
   enum class Kind { Kernel, Gemm, Memset };
   Kind kind = Kind::Kernel;
 
-  // Kernel: `extern "C" __global__ void <name>(T0 *p0, T1 *p1, ...)`, one
-  // pointer per entry of `buffers` (float* for f32 buffers, int* for i32),
-  // launched as grid x block threads (1-D) with `shared` bytes of dynamic
-  // shared memory. An entry kWorkspace stands for the program's workspace
-  // (see CudaProgram::workspaceBytes); the kernel declares the pointer type
-  // it wants (double*, float*, int*).
+  // Kernel: `source` defines `extern "C" __global__ void gtc_kernel(T0 *p0,
+  // T1 *p1, ...)` (kKernelEntry), one pointer per entry of `buffers` (float*
+  // for f32 buffers, int* for i32), launched as grid x block threads (1-D)
+  // with `shared` bytes of dynamic shared memory. An entry kWorkspace stands
+  // for the program's workspace (see CudaProgram::workspaceBytes); the kernel
+  // declares the pointer type it wants (double*, float*, int*). The source
+  // holds nothing that names the plan kernel, so identical kernels (the
+  // layers of a repeat) are one source, compiled and loaded once; `name`
+  // (profiles, errors) and `comment` (listings: the plan kernel, its
+  // buffers, what the launch does) say which launch it is.
   static constexpr int kWorkspace = -2;
+  static constexpr const char *kKernelEntry = "gtc_kernel";
   std::string name;
+  std::string comment;
   std::string source;
   int64_t grid = 1;
   int64_t block = 256;
