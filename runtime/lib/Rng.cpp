@@ -62,6 +62,8 @@ uint64_t Rng::next() {
   return finalize(state);
 }
 
+void Rng::skip(uint64_t n) { state += n * kGolden; }
+
 double Rng::uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
 
 uint64_t Rng::below(uint64_t n) {

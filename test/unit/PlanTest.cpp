@@ -1,6 +1,8 @@
 //===- PlanTest.cpp - Plan building, memory planning, serialization -------===//
 
 #include "CompileHelpers.h"
+#include "gtc/Runtime/CpuExecutor.h"
+#include "gtc/Runtime/Rng.h"
 #include "gtest/gtest.h"
 #include <algorithm>
 
@@ -141,3 +143,36 @@ TEST(PlanTest, GradientsMirrorParameters) {
 }
 
 } // namespace
+
+// Parameter initialization is split over threads; every thread count draws
+// what one generator per parameter draws element by element.
+TEST(PlanTest, ParameterInitIsIndependentOfThreads) {
+  std::string errors;
+  std::optional<rt::Plan> plan = test::compilePlan(R"(model m {
+    input x: f32[B, 300]
+    param w: f32[300, 1000] = normal(0.02)
+    param u: f32[1000] = uniform(-0.5, 0.5)
+    param o: f32[1000] = ones
+    loss = mean(matmul(x, w) * u * o)
+  })", 2, errors);
+  ASSERT_TRUE(plan.has_value()) << errors;
+  int64_t n = plan->regionSize.at(rt::Region::Param);
+  std::vector<float> one(n), many(n);
+  rt::setThreads(1);
+  rt::initParameters(*plan, 42, one.data());
+  rt::setThreads(4);
+  rt::initParameters(*plan, 42, many.data());
+  rt::setThreads(0);
+  EXPECT_EQ(one, many);
+  for (const rt::Param &p : plan->params) {
+    const rt::Buffer &b = plan->buffers[p.buffer];
+    rt::Rng rng(rt::mixSeed(42, p.name));
+    for (int64_t i = 0; i < b.elements(); ++i) {
+      double v = p.init == "normal"    ? p.args[0] + p.args[1] * rng.normal()
+                 : p.init == "uniform" ? p.args[0] + (p.args[1] - p.args[0]) *
+                                                         rng.uniform()
+                                       : 1.0;
+      ASSERT_EQ(one[b.offset + i], static_cast<float>(v)) << p.name << i;
+    }
+  }
+}

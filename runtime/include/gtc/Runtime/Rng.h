@@ -28,6 +28,9 @@ struct Rng {
   explicit Rng(uint64_t seed) : state(seed) {}
   /// The next 64 random bits.
   uint64_t next();
+  /// Jumps over `n` calls of next() (the state is a counter), so that work
+  /// split over threads draws what one thread would.
+  void skip(uint64_t n);
   /// A double in [0, 1) with 53 random bits.
   double uniform();
   /// An integer in [0, n), n > 0, without modulo bias.
