@@ -361,9 +361,13 @@ FailureOr<Val> Generator::make(Loc l, ValueRange operands,
   OperationState state(loc(l), OpTy::getOperationName());
   state.addOperands(operands);
   state.addAttributes(attrs);
-  state.addTypes(builder.getNoneType());
+  // One result, or two (attention's output and its statistics); the
+  // language sees the first.
+  constexpr unsigned results =
+      OpTy::template hasTrait<OpTrait::NResults<2>::Impl>() ? 2 : 1;
+  state.addTypes(SmallVector<Type, 2>(results, builder.getNoneType()));
   Operation *op = builder.create(state);
-  SmallVector<Type, 1> types;
+  SmallVector<Type, 2> types;
   auto iface = cast<InferTypeOpInterface>(op);
   if (failed(iface.inferReturnTypes(&ctx, op->getLoc(), op->getOperands(),
                                     op->getRawDictionaryAttrs(),
@@ -372,7 +376,8 @@ FailureOr<Val> Generator::make(Loc l, ValueRange operands,
     op->erase();
     return failure();
   }
-  op->getResult(0).setType(types.front());
+  for (auto [result, type] : llvm::zip(op->getResults(), types))
+    result.setType(type);
   if (failed(verify(op))) {
     op->erase();
     return failure();

@@ -587,7 +587,7 @@ template <typename T> void attention(Exec<T> &e, const Kernel &k) {
   AttnShape s = attnShape(e.plan(), k.inputs[0], k);
   bool causal = k.intAttr("causal", 1);
   const T *qkv = e.floats(k.inputs[0]);
-  T *y = e.floats(k.outputs[0]);
+  T *y = e.floats(k.outputs[0]), *lse = e.floats(k.outputs[1]);
   T scale = T(1) / std::sqrt(T(s.hd));
   parallelFor(s.b * s.h * s.t, [&](int64_t lo, int64_t hi) {
     std::vector<double> w(s.t);
@@ -607,6 +607,7 @@ template <typename T> void attention(Exec<T> &e, const Kernel &k) {
       double sum = 0;
       for (int64_t u = 0; u <= last; ++u)
         sum += (w[u] = std::exp(w[u] - mx));
+      lse[idx] = T(mx + std::log(sum)); // idx = (b, h, t): lse's layout
       T *out = y + (bi * s.t + t) * s.d + hi2 * s.hd;
       for (int64_t c = 0; c < s.hd; ++c) {
         double acc = 0;
@@ -618,6 +619,8 @@ template <typename T> void attention(Exec<T> &e, const Kernel &k) {
   }, 4);
 }
 
+/// The reference recomputes each query's softmax (the forward's output and
+/// lse, inputs 2 and 3, serve the GPU's kernels).
 template <typename T> void attentionGrad(Exec<T> &e, const Kernel &k) {
   AttnShape s = attnShape(e.plan(), k.inputs[1], k);
   bool causal = k.intAttr("causal", 1);

@@ -119,11 +119,13 @@ double gtc::rt::kernelFlops(const Plan &plan, const Kernel &k) {
                        : a.back();
     return 2 * elements(k.outputs[0]) * kDim;
   }
+  const int qkv = k.op == OpKind::Attention ? 0 : 1; // its operand index
   if ((k.op == OpKind::Attention || k.op == OpKind::AttentionGrad) &&
-      shape(k.inputs.back()).size() == 3) {
+      static_cast<int>(k.inputs.size()) > qkv &&
+      shape(k.inputs[qkv]).size() == 3) {
     // q, k, v packed as [B, T, 3D]: QK^T and AV are 2 B T^2 D each; the
     // backward recomputes QK^T and adds three more products.
-    const auto &s = shape(k.op == OpKind::Attention ? k.inputs[0] : k.inputs.back());
+    const auto &s = shape(k.inputs[qkv]);
     double b = s[0], t = s[1], d = s[2] / 3.0;
     double forward = 4 * b * t * t * d;
     if (k.intAttr("causal", 1))

@@ -136,6 +136,15 @@ func.func @attention_zero_heads(%qkv: tensor<2x4x6xf32>) {
 
 // -----
 
+// attention_grad: lse is the forward's [B, H, T] statistics.
+func.func @attention_grad_lse(%dy: tensor<2x4x6xf32>, %qkv: tensor<2x4x18xf32>, %lse: tensor<2x4x2xf32>) {
+  // expected-error @+1 {{'gt.attention_grad' op lse f32[2, 4, 2] does not match the f32[2, 2, 4] of attention on f32[2, 4, 18]}}
+  %0 = gt.attention_grad %dy, %qkv, %dy, %lse <{heads = 2 : i64}> : tensor<2x4x6xf32>, tensor<2x4x18xf32>, tensor<2x4x2xf32>
+  return
+}
+
+// -----
+
 // embedding: the table is [V, D].
 func.func @embedding(%i: tensor<4xi32>, %t: tensor<8xf32>) {
   // expected-error @+1 {{'embedding' table must be [V, D], got f32[8]}}

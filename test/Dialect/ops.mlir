@@ -48,8 +48,10 @@ func.func @all_ops() -> tensor<f32> attributes {gt.model} {
   %12 = gt.layernorm %11, %g, %b : tensor<?x4x8xf32>, tensor<8xf32>, tensor<8xf32>
   // CHECK: %[[QKV:.*]] = gt.linear %{{.*}}, %[[W]] : tensor<?x4x8xf32>, tensor<24x8xf32>
   %qkv = gt.linear %12, %w : tensor<?x4x8xf32>, tensor<24x8xf32>
-  // CHECK: gt.attention %[[QKV]] <{heads = 2 : i64}> : tensor<?x4x24xf32>
-  %13 = gt.attention %qkv <{heads = 2 : i64}> : tensor<?x4x24xf32>
+  // CHECK: %[[ATT:[^ ,]*]], %[[LSE:.*]] = gt.attention %[[QKV]] <{heads = 2 : i64}> : tensor<?x4x24xf32>
+  %13, %lse = gt.attention %qkv <{heads = 2 : i64}> : tensor<?x4x24xf32>
+  // CHECK: gt.attention_grad %[[ATT]], %[[QKV]], %[[ATT]], %[[LSE]] <{heads = 2 : i64}> : tensor<?x4x8xf32>, tensor<?x4x24xf32>, tensor<?x2x4xf32>
+  %dqkv = gt.attention_grad %13, %qkv, %13, %lse <{heads = 2 : i64}> : tensor<?x4x8xf32>, tensor<?x4x24xf32>, tensor<?x2x4xf32>
   // CHECK: gt.linear %{{.*}}, %[[W]], %{{.*}} : tensor<?x4x8xf32>, tensor<24x8xf32>, tensor<24xf32>
   %bias = gt.param "bias" = "zeros" [] : tensor<24xf32>
   %14 = gt.linear %13, %w, %bias : tensor<?x4x8xf32>, tensor<24x8xf32>, tensor<24xf32>

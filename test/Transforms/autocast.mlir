@@ -77,3 +77,20 @@ func.func @residual() -> tensor<f32> attributes {gt.model} {
   %m = gt.mean %s : tensor<2x4xf32>
   return %m : tensor<f32>
 }
+
+// -----
+
+// attention's log-sum-exp stays f32 (F32Statistics): it neither makes the
+// gradient f32 (the widest of its other operands, bf16) nor is cast.
+// CHECK-LABEL: func.func @attention_statistics
+// CHECK:      %[[QKV:.*]] = gt.input "qkv" : tensor<2x4x24xbf16>
+// CHECK-NEXT: %[[Y:[^ ,]*]], %[[LSE:.*]] = gt.attention %[[QKV]] <{heads = 2 : i64}> : tensor<2x4x24xbf16>
+// CHECK-NEXT: gt.attention_grad %[[Y]], %[[QKV]], %[[Y]], %[[LSE]] <{heads = 2 : i64}> : tensor<2x4x8xbf16>, tensor<2x4x24xbf16>, tensor<2x2x4xf32>
+func.func @attention_statistics() -> tensor<f32> attributes {gt.model} {
+  %qkv = gt.input "qkv" : tensor<2x4x24xbf16>
+  %y, %lse = gt.attention %qkv <{heads = 2 : i64}> : tensor<2x4x24xbf16>
+  %d = gt.attention_grad %y, %qkv, %y, %lse <{heads = 2 : i64}> : tensor<2x4x8xbf16>, tensor<2x4x24xbf16>, tensor<2x2x4xf32>
+  %m = gt.mean %d : tensor<2x4x24xbf16>
+  %l = gt.cast %m : tensor<bf16> -> tensor<f32>
+  return %l : tensor<f32>
+}

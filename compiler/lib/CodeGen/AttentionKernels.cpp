@@ -222,7 +222,7 @@ const char *kForwardState = R"CU(    float m[QPW], l[QPW], acc[QPW][NC];
 /// CpuExecutor's attention(): softmax(q k^T / sqrt(hd)) v per head, with an
 /// online softmax over key tiles (flash-attention style, fp32).
 bool Emitter::attention() {
-  int qkv = k->inputs[0], y = k->outputs[0];
+  int qkv = k->inputs[0], y = k->outputs[0], lse = k->outputs[1];
   const auto &qs = shape(qkv);
   if (qs.size() != 3 || qs[2] % 3 != 0)
     return fail("attention takes qkv of shape [B, T, 3D]");
@@ -230,8 +230,8 @@ bool Emitter::attention() {
   if (s.h <= 0 || s.d % s.h != 0)
     return fail("the model width is not a multiple of the heads");
   s.hd = s.d / s.h;
-  if (count(y) != s.b * s.t * s.d)
-    return fail("attention result size does not match");
+  if (count(y) != s.b * s.t * s.d || count(lse) != s.b * s.h * s.t)
+    return fail("attention result sizes do not match");
   bool causal = k->intAttr("causal", 1);
   if (tensorCoreAttention(s.hd, {qkv, y}))
     return flashAttention(s.b, s.t, s.d, s.h, causal);
@@ -253,17 +253,22 @@ bool Emitter::attention() {
       for (int j = 0; j < NC; ++j)
         if (lane + 32 * j < HD)
           out[lane + 32 * j] = acc[i][j] / l[i];
+      if (lane == 0)
+        lse[((i64)b * H + h) * T + t] = m[i] + logf(l[i]);
 )CU";
   std::string body = attnQueryLoop(false, kForwardState, kOnlineSoftmax, finish);
   launch("", "one block per " + str(bq) + " queries of one (batch, head): " +
                  str(s.b * s.h * qt) + " tiles, online softmax over " +
                  str(s.t) + " keys",
-         {in(qkv, "qkv"), out(y, "y")}, kWarpHelpers, consts, body,
+         {in(qkv, "qkv"), out(y, "y"), out(lse, "lse")}, kWarpHelpers, consts,
+         body,
          std::min(s.b * s.h * qt, kMaxRowGrid));
   return true;
 }
 
-/// CpuExecutor's attentionGrad() in three deterministic passes:
+/// CpuExecutor's attentionGrad() in three deterministic passes (they
+/// recompute the statistics; the forward's lse and output serve the
+/// tensor-core kernels):
 ///   stats: the forward pass again, keeping per query lse = m + log(l) and
 ///          delta = dy . y (= sum_u p_u dp_u) in the workspace;
 ///   dq:    per query, dq = sum_u ds_u k_u with ds = p (dy.v_u - delta) scale;
@@ -278,10 +283,12 @@ bool Emitter::attentionGrad() {
   if (s.h <= 0 || s.d % s.h != 0)
     return fail("the model width is not a multiple of the heads");
   s.hd = s.d / s.h;
-  if (count(dy) != s.b * s.t * s.d || count(dq) != count(qkv))
+  if (count(dy) != s.b * s.t * s.d || count(dq) != count(qkv) ||
+      count(k->inputs[2]) != count(dy) ||
+      count(k->inputs[3]) != s.b * s.h * s.t)
     return fail("attention_grad operand sizes do not match");
   bool causal = k->intAttr("causal", 1);
-  if (tensorCoreAttention(s.hd, {dy, qkv, dq}))
+  if (tensorCoreAttention(s.hd, {dy, qkv, k->inputs[2], dq}))
     return flashAttentionGrad(s.b, s.t, s.d, s.h, causal);
   float scale = static_cast<float>(1.0 / std::sqrt(double(s.hd)));
   int64_t hdp = laneRowStride(s.hd);

@@ -501,7 +501,8 @@ private:
   /// Whether attention over the buffers `ids` (all bf16, or all f16) with
   /// head size `hd` takes the tensor-core kernels (FlashAttention.cpp).
   bool tensorCoreAttention(int64_t hd, std::initializer_list<int> ids);
-  std::string flashConsts(int64_t b, int64_t t, int64_t d, int64_t h,
+  /// The constants and helpers of the tensor-core kernels over `qkv`.
+  std::string flashConsts(int qkv, int64_t b, int64_t t, int64_t d, int64_t h,
                           bool causal);
   bool flashAttention(int64_t b, int64_t t, int64_t d, int64_t h, bool causal);
   bool flashAttentionGrad(int64_t b, int64_t t, int64_t d, int64_t h,

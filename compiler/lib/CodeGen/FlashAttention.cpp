@@ -4,12 +4,12 @@
 // (mma.sync m16n8k16, fp32 accumulation), after FlashAttention-2 (Dao,
 // 2023): the T x T scores never leave registers; a warp owns 16 rows of a
 // tile and keeps its softmax state (row max and sum) while key tiles stream
-// through shared memory (cp.async, two stages). The gradient takes three
-// launches, all deterministic (no atomics; every element of dqkv is written
-// once by the thread that owns it):
-//   stats: the forward pass again, keeping per query lse (log2 domain) and
-//          delta = dy . y in the workspace;
-//   dq:    per query tile, dq = scale * sum over keys of ds k;
+// through shared memory (cp.async, two stages). The forward pass also
+// stores each query's log-sum-exp; the gradient reuses it in two launches,
+// both deterministic (no atomics; every element of dqkv is written once by
+// the thread that owns it):
+//   dq:    per query tile, delta = dy . y (to the workspace, for dkdv) and
+//          dq = scale * sum over keys of ds k, ds = p (dp - delta);
 //   dkdv:  per key tile, dv = sum over queries of p dy, dk = scale * ds^T q.
 // Other dtypes and head sizes take the CUDA-core kernels of
 // AttentionKernels.cpp.
@@ -147,8 +147,8 @@ __device__ __forceinline__ void load_tile(E *tile, const E *src, i64 stride, int
 }
 )CU";
 
-/// The forward pass, and the gradient's statistics pass (STATS): a block of
-/// 4 warps takes BQ = 64 queries of one (batch, head), a warp 16 of them.
+/// The forward pass: a block of 4 warps takes BQ = 64 queries of one
+/// (batch, head), a warp 16 of them.
 const char *kForwardBody = R"CU(  extern __shared__ __align__(16) unsigned char smem[];
   E *sq = reinterpret_cast<E *>(smem), *sk = sq + BQ * LDS, *sv = sk + 2 * BK * LDS;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -225,32 +225,14 @@ const char *kForwardBody = R"CU(  extern __shared__ __align__(16) unsigned char 
     l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
     const int q = q0 + r0 + g + 8 * r;
     const float inv = 1.f / l[r];
-)CU";
-
-const char *kForwardStore = R"CU(    if (q < T) {
+    if (q < T) {
       E *out = y + ((i64)b * T + q) * D + h * HD;
 #pragma unroll
       for (int n = 0; n < HD / 8; ++n)
         *reinterpret_cast<u32 *>(out + n * 8 + c2) =
             pack2(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
-    }
-  }
-)CU";
-
-const char *kStatsStore = R"CU(    float delta = 0.f;
-    if (q < T) {
-      const E *gr = dy + ((i64)b * T + q) * D + h * HD;
-#pragma unroll
-      for (int n = 0; n < HD / 8; ++n)
-        delta += (float)gr[n * 8 + c2] * (o[n][2 * r] * inv) +
-                 (float)gr[n * 8 + c2 + 1] * (o[n][2 * r + 1] * inv);
-    }
-    delta += __shfl_xor_sync(0xffffffffu, delta, 1);
-    delta += __shfl_xor_sync(0xffffffffu, delta, 2);
-    if (q < T && (lane & 3) == 0) {
-      float *st = stats + (((i64)b * H + h) * T + q) * 2;
-      st[0] = m[r] + log2f(l[r]);
-      st[1] = delta;
+      if ((lane & 3) == 0)  // natural log, as the CPU's
+        lse[((i64)b * H + h) * T + q] = (m[r] + log2f(l[r])) * LN2;
     }
   }
 )CU";
@@ -270,13 +252,28 @@ const char *kDqBody = R"CU(  extern __shared__ __align__(16) unsigned char smem[
   load_tile<BK>(sk, base + D, ROW, 0);
   load_tile<BK>(sv, base + 2 * D, ROW, 0);
   cp_async_commit();
-  float lse[2], delta[2];
+  // delta = dy . y for the warp's 16 rows: two lanes a row, half of it
+  // each; stored for dkdv, and spread to the lanes that hold the row.
+  float lse2[2], delta[2];
+  {
+    const int q = q0 + r0 + lane / 2, c0 = (lane & 1) * (HD / 2);
+    float d = 0.f;
+    if (q < T) {
+      const E *gr = dy + ((i64)b * T + q) * D + h * HD + c0;
+      const E *yr = y + ((i64)b * T + q) * D + h * HD + c0;
+#pragma unroll 8
+      for (int c = 0; c < HD / 2; ++c)
+        d += (float)gr[c] * (float)yr[c];
+    }
+    d += __shfl_xor_sync(0xffffffffu, d, 1);
+    if (q < T && (lane & 1) == 0)
+      deltas[((i64)b * H + h) * T + q] = d;
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int q = min(q0 + r0 + g + 8 * r, T - 1);
-    const float *st = stats + (((i64)b * H + h) * T + q) * 2;
-    lse[r] = st[0];
-    delta[r] = st[1];
+    for (int r = 0; r < 2; ++r) {
+      delta[r] = __shfl_sync(0xffffffffu, d, 2 * (g + 8 * r));
+      const int qr = min(q0 + r0 + g + 8 * r, T - 1);
+      lse2[r] = lse[((i64)b * H + h) * T + qr] * LOG2E;  // base 2
+    }
   }
   float dq[HD / 8][4];
   zero(dq);
@@ -303,7 +300,7 @@ const char *kDqBody = R"CU(  extern __shared__ __align__(16) unsigned char smem[
       for (int e = 0; e < 4; ++e) {
         const int r = e >> 1, q = q0 + r0 + g + 8 * r, key = k0 + n * 8 + c2 + (e & 1);
         const bool ok = key < T && q < T && (!CAUSAL || key <= q);
-        const float p = ok ? exp2f(s[n][e] * SCALE2 - lse[r]) : 0.f;
+        const float p = ok ? exp2f(s[n][e] * SCALE2 - lse2[r]) : 0.f;
         s[n][e] = p * (dp[n][e] - delta[r]);
       }
     mma_regs<BK / 16, HD / 8>(dq, s, ks);
@@ -335,7 +332,7 @@ const char *kDkdvBody = R"CU(  extern __shared__ __align__(16) unsigned char sme
   const int b = bh / H, h = bh % H, r0 = warp * 16;
   const E *base = qkv + (i64)b * T * ROW + h * HD;
   const E *gbase = dy + (i64)b * T * D + h * HD;
-  const float *st = stats + ((i64)b * H + h) * T * 2;
+  const float *ls = lse + ((i64)b * H + h) * T, *ds = deltas + ((i64)b * H + h) * T;
   const int first = CAUSAL ? k0 / BQ2 * BQ2 : 0;
   const int nq = (T - first + BQ2 - 1) / BQ2;
   auto load_queries = [&](int j) {
@@ -344,8 +341,8 @@ const char *kDkdvBody = R"CU(  extern __shared__ __align__(16) unsigned char sme
     load_tile<BQ2>(sg + s * BQ2 * LDS, gbase, D, q);
     for (int i = threadIdx.x; i < BQ2; i += blockDim.x) {
       const bool ok = q + i < T;
-      sl[s * BQ2 + i] = ok ? st[(q + i) * 2] : 0.f;
-      sd[s * BQ2 + i] = ok ? st[(q + i) * 2 + 1] : 0.f;
+      sl[s * BQ2 + i] = ok ? ls[q + i] * LOG2E : 0.f;  // base 2
+      sd[s * BQ2 + i] = ok ? ds[q + i] : 0.f;
     }
   };
   load_tile<BKV>(sk, base + D, ROW, k0);
@@ -416,10 +413,10 @@ bool Emitter::tensorCoreAttention(int64_t hd, std::initializer_list<int> ids) {
   return true;
 }
 
-std::string Emitter::flashConsts(int64_t b, int64_t t, int64_t d, int64_t h,
-                                 bool causal) {
+std::string Emitter::flashConsts(int qkv, int64_t b, int64_t t, int64_t d,
+                                 int64_t h, bool causal) {
   int64_t hd = d / h;
-  bool bf16 = plan.buffers[k->inputs.back()].dtype == DType::BF16;
+  bool bf16 = plan.buffers[qkv].dtype == DType::BF16;
   double scale = 1.0 / std::sqrt(double(hd));
   std::string helpers = kMmaHelpers;
   for (size_t at; (at = helpers.find("MMA_T")) != std::string::npos;)
@@ -434,6 +431,7 @@ std::string Emitter::flashConsts(int64_t b, int64_t t, int64_t d, int64_t h,
          "constexpr float SCALE2 = " +
          flt(static_cast<float>(scale / std::log(2.0))) +
          ";  // SCALE * log2(e): softmax in base 2\n"
+         "constexpr float LOG2E = 1.44269504f, LN2 = 0.693147181f;\n"
          "constexpr int LDS = HD + 8;  // tile row stride: conflict-free "
          "ldmatrix\nconstexpr int BQ = " +
          str(kBQ) + ", BK = " + str(kBK) +
@@ -443,38 +441,32 @@ std::string Emitter::flashConsts(int64_t b, int64_t t, int64_t d, int64_t h,
 /// The forward pass on tensor cores (see the file comment).
 bool Emitter::flashAttention(int64_t b, int64_t t, int64_t d, int64_t h,
                              bool causal) {
-  int qkv = k->inputs[0], y = k->outputs[0];
+  int qkv = k->inputs[0], y = k->outputs[0], lse = k->outputs[1];
   int64_t hd = d / h, lds = hd + 8, qt = ceilDiv(t, kBQ);
-  std::string body = std::string(kForwardBody) + kForwardStore;
+  std::string body = kForwardBody;
   launch("", "tensor cores (mma.sync), one block of 4 warps per 64 queries of "
              "one (batch, head): " + str(b * h * qt) +
-                 " tiles, online softmax over key tiles of 64",
-         {in(qkv, "qkv"), out(y, "y")}, 0, flashConsts(b, t, d, h, causal),
-         body, b * h * qt, 128);
+                 " tiles, online softmax over key tiles of 64; the rows' "
+                 "log-sum-exp to lse",
+         {in(qkv, "qkv"), out(y, "y"), out(lse, "lse")}, 0,
+         flashConsts(qkv, b, t, d, h, causal), body, b * h * qt, 128);
   launches.back().shared = (kBQ + 4 * kBK) * lds * 2;
   return true;
 }
 
-/// The gradient on tensor cores in three launches (see the file comment).
+/// The gradient on tensor cores in two launches (see the file comment).
 bool Emitter::flashAttentionGrad(int64_t b, int64_t t, int64_t d, int64_t h,
                                  bool causal) {
-  int dy = k->inputs[0], qkv = k->inputs[1], dq = k->outputs[0];
+  int dy = k->inputs[0], qkv = k->inputs[1], y = k->inputs[2],
+      lse = k->inputs[3], dq = k->outputs[0];
   int64_t hd = d / h, lds = hd + 8, qt = ceilDiv(t, kBQ);
-  needWorkspace(4 * 2 * b * h * t);
-  std::string consts = flashConsts(b, t, d, h, causal);
-  std::string stats = kForwardBody;
-  stats += kStatsStore;
-  launch("stats",
-         "tensor cores: the forward pass again, one block per 64 queries; "
-         "lse and dy.y per query to the workspace",
-         {in(dy, "dy"), in(qkv, "qkv"), ws("float", "stats")}, 0, consts,
-         stats, b * h * qt, 128);
-  launches.back().shared = (kBQ + 4 * kBK) * lds * 2;
+  needWorkspace(4 * b * h * t);
+  std::string consts = flashConsts(qkv, b, t, d, h, causal);
   launch("dq",
-         "tensor cores: one block per 64 queries of one (batch, head); dq = "
-         "scale * sum over keys of ds k",
-         {in(dy, "dy"), in(qkv, "qkv"), wsIn("float", "stats"),
-          out(dq, "dqkv")},
+         "tensor cores: one block per 64 queries of one (batch, head); "
+         "delta = dy.y to the workspace, dq = scale * sum over keys of ds k",
+         {in(dy, "dy"), in(qkv, "qkv"), in(y, "y"), in(lse, "lse"),
+          ws("float", "deltas"), out(dq, "dqkv")},
          0, consts, kDqBody, b * h * qt, 128);
   launches.back().shared = (2 * kBQ + 4 * kBK) * lds * 2;
   // A 128-wide head keeps dk and dv (128 registers a thread) with query
@@ -483,8 +475,8 @@ bool Emitter::flashAttentionGrad(int64_t b, int64_t t, int64_t d, int64_t h,
   launch("dkdv",
          "tensor cores: one block per 64 keys of one (batch, head), query "
          "tiles of " + str(bq2) + "; dk, dv = sums over queries",
-         {in(dy, "dy"), in(qkv, "qkv"), wsIn("float", "stats"),
-          out(dq, "dqkv")},
+         {in(dy, "dy"), in(qkv, "qkv"), in(lse, "lse"),
+          wsIn("float", "deltas"), out(dq, "dqkv")},
          0,
          consts + "constexpr int BKV = 64, BQ2 = " + str(bq2) +
              ";  // keys per block, queries per tile\n",

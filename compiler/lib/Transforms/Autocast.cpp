@@ -98,6 +98,10 @@ private:
       return success();
     Policy policy = policyOf(op);
     Type f32 = Float32Type::get(op->getContext());
+    // Operands that take the op's precision (not f32 statistics).
+    MutableArrayRef<OpOperand> retyped = op->getOpOperands();
+    if (op->hasTrait<OpTrait::gt::F32Statistics>())
+      retyped = retyped.drop_back();
     Type target;
     if (policy == Policy::Low) {
       target = low;
@@ -105,13 +109,14 @@ private:
       target = f32;
     } else {
       // The widest float operand: f32 if any operand is f32.
-      for (Value v : op->getOperands())
-        if (isFloatTensor(v) && (!target || elementOf(v).isF32()))
-          target = elementOf(v);
+      for (OpOperand &use : retyped)
+        if (isFloatTensor(use.get()) &&
+            (!target || elementOf(use.get()).isF32()))
+          target = elementOf(use.get());
     }
     if (!target)
       return success();
-    for (OpOperand &use : op->getOpOperands()) {
+    for (OpOperand &use : retyped) {
       Value v = use.get();
       if (isFloatTensor(v) && elementOf(v) != target)
         use.set(castTo(v, target));

@@ -202,6 +202,7 @@ LogicalResult Differentiator::differentiate(Operation *op, Value dy) {
       .Case<AttentionOp>([&](AttentionOp o) {
         accumulate(o.getQkv(),
                    AttentionGradOp::create(b, loc, dy, o.getQkv(),
+                                           o.getResult(), o.getLse(),
                                            o.getHeadsAttr(),
                                            o.getCausalAttr()));
         return success();
@@ -302,8 +303,10 @@ LogicalResult Differentiator::run(Value loss) {
   Value seed = constant(1.0, b.getF32Type());
   seed.getDefiningOp()->setAttr(kLossGradAttrName, b.getUnitAttr());
   grads[loss] = seed;
+  // Gradients flow through each op's first result (attention's second,
+  // its log-sum-exp, only feeds attention_grad).
   for (Operation *op : llvm::reverse(ops)) {
-    if (op->getNumResults() != 1 || isa<ParamOp>(op))
+    if (op->getNumResults() == 0 || isa<ParamOp>(op))
       continue;
     auto it = grads.find(op->getResult(0));
     if (it == grads.end())

@@ -387,6 +387,8 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
                              d);
   types.push_back(
       RankedTensorType::get({s[0], s[1], d}, qkv.getElementType()));
+  types.push_back(RankedTensorType::get({s[0], heads, s[1]},
+                                        Float32Type::get(qkv.getContext())));
   return success();
 }
 
@@ -796,6 +798,11 @@ LogicalResult AttentionGradOp::verify() {
            << formatType(getQkv().getType());
   if (getType() != getQkv().getType())
     return emitOpError("result must have the type of qkv");
+  if (getLse().getType() != forward[1])
+    return emitOpError("lse ")
+           << formatType(getLse().getType()) << " does not match the "
+           << formatType(forward[1]) << " of attention on "
+           << formatType(getQkv().getType());
   return success();
 }
 

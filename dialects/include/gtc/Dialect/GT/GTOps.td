@@ -317,19 +317,22 @@ def GT_AttentionOp : GT_InferredOp<"attention", [GT_Contraction,
     output of one linear layer, as in GPT-2). With `heads = H` each is split
     into H heads of size `D / H`; the result `[B, T, D]` is
     `softmax(q k^T / sqrt(D / H) + mask) v` with the heads concatenated. With
-    `causal = true`, position t attends to positions <= t only.
+    `causal = true`, position t attends to positions <= t only. The second
+    result `lse : [B, H, T] f32` is each query's log-sum-exp of its scaled
+    scores, which the gradient reuses instead of recomputing the forward
+    pass (FlashAttention's statistics).
 
     Example:
 
     ```mlir
-    %y = gt.attention %qkv <{causal = true, heads = 12 : i64}>
+    %y, %lse = gt.attention %qkv <{causal = true, heads = 12 : i64}>
         : tensor<?x1024x2304xf32>
     ```
   }];
   let arguments = (ins GT_FloatTensor:$qkv,
                        ConfinedAttr<I64Attr, [IntPositive]>:$heads,
                        DefaultValuedAttr<BoolAttr, "true">:$causal);
-  let results = (outs GT_FloatTensor:$result);
+  let results = (outs GT_FloatTensor:$result, F32Tensor:$lse);
   let assemblyFormat = "$qkv prop-dict attr-dict `:` type($qkv)";
 }
 
@@ -677,26 +680,30 @@ def GT_LayerNormGradOp : GT_Op<"layernorm_grad",
 }
 
 def GT_AttentionGradOp : GT_Op<"attention_grad",
-    [Pure, GT_Contraction, AllTypesMatch<["qkv", "result"]>]> {
+    [Pure, GT_Contraction, GT_F32Statistics,
+     AllTypesMatch<["qkv", "result"]>, AllTypesMatch<["grad", "output"]>]> {
   let summary = "the gradient of attention with respect to packed q, k, v";
   let description = [{
-    Given the gradient of the attention output `[B, T, D]` and the forward
-    `qkv : [B, T, 3D]`, returns the gradient of `qkv`. The attention weights
-    are recomputed.
+    Given the gradient of the attention output `[B, T, D]`, the forward
+    `qkv : [B, T, 3D]`, the forward's output and its log-sum-exp
+    `lse : [B, H, T] f32`, returns the gradient of `qkv`. The attention
+    weights are recomputed from q, k and lse.
 
     Example:
 
     ```mlir
-    %dqkv = gt.attention_grad %dy, %qkv <{heads = 12 : i64}>
-        : tensor<8x1024x768xf32>, tensor<8x1024x2304xf32>
+    %dqkv = gt.attention_grad %dy, %qkv, %y, %lse <{heads = 12 : i64}>
+        : tensor<8x1024x768xf32>, tensor<8x1024x2304xf32>, tensor<8x12x1024xf32>
     ```
   }];
   let arguments = (ins GT_FloatTensor:$grad, GT_FloatTensor:$qkv,
+                       GT_FloatTensor:$output, F32Tensor:$lse,
                        ConfinedAttr<I64Attr, [IntPositive]>:$heads,
                        DefaultValuedAttr<BoolAttr, "true">:$causal);
   let results = (outs GT_FloatTensor:$result);
   let assemblyFormat = [{
-    $grad `,` $qkv prop-dict attr-dict `:` type($grad) `,` type($qkv)
+    $grad `,` $qkv `,` $output `,` $lse prop-dict attr-dict `:` type($grad) `,`
+    type($qkv) `,` type($lse)
   }];
   let hasVerifier = 1;
 }

@@ -24,6 +24,7 @@ GT_MARKER_TRAIT(ZeroPreserving)
 GT_MARKER_TRAIT(CastEpilogue)
 GT_MARKER_TRAIT(AutocastLow)
 GT_MARKER_TRAIT(AutocastF32)
+GT_MARKER_TRAIT(F32Statistics)
 
 #undef GT_MARKER_TRAIT
 

@@ -50,5 +50,9 @@ def GT_AutocastLow : GT_Trait<"AutocastLow">;
 /// gt-autocast: computes in f32 whatever its operands (softmax, norms,
 /// reductions, exp/log, losses).
 def GT_AutocastF32 : GT_Trait<"AutocastF32">;
+/// gt-autocast: the last operand holds f32 row statistics of the forward op
+/// (attention's log-sum-exp); it stays f32 and does not choose the op's
+/// precision.
+def GT_F32Statistics : GT_Trait<"F32Statistics">;
 
 #endif // GT_TRAITS
