@@ -258,12 +258,17 @@ const char *kDqBody = R"CU(  extern __shared__ __align__(16) unsigned char smem[
   {
     const int q = q0 + r0 + lane / 2, c0 = (lane & 1) * (HD / 2);
     float d = 0.f;
-    if (q < T) {
-      const E *gr = dy + ((i64)b * T + q) * D + h * HD + c0;
-      const E *yr = y + ((i64)b * T + q) * D + h * HD + c0;
-#pragma unroll 8
-      for (int c = 0; c < HD / 2; ++c)
-        d += (float)gr[c] * (float)yr[c];
+    if (q < T) {  // 16-byte loads: 8 elements of each
+      const uint4 *gr = reinterpret_cast<const uint4 *>(dy + ((i64)b * T + q) * D + h * HD + c0);
+      const uint4 *yr = reinterpret_cast<const uint4 *>(y + ((i64)b * T + q) * D + h * HD + c0);
+#pragma unroll
+      for (int c = 0; c < HD / 16; ++c) {
+        const uint4 gv = gr[c], yv = yr[c];
+        const E *ge = reinterpret_cast<const E *>(&gv), *ye = reinterpret_cast<const E *>(&yv);
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+          d += (float)ge[e] * (float)ye[e];
+      }
     }
     d += __shfl_xor_sync(0xffffffffu, d, 1);
     if (q < T && (lane & 1) == 0)
