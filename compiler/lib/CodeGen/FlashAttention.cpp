@@ -145,6 +145,21 @@ __device__ __forceinline__ void load_tile(E *tile, const E *src, i64 stride, int
     cp_async16(tile + r * LDS + k, src + (i64)(ok ? r0 + r : 0) * stride + k, ok);
   }
 }
+// The key-tile pipeline of the query-tile kernels (two buffers each of K
+// and V): starts loading tile j + 1 into the other buffer, if there is one,
+// and waits until tile j is in shared memory, for the whole block.
+__device__ __forceinline__ void next_kv_tile(E *sk, E *sv, const E *base, int j, int nk) {
+  if (j + 1 < nk) {
+    const int next = (j + 1) & 1;
+    load_tile<BK>(sk + next * BK * LDS, base + D, ROW, (j + 1) * BK);
+    load_tile<BK>(sv + next * BK * LDS, base + 2 * D, ROW, (j + 1) * BK);
+    cp_async_commit();
+    cp_async_wait<1>();
+  } else {
+    cp_async_wait<0>();
+  }
+  __syncthreads();
+}
 )CU";
 
 /// The forward pass: a block of 4 warps takes BQ = 64 queries of one
@@ -166,15 +181,7 @@ const char *kForwardBody = R"CU(  extern __shared__ __align__(16) unsigned char 
   zero(o);
   for (int j = 0; j < nk; ++j) {
     const E *ks = sk + (j & 1) * BK * LDS, *vs = sv + (j & 1) * BK * LDS;
-    if (j + 1 < nk) {
-      load_tile<BK>(sk + ((j + 1) & 1) * BK * LDS, base + D, ROW, (j + 1) * BK);
-      load_tile<BK>(sv + ((j + 1) & 1) * BK * LDS, base + 2 * D, ROW, (j + 1) * BK);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();
+    next_kv_tile(sk, sv, base, j, nk);
     float s[BK / 8][4];
     zero(s);
     mma_tiles<HD / 16, BK / 8, false>(s, sq, r0, ks);
@@ -284,15 +291,7 @@ const char *kDqBody = R"CU(  extern __shared__ __align__(16) unsigned char smem[
   zero(dq);
   for (int j = 0; j < nk; ++j) {
     const E *ks = sk + (j & 1) * BK * LDS, *vs = sv + (j & 1) * BK * LDS;
-    if (j + 1 < nk) {
-      load_tile<BK>(sk + ((j + 1) & 1) * BK * LDS, base + D, ROW, (j + 1) * BK);
-      load_tile<BK>(sv + ((j + 1) & 1) * BK * LDS, base + 2 * D, ROW, (j + 1) * BK);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();
+    next_kv_tile(sk, sv, base, j, nk);
     float s[BK / 8][4], dp[BK / 8][4];
     zero(s);
     zero(dp);
