@@ -22,3 +22,17 @@ llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.gtc_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(["gtc", "gtc-opt"], [config.gtc_tools_dir])
+
+# The PyTorch parity tests (test/Parity) need a Python with torch and numpy
+# (Debian's python3-torch; tools/dev.sh installs it).
+import subprocess
+for python in ("python3", "/usr/bin/python3"):
+    try:
+        probe = subprocess.run([python, "-c", "import torch, numpy"],
+                               capture_output=True)
+    except OSError:
+        continue
+    if probe.returncode == 0:
+        config.available_features.add("torch")
+        config.substitutions.append(("%torch_python", python))
+        break

@@ -17,6 +17,7 @@ PACKAGES=(
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
   libgtest-dev
   libopenblas-dev zlib1g-dev dataset-fashion-mnist base-files
+  python3-torch python3-numpy
 )
 
 install_missing() {

@@ -287,6 +287,9 @@ public:
   FailureOr<Val> makeParam(Loc l, StringRef name, ArrayRef<int64_t> shape,
                            Type elementType, StringRef init,
                            ArrayRef<double> args);
+  /// Checks that a layer, loop or parameter name is letters, digits and '_'
+  /// in dot-separated parts; `what` names it in the error.
+  LogicalResult checkName(StringRef name, Loc l, StringRef what);
   /// The full, scoped name of a layer: `name:` if given (checked to be a
   /// dotted identifier), else short + count.
   FailureOr<std::string> layerName(Loc l, StringRef shortName,
@@ -434,24 +437,28 @@ FailureOr<Val> Generator::makeParam(Loc l, StringRef name,
        attr("args", builder.getF64ArrayAttr(args))});
 }
 
+LogicalResult Generator::checkName(StringRef name, Loc l, StringRef what) {
+  bool ok = !name.empty() && !name.starts_with(".") && !name.ends_with(".") &&
+            !name.contains("..") && llvm::all_of(name, [](char c) {
+              return llvm::isAlnum(static_cast<unsigned char>(c)) ||
+                     c == '_' || c == '.';
+            });
+  if (ok)
+    return success();
+  return error(l) << what << " name \"" << name
+                  << "\" must be letters, digits and '_' in dot-separated "
+                     "parts, e.g. \"mlp.fc\"";
+}
+
 FailureOr<std::string> Generator::layerName(Loc l, StringRef shortName,
                                             const std::optional<Val> &given) {
   std::string prefix;
   for (const std::string &p : prefixes)
     prefix += p + ".";
   if (given) {
-    StringRef name = given->s;
-    bool ok = !name.empty() && !name.starts_with(".") &&
-              !name.ends_with(".") && !name.contains("..") &&
-              llvm::all_of(name, [](char c) {
-                return llvm::isAlnum(static_cast<unsigned char>(c)) || c == '_' || c == '.';
-              });
-    if (!ok)
-      return error(given->loc)
-             << "layer name \"" << name
-             << "\" must be letters, digits and '_' in dot-separated parts, "
-                "e.g. \"mlp.fc\"";
-    return prefix + name.str();
+    if (failed(checkName(given->s, given->loc, "layer")))
+      return failure();
+    return prefix + given->s;
   }
   unsigned n = ++layerCounts[prefix + "/" + shortName.str()];
   return prefix + shortName.str() + std::to_string(n);
@@ -666,7 +673,7 @@ const llvm::StringMap<Builtin> &modelBuiltins() {
           if (failed(name))
             return failure();
           FailureOr<Val> qkv = applyLinear(g, l, x, 3 * *d, true,
-                                           *name + ".qkv", optDouble(a[3]));
+                                           *name + ".c_attn", optDouble(a[3]));
           if (failed(qkv))
             return failure();
           OpBuilder &b = g.getBuilder();
@@ -676,7 +683,7 @@ const llvm::StringMap<Builtin> &modelBuiltins() {
                g.attr("causal", b.getBoolAttr(!a[2] || a[2]->b))});
           if (failed(y))
             return failure();
-          return applyLinear(g, l, *y, *d, true, *name + ".proj",
+          return applyLinear(g, l, *y, *d, true, *name + ".c_proj",
                              optDouble(a[3]));
         }};
     t["embedding"] = {
@@ -1035,6 +1042,8 @@ LogicalResult Generator::genRepeat(const Stmt &s) {
   for (const std::string &p : prefixes)
     scope += p + ".";
   std::string name = s.name.empty() ? "blocks" : s.name;
+  if (!s.name.empty() && failed(checkName(s.name, s.nameLoc, "loop")))
+    return failure();
   for (unsigned k = 2;; ++k) {
     auto [it, inserted] = loopNames.try_emplace(scope + name, &s);
     if (inserted || it->second == &s)
@@ -1129,8 +1138,14 @@ LogicalResult Generator::genDeclaration(const Stmt &s) {
 
 FailureOr<Val> Generator::genInitializer(const Stmt &s,
                                          RankedTensorType type) {
+  if (!s.storedName.empty() &&
+      failed(checkName(s.storedName, s.storedNameLoc, "parameter")))
+    return failure();
   FailureOr<std::string> scoped =
-      layerName(s.nameLoc, "", Val::ofStr(s.name, s.nameLoc));
+      s.storedName.empty()
+          ? layerName(s.nameLoc, "", Val::ofStr(s.name, s.nameLoc))
+          : layerName(s.storedNameLoc, "",
+                      Val::ofStr(s.storedName, s.storedNameLoc));
   if (failed(scoped))
     return failure();
   const std::string &name = *scoped;

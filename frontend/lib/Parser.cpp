@@ -227,6 +227,13 @@ StmtPtr Parser::parseDeclaration(Stmt::Kind kind) {
     if (!s->value)
       return nullptr;
   }
+  if (kind == Stmt::Kind::Param && consumeIf(TokenKind::KwAs)) {
+    s->storedName = tok.value;
+    s->storedNameLoc = tok.loc;
+    if (!expect(TokenKind::String, "after 'as' (the parameter's name in "
+                                   "checkpoints, e.g. \"transformer.wte.weight\")"))
+      return nullptr;
+  }
   return failed ? nullptr : std::move(s);
 }
 
@@ -277,9 +284,12 @@ StmtPtr Parser::parseRepeat() {
     return nullptr;
   s->nameLoc = s->loc;
   if (consumeIf(TokenKind::KwAs)) {
-    s->name = tok.text.str();
+    // A name, or a string of dot-separated parts ("transformer.h").
+    s->name = tok.kind == TokenKind::String ? tok.value : tok.text.str();
     s->nameLoc = tok.loc;
-    if (!expect(TokenKind::Identifier, "after 'as' (the loop's name)"))
+    if (tok.kind == TokenKind::String)
+      consume();
+    else if (!expect(TokenKind::Identifier, "after 'as' (the loop's name)"))
       return nullptr;
   }
   if (!parseBlock(s->body, "repeat body"))

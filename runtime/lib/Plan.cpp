@@ -356,7 +356,8 @@ std::string gtc::rt::serialize(const Plan &plan) {
      << "config grad_clip " << num(c.gradClip) << '\n'
      << "config precision " << name(c.precision) << '\n'
      << "config log_every " << c.logEvery << '\n'
-     << "config eval_every " << c.evalEvery << '\n';
+     << "config eval_every " << c.evalEvery << '\n'
+     << "config shuffle " << (c.shuffle ? 1 : 0) << '\n';
   os << "end\n";
   return os.str();
 }
@@ -507,6 +508,11 @@ bool readConfig(LineReader &in, TrainConfig &c) {
     return in.number(c.logEvery);
   if (key == "eval_every")
     return in.number(c.evalEvery);
+  if (key == "shuffle") {
+    bool ok = in.number(flag);
+    c.shuffle = flag != 0;
+    return ok;
+  }
   return false;
 }
 

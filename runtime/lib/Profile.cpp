@@ -10,7 +10,7 @@ using namespace gtc::rt;
 
 namespace {
 
-/// "blocks.3.attn.qkv.weight" -> "blocks.3.attn.qkv"; "wte" -> "wte".
+/// "blocks.3.attn.c_attn.weight" -> "blocks.3.attn.c_attn"; "wte" -> "wte".
 std::string scopeOf(const std::string &param) {
   size_t dot = param.rfind('.');
   return dot == std::string::npos ? param : param.substr(0, dot);

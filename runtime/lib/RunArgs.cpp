@@ -32,6 +32,9 @@ const char *const gtc::rt::kRunOptionsHelp =
   --eval PATH    the evaluation data, likewise
   --save FILE    write a safetensors checkpoint at the end (and on Ctrl-C)
   --resume FILE  continue from a checkpoint written by --save
+  --init FILE    start from the weights of a safetensors file (matched by
+                 name: a gtc checkpoint, a nanoGPT state_dict, ...; f32,
+                 f64, bf16 or f16) with a fresh optimizer, at step 0
 )";
 
 namespace {
@@ -67,7 +70,8 @@ ArgResult gtc::rt::parseRunArg(const std::vector<std::string> &args,
   static const char *valued[] = {
       "--device", "--steps",     "--epochs", "--batch",     "--seed",
       "--threads", "--log",      "--save",   "--resume",    "--log-every",
-      "--bench",  "--precision", "--data",   "--eval",      "--profile"};
+      "--bench",  "--precision", "--data",   "--eval",      "--profile",
+      "--init"};
   std::string name = a.substr(0, a.find('='));
   if (std::find(std::begin(valued), std::end(valued), name) ==
       std::end(valued))
@@ -106,6 +110,8 @@ ArgResult gtc::rt::parseRunArg(const std::vector<std::string> &args,
     out.run.savePath = value;
   } else if (name == "--resume") {
     out.run.resumePath = value;
+  } else if (name == "--init") {
+    out.run.initPath = value;
   } else if (name == "--data") {
     out.data = value;
   } else if (name == "--eval") {
@@ -138,6 +144,11 @@ bool gtc::rt::checkRunArgs(const RunArgs &args, std::string &error) {
     error = "give --steps or --epochs, not both";
     return false;
   }
+  if (!r.resumePath.empty() && !r.initPath.empty()) {
+    error = "give --resume (continue a run) or --init (start from its "
+            "weights), not both";
+    return false;
+  }
   const char *mode = args.dryRun              ? "--dry-run"
                      : !r.profilePath.empty() ? "--profile"
                      : args.bench             ? "--bench"
@@ -160,6 +171,7 @@ bool gtc::rt::checkRunArgs(const RunArgs &args, std::string &error) {
                          : !r.logPath.empty()  ? "--log"
                          : !r.savePath.empty() ? "--save"
                          : !r.resumePath.empty() ? "--resume"
+                         : !r.initPath.empty() ? "--init"
                          : !args.data.empty()  ? "--data"
                          : !args.eval.empty()  ? "--eval"
                                                : nullptr;

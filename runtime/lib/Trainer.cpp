@@ -8,6 +8,7 @@
 #include "gtc/Runtime/Cuda.h"
 #include "gtc/Runtime/Data.h"
 #include "gtc/Runtime/Optimizer.h"
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -151,6 +152,89 @@ std::vector<StoredTensor> checkpointTensors(const Plan &plan,
           b.elements());
   }
   return tensors;
+}
+
+/// `--init FILE`: the model's parameters from a safetensors file, matched by
+/// name and shape (f32, f64, bf16 or f16 elements, converted to f32). Every
+/// parameter must be there; other tensors (a gtc checkpoint's optimizer
+/// state, nanoGPT's tied `lm_head.weight`, Hugging Face's attention masks)
+/// are listed in a note and left alone. False with a message on `err`.
+bool loadInitialWeights(const Plan &plan, const std::string &path,
+                        std::vector<float> &params, std::ostream &out,
+                        std::ostream &err) {
+  std::vector<StoredTensor> tensors;
+  std::map<std::string, std::string> meta;
+  std::string error;
+  if (!readSafetensors(path, tensors, meta, error)) {
+    err << "gtc: error: cannot --init: " << error << "\n";
+    return false;
+  }
+  std::map<std::string, const StoredTensor *> byName;
+  for (const StoredTensor &t : tensors)
+    byName[t.name] = &t;
+  for (const Param &p : plan.params) {
+    const Buffer &b = plan.buffers[p.buffer];
+    auto it = byName.find(p.name);
+    if (it == byName.end()) {
+      err << "gtc: error: cannot --init: " << path << " has no tensor '"
+          << p.name << "' (the model's parameter "
+          << typeText(DType::F32, b.shape)
+          << "); its names must be the model's (gtc check --emit=mlir "
+             "lists them as gt.param)\n";
+      return false;
+    }
+    const StoredTensor &t = *it->second;
+    const char *dtypes[] = {"F32", "F64", "BF16", "F16"};
+    if (std::find(std::begin(dtypes), std::end(dtypes), t.dtype) ==
+            std::end(dtypes) ||
+        t.shape != b.shape) {
+      std::string shape;
+      for (int64_t d : t.shape)
+        shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+      err << "gtc: error: cannot --init: " << path << ": '" << p.name
+          << "' is " << t.dtype << "[" << shape << "], the model needs "
+          << typeText(DType::F32, b.shape)
+          << " (f32, f64, bf16 or f16 elements)\n";
+      return false;
+    }
+    float *dst = params.data() + b.offset;
+    const int64_t n = b.elements();
+    const uint8_t *src = t.bytes.data();
+    for (int64_t i = 0; i < n; ++i) {
+      if (t.dtype == "F32") {
+        std::memcpy(dst + i, src + 4 * i, 4);
+      } else if (t.dtype == "F64") {
+        double v;
+        std::memcpy(&v, src + 8 * i, 8);
+        dst[i] = static_cast<float>(v);
+      } else {
+        uint16_t bits;
+        std::memcpy(&bits, src + 2 * i, 2);
+        dst[i] = fromHalfBits(bits, t.dtype == "BF16" ? DType::BF16
+                                                      : DType::F16);
+      }
+    }
+    byName.erase(it);
+  }
+  // A gtc checkpoint's optimizer state is expected; anything else unused is
+  // worth a line (a misspelt name would otherwise go unnoticed).
+  std::vector<std::string> unused;
+  for (const auto &[name, t] : byName)
+    if (name.rfind("optimizer.", 0) != 0)
+      unused.push_back(name);
+  out << "initialized " << plan.params.size() << " parameters from " << path
+      << "\n";
+  if (!unused.empty()) {
+    out << "note: " << unused.size() << " tensor"
+        << (unused.size() == 1 ? "" : "s") << " of " << path
+        << " not in the model, left alone:";
+    for (size_t i = 0; i < unused.size() && i < 4; ++i)
+      out << (i ? ", " : " ") << unused[i];
+    if (unused.size() > 4)
+      out << ", ...";
+    out << "\n";
+  }
+  return true;
 }
 
 /// Where a training step runs. The trainer writes each batch into feed(),
@@ -492,6 +576,10 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
     backend->setParams(params);
     backend->setState(first, second, hasState ? start : 0);
     out << "resumed " << options.resumePath << " at step " << start << "\n";
+  } else if (!options.initPath.empty()) {
+    if (!loadInitialWeights(step, options.initPath, params, out, err))
+      return 1;
+    backend->setParams(params);
   } else {
     initParameters(step, seed, params.data());
     backend->setParams(params);
@@ -501,7 +589,7 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
                          std::chrono::steady_clock::now() - paramStart)
                          .count());
 
-  Loader loader(*data, batch, seed, /*shuffle=*/true, /*dropLast=*/true);
+  Loader loader(*data, batch, seed, c.shuffle, /*dropLast=*/true);
   backend->setSchedule(start, total);
 
   std::ofstream log;

@@ -97,6 +97,15 @@ gt.train @m {grad_clip = -1.0 : f64}
 
 // -----
 
+func.func @m() -> tensor<f32> attributes {gt.model} {
+  %0 = gt.constant dense<1.0> : tensor<f32>
+  return %0 : tensor<f32>
+}
+// expected-error @+1 {{setting 'shuffle' must be true or false}}
+gt.train @m {shuffle = 1 : i64}
+
+// -----
+
 // gt.loss_grad marks the f32 scalar constant that seeds the backward pass.
 func.func @seed_type() -> tensor<f32> attributes {gt.model} {
   // expected-error @+1 {{'gt.loss_grad' only applies to a gt.constant of type 'tensor<f32>'}}

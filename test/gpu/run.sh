@@ -193,7 +193,7 @@ fi
 if [ "$ONLY" = all ] || [ "$ONLY" = fuse ]; then
 # gt-fuse: kernels per step, step time and the profile of GPT-2 (bf16, B=16),
 # its attention-free variant, and the MLP at batch 64, fused and --no-fuse.
-sed 's/attention(layernorm(x, name: "ln_1"), heads: H, causal: true, std: 0.02, name: "attn")/linear(linear(layernorm(x, name: "ln_1"), 3 * D, name: "attn.qkv"), D, name: "attn.proj")/' \
+sed 's/attention(layernorm(x, name: "ln_1"), heads: H, causal: true, std: 0.02, name: "attn")/linear(linear(layernorm(x, name: "ln_1"), 3 * D, name: "attn.c_attn"), D, name: "attn.c_proj")/' \
   examples/gpt2.gt > "$OUT/gpt2_noattn.gt"
 grep -q "attention(" "$OUT/gpt2_noattn.gt" && echo "gpt2_noattn.gt still has attention"
 for fuse in "" --no-fuse; do

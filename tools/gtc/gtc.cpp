@@ -478,7 +478,8 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
     return usageError("gtc compile needs -o EXE (the executable to write)");
   if (opts.args.run.steps || opts.args.run.epochs || opts.args.run.seed ||
       !opts.args.run.logPath.empty() || !opts.args.run.savePath.empty() ||
-      !opts.args.run.resumePath.empty() || opts.args.bench || !opts.args.run.profilePath.empty() ||
+      !opts.args.run.resumePath.empty() || !opts.args.run.initPath.empty() ||
+      opts.args.bench || !opts.args.run.profilePath.empty() ||
       !opts.args.data.empty() || !opts.args.eval.empty())
     return usageError("give run options (--steps, --log, --data, ...) to "
                       "the compiled executable, not to gtc compile");

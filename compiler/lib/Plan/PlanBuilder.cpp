@@ -474,6 +474,8 @@ FailureOr<gtc::rt::TrainConfig> gtc::trainConfig(TrainOp train) {
   i64("seed", c.seed);
   i64("log_every", c.logEvery);
   i64("eval_every", c.evalEvery);
+  if (auto a = train->getAttrOfType<BoolAttr>("shuffle"))
+    c.shuffle = a.getValue();
   if (auto a = train->getAttrOfType<FloatAttr>("grad_clip"))
     c.gradClip = a.getValueAsDouble();
   if (auto a = train->getAttrOfType<StringAttr>("precision"))

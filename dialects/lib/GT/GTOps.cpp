@@ -850,7 +850,7 @@ ArrayRef<StringRef> mlir::gt::trainSettingNames() {
   static const StringRef names[] = {
       "data",    "eval",      "batch",      "epochs",    "steps",
       "seed",    "optimizer", "schedule",   "precision", "checkpoint",
-      "devices", "grad_clip", "log_every",  "eval_every"};
+      "devices", "grad_clip", "log_every",  "eval_every", "shuffle"};
   return names;
 }
 
@@ -967,6 +967,11 @@ public:
     }
     if (key == "grad_clip")
       return positiveFloat(key, v);
+    if (key == "shuffle") {
+      if (isa<BoolAttr>(v))
+        return success();
+      return op.emitError("setting 'shuffle' must be true or false");
+    }
     if (key == "model")
       return success();
     return op.emitError("gt.train has unknown setting '") << key << "'";

@@ -65,6 +65,9 @@ struct Stmt {
   std::string name;     ///< Declared or assigned name; def name; repeat name
                         ///< (empty when the loop is unnamed).
   Loc nameLoc;
+  std::string storedName; ///< Param `as "NAME"`: its name in checkpoints
+                          ///< (empty: the declared name).
+  Loc storedNameLoc;
   TypeExpr type;        ///< Input, Label, Param.
   ExprPtr value;        ///< Param initializer, Let, Assign, Return, Repeat count.
   std::vector<std::string> params; ///< Def parameters.

@@ -165,6 +165,7 @@ struct TrainConfig {
   Precision precision = Precision::Fp32;
   int64_t logEvery = 0;  ///< 0: the runtime chooses
   int64_t evalEvery = 0; ///< 0: once per epoch (or at the end)
+  bool shuffle = true;   ///< false: examples in file order, every epoch
 };
 
 /// A compiled training step (or evaluation pass) of one model.

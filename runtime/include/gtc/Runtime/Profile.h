@@ -25,7 +25,7 @@ namespace gtc::rt {
 struct KernelContext {
   std::string phase; ///< "forward" or "backward"
   /// The layer: the parameter scope it touches or inherits from the kernel
-  /// before it ("blocks.3.attn.qkv"), or "" before the first parameter.
+  /// before it ("blocks.3.attn.c_attn"), or "" before the first parameter.
   std::string layer;
 };
 
@@ -36,7 +36,7 @@ struct KernelContext {
 std::vector<KernelContext> kernelContexts(const Plan &plan);
 
 /// The top level of a layer name for grouping: "blocks.3" for
-/// "blocks.3.attn.qkv", "fc1" for "fc1".
+/// "blocks.3.attn.c_attn", "fc1" for "fc1".
 std::string layerGroup(const std::string &layer);
 
 /// One timed operation.

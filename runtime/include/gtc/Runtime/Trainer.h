@@ -33,6 +33,7 @@ struct RunOptions {
   std::string logPath;    ///< --log: JSONL metrics
   std::string savePath;   ///< --save: checkpoint at the end (and on SIGINT)
   std::string resumePath; ///< --resume: continue from a checkpoint
+  std::string initPath;   ///< --init: start from a file's weights
   int threads = 0;        ///< 0: all cores
   int64_t logEvery = 0;   ///< 0: the train block's log_every
   bool progress = true;   ///< live progress line on a terminal

@@ -58,7 +58,7 @@ def GT_ParamOp : GT_Op<"param", [Pure]> {
   let summary = "a trainable parameter with its initializer";
   let description = [{
     Declares a trainable parameter. `name` is its stable, PyTorch-style name
-    (`blocks.3.attn.qkv.weight`), used in checkpoints; names are unique in a
+    (`blocks.3.attn.c_attn.weight`), used in checkpoints; names are unique in a
     model. `init` is one of `zeros`, `ones`, `constant(v)`, `normal(mean, std)`,
     `uniform(low, high)` with its arguments in `args`. The shape is static.
 
@@ -812,6 +812,7 @@ def GT_TrainOp : GT_Op<"train", [DeclareOpInterfaceMethods<SymbolUserOpInterface
     | `checkpoint` | dictionary with `mode` (`"none"`, `"auto"`, `"every"`) and `budget` / `every` |
     | `devices` | `"all"`, `"cpu"` or a positive integer |
     | `grad_clip` | positive float: clip the global gradient norm |
+    | `shuffle` | boolean: `false` reads the training examples in file order |
 
     Example:
 
