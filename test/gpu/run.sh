@@ -2,7 +2,7 @@
 # The GPU test suite and benchmarks, in one run on a machine with an NVIDIA GPU
 # and the CUDA 13 libraries (no LLVM needed). Prints one table at the end.
 #
-#   test/gpu/run.sh BUNDLE [compile|pad]
+#   test/gpu/run.sh BUNDLE [compile|pad|fuse|parity]
 #
 # BUNDLE is what `tools/dev.sh gpu-bundle` makes: gtc and gtc-gpu-check built
 # with -DGTC_STATIC=ON, the Fashion-MNIST files and torch_reference.py.
@@ -52,7 +52,8 @@ sys.exit(0 if g <= tol else 1)
 PY
 }
 ONLY=${2:-all}   # "compile": only section 7 (gtc compile); "pad": only gt-pad-dims;
-                 # "fuse": only the fusion profiles and kernel counts
+                 # "fuse": only the fusion profiles and kernel counts;
+                 # "parity": only GPT-2 124M against PyTorch
 if [ "$ONLY" = all ]; then
 # 1. Every op's kernels (forward and backward) against the CPU.
 "$BIN/gtc-gpu-check" "$GTC" > "$OUT/ops-fp32.txt" 2>&1; s=$?
@@ -236,6 +237,15 @@ PY
 s=$?
 row "$(cat "$OUT/speedup.txt") (>= 2x)" "$(verdict $s)"
 
+fi
+if [ "$ONLY" = all ] || [ "$ONLY" = parity ]; then
+# GPT-2 124M parity with PyTorch on this GPU (test/Parity: one safetensors
+# file of weights, 50 AdamW steps on the same batches, every loss compared).
+for p in fp32 bf16; do
+  python3 test/Parity/gpt2_parity.py --gtc "$GTC" --size full --device cuda --precision $p --dir "$OUT/parity-$p" > "$OUT/parity-$p.txt" 2>&1; s=$?
+  tail -4 "$OUT/parity-$p.txt"
+  row "GPT-2 124M parity vs PyTorch, $p: $(grep -o 'max relative difference [^ ]*' "$OUT/parity-$p.txt")" "$(verdict $s)"
+done
 fi
 if [ "$ONLY" = all ] || [ "$ONLY" = compile ]; then
 # 7. gtc compile: standalone executables, run from a directory without gtc,
