@@ -788,9 +788,10 @@ struct CudaExecutor::Impl {
         sizeof workspaceBytes));
     // cuBLASLt's heuristic assumes 256-byte aligned operands; the memory
     // plan places every buffer so (PlanBuilder's kAlign).
-    for (int id : {s.a, s.b, s.c})
+    for (auto [id, off] : {std::pair{s.a, s.offsetA}, std::pair{s.b, s.offsetB},
+                           std::pair{s.c, s.offsetC}})
       for (int slot = 0; slot < 2; ++slot)
-        if (ptr(id, slot) % 256 != 0)
+        if ((ptr(id, slot) + off) % 256 != 0)
           throw RuntimeError("GEMM operand '" + plan.buffers[id].name +
                              "' is not 256-byte aligned; the plan was not "
                              "made by this gtc (recompile it)");
@@ -841,10 +842,11 @@ struct CudaExecutor::Impl {
     float alpha = s.alpha, beta = s.beta;
     auto run = [&](const cublasLtMatmulAlgo_t &algo) {
       return libs().cublasLtMatmul(
-          lt, l.desc, &alpha, reinterpret_cast<void *>(ptr(s.b, 0)), l.la,
-          reinterpret_cast<void *>(ptr(s.a, 0)), l.lb, &beta,
-          reinterpret_cast<void *>(ptr(s.c, 0)), l.lc,
-          reinterpret_cast<void *>(ptr(s.c, 0)), l.lc, &algo,
+          lt, l.desc, &alpha,
+          reinterpret_cast<void *>(ptr(s.b, 0) + s.offsetB), l.la,
+          reinterpret_cast<void *>(ptr(s.a, 0) + s.offsetA), l.lb, &beta,
+          reinterpret_cast<void *>(ptr(s.c, 0) + s.offsetC), l.lc,
+          reinterpret_cast<void *>(ptr(s.c, 0) + s.offsetC), l.lc, &algo,
           reinterpret_cast<void *>(workspace), workspaceBytes, compute);
     };
     float best = -1;
@@ -871,7 +873,9 @@ struct CudaExecutor::Impl {
       const Buffer &b = plan.buffers[s.c];
       CU(cuMemsetD8Async(ptr(s.c, slot), 0, b.slots() * 4, compute));
     } else if (s.kind == CudaLaunch::Kind::Gemm) {
-      CUdeviceptr a = ptr(s.a, slot), b = ptr(s.b, slot), c = ptr(s.c, slot);
+      CUdeviceptr a = ptr(s.a, slot) + s.offsetA,
+                  b = ptr(s.b, slot) + s.offsetB,
+                  c = ptr(s.c, slot) + s.offsetC;
       setEpiloguePointers(l, slot);
       float alpha = s.alpha, beta = s.beta;
       LT(cublasLtMatmul(lt, l.desc, &alpha, reinterpret_cast<void *>(b), l.la,
@@ -882,8 +886,9 @@ struct CudaExecutor::Impl {
                         compute));
     } else {
       std::vector<CUdeviceptr> ptrs;
-      for (int id : s.buffers)
-        ptrs.push_back(ptr(id, slot));
+      for (size_t i = 0; i < s.buffers.size(); ++i)
+        ptrs.push_back(ptr(s.buffers[i], slot) +
+                       (s.offsets.empty() ? 0 : s.offsets[i]));
       std::vector<void *> args;
       for (CUdeviceptr &p : ptrs)
         args.push_back(&p);
@@ -1121,6 +1126,8 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
   for (const std::vector<CudaLaunch> &ls : program.kernels)
     for (const CudaLaunch &s : ls) {
       bool ok = true;
+      if (s.kind == CudaLaunch::Kind::Kernel)
+        ok = s.offsets.empty() || s.offsets.size() == s.buffers.size();
       if (s.kind == CudaLaunch::Kind::Kernel)
         for (int id : s.buffers)
           ok = ok && (valid(id) || (id == CudaLaunch::kWorkspace &&
@@ -1451,8 +1458,16 @@ void CudaExecutor::profile(int warmup, int steps, Profile &out) {
                (d != in ? std::string(" -> ") + dtypeName(d) : "") +
                spec.epilogueName();
         flops = 2.0 * spec.m * spec.n * spec.k * spec.batch;
-        for (int id : {spec.a, spec.b, spec.c, spec.bias, spec.aux,
-                       spec.biasGrad})
+        // The operands' parts it touches (a GEMM may cover a slice of its
+        // buffers); C twice when beta adds to it.
+        auto part = [&](int id, int64_t rows, int64_t cols, int64_t stride) {
+          return static_cast<double>(dtypeBytes(I.plan.buffers[id].dtype)) *
+                 rows * cols * (stride ? spec.batch : 1);
+        };
+        bytes = part(spec.a, spec.m, spec.k, spec.strideA) +
+                part(spec.b, spec.k, spec.n, spec.strideB) +
+                part(spec.c, spec.m, spec.n, 1) * (spec.beta != 0 ? 2 : 1);
+        for (int id : {spec.bias, spec.aux, spec.biasGrad})
           bytes += bufferBytes(I.plan, id);
       } else if (spec.kind == CudaLaunch::Kind::Memset) {
         kind = "memset";

@@ -92,6 +92,12 @@ double gtc::rt::kernelBytes(const Plan &plan, const Kernel &kernel) {
   for (const std::vector<int> *ids : {&kernel.inputs, &kernel.outputs})
     for (int id : *ids)
       bytes += bufferBytes(plan, id);
+  // A classifier's logits pass through its chunk five times: the GEMM
+  // writes them, the loss kernel reads them and writes their gradient, and
+  // the two GEMMs of the gradient read it.
+  if (int chunk = static_cast<int>(kernel.intAttr("chunk_buffer", -1));
+      chunk >= 0 && !kernel.body.empty() && !kernel.body[0].outputs.empty())
+    bytes += 5.0 * bufferBytes(plan, kernel.body[0].outputs[0]);
   return bytes;
 }
 

@@ -2,7 +2,7 @@
 
 // Only elementwise regions exist.
 func.func @kind(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{unknown fusion kind 'reduction'; expected 'elementwise', 'multi_tensor', 'epilogue', 'gemm', 'norm' or 'loss'}}
+  // expected-error @+1 {{unknown fusion kind 'reduction'; expected 'elementwise', 'multi_tensor', 'epilogue', 'gemm', 'norm', 'loss' or 'classifier'}}
   %0 = gt.fused "reduction"(%x) : (tensor<4xf32>) -> tensor<4xf32> {
   ^bb0(%a: tensor<4xf32>):
     %1 = gt.relu %a : tensor<4xf32>
@@ -228,6 +228,51 @@ func.func @loss_yields(%x: tensor<4x8xf32>, %y: tensor<4xi32>, %one: tensor<f32>
     %1 = gt.cross_entropy %a, %b : tensor<4x8xf32>, tensor<4xi32>
     %2 = gt.cross_entropy_grad %s, %a, %b : tensor<f32>, tensor<4x8xf32>, tensor<4xi32>
     gt.yield %1 : tensor<f32>
+  }
+  return %0 : tensor<f32>
+}
+
+// -----
+
+// A classifier region starts with the GEMM of the logits.
+func.func @classifier_no_gemm(%x: tensor<4x8xf32>, %y: tensor<4xi32>, %one: tensor<f32>) -> tensor<f32> {
+  // expected-error @+1 {{a classifier region starts with the GEMM of the logits and has one gt.cross_entropy and the gt.cross_entropy_grad of the same logits and labels}}
+  %0 = gt.fused "classifier"(%x, %y, %one) : (tensor<4x8xf32>, tensor<4xi32>, tensor<f32>) -> tensor<f32> {
+  ^bb0(%a: tensor<4x8xf32>, %b: tensor<4xi32>, %s: tensor<f32>):
+    %1 = gt.cross_entropy %a, %b : tensor<4x8xf32>, tensor<4xi32>
+    %2 = gt.cross_entropy_grad %s, %a, %b : tensor<f32>, tensor<4x8xf32>, tensor<4xi32>
+    gt.yield %1 : tensor<f32>
+  }
+  return %0 : tensor<f32>
+}
+
+// -----
+
+// The logits' gradient exists a chunk at a time: a classifier cannot yield it.
+func.func @classifier_yields_gradient(%h: tensor<4x16xf32>, %w: tensor<8x16xf32>, %y: tensor<4xi32>, %one: tensor<f32>) -> (tensor<f32>, tensor<4x8xf32>) {
+  // expected-error @+1 {{a classifier region cannot yield the logits or their gradient: they exist a chunk of rows at a time}}
+  %0:2 = gt.fused "classifier"(%h, %w, %y, %one) : (tensor<4x16xf32>, tensor<8x16xf32>, tensor<4xi32>, tensor<f32>) -> (tensor<f32>, tensor<4x8xf32>) {
+  ^bb0(%a: tensor<4x16xf32>, %b: tensor<8x16xf32>, %c: tensor<4xi32>, %s: tensor<f32>):
+    %1 = gt.matmul %a, %b <{transpose_b = true}> : tensor<4x16xf32>, tensor<8x16xf32>
+    %2 = gt.cross_entropy %1, %c : tensor<4x8xf32>, tensor<4xi32>
+    %3 = gt.cross_entropy_grad %s, %1, %c : tensor<f32>, tensor<4x8xf32>, tensor<4xi32>
+    gt.yield %2, %3 : tensor<f32>, tensor<4x8xf32>
+  }
+  return %0#0, %0#1 : tensor<f32>, tensor<4x8xf32>
+}
+
+// -----
+
+// Only GEMMs, casts, reshapes and the cross-entropy belong in a classifier.
+func.func @classifier_other_op(%h: tensor<4x16xf32>, %w: tensor<8x16xf32>, %y: tensor<4xi32>, %one: tensor<f32>) -> tensor<f32> {
+  %0 = gt.fused "classifier"(%h, %w, %y, %one) : (tensor<4x16xf32>, tensor<8x16xf32>, tensor<4xi32>, tensor<f32>) -> tensor<f32> {
+  ^bb0(%a: tensor<4x16xf32>, %b: tensor<8x16xf32>, %c: tensor<4xi32>, %s: tensor<f32>):
+    %1 = gt.matmul %a, %b <{transpose_b = true}> : tensor<4x16xf32>, tensor<8x16xf32>
+    %2 = gt.cross_entropy %1, %c : tensor<4x8xf32>, tensor<4xi32>
+    %3 = gt.cross_entropy_grad %s, %1, %c : tensor<f32>, tensor<4x8xf32>, tensor<4xi32>
+    // expected-error @+1 {{cannot be part of a classifier region: it is not a GEMM, a cast, a reshape or the cross-entropy}}
+    %4 = gt.relu %3 : tensor<4x8xf32>
+    gt.yield %2 : tensor<f32>
   }
   return %0 : tensor<f32>
 }

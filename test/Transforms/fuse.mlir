@@ -404,3 +404,72 @@ func.func @loss_unmatched(%x: tensor<4x8xf32>, %y: tensor<4xi32>, %z: tensor<4xi
   %1 = gt.cross_entropy_grad %one, %x, %z : tensor<f32>, tensor<4x8xf32>, tensor<4xi32>
   return %0, %1 : tensor<f32>, tensor<4x8xf32>
 }
+
+// -----
+
+// A language model's classifier (GPT-2's, with the tied embedding W): the
+// logits' GEMM, the cross-entropy and its gradient with their casts, and the
+// GEMMs of the gradient (dh = dl W, dW = dl^T h) become one "classifier"
+// region that yields the loss, dh and dW; the logits and their gradient stay
+// inside (the GPU computes them a chunk of rows at a time). The reshape of h
+// that dW reads comes in; the loss's gradient constant moves before it.
+// CHECK-LABEL: func.func @classifier
+// CHECK-SAME: (%[[H:.*]]: tensor<2x4x16xbf16>, %[[W:.*]]: tensor<8x16xbf16>, %[[Y:.*]]: tensor<2x4xi32>)
+// CHECK-NEXT: %[[ONE:.*]] = gt.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[C:.*]]:3 = gt.fused "classifier"(%[[H]], %[[W]], %[[Y]], %[[ONE]]) : (tensor<2x4x16xbf16>, tensor<8x16xbf16>, tensor<2x4xi32>, tensor<f32>) -> (tensor<f32>, tensor<2x4x16xbf16>, tensor<8x16xf32>) {
+// CHECK-NEXT: ^bb0(%[[A:.*]]: tensor<2x4x16xbf16>, %[[B:.*]]: tensor<8x16xbf16>, %[[L:.*]]: tensor<2x4xi32>, %[[S:.*]]: tensor<f32>):
+// CHECK-NEXT:   %[[LOGITS:.*]] = gt.matmul %[[A]], %[[B]] <{transpose_b = true}>
+// CHECK-NEXT:   %[[F:.*]] = gt.cast %[[LOGITS]]
+// CHECK-NEXT:   %[[LOSS:.*]] = gt.cross_entropy %[[F]], %[[L]]
+// CHECK-NEXT:   %[[G:.*]] = gt.cross_entropy_grad %[[S]], %[[F]], %[[L]]
+// CHECK-NEXT:   %[[G16:.*]] = gt.cast %[[G]]
+// CHECK-NEXT:   %[[DH:.*]] = gt.matmul %[[G16]], %[[B]] :
+// CHECK-NEXT:   %[[H2:.*]] = gt.reshape %[[A]]
+// CHECK-NEXT:   %[[G2:.*]] = gt.reshape %[[G16]]
+// CHECK-NEXT:   %[[DW:.*]] = gt.matmul %[[G2]], %[[H2]] <{transpose_a = true}>
+// CHECK-NEXT:   %[[DW32:.*]] = gt.cast %[[DW]]
+// CHECK-NEXT:   gt.yield %[[LOSS]], %[[DH]], %[[DW32]]
+// CHECK-NEXT: }
+// CHECK-NEXT: return %[[C]]#0, %[[C]]#1, %[[C]]#2
+func.func @classifier(%h: tensor<2x4x16xbf16>, %w: tensor<8x16xbf16>, %y: tensor<2x4xi32>) -> (tensor<f32>, tensor<2x4x16xbf16>, tensor<8x16xf32>) {
+  %l = gt.matmul %h, %w <{transpose_b = true}> : tensor<2x4x16xbf16>, tensor<8x16xbf16>
+  %f = gt.cast %l : tensor<2x4x8xbf16> -> tensor<2x4x8xf32>
+  %loss = gt.cross_entropy %f, %y : tensor<2x4x8xf32>, tensor<2x4xi32>
+  %one = gt.constant dense<1.0> : tensor<f32>
+  %g = gt.cross_entropy_grad %one, %f, %y : tensor<f32>, tensor<2x4x8xf32>, tensor<2x4xi32>
+  %g16 = gt.cast %g : tensor<2x4x8xf32> -> tensor<2x4x8xbf16>
+  %dh = gt.matmul %g16, %w : tensor<2x4x8xbf16>, tensor<8x16xbf16>
+  %h2 = gt.reshape %h : tensor<2x4x16xbf16> -> tensor<8x16xbf16>
+  %g2 = gt.reshape %g16 : tensor<2x4x8xbf16> -> tensor<8x8xbf16>
+  %dw = gt.matmul %g2, %h2 <{transpose_a = true}> : tensor<8x8xbf16>, tensor<8x16xbf16>
+  %dw32 = gt.cast %dw : tensor<8x16xbf16> -> tensor<8x16xf32>
+  return %loss, %dh, %dw32 : tensor<f32>, tensor<2x4x16xbf16>, tensor<8x16xf32>
+}
+
+// -----
+
+// Not a classifier when the logits' gradient is read by anything but its two
+// GEMMs (it would have to exist in full), or when the logits come from a
+// linear with a bias: the cross-entropy and its gradient stay a "loss" region.
+// CHECK-LABEL: func.func @classifier_gradient_escapes
+// CHECK-NOT:  gt.fused "classifier"
+// CHECK:      gt.fused "loss"
+// CHECK-LABEL: func.func @classifier_bias
+// CHECK-NOT:  gt.fused "classifier"
+// CHECK:      gt.fused "loss"
+func.func @classifier_gradient_escapes(%h: tensor<4x16xf32>, %w: tensor<8x16xf32>, %y: tensor<4xi32>, %one: tensor<f32>) -> (tensor<f32>, tensor<4x16xf32>, tensor<8x16xf32>, tensor<4x8xf32>) {
+  %l = gt.matmul %h, %w <{transpose_b = true}> : tensor<4x16xf32>, tensor<8x16xf32>
+  %loss = gt.cross_entropy %l, %y : tensor<4x8xf32>, tensor<4xi32>
+  %g = gt.cross_entropy_grad %one, %l, %y : tensor<f32>, tensor<4x8xf32>, tensor<4xi32>
+  %dh = gt.matmul %g, %w : tensor<4x8xf32>, tensor<8x16xf32>
+  %dw = gt.matmul %g, %h <{transpose_a = true}> : tensor<4x8xf32>, tensor<4x16xf32>
+  return %loss, %dh, %dw, %g : tensor<f32>, tensor<4x16xf32>, tensor<8x16xf32>, tensor<4x8xf32>
+}
+func.func @classifier_bias(%h: tensor<4x16xf32>, %w: tensor<8x16xf32>, %b: tensor<8xf32>, %y: tensor<4xi32>, %one: tensor<f32>) -> (tensor<f32>, tensor<4x16xf32>, tensor<8x16xf32>) {
+  %l = gt.linear %h, %w, %b : tensor<4x16xf32>, tensor<8x16xf32>, tensor<8xf32>
+  %loss = gt.cross_entropy %l, %y : tensor<4x8xf32>, tensor<4xi32>
+  %g = gt.cross_entropy_grad %one, %l, %y : tensor<f32>, tensor<4x8xf32>, tensor<4xi32>
+  %dh = gt.matmul %g, %w : tensor<4x8xf32>, tensor<8x16xf32>
+  %dw = gt.matmul %g, %h <{transpose_a = true}> : tensor<4x8xf32>, tensor<4x16xf32>
+  return %loss, %dh, %dw : tensor<f32>, tensor<4x16xf32>, tensor<8x16xf32>
+}

@@ -58,7 +58,7 @@ if [ "$ONLY" = all ]; then
 # 1. Every op's kernels (forward and backward) against the CPU.
 "$BIN/gtc-gpu-check" "$GTC" > "$OUT/ops-fp32.txt" 2>&1; s=$?
 cat "$OUT/ops-fp32.txt"
-row "ops fwd+bwd vs CPU, fp32 (15 models, rel err <= 1e-4)" "$(verdict $s)"
+row "ops fwd+bwd vs CPU, fp32 (16 models, rel err <= 1e-4)" "$(verdict $s)"
 "$BIN/gtc-gpu-check" "$GTC" --precision tf32 > "$OUT/ops-tf32.txt" 2>&1; s=$?
 tail -1 "$OUT/ops-tf32.txt"
 row "ops fwd+bwd vs CPU, tf32 GEMMs (rel err <= 5e-3)" "$(verdict $s)"
@@ -68,6 +68,13 @@ for p in bf16:3e-2 fp16:5e-3; do
   cat "$OUT/ops-${p%:*}.txt"
   worst=$(awk '$2 ~ /e/ {print $3}' "$OUT/ops-${p%:*}.txt" | sort -g | tail -1)
   row "ops fwd+bwd vs CPU emulation, ${p%:*} (rel err <= ${p#*:}; worst $worst)" "$(verdict $s)"
+done
+# Classifier regions in chunks of 64 KiB of logits (many chunks, a partial
+# last one) instead of 512 MiB.
+for p in fp32 bf16; do
+  GTC_CLASSIFIER_CHUNK_BYTES=65536 "$BIN/gtc-gpu-check" "$GTC" --precision $p > "$OUT/ops-chunks-$p.txt" 2>&1; s=$?
+  grep -i "classifier" "$OUT/ops-chunks-$p.txt"
+  row "ops fwd+bwd vs CPU, $p, classifier chunks of 64 KiB" "$(verdict $s)"
 done
 
 # 2. MLP: 50 steps on the GPU and on the CPU from the same seed (fp32), with

@@ -121,6 +121,16 @@ inline const std::vector<OpModel> &opModels() {
     h = embedding(t, 1032, dim: 8, std: 0.5)
     loss = cross_entropy(linear(h, 1032, bias: false), y)
   })", 12, 1032, 12},
+      // A tied classifier (a "classifier" region) over 500 rows: with
+      // GTC_CLASSIFIER_CHUNK_BYTES=65536 (test/gpu/run.sh) the GPU runs it in
+      // chunks of 128 rows and a last one of 116.
+      {"ClassifierChunks", R"(model m {
+    input t: i32[B, 100]
+    label y: i32[B, 100]
+    param wte: f32[520, 16] = normal(0.5)
+    h = embedding(t, wte)
+    loss = cross_entropy(matmul(layernorm(h), transpose(wte)), y)
+  })", 5, 520, 12},
       {"TiedWeights", R"(model m {
     input t: i32[B, 3]
     label y: i32[B, 3]

@@ -368,6 +368,8 @@ bool Emitter::fused() {
     return normRegion();
   if (k->strAttr("kind", "") == "loss")
     return lossRegion();
+  if (k->strAttr("kind", "") == "classifier")
+    return classifierRegion();
   if (k->strAttr("kind", "") != "elementwise")
     return fail("unknown fusion kind '" + k->strAttr("kind", "") + "'");
   if (k->outputs.empty() || k->body.empty())

@@ -513,6 +513,7 @@ private:
   bool crossEntropyGrad();
   bool crossEntropyKernel(int x, int lab, int y, int g, int dx);
   bool lossRegion();
+  bool classifierRegion();
   bool accuracy();
   bool reduce(int inBuf, int outBuf, const std::vector<int64_t> &kept,
               double scale);

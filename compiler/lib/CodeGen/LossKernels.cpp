@@ -264,6 +264,128 @@ bool Emitter::lossRegion() {
                             dx);
 }
 
+/// A "classifier" region (gt-fuse's foldClassifiers): logits = h W^T, the
+/// cross-entropy and its gradient, dh = dlogits W and dW = dlogits^T h, a
+/// chunk of rows at a time in the plan's `chunk_buffer` (PlanBuilder's
+/// addClassifierChunk), so the logits and their gradient never exist in
+/// full. For each chunk of rows [r0, r0 + rc): the logits GEMM into the
+/// chunk; the row kernel of the loss region, which writes each row's loss to
+/// the workspace and the gradient (scaled by 1 / all rows) over the chunk's
+/// logits; dh's rows; dW += the chunk's share (beta = 1 after the first).
+/// Then the mean of the row losses. Each element of the result is computed
+/// by the same GEMMs and row kernel as the unchunked ops, in a fixed order.
+bool Emitter::classifierRegion() {
+  int h = -1, w = -1, labels = -1, g = -1, loss = -1, dh = -1, dw = -1;
+  bool hFirst = false;     // the logits GEMM
+  int logits = -1, grad = -1; // body values (Local on the CPU)
+  std::set<int> gradForms, hForms;
+  auto isOutput = [&](int id) {
+    return std::count(k->outputs.begin(), k->outputs.end(), id) > 0;
+  };
+  for (const Kernel &sub : k->body) {
+    if (sub.inputs.empty() || sub.outputs.empty())
+      return fail("a classifier region's ops read and write buffers");
+    int in0 = sub.inputs[0], out0 = sub.outputs[0];
+    if (!hFirst) {
+      bool tb = sub.op == OpKind::Linear || sub.intAttr("transpose_b", 0);
+      if ((sub.op != OpKind::Matmul && sub.op != OpKind::Linear) || !tb ||
+          sub.intAttr("transpose_a", 0) || sub.inputs.size() != 2)
+        return fail("a classifier region starts with the logits' GEMM h W^T");
+      h = in0, w = sub.inputs[1], logits = out0, hFirst = true;
+      hForms.insert(h);
+    } else if (sub.op == OpKind::Cast && in0 == logits && grad < 0) {
+      logits = out0;
+    } else if (sub.op == OpKind::CrossEntropy && in0 == logits && loss < 0) {
+      labels = sub.inputs[1], loss = out0;
+    } else if (sub.op == OpKind::CrossEntropyGrad && loss >= 0 && grad < 0 &&
+               sub.inputs[1] == logits && sub.inputs[2] == labels) {
+      g = in0, grad = out0;
+      gradForms.insert(grad);
+    } else if ((sub.op == OpKind::Cast || sub.op == OpKind::Reshape) &&
+               gradForms.count(in0)) {
+      gradForms.insert(out0);
+    } else if (sub.op == OpKind::Reshape && hForms.count(in0)) {
+      hForms.insert(out0);
+    } else if (sub.op == OpKind::Matmul && gradForms.count(in0) &&
+               sub.inputs[1] == w && !sub.intAttr("transpose_a", 0) &&
+               !sub.intAttr("transpose_b", 0) && dh < 0) {
+      dh = out0;
+    } else if (sub.op == OpKind::Matmul && gradForms.count(in0) &&
+               hForms.count(sub.inputs[1]) && sub.intAttr("transpose_a", 0) &&
+               !sub.intAttr("transpose_b", 0) && dw < 0) {
+      dw = out0;
+    } else if (sub.op == OpKind::Cast && in0 == dw) {
+      dw = out0;
+    } else {
+      return fail(std::string("'") + opName(sub.op) +
+                  "' in a classifier region is not the logits' GEMM, the "
+                  "cross-entropy, its gradient or their GEMMs");
+    }
+  }
+  int chunk = static_cast<int>(k->intAttr("chunk_buffer", -1));
+  if (loss < 0 || dh < 0 || dw < 0 || !isOutput(loss) || !isOutput(dh) ||
+      !isOutput(dw))
+    return fail("a classifier region yields its loss, dh and dW");
+  if (chunk < 0 || shape(chunk).size() != 2)
+    return fail("a classifier region needs its chunk buffer (the plan's "
+                "chunk_buffer)");
+  const int64_t r = shape(chunk)[0], v = shape(chunk)[1];
+  const int64_t d = shape(w).back(), rows = count(labels);
+  auto bytes = [&](int id) { return int64_t(dtypeBytes(plan.buffers[id].dtype)); };
+  if (shape(w).size() != 2 || shape(w)[0] != v || count(h) != rows * d ||
+      count(dh) != rows * d || count(dw) != v * d ||
+      plan.buffers[chunk].dtype != plan.buffers[w].dtype ||
+      plan.buffers[h].dtype != plan.buffers[w].dtype ||
+      plan.buffers[dh].dtype != plan.buffers[w].dtype || isF32(labels) ||
+      !isF32(g) || count(g) != 1)
+    return fail("classifier shapes or types do not agree: h " + describe(h) +
+                ", W " + describe(w) + ", chunk " + describe(chunk));
+  auto gemm = [&](const std::string &name, int a, int b, int c, bool ta,
+                  bool tb, int64_t m, int64_t n, int64_t kk) -> CudaLaunch & {
+    CudaLaunch l;
+    l.kind = CudaLaunch::Kind::Gemm;
+    l.name = "k" + str(index) + "_classifier_" + name;
+    l.a = a, l.b = b, l.c = c;
+    l.transA = ta, l.transB = tb;
+    l.m = m, l.n = n, l.k = kk;
+    launches.push_back(l);
+    return launches.back();
+  };
+  needWorkspace(8 * rows);
+  LossShape ls(v, isF32(chunk));
+  for (int64_t r0 = 0; r0 < rows; r0 += r) {
+    const int64_t rc = std::min(r, rows - r0);
+    const std::string part = "c" + str(r0 / r);
+    gemm(part + "_logits", h, w, chunk, false, true, rc, v, d).offsetA =
+        r0 * d * bytes(h);
+    std::string consts =
+        lossConsts(rc, v, ls, ctype(chunk), ctype(chunk)) +
+        "constexpr i64 ALL_ROWS = " + str(rows) + ";  // the mean's count\n";
+    std::string head = std::string(kCrossEntropyShared) +
+                       "  const double gs = (double)grad[0] / ALL_ROWS;\n"
+                       "  const float gsf = (float)gs;\n"
+                       "  auto *dx = x;  // the gradient overwrites the "
+                       "logits\n";
+    launch(part,
+           rowWhat(rc, v, ls.rt) + " of rows " + str(r0) + "..: loss and "
+           "gradient over the logits; row losses to the workspace",
+           {in(g, "grad"), out(chunk, "x"), in(labels, "labels"),
+            ws("double", "loss")},
+           kWarpHelpers | kRowHelpers, consts,
+           head + crossEntropyRows({"loss[row] = ", true}),
+           rowGrid(rc, ls.rt, ls.block), ls.block);
+    launches.back().offsets = {0, 0, r0 * 4, r0 * 8};
+    gemm(part + "_dh", chunk, w, dh, false, false, rc, d, v).offsetC =
+        r0 * d * bytes(dh);
+    CudaLaunch &dW = gemm(part + "_dW", chunk, h, dw, true, false, v, d, rc);
+    dW.offsetB = r0 * d * bytes(h);
+    dW.beta = r0 == 0 ? 0.0f : 1.0f;
+  }
+  finalSum("mean", loss, rows, "double",
+           "(float)(s / " + str(rows) + ")");
+  return true;
+}
+
 /// CpuExecutor's accuracy(): per row argmax == label (launch 1, to the
 /// workspace), then the fraction (launch 2).
 bool Emitter::accuracy() {

@@ -45,6 +45,11 @@ private:
   /// largest activation of a language model is stored once): a temporary of
   /// the gradient's type that nothing else reads. Null otherwise.
   Value inPlaceLoss(FusedOp fused) const;
+  /// Gives the last kernel, a "classifier" region, its chunk: a temporary
+  /// of a few thousand rows of logits (kernel attribute `chunk_buffer`),
+  /// in which the GPU computes the logits and their gradient a chunk of
+  /// rows at a time.
+  LogicalResult addClassifierChunk(FusedOp fused);
   /// Gives the values inside a fusion region their buffers: the region's
   /// inputs and outputs, or Local ones.
   LogicalResult addFusedBody(FusedOp fused);
@@ -194,6 +199,40 @@ Value PlanBuilder::inPlaceLoss(FusedOp fused) const {
     return {};
   const rt::Buffer &b = plan.buffers[it->second];
   return b.region == MemRegion::Temp && b.viewOf < 0 ? logits : Value();
+}
+
+LogicalResult PlanBuilder::addClassifierChunk(FusedOp fused) {
+  // Chunks of at most 512 MiB (GTC_CLASSIFIER_CHUNK_BYTES overrides it, for
+  // tests): fewer chunks re-read dW less often (each chunk adds its share
+  // to dW, 154 MB in f32 for GPT-2), smaller ones save more memory. GPT-2
+  // at batch 16: 4 chunks of 4096 rows, 412 MB instead of 1.65 GB of bf16
+  // logits. Rows come in multiples of 128, so every chunk's operands stay
+  // 256-byte aligned.
+  int64_t limit = int64_t(512) << 20;
+  if (const char *env = std::getenv("GTC_CLASSIFIER_CHUNK_BYTES"))
+    limit = std::max<int64_t>(1, std::strtoll(env, nullptr, 10));
+  // The chunk has the element type of the logits' buffer (the body's local
+  // of the same type gives it).
+  Value logits = fused.getBody().front().front().getResult(0);
+  FailureOr<int> made = addBuffer({}, MemRegion::Temp, "classifier chunk");
+  if (failed(made))
+    return failure();
+  rt::Buffer &b = plan.buffers[*made];
+  b.dtype = plan.buffers[bufferOf(logits)].dtype;
+  auto type = cast<RankedTensorType>(logits.getType());
+  b.shape = {type.getNumElements() / type.getShape().back(),
+             type.getShape().back()};
+  int64_t v = b.shape.back(), rows = b.shape[0];
+  int64_t bytes = b.slots() * 4;
+  int64_t chunks = std::max<int64_t>(1, (bytes + limit - 1) / limit);
+  int64_t r = std::min(rows, ((rows + chunks - 1) / chunks + 127) / 128 * 128);
+  b.shape = {r, v};
+  int index = static_cast<int>(plan.kernels.size()) - 1;
+  defAt[*made] = lastUse[*made] = index;
+  rt::Attr a;
+  a.i = *made;
+  plan.kernels.back().attrs["chunk_buffer"] = a;
+  return success();
 }
 
 LogicalResult PlanBuilder::addFusedBody(FusedOp fused) {
@@ -393,6 +432,9 @@ FailureOr<rt::Plan> PlanBuilder::build() {
     if (fusedOp && failed(addFusedBody(fusedOp)))
       return failure();
     if (failed(addKernel(&op)))
+      return failure();
+    if (fusedOp && fusedOp.getKind() == "classifier" &&
+        failed(addClassifierChunk(fusedOp)))
       return failure();
   }
 

@@ -18,9 +18,12 @@
 // of the group used outside it become the region's results. A group of one
 // op stays as it is.
 //
-// First, a cross-entropy and its gradient become one "loss" region (one
-// pass over the logits, which may stay in bf16: the classifier of a
-// language model). Then GEMMs take what cuBLASLt can compute in their epilogue ("gemm"
+// First, the classifier of a language model (the GEMM that makes the
+// logits, the cross-entropy, its gradient and the two GEMMs of the logits'
+// gradient) becomes one "classifier" region, which the GPU runs over chunks
+// of rows so that the logits never exist in full. Then a cross-entropy and its
+// gradient become one "loss" region (one pass over the logits, which may
+// stay in bf16). Then GEMMs take what cuBLASLt can compute in their epilogue ("gemm"
 // regions: an activation, the GELU gradient, the bias gradient), and layer
 // norms the residual adds and casts around them ("norm" regions: one row
 // kernel forward, one backward). Then a cast that is the only use of a
@@ -75,6 +78,7 @@ public:
   explicit Grouper(Block &block) : block(block) {}
 
   void run() {
+    foldClassifiers();
     foldLosses();
     foldGemmEpilogues();
     foldNorms();
@@ -136,6 +140,125 @@ private:
       ops.push_back(c);
   }
 
+  /// The cross_entropy_grad of `ce`'s logits and labels after it in this
+  /// block, or null.
+  CrossEntropyGradOp gradientOf(CrossEntropyOp ce) {
+    for (Operation *u : ce.getLogits().getUsers())
+      if (auto g = dyn_cast<CrossEntropyGradOp>(u);
+          g && g->getBlock() == &block && g.getLogits() == ce.getLogits() &&
+          g.getLabels() == ce.getLabels() && ce->isBeforeInBlock(g))
+        return g;
+    return nullptr;
+  }
+
+  /// The widening gt.cast that makes `ce`'s logits from a 16-bit value read
+  /// by nothing but the cross-entropy and its gradient `grad`, or null.
+  CastOp wideningOf(CrossEntropyOp ce, CrossEntropyGradOp grad) {
+    auto widening = ce.getLogits().getDefiningOp<CastOp>();
+    if (widening && widening->getBlock() == &block &&
+        isa<FloatType>(getElementTypeOrSelf(widening.getInput().getType())) &&
+        llvm::all_of(ce.getLogits().getUsers(), [&](Operation *u) {
+          return u == ce.getOperation() || u == grad.getOperation();
+        }))
+      return widening;
+    return nullptr;
+  }
+
+  /// A language model's classifier becomes a "classifier" region: the GEMM
+  /// h W^T that makes the logits (a bias-free linear, or a matmul with
+  /// transpose_b of a rank-2 W: GPT-2's tied embedding), the widening cast
+  /// of 16-bit logits, the cross-entropy and its gradient, that gradient's
+  /// cast and reshapes, and the two GEMMs that read it: dh = dlogits W and
+  /// dW = dlogits^T h (with its cast). Every op reading the logits or their
+  /// gradient must be one of these. The CUDA emitter runs the region over
+  /// chunks of rows (logits, loss and gradient, then both GEMMs, a chunk at
+  /// a time), so the logits and their gradient never exist in full: for
+  /// GPT-2 at batch 16 they are 1.6 GB in bf16 (3.3 GB in f32), the largest
+  /// tensor of the step. Nothing is recomputed.
+  void foldClassifiers() {
+    SmallVector<Group> folds;
+    for (auto ce : block.getOps<CrossEntropyOp>()) {
+      CrossEntropyGradOp grad = gradientOf(ce);
+      if (!grad)
+        continue;
+      CastOp widening = wideningOf(ce, grad);
+      Value stored = widening ? widening.getInput() : ce.getLogits();
+      Operation *fwd = stored.getDefiningOp();
+      Value h, w;
+      if (auto lin = dyn_cast_or_null<LinearOp>(fwd); lin && !lin.getBias()) {
+        h = lin.getInput();
+        w = lin.getWeight();
+      } else if (auto mm = dyn_cast_or_null<MatmulOp>(fwd);
+                 mm && mm.getTransposeB() && !mm.getTransposeA() &&
+                 cast<RankedTensorType>(mm.getB().getType()).getRank() == 2) {
+        h = mm.getA();
+        w = mm.getB();
+      } else {
+        continue;
+      }
+      if (fwd->getBlock() != &block ||
+          !llvm::all_of(stored.getUsers(), [&](Operation *u) {
+            return u == widening.getOperation() || u == ce.getOperation() ||
+                   u == grad.getOperation();
+          }))
+        continue;
+      Group g{fwd, {fwd}};
+      if (widening)
+        g.ops.push_back(widening);
+      g.ops.push_back(ce);
+      addWithCast(grad, g.ops);
+      // The gradient, through reshapes, feeds exactly dh and dW.
+      SmallVector<Value> forms = {g.ops.back()->getResult(0)};
+      MatmulOp dh, dw;
+      bool ok = true;
+      for (size_t i = 0; i < forms.size() && ok; ++i)
+        for (Operation *u : forms[i].getUsers()) {
+          auto mm = dyn_cast<MatmulOp>(u);
+          if (u->getBlock() != &block) {
+            ok = false;
+          } else if (auto r = dyn_cast<ReshapeOp>(u)) {
+            g.ops.push_back(r);
+            forms.push_back(r.getResult());
+          } else if (mm && !dh && mm.getA() == forms[i] && mm.getB() == w &&
+                     !mm.getTransposeA() && !mm.getTransposeB()) {
+            dh = mm;
+          } else if (mm && !dw && mm.getA() == forms[i] &&
+                     mm.getTransposeA() && !mm.getTransposeB() &&
+                     shapeOf(mm) == cast<RankedTensorType>(w.getType())
+                                        .getShape()) {
+            dw = mm;
+          } else {
+            ok = false;
+          }
+          if (!ok)
+            break;
+        }
+      if (!ok || !dh || !dw)
+        continue;
+      // dW reads h or a reshape of it (kept outside when it exists at the
+      // region's start, else taken in).
+      Value hb = dw.getB();
+      auto hr = hb.getDefiningOp<ReshapeOp>();
+      if (hb != h && !(hr && hr.getInput() == h && hr->getBlock() == &block))
+        continue;
+      if (hb != h && !availableAt(hb, fwd))
+        g.ops.push_back(hr);
+      g.ops.push_back(dh);
+      addWithCast(dw, g.ops);
+      llvm::sort(g.ops, [](Operation *a, Operation *b) {
+        return a->isBeforeInBlock(b);
+      });
+      Operation *scale = grad.getGrad().getDefiningOp();
+      if (scale && isa<ConstantOp>(scale) && scale->getBlock() == &block &&
+          !availableAt(grad.getGrad(), fwd))
+        scale->moveBefore(fwd);
+      if (readsOnlyAvailable(g))
+        folds.push_back(g);
+    }
+    for (Group &g : folds)
+      outline(g, "classifier");
+  }
+
   /// A cross_entropy and the cross_entropy_grad of the same logits and
   /// labels become a "loss" region at the cross-entropy: one row kernel
   /// computes each row's log-sum-exp once and writes the loss and the
@@ -148,22 +271,11 @@ private:
   void foldLosses() {
     SmallVector<Group> folds;
     for (auto ce : block.getOps<CrossEntropyOp>()) {
-      Value x = ce.getLogits();
-      CrossEntropyGradOp grad;
-      for (Operation *u : x.getUsers())
-        if (auto g = dyn_cast<CrossEntropyGradOp>(u);
-            g && g->getBlock() == &block && g.getLogits() == x &&
-            g.getLabels() == ce.getLabels() && ce->isBeforeInBlock(g))
-          grad = g;
+      CrossEntropyGradOp grad = gradientOf(ce);
       if (!grad)
         continue;
       Group g{ce, {}};
-      auto widening = x.getDefiningOp<CastOp>();
-      if (widening && widening->getBlock() == &block &&
-          isa<FloatType>(getElementTypeOrSelf(widening.getInput().getType())) &&
-          llvm::all_of(x.getUsers(), [&](Operation *u) {
-            return u == ce.getOperation() || u == grad.getOperation();
-          })) {
+      if (CastOp widening = wideningOf(ce, grad)) {
         g.ops.push_back(widening);
         g.anchor = widening;
       }

@@ -617,13 +617,13 @@ LogicalResult FusedOp::verify() {
   bool multi = getKind() == "multi_tensor";
   bool epilogue = getKind() == "epilogue";
   bool gemm = getKind() == "gemm", norm = getKind() == "norm";
-  bool loss = getKind() == "loss";
+  bool loss = getKind() == "loss", classifier = getKind() == "classifier";
   if (getKind() != "elementwise" && !multi && !epilogue && !gemm && !norm &&
-      !loss)
+      !loss && !classifier)
     return emitOpError("unknown fusion kind '")
            << getKind()
            << "'; expected 'elementwise', 'multi_tensor', 'epilogue', 'gemm', "
-              "'norm' or 'loss'";
+              "'norm', 'loss' or 'classifier'";
   Block &body = getBody().front();
   if (body.getNumArguments() != getInputs().size())
     return emitOpError("has ") << getInputs().size() << " inputs but its body "
@@ -704,6 +704,43 @@ LogicalResult FusedOp::verify() {
     Value dx = narrowing ? narrowing.getResult() : grad.getResult();
     if (yield.getValues() != ValueRange{ce.getResult(), dx})
       return emitOpError("a loss region yields the loss and the gradient");
+    return success();
+  }
+  if (classifier) {
+    // The logits' GEMM, [a widening cast,] the cross-entropy and its
+    // gradient, [casts and reshapes of the gradient,] the GEMMs reading it.
+    // The logits and their gradient stay inside (chunks of rows at a time).
+    auto ops = body.without_terminator();
+    Operation &first = *ops.begin();
+    CrossEntropyOp ce;
+    CrossEntropyGradOp grad;
+    for (Operation &op : ops) {
+      if (auto c = dyn_cast<CrossEntropyOp>(op); c && !ce)
+        ce = c;
+      else if (auto g = dyn_cast<CrossEntropyGradOp>(op); g && !grad)
+        grad = g;
+      else if (!isa<CastOp, ReshapeOp>(op) &&
+               !op.hasTrait<OpTrait::gt::Contraction>())
+        return op.emitOpError("cannot be part of a classifier region: it is "
+                              "not a GEMM, a cast, a reshape or the "
+                              "cross-entropy");
+    }
+    Value logits = ce ? ce.getLogits() : Value();
+    if (auto c = logits ? logits.getDefiningOp<CastOp>() : CastOp())
+      logits = c.getInput();
+    if (!first.hasTrait<OpTrait::gt::Contraction>() || !ce || !grad ||
+        logits != first.getResult(0) || grad.getLogits() != ce.getLogits() ||
+        grad.getLabels() != ce.getLabels())
+      return emitOpError("a classifier region starts with the GEMM of the "
+                         "logits and has one gt.cross_entropy and the "
+                         "gt.cross_entropy_grad of the same logits and labels");
+    if (!llvm::is_contained(yield.getValues(), ce.getResult()))
+      return emitOpError("a classifier region yields its loss");
+    for (Value v : yield.getValues())
+      if (v == logits || v == ce.getLogits() || v == grad.getResult())
+        return emitOpError("a classifier region cannot yield the logits or "
+                           "their gradient: they exist a chunk of rows at a "
+                           "time");
     return success();
   }
   if (gemm) {

@@ -40,6 +40,9 @@ struct CudaLaunch {
   int64_t block = 256;
   int64_t shared = 0;
   std::vector<int> buffers;
+  /// Bytes added to each buffer's address (empty: none): a launch over a
+  /// slice of its buffers, such as one chunk of a classifier's rows.
+  std::vector<int64_t> offsets;
 
   // Gemm (row-major, f32): for i in [0, batch):
   //   C_i = alpha * op(A_i) @ op(B_i) + beta * C_i  (+ bias[n] per row)
@@ -50,6 +53,9 @@ struct CudaLaunch {
   int64_t m = 0, n = 0, k = 0, batch = 1;
   int64_t strideA = 0, strideB = 0, strideC = 0;
   float alpha = 1.0f, beta = 0.0f;
+  /// Bytes added to the addresses of A, B and C (multiples of 256): a GEMM
+  /// over a slice of rows.
+  int64_t offsetA = 0, offsetB = 0, offsetC = 0;
   // cuBLASLt epilogues (a gt.fused "gemm" region):
   /// An activation after the bias: max(x, 0) (RELU) or the tanh-approximated
   /// GELU (GELU); with `aux` >= 0, GELU also stores its input (the

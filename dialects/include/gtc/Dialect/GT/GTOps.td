@@ -494,7 +494,11 @@ def GT_FusedOp : GT_Op<"fused", [IsolatedFromAbove, SingleBlock,
     add, casts): one row kernel. `loss` is a gt.cross_entropy and the
     gt.cross_entropy_grad of the same logits and labels, with the widening
     cast that makes the logits and the cast of the gradient: one row kernel
-    that yields the loss and the gradient. The CPU executor runs the
+    that yields the loss and the gradient. `classifier` is a language
+    model's classifier: the GEMM of the logits (h W^T), the loss region's
+    ops, and the GEMMs of the logits' gradient (dh = dlogits W, dW =
+    dlogits^T h); it yields the loss, dh and dW, never the logits or their
+    gradient, which the GPU computes a chunk of rows at a time. The CPU executor runs the
     body op by op; the CUDA emitter generates one kernel (or GEMM).
 
     Example:
