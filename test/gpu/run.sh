@@ -321,9 +321,9 @@ for (b, p), ms in sorted(gtc.items()):
     c = torch.get((b, "compile"))
     print(f"b={b:<6} {p:<7}{ms:>10.4f}{(t or 0):>13.4f}{(t / ms if t else 0):>8.2f}{(c or 0):>15.4f}")
 PY
-cat "$OUT/bench-table.txt"
+cat "$OUT/bench-table.txt" 2>/dev/null || echo "(not run)"
 echo "== precision: ms/step and device memory (median of 100 CUDA-graph replays)"
-cat "$OUT/bench-precision.txt"
+cat "$OUT/bench-precision.txt" 2>/dev/null || echo "(not run)"
 echo "== gt-pad-dims: odd sizes (hidden 1001, vocabulary 50257), bf16"
 cat "$OUT/bench-pad.txt"
 
@@ -337,10 +337,10 @@ echo
 echo "== gtc GPU suite on $GPU"
 printf '%s\n' "${ROWS[@]}"
 echo "== MLP training step, ms (median of 200 CUDA-graph replays; torch: torch_reference.py timing)"
-cat "$OUT/bench-table.txt"
+cat "$OUT/bench-table.txt" 2>/dev/null || echo "(not run)"
 echo "== precision: ms/step and device memory (median of 100 CUDA-graph replays)"
-cat "$OUT/bench-precision.txt"
+cat "$OUT/bench-precision.txt" 2>/dev/null || echo "(not run)"
 echo "== gt-pad-dims: odd sizes (hidden 1001, vocabulary 50257), bf16"
-cat "$OUT/bench-pad.txt"
+cat "$OUT/bench-pad.txt" 2>/dev/null || echo "(not run)"
 echo "== gt-fuse: fused vs --no-fuse (GPT-2 and its attention-free variant: bf16, B=16)"
 cat "$OUT/bench-fuse.txt" 2>/dev/null || echo "(not run)"
