@@ -102,8 +102,16 @@ def GtAutocastPass : Pass<"gt-autocast", "mlir::ModuleOp"> {
 }
 
 def GtFusePass : Pass<"gt-fuse", "mlir::func::FuncOp"> {
-  let summary = "Groups elementwise ops into gt.fused kernels";
+  let summary = "Groups ops into gt.fused kernels";
   let description = [{
+    Makes `gt.fused` regions (see gt.fused for each kind): a language
+    model's `classifier` (logits GEMM, cross-entropy, its gradient and the
+    gradient's GEMMs, run by the GPU a chunk of rows at a time), `loss`
+    (cross-entropy and its gradient in one row kernel), `gemm` (cuBLASLt
+    epilogues), `norm` (residual add + layernorm and its backward),
+    `epilogue` (a cast folded into the op before it), `multi_tensor` (the
+    casts of all parameters in one launch) and `elementwise`.
+
     Replaces each chain of elementwise ops (the `GT_Elementwise` trait:
     arithmetic, activations and their gradients, casts, broadcasts) over one
     iteration shape by a `gt.fused "elementwise"` region, which the CUDA
