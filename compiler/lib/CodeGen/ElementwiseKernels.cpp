@@ -358,20 +358,19 @@ bool Emitter::epilogue() {
 
 /// A fusion region: one elementwise kernel over the shape of its outputs.
 bool Emitter::fused() {
-  if (k->strAttr("kind", "") == "multi_tensor")
-    return multiTensor();
-  if (k->strAttr("kind", "") == "epilogue")
-    return epilogue();
-  if (k->strAttr("kind", "") == "gemm")
-    return gemmRegion();
-  if (k->strAttr("kind", "") == "norm")
-    return normRegion();
-  if (k->strAttr("kind", "") == "loss")
-    return lossRegion();
-  if (k->strAttr("kind", "") == "classifier")
-    return classifierRegion();
-  if (k->strAttr("kind", "") != "elementwise")
-    return fail("unknown fusion kind '" + k->strAttr("kind", "") + "'");
+  static const std::pair<const char *, bool (Emitter::*)()> kinds[] = {
+      {"multi_tensor", &Emitter::multiTensor},
+      {"epilogue", &Emitter::epilogue},
+      {"gemm", &Emitter::gemmRegion},
+      {"norm", &Emitter::normRegion},
+      {"loss", &Emitter::lossRegion},
+      {"classifier", &Emitter::classifierRegion}};
+  const std::string kind = k->strAttr("kind", "");
+  for (const auto &[name, emit] : kinds)
+    if (kind == name)
+      return (this->*emit)();
+  if (kind != "elementwise")
+    return fail("unknown fusion kind '" + kind + "'");
   if (k->outputs.empty() || k->body.empty())
     return fail("a fusion region needs ops and outputs");
   const std::vector<int64_t> &ys = shape(k->outputs[0]);

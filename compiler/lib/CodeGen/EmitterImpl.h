@@ -513,6 +513,11 @@ private:
   bool crossEntropyGrad();
   bool crossEntropyKernel(int x, int lab, int y, int g, int dx);
   bool lossRegion();
+  /// Appends a cuBLASLt GEMM, C = op(A) op(B) with op(A) m x k and op(B)
+  /// k x n (CudaLaunch's Gemm), named k<index>_<suffix>; the caller sets
+  /// batching, epilogues and offsets on the result.
+  CudaLaunch &gemm(const std::string &suffix, int a, int b, int c, bool ta,
+                   bool tb, int64_t m, int64_t n, int64_t kk);
   bool classifierRegion();
   bool accuracy();
   bool reduce(int inBuf, int outBuf, const std::vector<int64_t> &kept,

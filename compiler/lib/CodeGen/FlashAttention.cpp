@@ -128,6 +128,16 @@ __device__ __forceinline__ void mma_regs(float (&acc)[NT][4], const float (&p)[2
     }
   }
 }
+// Stores half r (row g + 8 r of 16) of a warp's accumulator tile, times
+// `scale`, as pairs of E at out[n * 8 + c2] (this thread's columns).
+template <int NT>
+__device__ __forceinline__ void store_row(E *out, const float (&c)[NT][4], int r,
+                                          int c2, float scale) {
+#pragma unroll
+  for (int n = 0; n < NT; ++n)
+    *reinterpret_cast<u32 *>(out + n * 8 + c2) =
+        pack2(c[n][2 * r] * scale, c[n][2 * r + 1] * scale);
+}
 template <int NT>
 __device__ __forceinline__ void zero(float (&c)[NT][4]) {
 #pragma unroll
@@ -233,11 +243,7 @@ const char *kForwardBody = R"CU(  extern __shared__ __align__(16) unsigned char 
     const int q = q0 + r0 + g + 8 * r;
     const float inv = 1.f / l[r];
     if (q < T) {
-      E *out = y + ((i64)b * T + q) * D + h * HD;
-#pragma unroll
-      for (int n = 0; n < HD / 8; ++n)
-        *reinterpret_cast<u32 *>(out + n * 8 + c2) =
-            pack2(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
+      store_row(y + ((i64)b * T + q) * D + h * HD, o, r, c2, inv);
       if ((lane & 3) == 0)  // natural log, as the CPU's
         lse[((i64)b * H + h) * T + q] = (m[r] + log2f(l[r])) * LN2;
     }
@@ -315,11 +321,7 @@ const char *kDqBody = R"CU(  extern __shared__ __align__(16) unsigned char smem[
     const int q = q0 + r0 + g + 8 * r;
     if (q >= T)
       continue;
-    E *out = dqkv + ((i64)b * T + q) * ROW + h * HD;
-#pragma unroll
-    for (int n = 0; n < HD / 8; ++n)
-      *reinterpret_cast<u32 *>(out + n * 8 + c2) =
-          pack2(dq[n][2 * r] * SCALE, dq[n][2 * r + 1] * SCALE);
+    store_row(dqkv + ((i64)b * T + q) * ROW + h * HD, dq, r, c2, SCALE);
   }
 )CU";
 
@@ -393,13 +395,8 @@ const char *kDkdvBody = R"CU(  extern __shared__ __align__(16) unsigned char sme
     if (key >= T)
       continue;
     E *out = dqkv + ((i64)b * T + key) * ROW + h * HD;
-#pragma unroll
-    for (int n = 0; n < HD / 8; ++n) {
-      *reinterpret_cast<u32 *>(out + D + n * 8 + c2) =
-          pack2(dk[n][2 * r] * SCALE, dk[n][2 * r + 1] * SCALE);
-      *reinterpret_cast<u32 *>(out + 2 * D + n * 8 + c2) =
-          pack2(dv[n][2 * r], dv[n][2 * r + 1]);
-    }
+    store_row(out + D, dk, r, c2, SCALE);
+    store_row(out + 2 * D, dv, r, c2, 1.f);
   }
 )CU";
 

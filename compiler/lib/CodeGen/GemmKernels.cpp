@@ -14,6 +14,24 @@ using namespace gtc::codegen::detail;
 // GEMMs
 //===----------------------------------------------------------------------===//
 
+CudaLaunch &Emitter::gemm(const std::string &suffix, int a, int b, int c,
+                          bool ta, bool tb, int64_t m, int64_t n,
+                          int64_t kk) {
+  CudaLaunch l;
+  l.kind = CudaLaunch::Kind::Gemm;
+  l.name = "k" + str(index) + "_" + suffix;
+  l.a = a;
+  l.b = b;
+  l.c = c;
+  l.transA = ta;
+  l.transB = tb;
+  l.m = m;
+  l.n = n;
+  l.k = kk;
+  launches.push_back(l);
+  return launches.back();
+}
+
 /// CpuExecutor's matmul(): a shared rank-2 b without transpose_a is one GEMM
 /// over all rows of a; otherwise a (strided) batched GEMM where each operand
 /// is either batched like the result or shared (stride 0).
@@ -37,22 +55,12 @@ bool Emitter::matmul() {
     return fail("matmul shapes do not agree: " + shapeStr(as) + " x " +
                 shapeStr(bs) + " -> " + shapeStr(ys));
   int64_t batch = count(y) / (m * n);
-  CudaLaunch l;
-  l.kind = CudaLaunch::Kind::Gemm;
-  l.name = "k" + str(index) + "_matmul";
-  l.a = a;
-  l.b = b;
-  l.c = y;
-  l.transA = ta;
-  l.transB = tb;
-  l.n = n;
-  l.k = kk;
   if (bs.size() == 2 && !ta) {
-    l.m = batch * m;
-    launches.push_back(l);
+    gemm("matmul", a, b, y, ta, tb, batch * m, n, kk);
     return true;
   }
   int64_t aBatch = count(a) / (m * kk), bBatch = count(b) / (kk * n);
+  int64_t strideA = 0, strideB = 0;
   auto batchStride = [&](int64_t opBatch, int64_t mat, int64_t &stride) {
     if (opBatch == batch)
       stride = mat;
@@ -62,18 +70,19 @@ bool Emitter::matmul() {
       return false;
     return true;
   };
-  if (!batchStride(aBatch, m * kk, l.strideA) ||
-      !batchStride(bBatch, kk * n, l.strideB))
+  if (!batchStride(aBatch, m * kk, strideA) ||
+      !batchStride(bBatch, kk * n, strideB))
     return fail("matmul broadcasting " + shapeStr(as) + " x " + shapeStr(bs) +
                 " -> " + shapeStr(ys) +
                 " is not supported on the GPU: each operand's batch "
                 "dimensions must equal the result's or be absent");
-  if (batch == 1)
-    l.strideA = l.strideB = 0;
-  l.m = m;
+  CudaLaunch &l = gemm("matmul", a, b, y, ta, tb, m, n, kk);
   l.batch = batch;
-  l.strideC = batch == 1 ? 0 : m * n;
-  launches.push_back(l);
+  if (batch > 1) {
+    l.strideA = strideA;
+    l.strideB = strideB;
+    l.strideC = m * n;
+  }
   return true;
 }
 
@@ -87,21 +96,12 @@ bool Emitter::linear() {
     if (!isFloat(y) || plan.buffers[id].dtype != plan.buffers[y].dtype)
       return fail("linear needs float operands of one type, got " +
                   describe(id) + " -> " + describe(y));
-  CudaLaunch l;
-  l.kind = CudaLaunch::Kind::Gemm;
-  l.name = "k" + str(index) + "_linear";
-  l.a = x;
-  l.b = w;
-  l.c = y;
-  l.bias = k->inputs.size() > 2 ? k->inputs[2] : -1;
-  l.transB = true;
-  l.n = ws[0];
-  l.k = ws[1];
-  l.m = count(x) / ws[1];
-  if (l.m * l.k != count(x) || l.m * l.n != count(y) ||
-      (l.bias >= 0 && count(l.bias) != l.n))
+  int bias = k->inputs.size() > 2 ? k->inputs[2] : -1;
+  int64_t m = count(x) / ws[1];
+  if (m * ws[1] != count(x) || m * ws[0] != count(y) ||
+      (bias >= 0 && count(bias) != ws[0]))
     return fail("linear shapes do not agree");
-  launches.push_back(l);
+  gemm("linear", x, w, y, false, true, m, ws[0], ws[1]).bias = bias;
   return true;
 }
 

@@ -17,7 +17,7 @@ namespace {
 struct RowLoss {
   /// Where the row's loss goes (e.g. "loss[row] = "), or empty.
   std::string lossStore;
-  /// Whether it writes the gradient (softmax - onehot) * grad / ROWS to dx.
+  /// Whether it writes the gradient (softmax - onehot) * grad / GRAD_ROWS to dx.
   bool grad = false;
 };
 
@@ -42,10 +42,13 @@ struct LossShape {
 /// and KEEP: whether each thread keeps its loads of the row in registers
 /// for the gradient pass (at most 4 loads, 16 registers: more would cut the
 /// rows in flight on an SM to one, measured slower than reading the row
-/// again from L2).
+/// again from L2). GRAD_ROWS, the count of the mean that the gradient
+/// scales by, is the kernel's rows, or all rows when it covers a chunk.
 std::string lossConsts(int64_t rows, int64_t n, const LossShape &ls,
-                       const std::string &xt, const std::string &dt) {
-  return rowConsts(rows, n, ls.rt, ls.block) +
+                       const std::string &xt, const std::string &dt,
+                       int64_t gradRows = 0) {
+  return rowConsts(rows, n, ls.rt, ls.block) + "constexpr i64 GRAD_ROWS = " +
+         str(gradRows ? gradRows : rows) + ";\n" +
          "constexpr int BLOCK = " + str(ls.block) + ";\ntypedef " + xt +
          " xt;\ntypedef " + dt + " dt;\nconstexpr int VEC = " + str(ls.vec) +
          ";  // elements per load\nconstexpr int PPT = " + str(ls.ppt) +
@@ -59,7 +62,7 @@ std::string lossConsts(int64_t rows, int64_t n, const LossShape &ls,
 /// once (VEC elements a load, kept in registers when KEEP) with a running
 /// maximum and the sum of exponentials scaled to it (the online softmax),
 /// combined over the row's threads (the sum in double). Pass 2, for the
-/// gradient, writes (softmax - onehot) * grad / ROWS, as CpuExecutor's
+/// gradient, writes (softmax - onehot) * grad / GRAD_ROWS, as CpuExecutor's
 /// crossEntropyGrad() (the label's entry, p - 1, in double: it cancels when
 /// p -> 1). The row's loss is lse - x[label]; with the gradient, the thread
 /// that meets the label stores it, so dx may be x itself (written in place:
@@ -149,7 +152,8 @@ const char *kMeanOfRowLosses = "  __syncthreads();\n"
 
 const char *kCrossEntropyShared = "  __shared__ double red[32];\n"
                                   "  __shared__ float redf[32];\n";
-const char *kGradScale = "  const double gs = (double)grad[0] / ROWS;\n"
+const char *kInPlace = "  auto *dx = x;  // the gradient overwrites the logits\n";
+const char *kGradScale = "  const double gs = (double)grad[0] / GRAD_ROWS;\n"
                          "  const float gsf = (float)gs;\n";
 
 } // namespace
@@ -185,7 +189,7 @@ bool Emitter::crossEntropyKernel(int x, int lab, int y, int g, int dx) {
   if (g >= 0)
     head += kGradScale;
   if (inPlace)
-    head += "  auto *dx = x;  // the gradient overwrites the logits\n";
+    head += kInPlace;
   else if (dx >= 0)
     args.push_back(out(dx, "dx"));
   std::string what = rowWhat(rows, c, rt) +
@@ -276,7 +280,7 @@ bool Emitter::lossRegion() {
 /// by the same GEMMs and row kernel as the unchunked ops, in a fixed order.
 bool Emitter::classifierRegion() {
   int h = -1, w = -1, labels = -1, g = -1, loss = -1, dh = -1, dw = -1;
-  bool hFirst = false;     // the logits GEMM
+  bool seenGemm = false;      // the logits GEMM, the body's first op
   int logits = -1, grad = -1; // body values (Local on the CPU)
   std::set<int> gradForms, hForms;
   auto isOutput = [&](int id) {
@@ -286,12 +290,12 @@ bool Emitter::classifierRegion() {
     if (sub.inputs.empty() || sub.outputs.empty())
       return fail("a classifier region's ops read and write buffers");
     int in0 = sub.inputs[0], out0 = sub.outputs[0];
-    if (!hFirst) {
+    if (!seenGemm) {
       bool tb = sub.op == OpKind::Linear || sub.intAttr("transpose_b", 0);
       if ((sub.op != OpKind::Matmul && sub.op != OpKind::Linear) || !tb ||
           sub.intAttr("transpose_a", 0) || sub.inputs.size() != 2)
         return fail("a classifier region starts with the logits' GEMM h W^T");
-      h = in0, w = sub.inputs[1], logits = out0, hFirst = true;
+      h = in0, w = sub.inputs[1], logits = out0, seenGemm = true;
       hForms.insert(h);
     } else if (sub.op == OpKind::Cast && in0 == logits && grad < 0) {
       logits = out0;
@@ -340,39 +344,22 @@ bool Emitter::classifierRegion() {
       !isF32(g) || count(g) != 1)
     return fail("classifier shapes or types do not agree: h " + describe(h) +
                 ", W " + describe(w) + ", chunk " + describe(chunk));
-  auto gemm = [&](const std::string &name, int a, int b, int c, bool ta,
-                  bool tb, int64_t m, int64_t n, int64_t kk) -> CudaLaunch & {
-    CudaLaunch l;
-    l.kind = CudaLaunch::Kind::Gemm;
-    l.name = "k" + str(index) + "_classifier_" + name;
-    l.a = a, l.b = b, l.c = c;
-    l.transA = ta, l.transB = tb;
-    l.m = m, l.n = n, l.k = kk;
-    launches.push_back(l);
-    return launches.back();
-  };
   needWorkspace(8 * rows);
   LossShape ls(v, isF32(chunk));
   for (int64_t r0 = 0; r0 < rows; r0 += r) {
     const int64_t rc = std::min(r, rows - r0);
-    const std::string part = "c" + str(r0 / r);
+    const std::string part = "classifier_c" + str(r0 / r);
     gemm(part + "_logits", h, w, chunk, false, true, rc, v, d).offsetA =
         r0 * d * bytes(h);
-    std::string consts =
-        lossConsts(rc, v, ls, ctype(chunk), ctype(chunk)) +
-        "constexpr i64 ALL_ROWS = " + str(rows) + ";  // the mean's count\n";
-    std::string head = std::string(kCrossEntropyShared) +
-                       "  const double gs = (double)grad[0] / ALL_ROWS;\n"
-                       "  const float gsf = (float)gs;\n"
-                       "  auto *dx = x;  // the gradient overwrites the "
-                       "logits\n";
     launch(part,
            rowWhat(rc, v, ls.rt) + " of rows " + str(r0) + "..: loss and "
            "gradient over the logits; row losses to the workspace",
            {in(g, "grad"), out(chunk, "x"), in(labels, "labels"),
             ws("double", "loss")},
-           kWarpHelpers | kRowHelpers, consts,
-           head + crossEntropyRows({"loss[row] = ", true}),
+           kWarpHelpers | kRowHelpers,
+           lossConsts(rc, v, ls, ctype(chunk), ctype(chunk), rows),
+           std::string(kCrossEntropyShared) + kGradScale + kInPlace +
+               crossEntropyRows({"loss[row] = ", true}),
            rowGrid(rc, ls.rt, ls.block), ls.block);
     launches.back().offsets = {0, 0, r0 * 4, r0 * 8};
     gemm(part + "_dh", chunk, w, dh, false, false, rc, d, v).offsetC =

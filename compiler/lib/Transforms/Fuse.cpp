@@ -151,6 +151,16 @@ private:
     return nullptr;
   }
 
+  /// Declares the scalar gradient of the loss that `grad` reads (a
+  /// constant, the seed of the backward) before `anchor`, where a region
+  /// that reads it will start.
+  void hoistSeed(CrossEntropyGradOp grad, Operation *anchor) {
+    Operation *seed = grad.getGrad().getDefiningOp();
+    if (seed && isa<ConstantOp>(seed) && seed->getBlock() == &block &&
+        !availableAt(grad.getGrad(), anchor))
+      seed->moveBefore(anchor);
+  }
+
   /// The widening gt.cast that makes `ce`'s logits from a 16-bit value read
   /// by nothing but the cross-entropy and its gradient `grad`, or null.
   CastOp wideningOf(CrossEntropyOp ce, CrossEntropyGradOp grad) {
@@ -248,10 +258,7 @@ private:
       llvm::sort(g.ops, [](Operation *a, Operation *b) {
         return a->isBeforeInBlock(b);
       });
-      Operation *scale = grad.getGrad().getDefiningOp();
-      if (scale && isa<ConstantOp>(scale) && scale->getBlock() == &block &&
-          !availableAt(grad.getGrad(), fwd))
-        scale->moveBefore(fwd);
+      hoistSeed(grad, fwd);
       if (readsOnlyAvailable(g))
         folds.push_back(g);
     }
@@ -281,10 +288,7 @@ private:
       }
       g.ops.push_back(ce);
       addWithCast(grad, g.ops);
-      Operation *scale = grad.getGrad().getDefiningOp();
-      if (scale && isa<ConstantOp>(scale) && scale->getBlock() == &block &&
-          !availableAt(grad.getGrad(), g.anchor))
-        scale->moveBefore(g.anchor);
+      hoistSeed(grad, g.anchor);
       if (readsOnlyAvailable(g))
         folds.push_back(g);
     }
