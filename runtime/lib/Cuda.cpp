@@ -1457,7 +1457,7 @@ void CudaExecutor::profile(int warmup, int steps, Profile &out) {
                " " + dtypeName(in) +
                (d != in ? std::string(" -> ") + dtypeName(d) : "") +
                spec.epilogueName();
-        flops = 2.0 * spec.m * spec.n * spec.k * spec.batch;
+        flops = spec.gemmFlops();
         // The operands' parts it touches (a GEMM may cover a slice of its
         // buffers); C twice when beta adds to it.
         auto part = [&](int id, int64_t rows, int64_t cols, int64_t stride) {
@@ -1476,6 +1476,7 @@ void CudaExecutor::profile(int warmup, int steps, Profile &out) {
       } else {
         for (int id : spec.buffers)
           bytes += bufferBytes(I.plan, id);
+        tensorCore = spec.tensorCores;
       }
       I.timedLaunch(name, kind, l.planKernel, flops, bytes, tensorCore,
                     [&] { I.enqueueLaunch(l, slot); });
@@ -1528,11 +1529,18 @@ void CudaExecutor::profile(int warmup, int steps, Profile &out) {
       records.push_back(std::move(r));
     }
   }
+  // A plan kernel's FLOPs that its GEMMs do not carry (attention's) go to
+  // its kernel launches by their share of its time; a classifier's row
+  // kernels get none (its GEMMs do all of its FLOPs).
+  std::map<int, double> gemmFlops; // per plan kernel, one step's
+  for (const Impl::Launch &l : I.launches)
+    gemmFlops[l.planKernel] += l.spec->gemmFlops();
   for (ProfileRecord &r : records) {
     if (r.kind != "kernel" || r.planKernel < 0)
       continue;
     double total = kernelUs[{static_cast<size_t>(r.step), r.planKernel}];
-    double flops = kernelFlops(I.plan, I.plan.kernels[r.planKernel]);
+    double flops = kernelFlops(I.plan, I.plan.kernels[r.planKernel]) -
+                   gemmFlops[r.planKernel];
     if (total > 0 && flops > 0)
       r.flops = flops * r.durationUs / total;
   }

@@ -19,6 +19,7 @@
 #include <iomanip>
 #include <map>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <sstream>
 #include <unistd.h>
@@ -460,7 +461,7 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
            "data = idx(\"images.gz\", \"labels.gz\")\n";
     return 1;
   }
-  auto dataStart = std::chrono::steady_clock::now();
+  auto dataPhase = std::make_optional<StartupPhase>("data");
   std::unique_ptr<Dataset> data = openSource(c.data, error);
   if (!data) {
     err << "gtc: error: " << error << "\n";
@@ -471,9 +472,7 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
     err << "gtc: error: " << error << "\n";
     return 1;
   }
-  Startup::get().add("data", std::chrono::duration<double>(
-                                 std::chrono::steady_clock::now() - dataStart)
-                                 .count());
+  dataPhase.reset();
   Feeds feeds;
   if (!matchFeeds(step, *data, "training", feeds, error)) {
     err << "gtc: error: " << error << "\n";
@@ -511,7 +510,7 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
     StartupPhase phase("memory");
     backend = std::make_unique<CpuBackend>(step);
   }
-  auto paramStart = std::chrono::steady_clock::now();
+  auto paramPhase = std::make_optional<StartupPhase>("parameters");
   const int64_t paramElements = step.regionSize.at(Region::Param);
   std::vector<float> params(paramElements), first, second;
   int64_t start = 0;
@@ -584,10 +583,7 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
     initParameters(step, seed, params.data());
     backend->setParams(params);
   }
-  Startup::get().add("parameters",
-                     std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - paramStart)
-                         .count());
+  paramPhase.reset();
 
   Loader loader(*data, batch, seed, c.shuffle, /*dropLast=*/true);
   backend->setSchedule(start, total);

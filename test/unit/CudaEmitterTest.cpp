@@ -214,6 +214,8 @@ void checkPlan(const rt::Plan &plan, Stats &stats,
           ++pointers;
         EXPECT_EQ(pointers, l.buffers.size()) << params;
         EXPECT_TRUE(l.offsets.empty() || l.offsets.size() == l.buffers.size());
+        // The profile's tensor-core flag marks exactly the mma kernels.
+        EXPECT_EQ(l.tensorCores, l.source.find("mma.sync") != std::string::npos);
         const std::string &key = l.source;
         if (seen.count(key))
           break;

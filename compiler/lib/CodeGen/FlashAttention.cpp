@@ -452,6 +452,7 @@ bool Emitter::flashAttention(int64_t b, int64_t t, int64_t d, int64_t h,
          {in(qkv, "qkv"), out(y, "y"), out(lse, "lse")}, 0,
          flashConsts(qkv, b, t, d, h, causal), body, b * h * qt, 128);
   launches.back().shared = (kBQ + 4 * kBK) * lds * 2;
+  launches.back().tensorCores = true;
   return true;
 }
 
@@ -470,6 +471,7 @@ bool Emitter::flashAttentionGrad(int64_t b, int64_t t, int64_t d, int64_t h,
           ws("float", "deltas"), out(dq, "dqkv")},
          0, consts, kDqBody, b * h * qt, 128);
   launches.back().shared = (2 * kBQ + 4 * kBK) * lds * 2;
+  launches.back().tensorCores = true;
   // A 128-wide head keeps dk and dv (128 registers a thread) with query
   // tiles of 32.
   int64_t bq2 = hd == 128 ? 32 : 64, kvt = ceilDiv(t, kBQ);
@@ -483,5 +485,6 @@ bool Emitter::flashAttentionGrad(int64_t b, int64_t t, int64_t d, int64_t h,
              ";  // keys per block, queries per tile\n",
          kDkdvBody, b * h * kvt, 128);
   launches.back().shared = (2 * 64 + 4 * bq2) * lds * 2 + 4 * 4 * bq2;
+  launches.back().tensorCores = true;
   return true;
 }

@@ -43,6 +43,9 @@ struct CudaLaunch {
   /// Bytes added to each buffer's address (empty: none): a launch over a
   /// slice of its buffers, such as one chunk of a classifier's rows.
   std::vector<int64_t> offsets;
+  /// Whether it computes on tensor cores (mma.sync): the profile compares
+  /// its FLOP rate with the tensor-core peak instead of the CUDA cores'.
+  bool tensorCores = false;
 
   // Gemm (row-major, f32): for i in [0, batch):
   //   C_i = alpha * op(A_i) @ op(B_i) + beta * C_i  (+ bias[n] per row)
@@ -69,6 +72,13 @@ struct CudaLaunch {
   /// Writes the row sums of op(A) (length m, the type of C) to buffer
   /// `biasGrad`: the bias gradient next to a weight gradient (BGRADB).
   int biasGrad = -1;
+
+  /// A GEMM's multiply-adds times 2 (0 for other launches).
+  double gemmFlops() const {
+    return kind == Kind::Gemm ? 2.0 * double(m) * double(n) * double(k) *
+                                    double(batch)
+                              : 0.0;
+  }
 
   /// The epilogue in words (" +bias +gelu"), for profiles and listings.
   std::string epilogueName() const {
