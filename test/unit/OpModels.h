@@ -96,6 +96,15 @@ inline const std::vector<OpModel> &opModels() {
     g = attention(linear(x, 128), heads: 1, causal: false)
     loss = sum(h * h) + sum(g * g)
   })", 2, 3, 8},
+      // Several query and key tiles of every flash kernel (a warp's rows
+      // fully masked on the causal diagonal, a partial last tile), heads of
+      // 64 and 128.
+      {"TensorCoreAttentionTiles", R"(model m {
+    input x: f32[B, 200, 8]
+    h = attention(linear(x, 128), heads: 2, causal: true)
+    g = attention(linear(x, 128), heads: 1, causal: false)
+    loss = sum(h * h) + sum(g * g)
+  })", 2, 3, 8},
       {"EmbeddingAndCrossEntropy", R"(model m {
     input t: i32[B, 4]
     label y: i32[B, 4]

@@ -75,6 +75,12 @@ __device__ __forceinline__ void mma(float (&c)[4], const u32 (&a)[4], u32 b0, u3
                : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+// 2^x in one MUFU instruction (denormal results flush to zero).
+__device__ __forceinline__ float ex2(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
 __device__ __forceinline__ u32 pack2(float lo, float hi) {
   u32 r;
   asm("cvt.rn.MMA_Tx2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
@@ -89,47 +95,74 @@ __device__ __forceinline__ void acc_to_a(u32 (&a)[4], const float (&c)[NT][4], i
   a[2] = pack2(c[2 * kc + 1][0], c[2 * kc + 1][1]);
   a[3] = pack2(c[2 * kc + 1][2], c[2 * kc + 1][3]);
 }
-// acc (16 x 8 NT) += A (16 x 16 KC, rows r0.. of a row-major tile) B, with B
-// stored [n][k] (KN false: ld_bt) or [k][n] (KN true: ld_b).
-template <int KC, int NT, bool KN>
-__device__ __forceinline__ void mma_tiles(float (&acc)[NT][4], const E *a_tile, int r0,
+// A warp's MW row atoms: acc[i] holds rows r0 + 16 i .. r0 + 16 i + 15 of
+// its tile. One k step of 16: acc (MW x 16 x 8 NT) += a (the atoms' A
+// fragments) B, with B stored [n][k] (KN false: ld_bt) or [k][n] (KN true:
+// ld_b); each B fragment serves all MW atoms.
+template <int MW, int NT, bool KN>
+__device__ __forceinline__ void mma_kstep(float (&acc)[MW][NT][4], const u32 (&a)[MW][4],
+                                          const E *b_tile, int k0) {
+#pragma unroll
+  for (int np = 0; np < NT / 2; ++np) {
+    u32 b[4];
+    if (KN)
+      ld_b(b, b_tile, k0, np * 16);
+    else
+      ld_bt(b, b_tile, np * 16, k0);
+#pragma unroll
+    for (int i = 0; i < MW; ++i) {
+      mma(acc[i][2 * np], a[i], b[0], b[1]);
+      mma(acc[i][2 * np + 1], a[i], b[2], b[3]);
+    }
+  }
+}
+// The A fragments of a warp's MW atoms (rows r0.., all 16 KC columns) of a
+// row-major tile, to keep in registers.
+template <int MW, int KC>
+__device__ __forceinline__ void ld_frags(u32 (&a)[KC][MW][4], const E *tile, int r0) {
+#pragma unroll
+  for (int kc = 0; kc < KC; ++kc)
+#pragma unroll
+    for (int i = 0; i < MW; ++i)
+      ld_a(a[kc][i], tile, r0 + 16 * i, kc * 16);
+}
+// acc += A B with A's fragments in registers (ld_frags), B a [n][k] tile.
+template <int MW, int KC, int NT>
+__device__ __forceinline__ void mma_frags(float (&acc)[MW][NT][4], const u32 (&a)[KC][MW][4],
+                                          const E *b_tile) {
+#pragma unroll
+  for (int kc = 0; kc < KC; ++kc)
+    mma_kstep<MW, NT, false>(acc, a[kc], b_tile, kc * 16);
+}
+// acc += A B with A the rows r0.. of a row-major tile, B a [n][k] tile.
+template <int MW, int KC, int NT>
+__device__ __forceinline__ void mma_tiles(float (&acc)[MW][NT][4], const E *a_tile, int r0,
                                           const E *b_tile) {
 #pragma unroll
   for (int kc = 0; kc < KC; ++kc) {
-    u32 a[4];
-    ld_a(a, a_tile, r0, kc * 16);
+    u32 a[MW][4];
 #pragma unroll
-    for (int np = 0; np < NT / 2; ++np) {
-      u32 b[4];
-      if (KN)
-        ld_b(b, b_tile, kc * 16, np * 16);
-      else
-        ld_bt(b, b_tile, np * 16, kc * 16);
-      mma(acc[2 * np], a, b[0], b[1]);
-      mma(acc[2 * np + 1], a, b[2], b[3]);
-    }
+    for (int i = 0; i < MW; ++i)
+      ld_a(a[i], a_tile, r0 + 16 * i, kc * 16);
+    mma_kstep<MW, NT, false>(acc, a, b_tile, kc * 16);
   }
 }
-// acc (16 x 8 NT) += P (a 16 x 16 KC accumulator in registers) B, with B
-// stored [k][n] in a tile.
-template <int KC, int NT>
-__device__ __forceinline__ void mma_regs(float (&acc)[NT][4], const float (&p)[2 * KC][4],
+// acc (MW x 16 x 8 NT) += P (MW x 16 x 16 KC accumulators in registers) B,
+// with B stored [k][n] in a tile.
+template <int MW, int KC, int NT>
+__device__ __forceinline__ void mma_regs(float (&acc)[MW][NT][4], const float (&p)[MW][2 * KC][4],
                                          const E *b_tile) {
 #pragma unroll
   for (int kc = 0; kc < KC; ++kc) {
-    u32 a[4];
-    acc_to_a(a, p, kc);
+    u32 a[MW][4];
 #pragma unroll
-    for (int np = 0; np < NT / 2; ++np) {
-      u32 b[4];
-      ld_b(b, b_tile, kc * 16, np * 16);
-      mma(acc[2 * np], a, b[0], b[1]);
-      mma(acc[2 * np + 1], a, b[2], b[3]);
-    }
+    for (int i = 0; i < MW; ++i)
+      acc_to_a(a[i], p[i], kc);
+    mma_kstep<MW, NT, true>(acc, a, b_tile, kc * 16);
   }
 }
-// Stores half r (row g + 8 r of 16) of a warp's accumulator tile, times
-// `scale`, as pairs of E at out[n * 8 + c2] (this thread's columns).
+// Stores half r (row g + 8 r of 16) of an accumulator atom, times `scale`,
+// as pairs of E at out[n * 8 + c2] (this thread's columns).
 template <int NT>
 __device__ __forceinline__ void store_row(E *out, const float (&c)[NT][4], int r,
                                           int c2, float scale) {
@@ -138,11 +171,15 @@ __device__ __forceinline__ void store_row(E *out, const float (&c)[NT][4], int r
     *reinterpret_cast<u32 *>(out + n * 8 + c2) =
         pack2(c[n][2 * r] * scale, c[n][2 * r + 1] * scale);
 }
-template <int NT>
-__device__ __forceinline__ void zero(float (&c)[NT][4]) {
+// The half (row g or g + 8) of an accumulator's element e.
+__device__ __forceinline__ constexpr int r_of(int e) { return e >> 1; }
+template <int MW, int NT>
+__device__ __forceinline__ void zero(float (&c)[MW][NT][4]) {
 #pragma unroll
-  for (int i = 0; i < NT; ++i)
-    c[i][0] = c[i][1] = c[i][2] = c[i][3] = 0.f;
+  for (int i = 0; i < MW; ++i)
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+      c[i][n][0] = c[i][n][1] = c[i][n][2] = c[i][n][3] = 0.f;
 }
 // Rows r0.. r0 + ROWS - 1 (those < T; zeros past T) of one head's slice of a
 // [B, T, stride] tensor (`src` at the batch and the head's first column)
@@ -156,13 +193,15 @@ __device__ __forceinline__ void load_tile(E *tile, const E *src, i64 stride, int
   }
 }
 // The key-tile pipeline of the query-tile kernels (two buffers each of K
-// and V): starts loading tile j + 1 into the other buffer, if there is one,
-// and waits until tile j is in shared memory, for the whole block.
+// and V, ROWS keys a tile): starts loading tile j + 1 into the other
+// buffer, if there is one, and waits until tile j is in shared memory, for
+// the whole block.
+template <int ROWS>
 __device__ __forceinline__ void next_kv_tile(E *sk, E *sv, const E *base, int j, int nk) {
   if (j + 1 < nk) {
     const int next = (j + 1) & 1;
-    load_tile<BK>(sk + next * BK * LDS, base + D, ROW, (j + 1) * BK);
-    load_tile<BK>(sv + next * BK * LDS, base + 2 * D, ROW, (j + 1) * BK);
+    load_tile<ROWS>(sk + next * ROWS * LDS, base + D, ROW, (j + 1) * ROWS);
+    load_tile<ROWS>(sv + next * ROWS * LDS, base + 2 * D, ROW, (j + 1) * ROWS);
     cp_async_commit();
     cp_async_wait<1>();
   } else {
@@ -172,110 +211,135 @@ __device__ __forceinline__ void next_kv_tile(E *sk, E *sv, const E *base, int j,
 }
 )CU";
 
-/// The forward pass: a block of 4 warps takes BQ = 64 queries of one
-/// (batch, head), a warp 16 of them.
+/// The forward pass: a block of 4 warps takes BQ = 64 MW queries of one
+/// (batch, head), a warp MW atoms of 16 rows with their Q fragments in
+/// registers; key tiles of BK stream through shared memory.
 const char *kForwardBody = R"CU(  extern __shared__ __align__(16) unsigned char smem[];
   E *sq = reinterpret_cast<E *>(smem), *sk = sq + BQ * LDS, *sv = sk + 2 * BK * LDS;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, c2 = (lane & 3) * 2;
   // The longest causal tiles first.
   const int bh = blockIdx.x % (B * H), q0 = (QT - 1 - blockIdx.x / (B * H)) * BQ;
-  const int b = bh / H, h = bh % H, r0 = warp * 16;
+  const int b = bh / H, h = bh % H, r0 = warp * 16 * MW;
   const E *base = qkv + (i64)b * T * ROW + h * HD;
   const int nk = ((CAUSAL ? min(T, q0 + BQ) : T) + BK - 1) / BK;
   load_tile<BQ>(sq, base, ROW, q0);
+  cp_async_commit();
   load_tile<BK>(sk, base + D, ROW, 0);
   load_tile<BK>(sv, base + 2 * D, ROW, 0);
   cp_async_commit();
-  float o[HD / 8][4], m[2] = {-GTC_INF, -GTC_INF}, l[2] = {0.f, 0.f};
+  cp_async_wait<1>();
+  __syncthreads();
+  u32 qa[HD / 16][MW][4];
+  ld_frags<MW, HD / 16>(qa, sq, r0);
+  // Softmax state of the warp's rows g + 8 r of atom i: running max (base
+  // 2, scaled) and sum.
+  float o[MW][HD / 8][4], rmax[MW][2], rsum[MW][2];
   zero(o);
+#pragma unroll
+  for (int i = 0; i < MW; ++i)
+    rmax[i][0] = rmax[i][1] = -GTC_INF, rsum[i][0] = rsum[i][1] = 0.f;
   for (int j = 0; j < nk; ++j) {
     const E *ks = sk + (j & 1) * BK * LDS, *vs = sv + (j & 1) * BK * LDS;
-    next_kv_tile(sk, sv, base, j, nk);
-    float s[BK / 8][4];
-    zero(s);
-    mma_tiles<HD / 16, BK / 8, false>(s, sq, r0, ks);
+    next_kv_tile<BK>(sk, sv, base, j, nk);
     const int k0 = j * BK;
-    const bool edge = k0 + BK > T || (CAUSAL && k0 + BK - 1 > q0 + r0);
+    // Causal: a tile wholly after the warp's last query adds nothing.
+    if (!CAUSAL || k0 <= q0 + r0 + 16 * MW - 1) {
+      float s[MW][BK / 8][4];
+      zero(s);
+      mma_frags<MW, HD / 16, BK / 8>(s, qa, ks);
+      // Masks only on the tiles that need them (warp-uniform).
+      if (k0 + BK > T || (CAUSAL && k0 + BK - 1 > q0 + r0))
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int q = q0 + r0 + g + 8 * r;
-      float mx = -GTC_INF;
+        for (int i = 0; i < MW; ++i)
 #pragma unroll
-      for (int n = 0; n < BK / 8; ++n)
+          for (int n = 0; n < BK / 8; ++n)
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int key = k0 + n * 8 + c2 + e;
-          float v = s[n][2 * r + e] * SCALE2;
-          if (edge && (key >= T || (CAUSAL && key > q)))
-            v = -GTC_INF;
-          s[n][2 * r + e] = v;
-          mx = fmaxf(mx, v);
+            for (int e = 0; e < 4; ++e) {
+              const int q = q0 + r0 + 16 * i + g + 8 * (e >> 1), key = k0 + n * 8 + c2 + (e & 1);
+              if (key >= T || (CAUSAL && key > q))
+                s[i][n][e] = -GTC_INF;
+            }
+      // Online softmax in base 2 on unscaled scores (SCALE2 > 0 keeps the
+      // max): p = 2^(s SCALE2 - max) in one FFMA and one MUFU op.
+#pragma unroll
+      for (int i = 0; i < MW; ++i)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          float mx = -GTC_INF;
+#pragma unroll
+          for (int n = 0; n < BK / 8; ++n)
+            mx = fmaxf(mx, fmaxf(s[i][n][2 * r], s[i][n][2 * r + 1]));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+          const float mn = fmaxf(rmax[i][r], mx * SCALE2), base2 = mn == -GTC_INF ? 0.f : mn;
+          const float alpha = ex2(rmax[i][r] - base2);
+          rmax[i][r] = mn;
+          float sum = 0.f;
+#pragma unroll
+          for (int n = 0; n < BK / 8; ++n)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const float p = ex2(fmaf(s[i][n][2 * r + e], SCALE2, -base2));
+              s[i][n][2 * r + e] = p;
+              sum += p;
+            }
+          rsum[i][r] = rsum[i][r] * alpha + sum;
+#pragma unroll
+          for (int n = 0; n < HD / 8; ++n) {
+            o[i][n][2 * r] *= alpha;
+            o[i][n][2 * r + 1] *= alpha;
+          }
         }
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float mn = fmaxf(m[r], mx), base2 = mn == -GTC_INF ? 0.f : mn;
-      const float alpha = exp2f(m[r] - base2);
-      m[r] = mn;
-      float sum = 0.f;
-#pragma unroll
-      for (int n = 0; n < BK / 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const float p = exp2f(s[n][2 * r + e] - base2);
-          s[n][2 * r + e] = p;
-          sum += p;
-        }
-      l[r] = l[r] * alpha + sum;
-#pragma unroll
-      for (int n = 0; n < HD / 8; ++n) {
-        o[n][2 * r] *= alpha;
-        o[n][2 * r + 1] *= alpha;
-      }
+      mma_regs<MW, BK / 16, HD / 8>(o, s, vs);
     }
-    mma_regs<BK / 16, HD / 8>(o, s, vs);
     __syncthreads();
   }
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-    const int q = q0 + r0 + g + 8 * r;
-    const float inv = 1.f / l[r];
-    if (q < T) {
-      store_row(y + ((i64)b * T + q) * D + h * HD, o, r, c2, inv);
-      if ((lane & 3) == 0)  // natural log, as the CPU's
-        lse[((i64)b * H + h) * T + q] = (m[r] + log2f(l[r])) * LN2;
+  for (int i = 0; i < MW; ++i)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float l = rsum[i][r];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const int q = q0 + r0 + 16 * i + g + 8 * r;
+      if (q < T) {
+        store_row(y + ((i64)b * T + q) * D + h * HD, o[i], r, c2, 1.f / l);
+        if ((lane & 3) == 0)  // natural log, as the CPU's
+          lse[((i64)b * H + h) * T + q] = (rmax[i][r] + log2f(l)) * LN2;
+      }
     }
-  }
 )CU";
 
-/// dq: a block of 4 warps takes BQ = 64 queries, streams key tiles.
+/// dq: a block of 4 warps takes BQ queries (a warp MW atoms, their Q and
+/// dy fragments in registers) and streams key tiles of BK2.
 const char *kDqBody = R"CU(  extern __shared__ __align__(16) unsigned char smem[];
   E *sq = reinterpret_cast<E *>(smem), *sg = sq + BQ * LDS;
-  E *sk = sg + BQ * LDS, *sv = sk + 2 * BK * LDS;
+  E *sk = sg + BQ * LDS, *sv = sk + 2 * BK2 * LDS;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, c2 = (lane & 3) * 2;
   const int bh = blockIdx.x % (B * H), q0 = (QT - 1 - blockIdx.x / (B * H)) * BQ;
-  const int b = bh / H, h = bh % H, r0 = warp * 16;
+  const int b = bh / H, h = bh % H, r0 = warp * 16 * MW;
   const E *base = qkv + (i64)b * T * ROW + h * HD;
-  const int nk = ((CAUSAL ? min(T, q0 + BQ) : T) + BK - 1) / BK;
+  const int nk = ((CAUSAL ? min(T, q0 + BQ) : T) + BK2 - 1) / BK2;
   load_tile<BQ>(sq, base, ROW, q0);
   load_tile<BQ>(sg, dy + (i64)b * T * D + h * HD, D, q0);
-  load_tile<BK>(sk, base + D, ROW, 0);
-  load_tile<BK>(sv, base + 2 * D, ROW, 0);
   cp_async_commit();
-  // delta = dy . y for the warp's 16 rows: two lanes a row, half of it
-  // each; stored for dkdv, and spread to the lanes that hold the row.
-  float lse2[2], delta[2];
+  load_tile<BK2>(sk, base + D, ROW, 0);
+  load_tile<BK2>(sv, base + 2 * D, ROW, 0);
+  cp_async_commit();
+  // delta = dy . y for the warp's 16 MW rows, LPR lanes a row: stored for
+  // dkdv, and spread to the lanes that hold the row's accumulators.
+  constexpr int LPR = 2 / MW;
+  float lse2[MW][2], delta[MW][2];
   {
-    const int q = q0 + r0 + lane / 2, c0 = (lane & 1) * (HD / 2);
+    const int q = q0 + r0 + lane / LPR, c0 = (lane % LPR) * (HD / LPR);
     float d = 0.f;
     if (q < T) {  // 16-byte loads: 8 elements of each
       const uint4 *gr = reinterpret_cast<const uint4 *>(dy + ((i64)b * T + q) * D + h * HD + c0);
       const uint4 *yr = reinterpret_cast<const uint4 *>(y + ((i64)b * T + q) * D + h * HD + c0);
 #pragma unroll
-      for (int c = 0; c < HD / 16; ++c) {
+      for (int c = 0; c < HD / LPR / 8; ++c) {
         const uint4 gv = gr[c], yv = yr[c];
         const E *ge = reinterpret_cast<const E *>(&gv), *ye = reinterpret_cast<const E *>(&yv);
 #pragma unroll
@@ -283,50 +347,76 @@ const char *kDqBody = R"CU(  extern __shared__ __align__(16) unsigned char smem[
           d += (float)ge[e] * (float)ye[e];
       }
     }
-    d += __shfl_xor_sync(0xffffffffu, d, 1);
-    if (q < T && (lane & 1) == 0)
+    if (LPR == 2)
+      d += __shfl_xor_sync(0xffffffffu, d, 1);
+    if (q < T && lane % LPR == 0)
       deltas[((i64)b * H + h) * T + q] = d;
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      delta[r] = __shfl_sync(0xffffffffu, d, 2 * (g + 8 * r));
-      const int qr = min(q0 + r0 + g + 8 * r, T - 1);
-      lse2[r] = lse[((i64)b * H + h) * T + qr] * LOG2E;  // base 2
-    }
+    for (int i = 0; i < MW; ++i)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = 16 * i + g + 8 * r;
+        delta[i][r] = __shfl_sync(0xffffffffu, d, row * LPR);
+        lse2[i][r] = lse[((i64)b * H + h) * T + min(q0 + r0 + row, T - 1)] * LOG2E;  // base 2
+      }
   }
-  float dq[HD / 8][4];
+  cp_async_wait<1>();
+  __syncthreads();
+  u32 qa[HD / 16][MW][4], ga[HD / 16][MW][4];
+  ld_frags<MW, HD / 16>(qa, sq, r0);
+  ld_frags<MW, HD / 16>(ga, sg, r0);
+  float dq[MW][HD / 8][4];
   zero(dq);
   for (int j = 0; j < nk; ++j) {
-    const E *ks = sk + (j & 1) * BK * LDS, *vs = sv + (j & 1) * BK * LDS;
-    next_kv_tile(sk, sv, base, j, nk);
-    float s[BK / 8][4], dp[BK / 8][4];
-    zero(s);
-    zero(dp);
-    mma_tiles<HD / 16, BK / 8, false>(s, sq, r0, ks);
-    mma_tiles<HD / 16, BK / 8, false>(dp, sg, r0, vs);
-    const int k0 = j * BK;
+    const E *ks = sk + (j & 1) * BK2 * LDS, *vs = sv + (j & 1) * BK2 * LDS;
+    next_kv_tile<BK2>(sk, sv, base, j, nk);
+    const int k0 = j * BK2;
+    if (!CAUSAL || k0 <= q0 + r0 + 16 * MW - 1) {
+      float s[MW][BK2 / 8][4], dp[MW][BK2 / 8][4];
+      zero(s);
+      zero(dp);
+      mma_frags<MW, HD / 16, BK2 / 8>(s, qa, ks);
+      mma_frags<MW, HD / 16, BK2 / 8>(dp, ga, vs);
 #pragma unroll
-    for (int n = 0; n < BK / 8; ++n)
+      for (int i = 0; i < MW; ++i)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = e >> 1, q = q0 + r0 + g + 8 * r, key = k0 + n * 8 + c2 + (e & 1);
-        const bool ok = key < T && q < T && (!CAUSAL || key <= q);
-        const float p = ok ? exp2f(s[n][e] * SCALE2 - lse2[r]) : 0.f;
-        s[n][e] = p * (dp[n][e] - delta[r]);
-      }
-    mma_regs<BK / 16, HD / 8>(dq, s, ks);
+        for (int n = 0; n < BK2 / 8; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const float p = ex2(fmaf(s[i][n][e], SCALE2, -lse2[i][r_of(e)]));
+            s[i][n][e] = p * (dp[i][n][e] - delta[i][r_of(e)]);
+          }
+      // Masks only on the tiles that need them (warp-uniform): keys past T
+      // (zero rows of K, but p may overflow there), queries past T, the
+      // causal diagonal.
+      if (k0 + BK2 > T || q0 + r0 + 16 * MW > T || (CAUSAL && k0 + BK2 - 1 > q0 + r0))
+#pragma unroll
+        for (int i = 0; i < MW; ++i)
+#pragma unroll
+          for (int n = 0; n < BK2 / 8; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int q = q0 + r0 + 16 * i + g + 8 * r_of(e), key = k0 + n * 8 + c2 + (e & 1);
+              if (key >= T || q >= T || (CAUSAL && key > q))
+                s[i][n][e] = 0.f;
+            }
+      mma_regs<MW, BK2 / 16, HD / 8>(dq, s, ks);
+    }
     __syncthreads();
   }
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int q = q0 + r0 + g + 8 * r;
-    if (q >= T)
-      continue;
-    store_row(dqkv + ((i64)b * T + q) * ROW + h * HD, dq, r, c2, SCALE);
-  }
+  for (int i = 0; i < MW; ++i)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int q = q0 + r0 + 16 * i + g + 8 * r;
+      if (q < T)
+        store_row(dqkv + ((i64)b * T + q) * ROW + h * HD, dq[i], r, c2, SCALE);
+    }
 )CU";
 
-/// dk and dv: a block of 4 warps takes BKV = 64 keys, a warp 16 of them,
-/// and streams query tiles of BQ2 (with their dy rows and statistics).
+/// dk and dv: a block of 4 warps takes BKV = 64 MW keys, a warp MW atoms
+/// of 16, and streams query tiles of BQ2 (with their dy rows and
+/// statistics).
 const char *kDkdvBody = R"CU(  extern __shared__ __align__(16) unsigned char smem[];
   E *sk = reinterpret_cast<E *>(smem), *sv = sk + BKV * LDS;
   E *sq = sv + BKV * LDS, *sg = sq + 2 * BQ2 * LDS;
@@ -335,7 +425,7 @@ const char *kDkdvBody = R"CU(  extern __shared__ __align__(16) unsigned char sme
   const int g = lane >> 2, c2 = (lane & 3) * 2;
   // Causal: the first key tiles see the most queries; they go first.
   const int bh = blockIdx.x % (B * H), k0 = blockIdx.x / (B * H) * BKV;
-  const int b = bh / H, h = bh % H, r0 = warp * 16;
+  const int b = bh / H, h = bh % H, r0 = warp * 16 * MW;
   const E *base = qkv + (i64)b * T * ROW + h * HD;
   const E *gbase = dy + (i64)b * T * D + h * HD;
   const float *ls = lse + ((i64)b * H + h) * T, *ds = deltas + ((i64)b * H + h) * T;
@@ -355,7 +445,7 @@ const char *kDkdvBody = R"CU(  extern __shared__ __align__(16) unsigned char sme
   load_tile<BKV>(sv, base + 2 * D, ROW, k0);
   load_queries(0);
   cp_async_commit();
-  float dk[HD / 8][4], dv[HD / 8][4];
+  float dk[MW][HD / 8][4], dv[MW][HD / 8][4];
   zero(dk);
   zero(dv);
   for (int j = 0; j < nq; ++j) {
@@ -369,38 +459,68 @@ const char *kDkdvBody = R"CU(  extern __shared__ __align__(16) unsigned char sme
       cp_async_wait<0>();
     }
     __syncthreads();
-    // Transposed scores: rows are the warp's keys, columns the queries.
-    float s[BQ2 / 8][4], dp[BQ2 / 8][4];
-    zero(s);
-    zero(dp);
-    mma_tiles<HD / 16, BQ2 / 8, false>(s, sk, r0, qs);
-    mma_tiles<HD / 16, BQ2 / 8, false>(dp, sv, r0, gs);
+    // Causal: a query tile wholly before the warp's first key adds nothing.
+    if (!CAUSAL || q0 + BQ2 - 1 >= k0 + r0) {
+      // Transposed scores: rows are the warp's keys, columns the queries.
+      float s[MW][BQ2 / 8][4], dp[MW][BQ2 / 8][4];
+      zero(s);
+      zero(dp);
+      mma_tiles<MW, HD / 16, BQ2 / 8>(s, sk, r0, qs);
+      mma_tiles<MW, HD / 16, BQ2 / 8>(dp, sv, r0, gs);
 #pragma unroll
-    for (int n = 0; n < BQ2 / 8; ++n)
+      for (int n = 0; n < BQ2 / 8; ++n)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int key = k0 + r0 + g + 8 * (e >> 1), i = n * 8 + c2 + (e & 1), q = q0 + i;
-        const bool ok = q < T && (!CAUSAL || key <= q);
-        const float p = ok ? exp2f(s[n][e] * SCALE2 - sl[s0 * BQ2 + i]) : 0.f;
-        s[n][e] = p;
-        dp[n][e] = p * (dp[n][e] - sd[s0 * BQ2 + i]);
-      }
-    mma_regs<BQ2 / 16, HD / 8>(dv, s, gs);
-    mma_regs<BQ2 / 16, HD / 8>(dk, dp, qs);
+        for (int e = 0; e < 2; ++e) {
+          const int c = n * 8 + c2 + e;
+          const float l2 = sl[s0 * BQ2 + c], dl = sd[s0 * BQ2 + c];
+#pragma unroll
+          for (int i = 0; i < MW; ++i)
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+              const float p = ex2(fmaf(s[i][n][2 * r + e], SCALE2, -l2));
+              s[i][n][2 * r + e] = p;
+              dp[i][n][2 * r + e] = p * (dp[i][n][2 * r + e] - dl);
+            }
+        }
+      // Masks only on the tiles that need them (warp-uniform): queries past
+      // T, the causal diagonal. Keys past T only touch their own rows of
+      // dk and dv, which are not stored.
+      if (q0 + BQ2 > T || (CAUSAL && k0 + r0 + 16 * MW - 1 > q0))
+#pragma unroll
+        for (int i = 0; i < MW; ++i)
+#pragma unroll
+          for (int n = 0; n < BQ2 / 8; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int key = k0 + r0 + 16 * i + g + 8 * r_of(e), q = q0 + n * 8 + c2 + (e & 1);
+              if (q >= T || (CAUSAL && key > q))
+                s[i][n][e] = dp[i][n][e] = 0.f;
+            }
+      mma_regs<MW, BQ2 / 16, HD / 8>(dv, s, gs);
+      mma_regs<MW, BQ2 / 16, HD / 8>(dk, dp, qs);
+    }
     __syncthreads();
   }
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int key = k0 + r0 + g + 8 * r;
-    if (key >= T)
-      continue;
-    E *out = dqkv + ((i64)b * T + key) * ROW + h * HD;
-    store_row(out + D, dk, r, c2, SCALE);
-    store_row(out + 2 * D, dv, r, c2, 1.f);
-  }
+  for (int i = 0; i < MW; ++i)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int key = k0 + r0 + 16 * i + g + 8 * r;
+      if (key >= T)
+        continue;
+      E *out = dqkv + ((i64)b * T + key) * ROW + h * HD;
+      store_row(out + D, dk[i], r, c2, SCALE);
+      store_row(out + 2 * D, dv[i], r, c2, 1.f);
+    }
 )CU";
 
-constexpr int64_t kBQ = 64, kBK = 64;
+/// Tile sizes: a warp takes MW atoms of 16 rows (2 for a head of 64, so
+/// that each B fragment from shared memory serves two MMAs; 1 for 128, whose
+/// accumulators are twice as wide), a block 4 warps; key tiles of 64 in the
+/// forward, of 32 in dq (Q, dy fragments and dq stay in registers), query
+/// tiles of 32 in dkdv (dk and dv stay in registers).
+int64_t rowAtoms(int64_t hd) { return hd == 64 ? 2 : 1; }
+constexpr int64_t kBK = 64, kBK2 = 32, kBQ2 = 32;
 
 } // namespace
 
@@ -434,24 +554,26 @@ std::string Emitter::flashConsts(int qkv, int64_t b, int64_t t, int64_t d,
          ";  // SCALE * log2(e): softmax in base 2\n"
          "constexpr float LOG2E = 1.44269504f, LN2 = 0.693147181f;\n"
          "constexpr int LDS = HD + 8;  // tile row stride: conflict-free "
-         "ldmatrix\nconstexpr int BQ = " +
-         str(kBQ) + ", BK = " + str(kBK) +
-         ", QT = (T + BQ - 1) / BQ;  // query and key tile rows\n" + helpers;
+         "ldmatrix\nconstexpr int MW = " +
+         str(rowAtoms(hd)) +
+         ";  // 16-row atoms a warp\nconstexpr int BQ = 64 * MW, BK = " +
+         str(kBK) + ", BK2 = " + str(kBK2) + ", BKV = 64 * MW, BQ2 = " +
+         str(kBQ2) +
+         ";  // tile rows\nconstexpr int QT = (T + BQ - 1) / BQ;\n" + helpers;
 }
 
 /// The forward pass on tensor cores (see the file comment).
 bool Emitter::flashAttention(int64_t b, int64_t t, int64_t d, int64_t h,
                              bool causal) {
   int qkv = k->inputs[0], y = k->outputs[0], lse = k->outputs[1];
-  int64_t hd = d / h, lds = hd + 8, qt = ceilDiv(t, kBQ);
-  std::string body = kForwardBody;
-  launch("", "tensor cores (mma.sync), one block of 4 warps per 64 queries of "
-             "one (batch, head): " + str(b * h * qt) +
-                 " tiles, online softmax over key tiles of 64; the rows' "
-                 "log-sum-exp to lse",
+  int64_t hd = d / h, lds = hd + 8, bq = 64 * rowAtoms(hd), qt = ceilDiv(t, bq);
+  launch("", "tensor cores (mma.sync), one block of 4 warps per " + str(bq) +
+                 " queries of one (batch, head): " + str(b * h * qt) +
+                 " tiles, online softmax over key tiles of " + str(kBK) +
+                 "; the rows' log-sum-exp to lse",
          {in(qkv, "qkv"), out(y, "y"), out(lse, "lse")}, 0,
-         flashConsts(qkv, b, t, d, h, causal), body, b * h * qt, 128);
-  launches.back().shared = (kBQ + 4 * kBK) * lds * 2;
+         flashConsts(qkv, b, t, d, h, causal), kForwardBody, b * h * qt, 128);
+  launches.back().shared = (bq + 4 * kBK) * lds * 2;
   launches.back().tensorCores = true;
   return true;
 }
@@ -461,30 +583,27 @@ bool Emitter::flashAttentionGrad(int64_t b, int64_t t, int64_t d, int64_t h,
                                  bool causal) {
   int dy = k->inputs[0], qkv = k->inputs[1], y = k->inputs[2],
       lse = k->inputs[3], dq = k->outputs[0];
-  int64_t hd = d / h, lds = hd + 8, qt = ceilDiv(t, kBQ);
+  int64_t hd = d / h, lds = hd + 8, bq = 64 * rowAtoms(hd), qt = ceilDiv(t, bq);
   needWorkspace(4 * b * h * t);
   std::string consts = flashConsts(qkv, b, t, d, h, causal);
   launch("dq",
-         "tensor cores: one block per 64 queries of one (batch, head); "
-         "delta = dy.y to the workspace, dq = scale * sum over keys of ds k",
+         "tensor cores: one block per " + str(bq) +
+             " queries of one (batch, head), key tiles of " + str(kBK2) +
+             "; delta = dy.y to the workspace, dq = scale * sum over keys of "
+             "ds k",
          {in(dy, "dy"), in(qkv, "qkv"), in(y, "y"), in(lse, "lse"),
           ws("float", "deltas"), out(dq, "dqkv")},
          0, consts, kDqBody, b * h * qt, 128);
-  launches.back().shared = (2 * kBQ + 4 * kBK) * lds * 2;
+  launches.back().shared = (2 * bq + 4 * kBK2) * lds * 2;
   launches.back().tensorCores = true;
-  // A 128-wide head keeps dk and dv (128 registers a thread) with query
-  // tiles of 32.
-  int64_t bq2 = hd == 128 ? 32 : 64, kvt = ceilDiv(t, kBQ);
   launch("dkdv",
-         "tensor cores: one block per 64 keys of one (batch, head), query "
-         "tiles of " + str(bq2) + "; dk, dv = sums over queries",
+         "tensor cores: one block per " + str(bq) +
+             " keys of one (batch, head), query tiles of " + str(kBQ2) +
+             "; dk, dv = sums over queries",
          {in(dy, "dy"), in(qkv, "qkv"), in(lse, "lse"),
           wsIn("float", "deltas"), out(dq, "dqkv")},
-         0,
-         consts + "constexpr int BKV = 64, BQ2 = " + str(bq2) +
-             ";  // keys per block, queries per tile\n",
-         kDkdvBody, b * h * kvt, 128);
-  launches.back().shared = (2 * 64 + 4 * bq2) * lds * 2 + 4 * 4 * bq2;
+         0, consts, kDkdvBody, b * h * qt, 128);
+  launches.back().shared = (2 * bq + 4 * kBQ2) * lds * 2 + 4 * 4 * kBQ2;
   launches.back().tensorCores = true;
   return true;
 }
