@@ -40,6 +40,11 @@ __device__ __forceinline__ void cp_async16(void *dst, const void *src, bool ok) 
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
                :: "r"(smem_u32(dst)), "l"(src), "r"(ok ? 16 : 0));
 }
+// 4 bytes, likewise (for row statistics).
+__device__ __forceinline__ void cp_async4(void *dst, const void *src, bool ok) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
+               :: "r"(smem_u32(dst)), "l"(src), "r"(ok ? 4 : 0));
+}
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::);
 }
@@ -435,10 +440,10 @@ const char *kDkdvBody = R"CU(  extern __shared__ __align__(16) unsigned char sme
     const int q = first + j * BQ2, s = j & 1;
     load_tile<BQ2>(sq + s * BQ2 * LDS, base, ROW, q);
     load_tile<BQ2>(sg + s * BQ2 * LDS, gbase, D, q);
-    for (int i = threadIdx.x; i < BQ2; i += blockDim.x) {
+    for (int i = threadIdx.x; i < BQ2; i += blockDim.x) {  // zeros past T
       const bool ok = q + i < T;
-      sl[s * BQ2 + i] = ok ? ls[q + i] * LOG2E : 0.f;  // base 2
-      sd[s * BQ2 + i] = ok ? ds[q + i] : 0.f;
+      cp_async4(sl + s * BQ2 + i, ls + (ok ? q + i : 0), ok);
+      cp_async4(sd + s * BQ2 + i, ds + (ok ? q + i : 0), ok);
     }
   };
   load_tile<BKV>(sk, base + D, ROW, k0);
@@ -472,7 +477,7 @@ const char *kDkdvBody = R"CU(  extern __shared__ __align__(16) unsigned char sme
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int c = n * 8 + c2 + e;
-          const float l2 = sl[s0 * BQ2 + c], dl = sd[s0 * BQ2 + c];
+          const float l2 = sl[s0 * BQ2 + c] * LOG2E, dl = sd[s0 * BQ2 + c];  // base 2
 #pragma unroll
           for (int i = 0; i < MW; ++i)
 #pragma unroll
