@@ -29,11 +29,10 @@ namespace {
 /// 2c + 1 of its 16 x 8 tile.
 const char *kMmaHelpers = R"CU(
 typedef unsigned u32;
+// The shared-memory address of p (the compiler folds it into the
+// instruction's address: no per-use conversion).
 __device__ __forceinline__ u32 smem_u32(const void *p) {
-  u32 r;
-  asm("{ .reg .u64 a; cvta.to.shared.u64 a, %1; cvt.u32.u64 %0, a; }"
-      : "=r"(r) : "l"(p));
-  return r;
+  return static_cast<u32>(__cvta_generic_to_shared(p));
 }
 // 16 bytes global -> shared, asynchronously; zeros when !ok.
 __device__ __forceinline__ void cp_async16(void *dst, const void *src, bool ok) {
@@ -186,27 +185,27 @@ __device__ __forceinline__ void zero(float (&c)[MW][NT][4]) {
     for (int n = 0; n < NT; ++n)
       c[i][n][0] = c[i][n][1] = c[i][n][2] = c[i][n][3] = 0.f;
 }
-// Rows r0.. r0 + ROWS - 1 (those < T; zeros past T) of one head's slice of a
+// Rows r0.. r0 + N - 1 (those < T; zeros past T) of one head's slice of a
 // [B, T, stride] tensor (`src` at the batch and the head's first column)
 // into a tile, by the whole block.
-template <int ROWS>
+template <int N>
 __device__ __forceinline__ void load_tile(E *tile, const E *src, i64 stride, int r0) {
-  for (int c = threadIdx.x; c < ROWS * (HD / 8); c += blockDim.x) {
+  for (int c = threadIdx.x; c < N * (HD / 8); c += blockDim.x) {
     const int r = c / (HD / 8), k = c % (HD / 8) * 8;
     const bool ok = r0 + r < T;
     cp_async16(tile + r * LDS + k, src + (i64)(ok ? r0 + r : 0) * stride + k, ok);
   }
 }
 // The key-tile pipeline of the query-tile kernels (two buffers each of K
-// and V, ROWS keys a tile): starts loading tile j + 1 into the other
+// and V, N keys a tile): starts loading tile j + 1 into the other
 // buffer, if there is one, and waits until tile j is in shared memory, for
 // the whole block.
-template <int ROWS>
+template <int N>
 __device__ __forceinline__ void next_kv_tile(E *sk, E *sv, const E *base, int j, int nk) {
   if (j + 1 < nk) {
     const int next = (j + 1) & 1;
-    load_tile<ROWS>(sk + next * ROWS * LDS, base + D, ROW, (j + 1) * ROWS);
-    load_tile<ROWS>(sv + next * ROWS * LDS, base + 2 * D, ROW, (j + 1) * ROWS);
+    load_tile<N>(sk + next * N * LDS, base + D, ROW, (j + 1) * N);
+    load_tile<N>(sv + next * N * LDS, base + 2 * D, ROW, (j + 1) * N);
     cp_async_commit();
     cp_async_wait<1>();
   } else {
@@ -216,22 +215,22 @@ __device__ __forceinline__ void next_kv_tile(E *sk, E *sv, const E *base, int j,
 }
 )CU";
 
-/// The forward pass: a block of 4 warps takes BQ = 64 MW queries of one
-/// (batch, head), a warp MW atoms of 16 rows with their Q fragments in
-/// registers; key tiles of BK stream through shared memory.
+/// The forward pass: a block of 4 warps takes ROWS queries of one (batch,
+/// head), a warp MW atoms of 16 rows with their Q fragments in registers;
+/// key tiles of STEP stream through shared memory.
 const char *kForwardBody = R"CU(  extern __shared__ __align__(16) unsigned char smem[];
-  E *sq = reinterpret_cast<E *>(smem), *sk = sq + BQ * LDS, *sv = sk + 2 * BK * LDS;
+  E *sq = reinterpret_cast<E *>(smem), *sk = sq + ROWS * LDS, *sv = sk + 2 * STEP * LDS;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, c2 = (lane & 3) * 2;
   // The longest causal tiles first.
-  const int bh = blockIdx.x % (B * H), q0 = (QT - 1 - blockIdx.x / (B * H)) * BQ;
+  const int bh = blockIdx.x % (B * H), q0 = (NB - 1 - blockIdx.x / (B * H)) * ROWS;
   const int b = bh / H, h = bh % H, r0 = warp * 16 * MW;
   const E *base = qkv + (i64)b * T * ROW + h * HD;
-  const int nk = ((CAUSAL ? min(T, q0 + BQ) : T) + BK - 1) / BK;
-  load_tile<BQ>(sq, base, ROW, q0);
+  const int nk = ((CAUSAL ? min(T, q0 + ROWS) : T) + STEP - 1) / STEP;
+  load_tile<ROWS>(sq, base, ROW, q0);
   cp_async_commit();
-  load_tile<BK>(sk, base + D, ROW, 0);
-  load_tile<BK>(sv, base + 2 * D, ROW, 0);
+  load_tile<STEP>(sk, base + D, ROW, 0);
+  load_tile<STEP>(sv, base + 2 * D, ROW, 0);
   cp_async_commit();
   cp_async_wait<1>();
   __syncthreads();
@@ -245,20 +244,20 @@ const char *kForwardBody = R"CU(  extern __shared__ __align__(16) unsigned char 
   for (int i = 0; i < MW; ++i)
     rmax[i][0] = rmax[i][1] = -GTC_INF, rsum[i][0] = rsum[i][1] = 0.f;
   for (int j = 0; j < nk; ++j) {
-    const E *ks = sk + (j & 1) * BK * LDS, *vs = sv + (j & 1) * BK * LDS;
-    next_kv_tile<BK>(sk, sv, base, j, nk);
-    const int k0 = j * BK;
+    const E *ks = sk + (j & 1) * STEP * LDS, *vs = sv + (j & 1) * STEP * LDS;
+    next_kv_tile<STEP>(sk, sv, base, j, nk);
+    const int k0 = j * STEP;
     // Causal: a tile wholly after the warp's last query adds nothing.
     if (!CAUSAL || k0 <= q0 + r0 + 16 * MW - 1) {
-      float s[MW][BK / 8][4];
+      float s[MW][STEP / 8][4];
       zero(s);
-      mma_frags<MW, HD / 16, BK / 8>(s, qa, ks);
+      mma_frags<MW, HD / 16, STEP / 8>(s, qa, ks);
       // Masks only on the tiles that need them (warp-uniform).
-      if (k0 + BK > T || (CAUSAL && k0 + BK - 1 > q0 + r0))
+      if (k0 + STEP > T || (CAUSAL && k0 + STEP - 1 > q0 + r0))
 #pragma unroll
         for (int i = 0; i < MW; ++i)
 #pragma unroll
-          for (int n = 0; n < BK / 8; ++n)
+          for (int n = 0; n < STEP / 8; ++n)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
               const int q = q0 + r0 + 16 * i + g + 8 * (e >> 1), key = k0 + n * 8 + c2 + (e & 1);
@@ -273,7 +272,7 @@ const char *kForwardBody = R"CU(  extern __shared__ __align__(16) unsigned char 
         for (int r = 0; r < 2; ++r) {
           float mx = -GTC_INF;
 #pragma unroll
-          for (int n = 0; n < BK / 8; ++n)
+          for (int n = 0; n < STEP / 8; ++n)
             mx = fmaxf(mx, fmaxf(s[i][n][2 * r], s[i][n][2 * r + 1]));
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
@@ -282,7 +281,7 @@ const char *kForwardBody = R"CU(  extern __shared__ __align__(16) unsigned char 
           rmax[i][r] = mn;
           float sum = 0.f;
 #pragma unroll
-          for (int n = 0; n < BK / 8; ++n)
+          for (int n = 0; n < STEP / 8; ++n)
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
               const float p = ex2(fmaf(s[i][n][2 * r + e], SCALE2, -base2));
@@ -296,7 +295,7 @@ const char *kForwardBody = R"CU(  extern __shared__ __align__(16) unsigned char 
             o[i][n][2 * r + 1] *= alpha;
           }
         }
-      mma_regs<MW, BK / 16, HD / 8>(o, s, vs);
+      mma_regs<MW, STEP / 16, HD / 8>(o, s, vs);
     }
     __syncthreads();
   }
@@ -316,22 +315,22 @@ const char *kForwardBody = R"CU(  extern __shared__ __align__(16) unsigned char 
     }
 )CU";
 
-/// dq: a block of 4 warps takes BQ queries (a warp MW atoms, their Q and
-/// dy fragments in registers) and streams key tiles of BK2.
+/// dq: a block of 4 warps takes ROWS queries (a warp MW atoms, their Q and
+/// dy fragments in registers) and streams key tiles of STEP.
 const char *kDqBody = R"CU(  extern __shared__ __align__(16) unsigned char smem[];
-  E *sq = reinterpret_cast<E *>(smem), *sg = sq + BQ * LDS;
-  E *sk = sg + BQ * LDS, *sv = sk + 2 * BK2 * LDS;
+  E *sq = reinterpret_cast<E *>(smem), *sg = sq + ROWS * LDS;
+  E *sk = sg + ROWS * LDS, *sv = sk + 2 * STEP * LDS;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, c2 = (lane & 3) * 2;
-  const int bh = blockIdx.x % (B * H), q0 = (QT - 1 - blockIdx.x / (B * H)) * BQ;
+  const int bh = blockIdx.x % (B * H), q0 = (NB - 1 - blockIdx.x / (B * H)) * ROWS;
   const int b = bh / H, h = bh % H, r0 = warp * 16 * MW;
   const E *base = qkv + (i64)b * T * ROW + h * HD;
-  const int nk = ((CAUSAL ? min(T, q0 + BQ) : T) + BK2 - 1) / BK2;
-  load_tile<BQ>(sq, base, ROW, q0);
-  load_tile<BQ>(sg, dy + (i64)b * T * D + h * HD, D, q0);
+  const int nk = ((CAUSAL ? min(T, q0 + ROWS) : T) + STEP - 1) / STEP;
+  load_tile<ROWS>(sq, base, ROW, q0);
+  load_tile<ROWS>(sg, dy + (i64)b * T * D + h * HD, D, q0);
   cp_async_commit();
-  load_tile<BK2>(sk, base + D, ROW, 0);
-  load_tile<BK2>(sv, base + 2 * D, ROW, 0);
+  load_tile<STEP>(sk, base + D, ROW, 0);
+  load_tile<STEP>(sv, base + 2 * D, ROW, 0);
   cp_async_commit();
   // delta = dy . y for the warp's 16 MW rows, LPR lanes a row: stored for
   // dkdv, and spread to the lanes that hold the row's accumulators.
@@ -373,19 +372,19 @@ const char *kDqBody = R"CU(  extern __shared__ __align__(16) unsigned char smem[
   float dq[MW][HD / 8][4];
   zero(dq);
   for (int j = 0; j < nk; ++j) {
-    const E *ks = sk + (j & 1) * BK2 * LDS, *vs = sv + (j & 1) * BK2 * LDS;
-    next_kv_tile<BK2>(sk, sv, base, j, nk);
-    const int k0 = j * BK2;
+    const E *ks = sk + (j & 1) * STEP * LDS, *vs = sv + (j & 1) * STEP * LDS;
+    next_kv_tile<STEP>(sk, sv, base, j, nk);
+    const int k0 = j * STEP;
     if (!CAUSAL || k0 <= q0 + r0 + 16 * MW - 1) {
-      float s[MW][BK2 / 8][4], dp[MW][BK2 / 8][4];
+      float s[MW][STEP / 8][4], dp[MW][STEP / 8][4];
       zero(s);
       zero(dp);
-      mma_frags<MW, HD / 16, BK2 / 8>(s, qa, ks);
-      mma_frags<MW, HD / 16, BK2 / 8>(dp, ga, vs);
+      mma_frags<MW, HD / 16, STEP / 8>(s, qa, ks);
+      mma_frags<MW, HD / 16, STEP / 8>(dp, ga, vs);
 #pragma unroll
       for (int i = 0; i < MW; ++i)
 #pragma unroll
-        for (int n = 0; n < BK2 / 8; ++n)
+        for (int n = 0; n < STEP / 8; ++n)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const float p = ex2(fmaf(s[i][n][e], SCALE2, -lse2[i][r_of(e)]));
@@ -394,18 +393,18 @@ const char *kDqBody = R"CU(  extern __shared__ __align__(16) unsigned char smem[
       // Masks only on the tiles that need them (warp-uniform): keys past T
       // (zero rows of K, but p may overflow there), queries past T, the
       // causal diagonal.
-      if (k0 + BK2 > T || q0 + r0 + 16 * MW > T || (CAUSAL && k0 + BK2 - 1 > q0 + r0))
+      if (k0 + STEP > T || q0 + r0 + 16 * MW > T || (CAUSAL && k0 + STEP - 1 > q0 + r0))
 #pragma unroll
         for (int i = 0; i < MW; ++i)
 #pragma unroll
-          for (int n = 0; n < BK2 / 8; ++n)
+          for (int n = 0; n < STEP / 8; ++n)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
               const int q = q0 + r0 + 16 * i + g + 8 * r_of(e), key = k0 + n * 8 + c2 + (e & 1);
               if (key >= T || q >= T || (CAUSAL && key > q))
                 s[i][n][e] = 0.f;
             }
-      mma_regs<MW, BK2 / 16, HD / 8>(dq, s, ks);
+      mma_regs<MW, STEP / 16, HD / 8>(dq, s, ks);
     }
     __syncthreads();
   }
@@ -419,43 +418,43 @@ const char *kDqBody = R"CU(  extern __shared__ __align__(16) unsigned char smem[
     }
 )CU";
 
-/// dk and dv: a block of 4 warps takes BKV = 64 MW keys, a warp MW atoms
-/// of 16, and streams query tiles of BQ2 (with their dy rows and
+/// dk and dv: a block of 4 warps takes ROWS keys, a warp MW atoms of 16,
+/// and streams query tiles of STEP (with their dy rows and
 /// statistics).
 const char *kDkdvBody = R"CU(  extern __shared__ __align__(16) unsigned char smem[];
-  E *sk = reinterpret_cast<E *>(smem), *sv = sk + BKV * LDS;
-  E *sq = sv + BKV * LDS, *sg = sq + 2 * BQ2 * LDS;
-  float *sl = reinterpret_cast<float *>(sg + 2 * BQ2 * LDS), *sd = sl + 2 * BQ2;
+  E *sk = reinterpret_cast<E *>(smem), *sv = sk + ROWS * LDS;
+  E *sq = sv + ROWS * LDS, *sg = sq + 2 * STEP * LDS;
+  float *sl = reinterpret_cast<float *>(sg + 2 * STEP * LDS), *sd = sl + 2 * STEP;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, c2 = (lane & 3) * 2;
   // Causal: the first key tiles see the most queries; they go first.
-  const int bh = blockIdx.x % (B * H), k0 = blockIdx.x / (B * H) * BKV;
+  const int bh = blockIdx.x % (B * H), k0 = blockIdx.x / (B * H) * ROWS;
   const int b = bh / H, h = bh % H, r0 = warp * 16 * MW;
   const E *base = qkv + (i64)b * T * ROW + h * HD;
   const E *gbase = dy + (i64)b * T * D + h * HD;
   const float *ls = lse + ((i64)b * H + h) * T, *ds = deltas + ((i64)b * H + h) * T;
-  const int first = CAUSAL ? k0 / BQ2 * BQ2 : 0;
-  const int nq = (T - first + BQ2 - 1) / BQ2;
+  const int first = CAUSAL ? k0 / STEP * STEP : 0;
+  const int nq = (T - first + STEP - 1) / STEP;
   auto load_queries = [&](int j) {
-    const int q = first + j * BQ2, s = j & 1;
-    load_tile<BQ2>(sq + s * BQ2 * LDS, base, ROW, q);
-    load_tile<BQ2>(sg + s * BQ2 * LDS, gbase, D, q);
-    for (int i = threadIdx.x; i < BQ2; i += blockDim.x) {  // zeros past T
+    const int q = first + j * STEP, s = j & 1;
+    load_tile<STEP>(sq + s * STEP * LDS, base, ROW, q);
+    load_tile<STEP>(sg + s * STEP * LDS, gbase, D, q);
+    for (int i = threadIdx.x; i < STEP; i += blockDim.x) {  // zeros past T
       const bool ok = q + i < T;
-      cp_async4(sl + s * BQ2 + i, ls + (ok ? q + i : 0), ok);
-      cp_async4(sd + s * BQ2 + i, ds + (ok ? q + i : 0), ok);
+      cp_async4(sl + s * STEP + i, ls + (ok ? q + i : 0), ok);
+      cp_async4(sd + s * STEP + i, ds + (ok ? q + i : 0), ok);
     }
   };
-  load_tile<BKV>(sk, base + D, ROW, k0);
-  load_tile<BKV>(sv, base + 2 * D, ROW, k0);
+  load_tile<ROWS>(sk, base + D, ROW, k0);
+  load_tile<ROWS>(sv, base + 2 * D, ROW, k0);
   load_queries(0);
   cp_async_commit();
   float dk[MW][HD / 8][4], dv[MW][HD / 8][4];
   zero(dk);
   zero(dv);
   for (int j = 0; j < nq; ++j) {
-    const int q0 = first + j * BQ2, s0 = j & 1;
-    const E *qs = sq + s0 * BQ2 * LDS, *gs = sg + s0 * BQ2 * LDS;
+    const int q0 = first + j * STEP, s0 = j & 1;
+    const E *qs = sq + s0 * STEP * LDS, *gs = sg + s0 * STEP * LDS;
     if (j + 1 < nq) {
       load_queries(j + 1);
       cp_async_commit();
@@ -465,19 +464,19 @@ const char *kDkdvBody = R"CU(  extern __shared__ __align__(16) unsigned char sme
     }
     __syncthreads();
     // Causal: a query tile wholly before the warp's first key adds nothing.
-    if (!CAUSAL || q0 + BQ2 - 1 >= k0 + r0) {
+    if (!CAUSAL || q0 + STEP - 1 >= k0 + r0) {
       // Transposed scores: rows are the warp's keys, columns the queries.
-      float s[MW][BQ2 / 8][4], dp[MW][BQ2 / 8][4];
+      float s[MW][STEP / 8][4], dp[MW][STEP / 8][4];
       zero(s);
       zero(dp);
-      mma_tiles<MW, HD / 16, BQ2 / 8>(s, sk, r0, qs);
-      mma_tiles<MW, HD / 16, BQ2 / 8>(dp, sv, r0, gs);
+      mma_tiles<MW, HD / 16, STEP / 8>(s, sk, r0, qs);
+      mma_tiles<MW, HD / 16, STEP / 8>(dp, sv, r0, gs);
 #pragma unroll
-      for (int n = 0; n < BQ2 / 8; ++n)
+      for (int n = 0; n < STEP / 8; ++n)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int c = n * 8 + c2 + e;
-          const float l2 = sl[s0 * BQ2 + c] * LOG2E, dl = sd[s0 * BQ2 + c];  // base 2
+          const float l2 = sl[s0 * STEP + c] * LOG2E, dl = sd[s0 * STEP + c];  // base 2
 #pragma unroll
           for (int i = 0; i < MW; ++i)
 #pragma unroll
@@ -490,19 +489,19 @@ const char *kDkdvBody = R"CU(  extern __shared__ __align__(16) unsigned char sme
       // Masks only on the tiles that need them (warp-uniform): queries past
       // T, the causal diagonal. Keys past T only touch their own rows of
       // dk and dv, which are not stored.
-      if (q0 + BQ2 > T || (CAUSAL && k0 + r0 + 16 * MW - 1 > q0))
+      if (q0 + STEP > T || (CAUSAL && k0 + r0 + 16 * MW - 1 > q0))
 #pragma unroll
         for (int i = 0; i < MW; ++i)
 #pragma unroll
-          for (int n = 0; n < BQ2 / 8; ++n)
+          for (int n = 0; n < STEP / 8; ++n)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
               const int key = k0 + r0 + 16 * i + g + 8 * r_of(e), q = q0 + n * 8 + c2 + (e & 1);
               if (q >= T || (CAUSAL && key > q))
                 s[i][n][e] = dp[i][n][e] = 0.f;
             }
-      mma_regs<MW, BQ2 / 16, HD / 8>(dv, s, gs);
-      mma_regs<MW, BQ2 / 16, HD / 8>(dk, dp, qs);
+      mma_regs<MW, STEP / 16, HD / 8>(dv, s, gs);
+      mma_regs<MW, STEP / 16, HD / 8>(dk, dp, qs);
     }
     __syncthreads();
   }
@@ -519,13 +518,36 @@ const char *kDkdvBody = R"CU(  extern __shared__ __align__(16) unsigned char sme
     }
 )CU";
 
-/// Tile sizes: a warp takes MW atoms of 16 rows (2 for a head of 64, so
-/// that each B fragment from shared memory serves two MMAs; 1 for 128, whose
-/// accumulators are twice as wide), a block 4 warps; key tiles of 64 in the
-/// forward, of 32 in dq (Q, dy fragments and dq stay in registers), query
-/// tiles of 32 in dkdv (dk and dv stay in registers).
-int64_t rowAtoms(int64_t hd) { return hd == 64 ? 2 : 1; }
-constexpr int64_t kBK = 64, kBK2 = 32, kBQ2 = 32;
+/// A flash kernel's tiles: its block of 4 warps owns ROWS = 64 MW rows
+/// (queries in the forward and dq, keys in dkdv), a warp MW atoms of 16, and
+/// streams tiles of STEP rows of the other side through shared memory.
+/// Two atoms a warp (heads of 64) let each B fragment loaded from shared
+/// memory serve two MMAs; heads of 128 take one, their accumulators being
+/// twice as wide. dq keeps Q, dy and dq in registers, so its key tiles are
+/// short; dkdv keeps dk and dv.
+struct FlashTiles {
+  int64_t mw, step;
+  int64_t rows() const { return 64 * mw; }
+  std::string consts() const {
+    return "constexpr int MW = " + str(mw) + ", ROWS = 64 * MW, STEP = " +
+           str(step) +
+           ";  // 16-row atoms a warp, rows a block, streamed tile rows\n"
+           "constexpr int NB = (T + ROWS - 1) / ROWS;  // blocks a head\n";
+  }
+};
+enum class FlashKernel { Forward, Dq, Dkdv };
+FlashTiles flashTiles(FlashKernel kernel, int64_t hd) {
+  int64_t mw = hd == 64 ? 2 : 1;
+  switch (kernel) {
+  case FlashKernel::Forward:
+    return {mw, 64};
+  case FlashKernel::Dq:
+    return {mw, 32};
+  case FlashKernel::Dkdv:
+    return {mw, 32};
+  }
+  return {1, 32};
+}
 
 } // namespace
 
@@ -559,26 +581,24 @@ std::string Emitter::flashConsts(int qkv, int64_t b, int64_t t, int64_t d,
          ";  // SCALE * log2(e): softmax in base 2\n"
          "constexpr float LOG2E = 1.44269504f, LN2 = 0.693147181f;\n"
          "constexpr int LDS = HD + 8;  // tile row stride: conflict-free "
-         "ldmatrix\nconstexpr int MW = " +
-         str(rowAtoms(hd)) +
-         ";  // 16-row atoms a warp\nconstexpr int BQ = 64 * MW, BK = " +
-         str(kBK) + ", BK2 = " + str(kBK2) + ", BKV = 64 * MW, BQ2 = " +
-         str(kBQ2) +
-         ";  // tile rows\nconstexpr int QT = (T + BQ - 1) / BQ;\n" + helpers;
+         "ldmatrix\n" + helpers;
 }
 
 /// The forward pass on tensor cores (see the file comment).
 bool Emitter::flashAttention(int64_t b, int64_t t, int64_t d, int64_t h,
                              bool causal) {
   int qkv = k->inputs[0], y = k->outputs[0], lse = k->outputs[1];
-  int64_t hd = d / h, lds = hd + 8, bq = 64 * rowAtoms(hd), qt = ceilDiv(t, bq);
-  launch("", "tensor cores (mma.sync), one block of 4 warps per " + str(bq) +
-                 " queries of one (batch, head): " + str(b * h * qt) +
-                 " tiles, online softmax over key tiles of " + str(kBK) +
-                 "; the rows' log-sum-exp to lse",
+  int64_t hd = d / h, lds = hd + 8;
+  FlashTiles f = flashTiles(FlashKernel::Forward, hd);
+  int64_t blocks = b * h * ceilDiv(t, f.rows());
+  launch("", "tensor cores (mma.sync), one block of 4 warps per " +
+                 str(f.rows()) + " queries of one (batch, head): " +
+                 str(blocks) + " tiles, online softmax over key tiles of " +
+                 str(f.step) + "; the rows' log-sum-exp to lse",
          {in(qkv, "qkv"), out(y, "y"), out(lse, "lse")}, 0,
-         flashConsts(qkv, b, t, d, h, causal), kForwardBody, b * h * qt, 128);
-  launches.back().shared = (bq + 4 * kBK) * lds * 2;
+         flashConsts(qkv, b, t, d, h, causal) + f.consts(), kForwardBody,
+         blocks, 128);
+  launches.back().shared = (f.rows() + 4 * f.step) * lds * 2;
   launches.back().tensorCores = true;
   return true;
 }
@@ -588,27 +608,30 @@ bool Emitter::flashAttentionGrad(int64_t b, int64_t t, int64_t d, int64_t h,
                                  bool causal) {
   int dy = k->inputs[0], qkv = k->inputs[1], y = k->inputs[2],
       lse = k->inputs[3], dq = k->outputs[0];
-  int64_t hd = d / h, lds = hd + 8, bq = 64 * rowAtoms(hd), qt = ceilDiv(t, bq);
+  int64_t hd = d / h, lds = hd + 8;
   needWorkspace(4 * b * h * t);
   std::string consts = flashConsts(qkv, b, t, d, h, causal);
+  FlashTiles fq = flashTiles(FlashKernel::Dq, hd);
   launch("dq",
-         "tensor cores: one block per " + str(bq) +
-             " queries of one (batch, head), key tiles of " + str(kBK2) +
+         "tensor cores: one block per " + str(fq.rows()) +
+             " queries of one (batch, head), key tiles of " + str(fq.step) +
              "; delta = dy.y to the workspace, dq = scale * sum over keys of "
              "ds k",
          {in(dy, "dy"), in(qkv, "qkv"), in(y, "y"), in(lse, "lse"),
           ws("float", "deltas"), out(dq, "dqkv")},
-         0, consts, kDqBody, b * h * qt, 128);
-  launches.back().shared = (2 * bq + 4 * kBK2) * lds * 2;
+         0, consts + fq.consts(), kDqBody, b * h * ceilDiv(t, fq.rows()), 128);
+  launches.back().shared = (2 * fq.rows() + 4 * fq.step) * lds * 2;
   launches.back().tensorCores = true;
+  FlashTiles fk = flashTiles(FlashKernel::Dkdv, hd);
   launch("dkdv",
-         "tensor cores: one block per " + str(bq) +
-             " keys of one (batch, head), query tiles of " + str(kBQ2) +
+         "tensor cores: one block per " + str(fk.rows()) +
+             " keys of one (batch, head), query tiles of " + str(fk.step) +
              "; dk, dv = sums over queries",
          {in(dy, "dy"), in(qkv, "qkv"), in(lse, "lse"),
           wsIn("float", "deltas"), out(dq, "dqkv")},
-         0, consts, kDkdvBody, b * h * qt, 128);
-  launches.back().shared = (2 * bq + 4 * kBQ2) * lds * 2 + 4 * 4 * kBQ2;
+         0, consts + fk.consts(), kDkdvBody, b * h * ceilDiv(t, fk.rows()),
+         128);
+  launches.back().shared = (2 * fk.rows() + 4 * fk.step) * lds * 2 + 4 * 4 * fk.step;
   launches.back().tensorCores = true;
   return true;
 }
