@@ -12,18 +12,30 @@ using namespace gtc::codegen::detail;
 
 namespace {
 
-/// A row's mean, variance and rstd in double, as CpuExecutor's layernorm
-/// (inside kRowLoop, after `xr` points at the row).
-static const char *kLayerNormStatistics = R"CU(    double s = 0.0;
-    if (active)
-      for (int j = lane; j < N; j += RT)
-        s += (double)xr[j];
+/// Threads a layer norm's row takes, the row being held in registers: one
+/// warp while a thread holds at most `perThread` columns (its reductions are
+/// shuffles, with no block barriers), else the fewest warps that do.
+int layernormThreads(int64_t d, int64_t perThread) {
+  for (int rt : {32, 64, 128})
+    if (ceilDiv(d, rt) <= perThread)
+      return rt;
+  return threadsPerRow(d);
+}
+
+/// A row's mean, variance and rstd in double, as CpuExecutor's layernorm,
+/// from the row's elements in registers: xv[c] is column lane + c RT (zero
+/// past N). Inside kRowLoop.
+const char *kLayerNormStatistics = R"CU(    double s = 0.0;
+#pragma unroll
+    for (int c = 0; c < CPT; ++c)
+      s += xv[c];
     const double mean = row_sum<RT>(s, red) / N;
     double q = 0.0;
-    if (active)
-      for (int j = lane; j < N; j += RT) {
-        const double c = (double)xr[j] - mean;
-        q += c * c;
+#pragma unroll
+    for (int c = 0; c < CPT; ++c)
+      if (lane + c * RT < N) {
+        const double e = (double)xv[c] - mean;
+        q += e * e;
       }
     const double var = row_sum<RT>(q, red) / N;
     const float rstd = (float)(1.0 / sqrt(var + EPS));
@@ -31,9 +43,9 @@ static const char *kLayerNormStatistics = R"CU(    double s = 0.0;
 
 } // namespace
 
-/// CpuExecutor's layernorm(): statistics in double, y in float. In a norm
-/// region, x = residual + addend is computed first and stored (each thread
-/// reads back only the elements it wrote).
+/// CpuExecutor's layernorm(): statistics in double, y in float, the row read
+/// once into registers. In a norm region, x = residual + addend is computed
+/// first and stored (rounded to x's type, as the CPU stores it).
 bool Emitter::layernorm() {
   int x = k->inputs[0], w = k->inputs[1], b = k->inputs[2], y = k->outputs[0];
   const NormFusion *f = normFusion;
@@ -41,29 +53,41 @@ bool Emitter::layernorm() {
   int64_t rows = count(x) / d;
   if (count(w) != d || count(b) != d || count(y) != count(x))
     return fail("layernorm shapes do not agree");
-  int rt = threadsPerRow(d);
+  int rt = layernormThreads(d, 32);
   std::string consts = rowConsts(rows, d, rt) + "constexpr double EPS = " +
-                       dbl(k->floatAttr("epsilon", 1e-5)) + ";\n";
+                       dbl(k->floatAttr("epsilon", 1e-5)) +
+                       ";\nconstexpr int CPT = " + str(ceilDiv(d, rt)) +
+                       ";  // columns per thread\n";
   std::string body = "  __shared__ double red[8];\n";
   body += kRowLoop;
+  body += R"CU(    float xv[CPT];
+#pragma unroll
+    for (int c = 0; c < CPT; ++c) {
+      const i64 j = lane + c * RT;
+      xv[c] = 0.0f;
+      if (active && j < N) {
+)CU";
   std::vector<Arg> args = {in(w, "w"), in(b, "b"), out(y, "y")};
   if (f) {
-    body += R"CU(    auto *xr = x + row * N;
-    if (active)
-      for (int j = lane; j < N; j += RT)
-        xr[j] = (float)r[row * N + j] + (float)a[row * N + j];
-)CU";
+    body += "        " + ctype(x) +
+            " t;\n        t = (float)r[row * N + j] + (float)a[row * N + j];\n"
+            "        x[row * N + j] = t;\n"
+            "        xv[c] = (float)t;\n";
     args.insert(args.begin(), {in(f->residual, "r"), in(f->addend, "a"),
                                out(x, "x")});
   } else {
-    body += "    const auto *xr = x + row * N;\n";
+    body += "        xv[c] = (float)x[row * N + j];\n";
     args.insert(args.begin(), in(x, "x"));
   }
+  body += "      }\n    }\n";
   body += kLayerNormStatistics;
   body += R"CU(    const float m = (float)mean;
-    if (active)
-      for (int j = lane; j < N; j += RT)
-        y[row * N + j] = (xr[j] - m) * rstd * w[j] + b[j];
+#pragma unroll
+    for (int c = 0; c < CPT; ++c) {
+      const i64 j = lane + c * RT;
+      if (active && j < N)
+        y[row * N + j] = (xv[c] - m) * rstd * w[j] + b[j];
+    }
   }
 )CU";
   launch("", (f ? "residual add, " : "") + rowWhat(rows, d, rt), args,
@@ -164,10 +188,9 @@ bool Emitter::normRegion() {
 
 /// CpuExecutor's layernormGrad() in one pass over the rows (launch 1): each
 /// group of RT threads loads a row of x and dy into registers once, computes
-/// the row's statistics (in double) and dx, and adds the row's terms of dw
-/// and db to the sums it keeps for its columns; a grid of at most kMaxGrid
-/// blocks walks the rows, and each row group writes its sums to the
-/// workspace. Launch 2 adds those in a fixed order (deterministic, like the
+/// the row's statistics (sums in double) and dx, and adds the row's terms of dw
+/// and db to the sums it keeps for its columns; at most 2 kMaxGrid row
+/// groups walk the rows, and each writes its sums to the workspace. Launch 2 adds those in a fixed order (deterministic, like the
 /// CPU's sums over all rows, in another order).
 bool Emitter::layernormGrad() {
   int dy = k->inputs[0], x = k->inputs[1], w = k->inputs[2];
@@ -178,8 +201,11 @@ bool Emitter::layernormGrad() {
   if (count(dy) != count(x) || (dx >= 0 && count(dx) != count(x)) ||
       count(w) != d || count(db) != d || count(dw) != d)
     return fail("layernorm_grad shapes do not agree");
-  int rt = threadsPerRow(d);
-  int64_t grid = std::min(rowGrid(rows, rt), kMaxGrid);
+  // Four values a column (x, dy and the dw, db sums): 16 columns a thread.
+  int rt = layernormThreads(d, 16);
+  // At most kMaxGrid * 2 row groups, whatever the threads a row: each
+  // writes its column sums to the workspace.
+  int64_t grid = std::min(rowGrid(rows, rt), kMaxGrid * 2 * rt / kBlock);
   int64_t slots = grid * (kBlock / rt); // row groups, each with its sums
   std::string consts =
       rowConsts(rows, d, rt) + "constexpr double EPS = " +
@@ -189,8 +215,7 @@ bool Emitter::layernormGrad() {
       ";  // row groups of the grid\n";
   std::string body = R"CU(  __shared__ double red[8];
   // This thread's share of dw and db: columns lane + c * RT, over its rows
-  // (a few dozen: float; the row groups are added in double). Float keeps
-  // the registers of a thread low enough for 8 blocks an SM.
+  // (a few dozen: float; the row groups are added in double).
   float aw[CPT], ab[CPT];
 #pragma unroll
   for (int c = 0; c < CPT; ++c)
@@ -198,48 +223,38 @@ bool Emitter::layernormGrad() {
 )CU";
   body += kRowLoop;
   body += R"CU(    float xv[CPT], gv[CPT];
-    double s = 0.0;
 #pragma unroll
     for (int c = 0; c < CPT; ++c) {
       const int j = lane + c * RT;
       const bool in = active && j < N;
       xv[c] = in ? (float)x[row * N + j] : 0.0f;
       gv[c] = in ? (float)dy[row * N + j] : 0.0f;
-      s += xv[c];
     }
-    const double mean = row_sum<RT>(s, red) / N;
-    double q = 0.0;
-#pragma unroll
-    for (int c = 0; c < CPT; ++c)
-      if (active && lane + c * RT < N) {
-        const double e = (double)xv[c] - mean;
-        q += e * e;
-      }
-    const double var = row_sum<RT>(q, red) / N;
-    const float rstd = (float)(1.0 / sqrt(var + EPS));
-    // s1 = mean(dxhat), s2 = mean(dxhat * xhat) with dxhat = dy * w.
+)CU";
+  body += kLayerNormStatistics;
+  body += R"CU(    // s1 = mean(dxhat), s2 = mean(dxhat * xhat) with dxhat = dy * w: the
+    // terms in float, their sums in double.
+    const float mf = (float)mean;
     double s1 = 0.0, s2 = 0.0;
 #pragma unroll
     for (int c = 0; c < CPT; ++c) {
       const int j = lane + c * RT;
       if (active && j < N) {
-        const double xh = ((double)xv[c] - mean) * rstd;
-        const double g = (double)gv[c] * w[j];
+        const float xh = (xv[c] - mf) * rstd, g = gv[c] * w[j];
         s1 += g;
         s2 += g * xh;
-        aw[c] += gv[c] * (float)xh;
+        aw[c] += gv[c] * xh;
         ab[c] += gv[c];
       }
     }
-    s1 = row_sum<RT>(s1, red) / N;
-    s2 = row_sum<RT>(s2, red) / N;
+    const float s1f = (float)(row_sum<RT>(s1, red) / N);
+    const float s2f = (float)(row_sum<RT>(s2, red) / N);
 #pragma unroll
     for (int c = 0; c < CPT; ++c) {
       const int j = lane + c * RT;
       if (active && j < N) {
-        const double xh = ((double)xv[c] - mean) * rstd;
-        const double g = (double)gv[c] * w[j];
-        const float d = (float)(rstd * (g - s1 - xh * s2));
+        const float xh = (xv[c] - mf) * rstd, g = gv[c] * w[j];
+        const float d = rstd * (g - s1f - xh * s2f);
 STORE      }
     }
   }
