@@ -194,15 +194,43 @@ func.func @norm_none(%x: tensor<4x8xf32>) -> tensor<4x8xbf16> {
 
 // -----
 
-func.func @norm_rows(%x: tensor<4x8xf32>, %w: tensor<8xf32>) -> tensor<8xf32> {
+func.func @norm_rows(%x: tensor<4x8xf32>, %w: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>) {
+  %0:2 = gt.fused "norm"(%x, %w) : (tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>) {
+  ^bb0(%a: tensor<4x8xf32>, %b: tensor<8xf32>):
+    %1 = gt.layernorm %a, %b, %b : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+    // expected-error @+1 {{'gt.neg' op in a norm region is an elementwise op over the normalized rows 'tensor<4x8xf32>'}}
+    %2 = gt.neg %b : tensor<8xf32>
+    gt.yield %1, %2 : tensor<4x8xf32>, tensor<8xf32>
+  }
+  return %0#0, %0#1 : tensor<4x8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// Column sums (a linear's bias gradient) end only a backward norm region.
+func.func @norm_forward_column_sums(%x: tensor<4x8xf32>, %w: tensor<8xf32>) -> tensor<8xf32> {
   %0 = gt.fused "norm"(%x, %w) : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<8xf32> {
   ^bb0(%a: tensor<4x8xf32>, %b: tensor<8xf32>):
     %1 = gt.layernorm %a, %b, %b : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
-    // expected-error @+1 {{'gt.sum_to' op in a norm region is an elementwise op over the normalized rows 'tensor<4x8xf32>'}}
+    // expected-error @+1 {{'gt.sum_to' op in a norm region sums the columns of a value the backward region computes, once}}
     %2 = gt.sum_to %1 : tensor<4x8xf32> -> tensor<8xf32>
     gt.yield %2 : tensor<8xf32>
   }
   return %0 : tensor<8xf32>
+}
+
+// -----
+
+// ... of a value the region computes, not of one of its inputs.
+func.func @norm_column_sums_of_input(%dy: tensor<4x8xf32>, %x: tensor<4x8xf32>, %w: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) {
+  %0:3 = gt.fused "norm"(%dy, %x, %w) : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) {
+  ^bb0(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>, %c: tensor<8xf32>):
+    %dx, %dw, %db = gt.layernorm_grad %a, %b, %c : tensor<4x8xf32>, tensor<8xf32>
+    // expected-error @+1 {{'gt.sum_to' op in a norm region sums the columns of a value the backward region computes, once}}
+    %1 = gt.sum_to %a : tensor<4x8xf32> -> tensor<8xf32>
+    gt.yield %dw, %db, %1 : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
+  }
+  return %0#0, %0#1, %0#2 : tensor<8xf32>, tensor<8xf32>, tensor<8xf32>
 }
 
 // -----

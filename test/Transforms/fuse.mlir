@@ -342,6 +342,61 @@ func.func @layernorm_grad(%dy: tensor<4x8xbf16>, %x: tensor<4x8xf32>, %w: tensor
 
 // -----
 
+// The bias gradient of the linear whose output gradient is the norm's total
+// (gt-autodiff's sum_to over its 2-D view) joins the norm region as the
+// column sums of the stored bf16 total, with their cast: the row kernel sums
+// the columns it holds, and the linear's dW GEMM (a cast epilogue) needs no
+// BGRADB. The view stays outside for the GEMMs.
+// CHECK-LABEL: func.func @layernorm_grad_bias
+// CHECK:      %[[F:.*]]:5 = gt.fused "norm"
+// CHECK:        %[[DX:.*]], %[[DW:.*]], %[[DB:.*]] = gt.layernorm_grad
+// CHECK-NEXT:   %[[T:.*]] = gt.add %{{.*}}, %[[DX]]
+// CHECK-NEXT:   %[[TC:.*]] = gt.cast %[[T]] : tensor<2x4x8xf32> -> tensor<2x4x8xbf16>
+// CHECK-NEXT:   %[[S:.*]] = gt.sum_to %[[TC]] : tensor<2x4x8xbf16> -> tensor<8xbf16>
+// CHECK-NEXT:   %[[SF:.*]] = gt.cast %[[S]] : tensor<8xbf16> -> tensor<8xf32>
+// CHECK-NEXT:   gt.yield %[[DW]], %[[DB]], %[[T]], %[[TC]], %[[SF]]
+// CHECK:      %[[V:.*]] = gt.reshape %[[F]]#3
+// CHECK:      gt.fused "epilogue"(%[[V]], %{{.*}})
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   gt.matmul
+// CHECK-NEXT:   gt.cast
+// CHECK-NOT:  gt.sum_to
+// CHECK:      return
+func.func @layernorm_grad_bias(%dy: tensor<2x4x8xbf16>, %x: tensor<2x4x8xf32>, %w: tensor<8xf32>, %g: tensor<2x4x8xf32>, %h: tensor<8x16xbf16>) -> (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8x16xf32>, tensor<8xf32>) {
+  %0 = gt.cast %dy : tensor<2x4x8xbf16> -> tensor<2x4x8xf32>
+  %dx, %dw, %db = gt.layernorm_grad %0, %x, %w : tensor<2x4x8xf32>, tensor<8xf32>
+  %1 = gt.add %g, %dx : tensor<2x4x8xf32>, tensor<2x4x8xf32>
+  %2 = gt.cast %1 : tensor<2x4x8xf32> -> tensor<2x4x8xbf16>
+  %3 = gt.reshape %2 : tensor<2x4x8xbf16> -> tensor<8x8xbf16>
+  %4 = gt.matmul %3, %h <{transpose_a = true}> : tensor<8x8xbf16>, tensor<8x16xbf16>
+  %5 = gt.cast %4 : tensor<8x16xbf16> -> tensor<8x16xf32>
+  %6 = gt.sum_to %3 : tensor<8x8xbf16> -> tensor<8xbf16>
+  %7 = gt.cast %6 : tensor<8xbf16> -> tensor<8xf32>
+  return %1, %dw, %db, %5, %7 : tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8x16xf32>, tensor<8xf32>
+}
+
+// -----
+
+// Without a norm region, the linear's bias gradient stays with its dW GEMM
+// (BGRADB): a sum_to over a view of a plain value.
+// CHECK-LABEL: func.func @bias_gradient_gemm
+// CHECK:      gt.fused "gemm"
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   gt.matmul
+// CHECK-NEXT:   gt.cast
+// CHECK-NEXT:   gt.sum_to
+// CHECK-NEXT:   gt.cast
+func.func @bias_gradient_gemm(%dy: tensor<2x4x8xbf16>, %h: tensor<8x16xbf16>) -> (tensor<8x16xf32>, tensor<8xf32>) {
+  %3 = gt.reshape %dy : tensor<2x4x8xbf16> -> tensor<8x8xbf16>
+  %4 = gt.matmul %3, %h <{transpose_a = true}> : tensor<8x8xbf16>, tensor<8x16xbf16>
+  %5 = gt.cast %4 : tensor<8x16xbf16> -> tensor<8x16xf32>
+  %6 = gt.sum_to %3 : tensor<8x8xbf16> -> tensor<8xbf16>
+  %7 = gt.cast %6 : tensor<8xbf16> -> tensor<8xf32>
+  return %5, %7 : tensor<8x16xf32>, tensor<8xf32>
+}
+
+// -----
+
 // A cross-entropy and its gradient become one "loss" region at the widening
 // cast of the bf16 logits: the f32 logits are never stored, the scalar
 // gradient of the loss (a constant) is declared before the region, and the

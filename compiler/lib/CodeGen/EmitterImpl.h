@@ -547,8 +547,13 @@ private:
     /// Forward: the norm's input x = residual + addend, computed and stored.
     int residual = -1, addend = -1, sum = -1;
     /// Backward: total = residualGrad + dx, stored in f32 (total) and/or
-    /// in the type of its cast (totalCast).
+    /// in the type of its cast (totalCast); without a residual add the cast
+    /// is dx's.
     int residualGrad = -1, total = -1, totalCast = -1;
+    /// Backward: the column sums of total or of its cast (colSumOfCast), a
+    /// linear's bias gradient, stored as biasGrad (the sum or its cast).
+    int biasGrad = -1;
+    bool colSumOfCast = false;
   };
   const NormFusion *normFusion = nullptr;
 };

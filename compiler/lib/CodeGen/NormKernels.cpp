@@ -138,11 +138,26 @@ bool Emitter::normRegion() {
                f.totalCast < 0) {
       f.totalCast = out0;
     } else if (sub.op == OpKind::Cast && norm &&
+               norm->op == OpKind::LayerNormGrad && in0 == y &&
+               f.total < 0 && f.totalCast < 0) {
+      f.totalCast = out0; // dx's cast, with no residual add
+    } else if (sub.op == OpKind::SumTo && norm && f.biasGrad < 0 &&
+               norm->op == OpKind::LayerNormGrad &&
+               ((in0 == f.total && in0 >= 0) ||
+                (in0 == f.totalCast && in0 >= 0) ||
+                (in0 == y && f.total < 0))) {
+      f.biasGrad = out0;
+      f.colSumOfCast = in0 == f.totalCast;
+    } else if (sub.op == OpKind::Cast && f.biasGrad >= 0 &&
+               in0 == f.biasGrad) {
+      f.biasGrad = out0;
+    } else if (sub.op == OpKind::Cast && norm &&
                norm->op == OpKind::LayerNorm && in0 == y) {
       y = out0;
     } else {
       return fail(std::string("'") + opName(sub.op) +
-                  "' in a norm region is not a residual add or a cast");
+                  "' in a norm region is not a residual add, a cast or a "
+                  "bias gradient");
     }
   }
   if (!norm)
@@ -158,8 +173,12 @@ bool Emitter::normRegion() {
     op.outputs = {y};
   } else {
     dx = isOutput(y) ? y : -1;
+    if (f.biasGrad >= 0 &&
+        (!isOutput(f.biasGrad) ||
+         count(f.biasGrad) != (shape(y).empty() ? 1 : shape(y).back())))
+      return fail("a norm region's column sums are stored, one a column");
     if (f.total >= 0 && !isOutput(f.total))
-      f.total = -1; // only its cast is stored
+      f.total = -1; // only its cast is stored (or only its column sums)
     if (dx < 0 && f.total < 0 && f.totalCast < 0)
       return fail("a norm region must store the input gradient");
     op.outputs[0] = dx;
@@ -179,7 +198,10 @@ bool Emitter::normRegion() {
                   ", which only the CPU computes");
   const Kernel *region = k;
   k = &op;
-  normFusion = f.sum >= 0 || f.total >= 0 || f.totalCast >= 0 ? &f : nullptr;
+  normFusion = f.sum >= 0 || f.total >= 0 || f.totalCast >= 0 ||
+                       f.biasGrad >= 0
+                   ? &f
+                   : nullptr;
   bool ok = forward ? layernorm() : layernormGrad();
   normFusion = nullptr;
   k = region;
@@ -188,10 +210,12 @@ bool Emitter::normRegion() {
 
 /// CpuExecutor's layernormGrad() in one pass over the rows (launch 1): each
 /// group of RT threads loads a row of x and dy into registers once, computes
-/// the row's statistics (sums in double) and dx, and adds the row's terms of dw
-/// and db to the sums it keeps for its columns; at most 2 kMaxGrid row
-/// groups walk the rows, and each writes its sums to the workspace. Launch 2 adds those in a fixed order (deterministic, like the
-/// CPU's sums over all rows, in another order).
+/// the row's statistics (sums in double) and dx, and adds the row's terms of
+/// dw and db (and, in a norm region, of a bias gradient) to the sums it keeps
+/// for its columns; at most 2 kMaxGrid row groups walk the rows, and their
+/// sums go to the workspace, added up a block at a time where they fit in
+/// shared memory. Launch 2 adds those in a fixed order (deterministic, like
+/// the CPU's sums over all rows, in another order).
 bool Emitter::layernormGrad() {
   int dy = k->inputs[0], x = k->inputs[1], w = k->inputs[2];
   int dx = k->outputs[0], dw = k->outputs[1], db = k->outputs[2];
@@ -206,20 +230,25 @@ bool Emitter::layernormGrad() {
   // At most kMaxGrid * 2 row groups, whatever the threads a row: each
   // writes its column sums to the workspace.
   int64_t grid = std::min(rowGrid(rows, rt), kMaxGrid * 2 * rt / kBlock);
-  int64_t slots = grid * (kBlock / rt); // row groups, each with its sums
+  // Column sums go to the workspace a block at a time when the block's row
+  // groups can add theirs in 16 KiB of shared memory, else a group at a time.
+  bool blockSums = kBlock / rt > 1 && (kBlock / rt) * d * 4 <= 16384;
+  int64_t slots = blockSums ? grid : grid * (kBlock / rt);
   std::string consts =
       rowConsts(rows, d, rt) + "constexpr double EPS = " +
       dbl(k->floatAttr("epsilon", 1e-5)) +
       ";\nconstexpr int CPT = " + str(ceilDiv(d, rt)) +
       ";  // columns per thread\nconstexpr i64 SLOTS = " + str(slots) +
-      ";  // row groups of the grid\n";
+      ";  // sets of column sums in the workspace\nconstexpr bool BLOCK_SUMS = " +
+      (blockSums ? "true" : "false") + ";\n";
   std::string body = R"CU(  __shared__ double red[8];
-  // This thread's share of dw and db: columns lane + c * RT, over its rows
-  // (a few dozen: float; the row groups are added in double).
-  float aw[CPT], ab[CPT];
+  // This thread's share of dw, db and the bias gradient: columns
+  // lane + c * RT, over its rows (float; the sets in the workspace are
+  // added in double).
+  float aw[CPT], ab[CPT], ag[CPT];
 #pragma unroll
   for (int c = 0; c < CPT; ++c)
-    aw[c] = ab[c] = 0.0f;
+    aw[c] = ab[c] = ag[c] = 0.0f;
 )CU";
   body += kRowLoop;
   body += R"CU(    float xv[CPT], gv[CPT];
@@ -258,13 +287,39 @@ bool Emitter::layernormGrad() {
 STORE      }
     }
   }
-  const i64 slot = (i64)blockIdx.x * RPB + threadIdx.x / RT;
+  if (BLOCK_SUMS) {
+    // The block's row groups add their column sums in shared memory, in
+    // group order; the block writes one slot.
+    __shared__ float cs[BLOCK_SUMS ? RPB * N : 1];
+    const int group = threadIdx.x / RT;
 #pragma unroll
-  for (int c = 0; c < CPT; ++c) {
-    const int j = lane + c * RT;
-    if (j < N) {
-      part[slot * N + j] = aw[c];
-      part[(SLOTS + slot) * N + j] = ab[c];
+    for (int k = 0; k < NS; ++k) {
+#pragma unroll
+      for (int c = 0; c < CPT; ++c) {
+        const int j = lane + c * RT;
+        if (j < N)
+          cs[group * N + j] = k == 0 ? aw[c] : k == 1 ? ab[c] : ag[c];
+      }
+      __syncthreads();
+      for (int j = threadIdx.x; j < N; j += blockDim.x) {
+        float s = cs[j];
+        for (int g = 1; g < RPB; ++g)
+          s += cs[g * N + j];
+        part[(k * SLOTS + blockIdx.x) * N + j] = s;
+      }
+      __syncthreads();
+    }
+  } else {
+    const i64 slot = (i64)blockIdx.x * RPB + threadIdx.x / RT;
+#pragma unroll
+    for (int c = 0; c < CPT; ++c) {
+      const int j = lane + c * RT;
+      if (j < N) {
+        part[slot * N + j] = aw[c];
+        part[(SLOTS + slot) * N + j] = ab[c];
+        if (NS == 3)
+          part[(2 * SLOTS + slot) * N + j] = ag[c];
+      }
     }
   }
 )CU";
@@ -276,55 +331,82 @@ STORE      }
     store += "        dx[row * N + j] = d;\n";
     args.push_back(out(dx, "dx"));
   }
+  bool bias = f && f->biasGrad >= 0;
   if (f) {
-    store += "        const float t = (float)rg[row * N + j] + d;\n";
-    args.push_back(in(f->residualGrad, "rg"));
+    if (f->residualGrad >= 0) {
+      store += "        const float t = (float)rg[row * N + j] + d;\n";
+      args.push_back(in(f->residualGrad, "rg"));
+    } else {
+      store += "        const float t = d;\n";
+    }
     if (f->total >= 0) {
       store += "        tot[row * N + j] = t;\n";
       args.push_back(out(f->total, "tot"));
     }
     if (f->totalCast >= 0) {
-      store += "        totc[row * N + j] = t;\n";
+      store += "        " + ctype(f->totalCast) +
+               " tc;\n        tc = t;\n        totc[row * N + j] = tc;\n";
       args.push_back(out(f->totalCast, "totc"));
     }
+    // The bias gradient sums what its sum_to reads: the stored cast's
+    // values, or t.
+    if (bias)
+      store += std::string("        ag[c] += ") +
+               (f->colSumOfCast ? "(float)tc" : "t") + ";\n";
   }
-  needWorkspace(8 * 2 * slots * d);
-  args.push_back(ws("double", "part"));
+  int ns = bias ? 3 : 2; // column sums: dw, db[, the bias gradient]
+  consts += "constexpr int NS = " + str(ns) + ";  // column sums\n";
+  needWorkspace(4 * ns * slots * d);
+  args.push_back(ws("float", "part"));
   body.replace(body.find("STORE"), 5, store);
   launch("dx",
-         rowWhat(rows, d, rt) + (f ? "; plus the residual gradient" : "") +
-             "; dw and db sums of " + str(slots) +
-             " row groups to the workspace",
+         rowWhat(rows, d, rt) +
+             (f && f->residualGrad >= 0 ? "; plus the residual gradient"
+                                        : "") +
+             (bias ? "; dw, db and a bias gradient's" : "; dw and db") +
+             " sums to the workspace (" + str(slots) + " sets)",
          args, kWarpHelpers | kRowHelpers, consts, body, grid);
 
   // 32 columns a block: thread (lane, g) sums the groups g, g + 32, ... of
   // column lane, then lane 0's warp adds the 32 sums in order.
-  std::string b2 = R"CU(  __shared__ double sw[32][33], sb[32][33];
+  std::string b2 = R"CU(  __shared__ double sh[NS][32][33];
   const int lane = threadIdx.x & 31, g0 = threadIdx.x >> 5;
   const i64 j = (i64)blockIdx.x * 32 + lane;
-  double w = 0.0, b = 0.0;
+  double acc[NS];
+#pragma unroll
+  for (int k = 0; k < NS; ++k)
+    acc[k] = 0.0;
   if (j < N)
-    for (i64 g = g0; g < SLOTS; g += 32) {
-      w += part[g * N + j];
-      b += part[(SLOTS + g) * N + j];
-    }
-  sw[g0][lane] = w;
-  sb[g0][lane] = b;
+    for (i64 g = g0; g < SLOTS; g += 32)
+#pragma unroll
+      for (int k = 0; k < NS; ++k)
+        acc[k] += part[(k * SLOTS + g) * N + j];
+#pragma unroll
+  for (int k = 0; k < NS; ++k)
+    sh[k][g0][lane] = acc[k];
   __syncthreads();
   if (g0 == 0 && j < N) {
-    for (int g = 1; g < 32; ++g) {
-      w += sw[g][lane];
-      b += sb[g][lane];
-    }
-    dw[j] = (float)w;
-    db[j] = (float)b;
-  }
+    for (int g = 1; g < 32; ++g)
+#pragma unroll
+      for (int k = 0; k < NS; ++k)
+        acc[k] += sh[k][g][lane];
+    dw[j] = (float)acc[0];
+    db[j] = (float)acc[1];
+STORE  }
 )CU";
+  std::vector<Arg> args2 = {out(dw, "dw"), out(db, "db")};
+  std::string store2;
+  if (bias) {
+    store2 = "    bg[j] = (float)acc[NS - 1];\n";
+    args2.push_back(out(f->biasGrad, "bg"));
+  }
+  b2.replace(b2.find("STORE"), 5, store2);
+  args2.push_back(wsIn("float", "part"));
   launch("dwdb",
-         "dw and db: 32 threads a column add the " + str(slots) +
-             " row groups' sums, then one adds theirs, in a fixed order",
-         {out(dw, "dw"), out(db, "db"), wsIn("double", "part")}, 0, consts, b2,
-         ceilDiv(d, 32), 1024);
+         std::string(bias ? "dw, db and the bias gradient" : "dw and db") +
+             ": 32 threads a column add the " + str(slots) +
+             " sets of sums, then one adds theirs, in a fixed order",
+         args2, 0, consts, b2, ceilDiv(d, 32), 1024);
   return true;
 }
 

@@ -80,8 +80,8 @@ public:
   void run() {
     foldClassifiers();
     foldLosses();
+    foldNorms(); // before the GEMMs: it takes bias gradients of a norm's total
     foldGemmEpilogues();
-    foldNorms();
     foldCasts();
     for (Operation &op : block.without_terminator())
       if (isFusable(&op))
@@ -448,11 +448,25 @@ private:
                 dyn_cast_or_null<AddOp>(soleUser(lg.getInputGrad()));
             add && sameShape(add)) {
           g.ops.push_back(add);
+          Value total = add.getResult();
           for (Operation *u : add.getResult().getUsers())
             if (isa<CastOp>(u) && u->getBlock() == &block) {
               g.ops.push_back(u);
+              total = u->getResult(0);
               break;
             }
+          addBiasGradient(total, g.ops);
+        } else {
+          // No residual add (the first norm of the backward): dx's cast and
+          // bias gradient.
+          Value total = lg.getInputGrad();
+          for (Operation *u : total.getUsers())
+            if (isa<CastOp>(u) && u->getBlock() == &block) {
+              g.ops.push_back(u);
+              total = u->getResult(0);
+              break;
+            }
+          addBiasGradient(total, g.ops);
         }
       }
       if (g.ops.size() < 2)
@@ -467,6 +481,34 @@ private:
     }
     for (Group &g : folds)
       outline(g, "norm");
+  }
+
+  /// A linear's bias gradient over the rows of a norm region's total (the
+  /// residual gradient, which is the linear's output gradient): the
+  /// sum_to(reshape(total)) to the last dimension that gt-autodiff wrote
+  /// becomes sum_to(total) and joins the region with its cast, so the
+  /// norm's row kernel sums the columns it already holds (the linear's dW
+  /// GEMM then needs no BGRADB epilogue, which keeps cuBLASLt from
+  /// splitting K).
+  void addBiasGradient(Value total, SmallVectorImpl<Operation *> &ops) {
+    auto type = cast<RankedTensorType>(total.getType());
+    for (Operation *u : total.getUsers()) {
+      auto view = dyn_cast<ReshapeOp>(u);
+      if (!view || view->getBlock() != &block)
+        continue;
+      for (Operation *vu : view.getResult().getUsers()) {
+        auto sum = dyn_cast<SumToOp>(vu);
+        if (!sum || sum->getBlock() != &block ||
+            sum.getType().getShape() != type.getShape().take_back())
+          continue;
+        OpBuilder b(sum);
+        auto direct = SumToOp::create(b, sum.getLoc(), sum.getType(), total);
+        sum.getResult().replaceAllUsesWith(direct.getResult());
+        sum.erase();
+        addWithCast(direct, ops);
+        return;
+      }
+    }
   }
 
   /// Declares the parameters the group reads (leaves: a gt.param reads

@@ -667,14 +667,32 @@ LogicalResult FusedOp::verify() {
       return emitOpError("a norm region has one gt.layernorm or "
                          "gt.layernorm_grad");
     Type rows = it->getOperand(0).getType();
-    for (Operation &op : ops)
-      if (!isNorm(op) && (!op.hasTrait<OpTrait::gt::Elementwise>() ||
-                          cast<ShapedType>(op.getResult(0).getType())
-                                  .getShape() !=
-                              cast<ShapedType>(rows).getShape()))
+    ArrayRef<int64_t> shape = cast<ShapedType>(rows).getShape();
+    // A backward region may end with the column sums of a value it computes
+    // (a linear's bias gradient; gt-fuse's addBiasGradient) and their cast.
+    Operation *colSum = nullptr;
+    for (Operation &op : ops) {
+      if (isNorm(op))
+        continue;
+      if (auto sum = dyn_cast<SumToOp>(op)) {
+        Operation *from = sum.getInput().getDefiningOp();
+        if (colSum || !isa<LayerNormGradOp>(*it) || !from ||
+            from->getBlock() != &body ||
+            sum.getType().getShape() != shape.take_back())
+          return op.emitOpError("in a norm region sums the columns of a "
+                                "value the backward region computes, once");
+        colSum = &op;
+        continue;
+      }
+      if (auto c = dyn_cast<CastOp>(op);
+          c && colSum && c.getInput() == colSum->getResult(0))
+        continue;
+      if (!op.hasTrait<OpTrait::gt::Elementwise>() ||
+          cast<ShapedType>(op.getResult(0).getType()).getShape() != shape)
         return op.emitOpError("in a norm region is an elementwise op over "
                               "the normalized rows ")
                << rows;
+    }
     return success();
   }
   if (loss) {
