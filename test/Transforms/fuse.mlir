@@ -304,6 +304,25 @@ func.func @residual_layernorm(%r: tensor<4x8xf32>, %a: tensor<4x8xbf16>) -> (ten
 
 // -----
 
+// A residual add that two layer norms read (the forward's and one that
+// gt-checkpoint recomputes in the backward from the kept residual stream)
+// joins the first one's region only; the second reads the stored sum.
+// CHECK-LABEL: func.func @residual_two_norms
+// CHECK:      %[[F:.*]]:2 = gt.fused "norm"
+// CHECK:        gt.add
+// CHECK-NEXT:   gt.layernorm
+// CHECK-NEXT:   gt.yield
+// CHECK:      %[[N:.*]] = gt.layernorm %[[F]]#0
+// CHECK:      return %[[F]]#0, %[[F]]#1, %[[N]]
+func.func @residual_two_norms(%r: tensor<4x8xf32>, %a: tensor<4x8xf32>, %w: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  %0 = gt.add %r, %a : tensor<4x8xf32>, tensor<4x8xf32>
+  %1 = gt.layernorm %0, %w, %w : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  %2 = gt.layernorm %0, %w, %w : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  return %0, %1, %2 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
 // Not a norm region: an add read only by the layernorm is no residual
 // stream (the region would keep it in registers, which a row kernel that
 // reads its input twice does not), and a broadcasting add (the position

@@ -47,8 +47,10 @@ FailureOr<OwningOpRef<ModuleOp>> specialize(ModuleOp module,
   pm.addPass(createGtAutocastPass(autocast));
   if (options.pad)
     pm.addPass(createGtPadDimsPass());
-  if (differentiate)
+  if (differentiate) {
     pm.addPass(createGtAutodiffPass());
+    pm.addPass(createGtCheckpointPass());
+  }
   if (differentiate && options.fuse)
     pm.addNestedPass<func::FuncOp>(createGtFusePass());
   if (failed(pm.run(*clone)))

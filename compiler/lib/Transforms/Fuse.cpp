@@ -415,6 +415,7 @@ private:
   /// Only adds of operands of the row shape (no broadcasting) join.
   void foldNorms() {
     SmallVector<Group> folds;
+    llvm::SmallPtrSet<Operation *, 16> taken;
     auto sameShape = [](Operation *op) {
       return llvm::all_of(op->getOperandTypes(), [&](Type t) {
         return t == op->getResult(0).getType();
@@ -475,9 +476,16 @@ private:
         return a->isBeforeInBlock(b);
       });
       g.anchor = g.ops.front();
+      // A residual add that two layer norms read (the forward's and one
+      // that gt-checkpoint recomputes from the kept residual stream) joins
+      // the first one's region only.
+      if (llvm::any_of(g.ops, [&](Operation *o) { return taken.count(o); }))
+        continue;
       hoistParams(g);
-      if (readsOnlyAvailable(g))
+      if (readsOnlyAvailable(g)) {
         folds.push_back(g);
+        taken.insert(g.ops.begin(), g.ops.end());
+      }
     }
     for (Group &g : folds)
       outline(g, "norm");

@@ -21,7 +21,8 @@ struct CompileOptions {
 
 /// Compiles the training step of the module's model at a fixed batch size:
 /// gt-shape-inference{batch}, canonicalize, gt-autocast{precision},
-/// gt-pad-dims (unless !pad), gt-autodiff, gt-fuse (unless !fuse), then the
+/// gt-pad-dims (unless !pad), gt-autodiff, gt-checkpoint (the train block's
+/// setting), gt-fuse (unless !fuse), then the
 /// plan. The module is not changed (the passes run on
 /// a clone). Errors are emitted as diagnostics.
 mlir::FailureOr<rt::Plan> compileStep(mlir::ModuleOp module,

@@ -71,6 +71,33 @@ def GtAutodiffPass : Pass<"gt-autodiff", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::gt::GTDialect", "mlir::func::FuncDialect"];
 }
 
+def GtCheckpointPass : Pass<"gt-checkpoint", "mlir::ModuleOp"> {
+  let summary = "Recomputes forward values in the backward instead of keeping them (gradient checkpointing)";
+  let description = [{
+    Runs on each training step (`gt.step`, after gt-autodiff, before
+    gt-fuse). With `every=n` (or the train block's `checkpoint = every(n)`)
+    the forward ops of each `repeat` loop are grouped n iterations at a time
+    (an op belongs to the iteration of the parameters it reads, `blocks.3.*`,
+    else to the latest iteration among its operands; ops reading a parameter
+    outside any loop belong to none). Of a group's values, only those a
+    later group or an op outside the loops reads are kept (the input of
+    every n-th iteration, what torch.utils.checkpoint per block keeps);
+    every other value the backward reads is recomputed: the group's ops it
+    depends on are cloned just before the group's first backward use, and
+    the backward reads the clones, so the forward values die with the
+    forward. `checkpoint = auto` and `auto(budget: ...)` are not implemented
+    yet and are rejected with an error; `none` does nothing.
+
+    Example: `gtc-opt --gt-shape-inference=batch=2 --gt-autodiff
+    --gt-checkpoint=every=1`.
+  }];
+  let options = [
+    Option<"every", "every", "int64_t", /*default=*/"0",
+           "keep the input of every n-th repeat iteration (0: the train block's setting; -1: none)">
+  ];
+  let dependentDialects = ["mlir::gt::GTDialect"];
+}
+
 def GtAutocastPass : Pass<"gt-autocast", "mlir::ModuleOp"> {
   let summary = "Assigns each op a precision, PyTorch-AMP style";
   let description = [{
