@@ -222,6 +222,24 @@ int64_t Plan::parameterCount() const {
   return n;
 }
 
+Plan::Memory Plan::memory() const {
+  auto bytes = [&](Region r) {
+    auto it = regionSize.find(r);
+    return it == regionSize.end() ? int64_t(0) : it->second * 4;
+  };
+  Memory m;
+  m.weights = bytes(Region::Param);
+  m.gradients = bytes(Region::Grad);
+  m.optimizerState = config.optimizer == OptimizerKind::Sgd
+                         ? (config.momentum != 0 ? m.weights : 0)
+                         : 2 * m.weights;
+  m.temporaries = bytes(Region::Temp);
+  m.inputs = 2 * bytes(Region::Input); // two slots on a GPU
+  m.constants = bytes(Region::Const);
+  m.gemmWorkspace = int64_t(32) << 20; // cuBLASLt's, on a GPU
+  return m;
+}
+
 //===----------------------------------------------------------------------===//
 // Writing
 //===----------------------------------------------------------------------===//

@@ -25,6 +25,8 @@ const char *const gtc::rt::kRunOptionsHelp =
                  N steps are timed first
   --precision P  fp32, tf32 (cuBLASLt's TF32 GEMMs on a GPU), bf16 or fp16
                  (gt-autocast; fp16 with dynamic loss scaling)
+  --checkpoint C gradient checkpointing instead of the train block's: none,
+                 'every(N)' or 'auto(budget: SIZE)' (e.g. 6GiB)
   --no-pad       keep GEMM dimensions as written (no gt-pad-dims)
   --no-fuse      one kernel per op (no gt-fuse; for comparisons)
   --data PATH    the training data instead of the train block's file
@@ -38,6 +40,49 @@ const char *const gtc::rt::kRunOptionsHelp =
 )";
 
 namespace {
+
+/// --checkpoint's value: none, every(N), auto(budget: SIZE) with SIZE a
+/// number and a unit as in the language (KiB ... TiB, KB ... TB, or bytes).
+bool parseCheckpoint(std::string value, RunArgs &out, std::string &error) {
+  value.erase(std::remove(value.begin(), value.end(), ' '), value.end());
+  auto inside = [&](const std::string &head) -> std::optional<std::string> {
+    if (value.size() > head.size() + 1 && value.compare(0, head.size(), head) == 0 &&
+        value.back() == ')')
+      return value.substr(head.size(), value.size() - head.size() - 1);
+    return std::nullopt;
+  };
+  char *end = nullptr;
+  if (value == "none") {
+    out.checkpointEvery = -1;
+    return true;
+  }
+  if (auto n = inside("every(")) {
+    long long v = std::strtoll(n->c_str(), &end, 10);
+    if (!n->empty() && *end == '\0' && v >= 1) {
+      out.checkpointEvery = v;
+      return true;
+    }
+  } else if (auto b = inside("auto(budget:")) {
+    double v = std::strtod(b->c_str(), &end);
+    static const std::pair<const char *, double> units[] = {
+        {"", 1},           {"B", 1},      {"KiB", 1024.0},
+        {"MiB", 1048576.0}, {"GiB", 1073741824.0},
+        {"TiB", 1099511627776.0}, {"KB", 1e3}, {"MB", 1e6},
+        {"GB", 1e9},       {"TB", 1e12}};
+    for (auto [unit, scale] : units)
+      if (end != b->c_str() && std::string(end) == unit && v * scale >= 1) {
+        out.checkpointBudget = static_cast<int64_t>(v * scale);
+        return true;
+      }
+  } else if (value == "auto") {
+    error = "--checkpoint auto without a budget is not implemented yet (it "
+            "would take the device's free memory); give 'auto(budget: SIZE)'";
+    return false;
+  }
+  error = "--checkpoint needs none, 'every(N)' (N >= 1) or 'auto(budget: "
+          "SIZE)' (e.g. 6GiB), got '" + value + "'";
+  return false;
+}
 
 bool parseCount(const std::string &name, const std::string &value,
                 int64_t &out, std::string &error, int64_t min = 1) {
@@ -71,7 +116,7 @@ ArgResult gtc::rt::parseRunArg(const std::vector<std::string> &args,
       "--device", "--steps",     "--epochs", "--batch",     "--seed",
       "--threads", "--log",      "--save",   "--resume",    "--log-every",
       "--bench",  "--precision", "--data",   "--eval",      "--profile",
-      "--init"};
+      "--init",   "--checkpoint"};
   std::string name = a.substr(0, a.find('='));
   if (std::find(std::begin(valued), std::end(valued), name) ==
       std::end(valued))
@@ -104,6 +149,9 @@ ArgResult gtc::rt::parseRunArg(const std::vector<std::string> &args,
       return ArgResult::Error;
     }
     out.precision = value;
+  } else if (name == "--checkpoint") {
+    if (!parseCheckpoint(value, out, error))
+      return ArgResult::Error;
   } else if (name == "--log") {
     out.run.logPath = value;
   } else if (name == "--save") {

@@ -1,13 +1,13 @@
 // RUN: gtc-opt %s --gt-checkpoint -split-input-file -verify-diagnostics
 
-// A memory-budget mode that gt-checkpoint does not implement yet is an
-// error, not a setting silently ignored.
+// The auto modes need the memory plan (gtc run and gtc compile search it);
+// the pass alone rejects them instead of ignoring the setting.
 module {
   func.func @m() -> tensor<f32> attributes {gt.model} {
     %0 = gt.constant dense<1.0> : tensor<f32>
     return %0 : tensor<f32>
   }
-  // expected-error @+1 {{checkpoint = auto is not implemented yet (gradient checkpointing chooses values by a memory budget only later); use checkpoint = every(n), which keeps the input of every n-th repeat iteration, or none}}
+  // expected-error @+1 {{checkpoint = auto needs the memory plan: gtc run and gtc compile choose it (here, give every=N)}}
   gt.train @m {checkpoint = {mode = "auto"}}
 }
 
@@ -18,6 +18,6 @@ module {
     %0 = gt.constant dense<1.0> : tensor<f32>
     return %0 : tensor<f32>
   }
-  // expected-error @+1 {{checkpoint = auto is not implemented yet}}
+  // expected-error @+1 {{checkpoint = auto needs the memory plan}}
   gt.train @m {checkpoint = {budget = 1073741824 : i64, mode = "auto"}}
 }

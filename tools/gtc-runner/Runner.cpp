@@ -94,10 +94,12 @@ int main(int argc, char **argv) {
                                 opts.precision +
                                 " run gtc compile --precision " +
                                 opts.precision);
-  if (opts.noPad || opts.noFuse || opts.explain || opts.dryRun)
+  bool checkpoint = opts.checkpointEvery != 0 || opts.checkpointBudget != 0;
+  if (opts.noPad || opts.noFuse || opts.explain || opts.dryRun || checkpoint)
     return usageError(self, std::string(opts.noPad    ? "--no-pad"
                                         : opts.noFuse ? "--no-fuse"
                                         : opts.dryRun ? "--dry-run"
+                                        : checkpoint  ? "--checkpoint"
                                                       : "--explain") +
                                 " applies when compiling: gtc run/compile");
   if (!rt::applyDataPaths(opts, step.config, error))

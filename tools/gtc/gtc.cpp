@@ -79,7 +79,7 @@ run options (override the train block; compiled executables take them too):
 )";
 
 constexpr const char *kUsageTail = R"(
-compile options (gtc compile FILE.gt -o EXE [--batch N] [--precision P]):
+compile options (gtc compile FILE.gt -o EXE [--batch N] [--precision P] [--checkpoint C]):
   --arch LIST    GPU architectures to ship cubins for (default sm_80,sm_90),
                  plus PTX of the newest for later GPUs
 
@@ -234,25 +234,17 @@ void explainPrecision(const gtc::rt::Plan &plan, const gtc::rt::Plan *fp32,
 
 /// Prints the predicted memory of a training step, by kind.
 void explainPlan(const gtc::rt::Plan &plan, llvm::raw_ostream &os) {
-  auto bytes = [&](gtc::rt::Region r) {
-    auto it = plan.regionSize.find(r);
-    return it == plan.regionSize.end() ? int64_t(0) : it->second * 4;
-  };
-  int64_t params = bytes(gtc::rt::Region::Param);
-  int64_t state = plan.config.optimizer == gtc::rt::OptimizerKind::Sgd
-                      ? (plan.config.momentum != 0 ? params : 0)
-                      : 2 * params;
+  gtc::rt::Plan::Memory m = plan.memory();
   struct Row {
     const char *what;
     int64_t bytes;
-  } rows[] = {{"weights", params},
-              {"gradients", bytes(gtc::rt::Region::Grad)},
-              {"optimizer state", state},
-              {"activations and temporaries (memory plan)",
-               bytes(gtc::rt::Region::Temp)},
-              {"inputs (two slots on a GPU)", 2 * bytes(gtc::rt::Region::Input)},
-              {"constants", bytes(gtc::rt::Region::Const)},
-              {"GEMM workspace (GPU)", 32 << 20}};
+  } rows[] = {{"weights", m.weights},
+              {"gradients", m.gradients},
+              {"optimizer state", m.optimizerState},
+              {"activations and temporaries (memory plan)", m.temporaries},
+              {"inputs (two slots on a GPU)", m.inputs},
+              {"constants", m.constants},
+              {"GEMM workspace (GPU)", m.gemmWorkspace}};
   int64_t total = 0, naive = 0;
   for (const gtc::rt::Buffer &b : plan.buffers)
     if (b.region == gtc::rt::Region::Temp && b.viewOf < 0)
@@ -361,6 +353,8 @@ int runModel(const Options &opts, mlir::ModuleOp module,
   compile.precision = opts.args.precision;
   compile.pad = !opts.args.noPad;
   compile.fuse = !opts.args.noFuse;
+  compile.checkpointEvery = opts.args.checkpointEvery;
+  compile.checkpointBudget = opts.args.checkpointBudget;
 
   if (opts.emit == Emit::Step) {
     auto step = gtc::lowerToStep(module, compile);
@@ -411,6 +405,12 @@ int runModel(const Options &opts, mlir::ModuleOp module,
     std::optional<gtc::rt::Plan> fp32;
     gtc::rt::Precision p = step->config.precision;
     if (p == gtc::rt::Precision::Bf16 || p == gtc::rt::Precision::Fp16) {
+      // Best effort: an fp32 plan that does not compile (a checkpoint
+      // budget it cannot meet) only leaves the comparison out.
+      mlir::ScopedDiagnosticHandler quiet(module.getContext(),
+                                          [](mlir::Diagnostic &) {
+                                            return mlir::success();
+                                          });
       gtc::CompileOptions f = compile;
       f.precision = "fp32";
       if (auto plan = gtc::compileStep(module, f); mlir::succeeded(plan))
@@ -500,6 +500,8 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
   compile.precision = opts.args.precision;
   compile.pad = !opts.args.noPad;
   compile.fuse = !opts.args.noFuse;
+  compile.checkpointEvery = opts.args.checkpointEvery;
+  compile.checkpointBudget = opts.args.checkpointBudget;
   mlir::FailureOr<gtc::rt::Plan> step = gtc::compileStep(module, compile);
   if (mlir::failed(step))
     return 1;

@@ -49,7 +49,10 @@ FailureOr<OwningOpRef<ModuleOp>> specialize(ModuleOp module,
     pm.addPass(createGtPadDimsPass());
   if (differentiate) {
     pm.addPass(createGtAutodiffPass());
-    pm.addPass(createGtCheckpointPass());
+    GtCheckpointPassOptions checkpoint;
+    checkpoint.every = options.checkpointEvery;
+    checkpoint.groups = options.checkpointGroups;
+    pm.addPass(createGtCheckpointPass(checkpoint));
   }
   if (differentiate && options.fuse)
     pm.addNestedPass<func::FuncOp>(createGtFusePass());
@@ -78,15 +81,115 @@ gtc::lowerToStep(ModuleOp module, const CompileOptions &options) {
   return specialize(module, options, /*differentiate=*/true);
 }
 
-FailureOr<rt::Plan> gtc::compileStep(ModuleOp module,
-                                     const CompileOptions &options) {
-  FailureOr<OwningOpRef<ModuleOp>> lowered = lowerToStep(module, options);
+namespace {
+
+FailureOr<rt::Plan> compileOnce(ModuleOp module,
+                                const CompileOptions &options) {
+  FailureOr<OwningOpRef<ModuleOp>> lowered = gtc::lowerToStep(module, options);
   if (failed(lowered))
     return failure();
   func::FuncOp step = findFunc(**lowered, kStepAttrName);
   if (!step)
     return module.emitError("the module has no model to train");
   return finishPlan(step, **lowered, options);
+}
+
+std::string mib(int64_t bytes) {
+  return std::to_string((bytes + (1 << 19)) >> 20) + " MiB";
+}
+
+/// `checkpoint = auto(budget: SIZE)`: no recomputation if the plan fits,
+/// else the fewest groups of one repeat iteration, in program order, whose
+/// plan's predicted peak fits (a search over plans: the peak depends on
+/// liveness, not on a sum of sizes). An unreachable budget is an error that
+/// names the smallest peak and the largest batch that fit.
+FailureOr<rt::Plan> compileForBudget(ModuleOp module, CompileOptions options,
+                                     Operation *where, int64_t budget) {
+  auto peak = [](const rt::Plan &p) { return p.memory().peak(); };
+  options.checkpointEvery = -1;
+  FailureOr<rt::Plan> none = compileOnce(module, options);
+  if (failed(none) || peak(*none) <= budget)
+    return none;
+  options.checkpointEvery = 1;
+  options.checkpointGroups = -1;
+  FailureOr<rt::Plan> all = compileOnce(module, options);
+  if (failed(all))
+    return failure();
+  if (peak(*all) > budget) {
+    // The largest batch whose plan fits with every iteration recomputed.
+    int64_t lo = 0, hi = options.batch;
+    while (lo + 1 < hi) {
+      CompileOptions o = options;
+      o.batch = (lo + hi) / 2;
+      FailureOr<rt::Plan> p = compileOnce(module, o);
+      if (failed(p))
+        return failure();
+      (peak(*p) <= budget ? lo : hi) = o.batch;
+    }
+    InFlightDiagnostic diag =
+        where->emitError("checkpoint = auto(budget: ")
+        << mib(budget) << ") cannot be met at batch " << options.batch
+        << ": the smallest predicted peak is " << mib(peak(*all))
+        << ", every repeat iteration recomputed (" << mib(peak(*none))
+        << " without checkpointing); ";
+    if (lo > 0)
+      diag << "the largest batch that fits is " << lo;
+    else
+      diag << "no batch fits; raise the budget";
+    return failure();
+  }
+  // The smallest number of recomputed groups that fits: doubling, then
+  // bisection (the peak falls as groups are added).
+  int64_t lo = 0, hi = 1;
+  FailureOr<rt::Plan> best = std::move(all);
+  for (;; hi *= 2) {
+    options.checkpointGroups = hi;
+    FailureOr<rt::Plan> p = compileOnce(module, options);
+    if (failed(p))
+      return failure();
+    if (peak(*p) <= budget) {
+      best = std::move(p);
+      break;
+    }
+    lo = hi; // (at the number of groups or more, every one is recomputed,
+             // which fits)
+  }
+  while (lo + 1 < hi) {
+    options.checkpointGroups = (lo + hi) / 2;
+    FailureOr<rt::Plan> p = compileOnce(module, options);
+    if (failed(p))
+      return failure();
+    if (peak(*p) <= budget) {
+      hi = options.checkpointGroups;
+      best = std::move(p);
+    } else {
+      lo = options.checkpointGroups;
+    }
+  }
+  return best;
+}
+
+} // namespace
+
+FailureOr<rt::Plan> gtc::compileStep(ModuleOp module,
+                                     const CompileOptions &options) {
+  if (options.checkpointBudget > 0)
+    return compileForBudget(module, options, module, options.checkpointBudget);
+  TrainOp train = findTrain(module);
+  auto c = train && options.checkpointEvery == 0
+               ? train->getAttrOfType<DictionaryAttr>("checkpoint")
+               : DictionaryAttr();
+  if (auto mode = c ? c.getAs<StringAttr>("mode") : StringAttr();
+      mode && mode.getValue() == "auto") {
+    auto budget = c.getAs<IntegerAttr>("budget");
+    if (!budget)
+      return train.emitError(
+          "checkpoint = auto without a budget is not implemented yet (it "
+          "would take the device's free memory); give auto(budget: SIZE), "
+          "every(n) or none");
+    return compileForBudget(module, options, train, budget.getInt());
+  }
+  return compileOnce(module, options);
 }
 
 FailureOr<rt::Plan> gtc::compileEval(ModuleOp module,

@@ -51,9 +51,11 @@ bool isLeaf(Operation *op) {
 
 class Checkpointer {
 public:
-  Checkpointer(func::FuncOp func, int64_t every) : func(func), every(every) {}
+  Checkpointer(func::FuncOp func, int64_t every, int64_t limit)
+      : func(func), every(every), limit(limit) {}
 
-  void run() {
+  /// False when the step has no repeat iteration to recompute.
+  bool run() {
     Block &block = func.getBody().front();
     Operation *seed = nullptr;
     for (Operation &op : block)
@@ -62,9 +64,12 @@ public:
         break;
       }
     if (!seed)
-      return;
+      return true;
     assignGroups(block, seed);
+    if (llvm::none_of(group, [](auto &e) { return e.second >= 0; }))
+      return false;
     recompute(block, seed);
+    return true;
   }
 
 private:
@@ -147,6 +152,8 @@ private:
       }
     }
     for (auto &[g, values] : wanted) {
+      if (limit >= 0 && g >= limit)
+        continue; // only the first `limit` groups
       // The group's ops those values depend on, in program order.
       llvm::SetVector<Operation *> ops;
       SmallVector<Value> work(values.begin(), values.end());
@@ -180,7 +187,7 @@ private:
   }
 
   func::FuncOp func;
-  int64_t every;
+  int64_t every, limit;
   DenseMap<Operation *, int64_t> group;
 };
 
@@ -202,20 +209,21 @@ struct GtCheckpointPass
             n = e.getInt();
           continue;
         }
-        train.emitError("checkpoint = ")
-            << mode.getValue()
-            << " is not implemented yet (gradient checkpointing chooses "
-               "values by a memory budget only later); use checkpoint = "
-               "every(n), which keeps the input of every n-th repeat "
-               "iteration, or none";
+        train.emitError("checkpoint = auto needs the memory plan: gtc run "
+                        "and gtc compile choose it (here, give every=N)");
         return signalPassFailure();
       }
     }
     if (n <= 0)
       return;
     for (auto f : module.getOps<func::FuncOp>())
-      if (f->hasAttr(kStepAttrName))
-        Checkpointer(f, n).run();
+      if (f->hasAttr(kStepAttrName) && !Checkpointer(f, n, groups).run()) {
+        f.emitError("checkpoint = every(")
+            << n
+            << ") recomputes repeat iterations, and this model has none "
+               "(no parameter is named <loop>.<i>...); remove the setting";
+        return signalPassFailure();
+      }
   }
 };
 

@@ -17,13 +17,21 @@ struct CompileOptions {
   bool pad = true;
   /// Fuse ops into kernels (gt-fuse).
   bool fuse = true;
+  /// gt-checkpoint: keep the input of every n-th repeat iteration (0: the
+  /// train block's `checkpoint` setting, -1: none), recomputing the first
+  /// `checkpointGroups` groups (-1: all).
+  int64_t checkpointEvery = 0, checkpointGroups = -1;
+  /// > 0: `checkpoint = auto(budget: this many bytes)`, whatever the train
+  /// block says (gtc run --checkpoint).
+  int64_t checkpointBudget = 0;
 };
 
 /// Compiles the training step of the module's model at a fixed batch size:
 /// gt-shape-inference{batch}, canonicalize, gt-autocast{precision},
-/// gt-pad-dims (unless !pad), gt-autodiff, gt-checkpoint (the train block's
-/// setting), gt-fuse (unless !fuse), then the
-/// plan. The module is not changed (the passes run on
+/// gt-pad-dims (unless !pad), gt-autodiff, gt-checkpoint, gt-fuse (unless
+/// !fuse), then the plan. With a checkpoint budget (the options' or the
+/// train block's `auto(budget: SIZE)`) it recomputes the fewest repeat
+/// iterations whose predicted peak fits it. The module is not changed (the passes run on
 /// a clone). Errors are emitted as diagnostics.
 mlir::FailureOr<rt::Plan> compileStep(mlir::ModuleOp module,
                                       const CompileOptions &options);

@@ -85,15 +85,21 @@ def GtCheckpointPass : Pass<"gt-checkpoint", "mlir::ModuleOp"> {
     every other value the backward reads is recomputed: the group's ops it
     depends on are cloned just before the group's first backward use, and
     the backward reads the clones, so the forward values die with the
-    forward. `checkpoint = auto` and `auto(budget: ...)` are not implemented
-    yet and are rejected with an error; `none` does nothing.
+    forward. `groups=k` recomputes only the first k groups (program order):
+    gtc run's `checkpoint = auto(budget: SIZE)` searches the smallest k
+    whose memory plan fits SIZE with it. The pass itself rejects the auto
+    modes (they need the memory plan, which comes after gt-fuse), and
+    every(n) on a model without repeat loops (nothing to recompute); `none`
+    does nothing.
 
     Example: `gtc-opt --gt-shape-inference=batch=2 --gt-autodiff
     --gt-checkpoint=every=1`.
   }];
   let options = [
     Option<"every", "every", "int64_t", /*default=*/"0",
-           "keep the input of every n-th repeat iteration (0: the train block's setting; -1: none)">
+           "keep the input of every n-th repeat iteration (0: the train block's setting; -1: none)">,
+    Option<"groups", "groups", "int64_t", /*default=*/"-1",
+           "recompute only the first this many groups (-1: all; gtc's search for a memory budget)">
   ];
   let dependentDialects = ["mlir::gt::GTDialect"];
 }

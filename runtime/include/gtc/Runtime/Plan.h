@@ -189,6 +189,17 @@ struct Plan {
   TrainConfig config;
 
   int64_t parameterCount() const;
+  /// Bytes of a training step's memory by kind, and their sum: the peak the
+  /// memory plan predicts (`gtc run --explain`; gt-checkpoint's budget).
+  struct Memory {
+    int64_t weights = 0, gradients = 0, optimizerState = 0, temporaries = 0,
+            inputs = 0, constants = 0, gemmWorkspace = 0;
+    int64_t peak() const {
+      return weights + gradients + optimizerState + temporaries + inputs +
+             constants + gemmWorkspace;
+    }
+  };
+  Memory memory() const;
   /// Whether training uses dynamic loss scaling (LossScaler): fp16 steps.
   bool scalesLoss() const;
 };

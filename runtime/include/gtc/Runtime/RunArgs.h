@@ -19,6 +19,9 @@ struct RunArgs {
   std::string device = "auto"; ///< cpu, cuda or auto
   std::optional<int64_t> batch;
   std::string precision; ///< empty: the train block's
+  /// --checkpoint: none (-1), every(N) (N), or 0 for the train block's
+  /// setting; auto(budget: SIZE) sets checkpointBudget (bytes) instead.
+  int64_t checkpointEvery = 0, checkpointBudget = 0;
   int64_t bench = 0;     ///< --bench N: time N steps instead of training
   bool explain = false, noPad = false, noFuse = false, dryRun = false;
   /// --data / --eval: replace the train block's files ("PATH", or
