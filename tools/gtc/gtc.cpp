@@ -61,12 +61,14 @@ commands:
 options:
   --emit=ast     print the syntax tree
   --emit=mlir    print the gt dialect IR (feed it to gtc-opt)
-  --emit=step    (run) print the training step IR after gt-autodiff
+  --emit=step    (run) print the training step IR after gt-autodiff,
+                 gt-checkpoint and gt-fuse
   --emit=plan    (run) print the compiled plan of the training step
   --emit=cuda    (run) print the generated CUDA kernels of the training step
   --explain      (run) print the memory plan (weights, gradients, optimizer
                  state, activations, workspace), each op's precision, the
-                 padded GEMMs and every kernel of a step (its ops, bytes
+                 padded GEMMs, what gradient checkpointing saves and
+                 recomputes, and every kernel of a step (its ops, bytes
                  moved, FLOPs) before training
   --dry-run      (run) compile, plan and print what --explain prints, then
                  exit without training; --device cuda plans the GPU program
@@ -230,6 +232,31 @@ void explainPrecision(const gtc::rt::Plan &plan, const gtc::rt::Plan *fp32,
                        temp(plan), gtc::rt::name(plan.config.precision), temp(*fp32),
                        std::fabs(d), d >= 0 ? "saved" : "more");
   }
+}
+
+/// With gradient checkpointing (gt-checkpoint), what it saves and costs
+/// against the same step without it: the predicted peak, the activations,
+/// and the FLOPs recomputed.
+void explainCheckpoint(const gtc::rt::Plan &plan, const gtc::rt::Plan &none,
+                       llvm::raw_ostream &os) {
+  auto flops = [](const gtc::rt::Plan &p) {
+    double f = 0;
+    for (const gtc::rt::Kernel &k : p.kernels)
+      f += gtc::rt::kernelFlops(p, k);
+    return f;
+  };
+  double extra = flops(plan) - flops(none);
+  if (plan.kernels.size() == none.kernels.size() && extra == 0)
+    return;
+  gtc::rt::Plan::Memory m = plan.memory(), n = none.memory();
+  os << llvm::format("gradient checkpointing: predicted peak %.2f MiB (%.2f "
+                     "without), activations and temporaries %.2f MiB (%.2f "
+                     "without); recomputation %.2f GFLOP a step (+%.1f%% of "
+                     "the counted FLOPs)\n",
+                     m.peak() / 1048576.0, n.peak() / 1048576.0,
+                     m.temporaries / 1048576.0, n.temporaries / 1048576.0,
+                     extra / 1e9,
+                     flops(none) > 0 ? 100.0 * extra / flops(none) : 0.0);
 }
 
 /// Prints the predicted memory of a training step, by kind.
@@ -417,6 +444,13 @@ int runModel(const Options &opts, mlir::ModuleOp module,
         fp32 = std::move(*plan);
     }
     explainPrecision(*step, fp32 ? &*fp32 : nullptr, llvm::outs());
+    {
+      gtc::CompileOptions n = compile;
+      n.checkpointEvery = -1;
+      n.checkpointBudget = 0;
+      if (auto none = gtc::compileStep(module, n); mlir::succeeded(none))
+        explainCheckpoint(*step, *none, llvm::outs());
+    }
     const gtc::rt::CudaProgram *program = nullptr;
     if (run.device == "cuda" && !(program = run.programFor(*step)))
       return 1;

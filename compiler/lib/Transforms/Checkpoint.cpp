@@ -2,8 +2,8 @@
 //
 // Gradient checkpointing on the training step that gt-autodiff builds: the
 // forward ops of `repeat` loops are grouped n iterations at a time; a group
-// keeps only what later groups (or ops outside the loops) read, and the
-// backward recomputes the rest from there. The iteration of an op comes
+// keeps only what another group's recomputation reads (its input, in
+// effect), and the backward recomputes the rest from there. The iteration of an op comes
 // from the parameters it reads (gtc names them `<loop>.<i>.<layer>...`) and
 // otherwise from its operands, so the pass needs nothing from the front end
 // beyond those names. Recomputed ops are clones placed just before their
