@@ -8,6 +8,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
+#include <fstream>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -125,6 +126,16 @@ void gtc::rt::parallelFor(int64_t n,
   if (n <= 0)
     return;
   Pool::get().run(n, fn, std::max<int64_t>(1, grain));
+}
+
+int64_t gtc::rt::availableMemory() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key, unit;
+  int64_t kib;
+  while (meminfo >> key >> kib >> unit)
+    if (key == "MemAvailable:")
+      return kib * 1024;
+  return 0;
 }
 
 void gtc::rt::setThreads(int n) {

@@ -13,7 +13,8 @@ const char *const gtc::rt::kRunOptionsHelp =
     R"(  --device D     cpu, cuda, or auto (the GPU if there is one; the default)
   --steps N      train N steps in all (counting resumed ones)
   --epochs N     train N epochs
-  --batch N      batch size
+  --batch N      batch size; auto: the largest whose predicted peak fits the
+                 checkpoint budget, or else 90% of the CPU's available memory
   --seed S       seed for initialization, shuffling and sampling
   --threads N    CPU threads (default: all cores)
   --log FILE     append metrics as JSON lines
@@ -166,6 +167,8 @@ ArgResult gtc::rt::parseRunArg(const std::vector<std::string> &args,
     out.eval = value;
   } else if (name == "--profile") {
     out.run.profilePath = value;
+  } else if (name == "--batch" && value == "auto") {
+    out.batchAuto = true;
   } else if (!count(name == "--seed" ? 0 : 1)) {
     return ArgResult::Error;
   } else if (name == "--steps") {

@@ -95,12 +95,14 @@ int main(int argc, char **argv) {
                                 " run gtc compile --precision " +
                                 opts.precision);
   bool checkpoint = opts.checkpointEvery != 0 || opts.checkpointBudget != 0;
-  if (opts.noPad || opts.noFuse || opts.explain || opts.dryRun || checkpoint)
-    return usageError(self, std::string(opts.noPad    ? "--no-pad"
-                                        : opts.noFuse ? "--no-fuse"
-                                        : opts.dryRun ? "--dry-run"
-                                        : checkpoint  ? "--checkpoint"
-                                                      : "--explain") +
+  if (opts.noPad || opts.noFuse || opts.explain || opts.dryRun || checkpoint ||
+      opts.batchAuto)
+    return usageError(self, std::string(opts.noPad       ? "--no-pad"
+                                        : opts.noFuse    ? "--no-fuse"
+                                        : opts.dryRun    ? "--dry-run"
+                                        : checkpoint     ? "--checkpoint"
+                                        : opts.batchAuto ? "--batch auto"
+                                                         : "--explain") +
                                 " applies when compiling: gtc run/compile");
   if (!rt::applyDataPaths(opts, step.config, error))
     return usageError(self, error);

@@ -355,6 +355,44 @@ void explainKernels(const gtc::rt::Plan &plan,
                      bytes / 1e9, flops / 1e12);
 }
 
+/// `--batch auto`: sets compile.batch to the largest batch whose predicted
+/// peak fits the checkpoint budget (every repeat iteration recomputed; the
+/// budget search then recomputes as few as fit), else, for a run on the
+/// CPU, 90% of the available memory. False with a message.
+bool chooseAutoBatch(mlir::ModuleOp module, gtc::CompileOptions &compile,
+                     bool cpu, std::string &error) {
+  int64_t budget = gtc::checkpointBudget(module, compile);
+  bool checkpointing = budget > 0;
+  std::string what = "the checkpoint budget, every repeat iteration "
+                     "recomputed";
+  if (!checkpointing) {
+    if (!cpu) {
+      error = "--batch auto needs a checkpoint budget here (--checkpoint "
+              "'auto(budget: SIZE)' or checkpoint = auto(budget: SIZE)): "
+              "reading the GPU's free memory is not implemented yet, and a "
+              "compiled executable runs elsewhere";
+      return false;
+    }
+    budget = gtc::rt::availableMemory() / 10 * 9;
+    what = "90% of the available memory";
+    if (budget <= 0) {
+      error = "--batch auto: this system does not say how much memory is "
+              "available (/proc/meminfo); give --batch N";
+      return false;
+    }
+  }
+  mlir::FailureOr<int64_t> batch =
+      gtc::largestBatch(module, compile, budget, checkpointing);
+  if (mlir::failed(batch))
+    return false;
+  compile.batch = *batch;
+  llvm::outs() << "batch auto: " << *batch
+               << ", the largest whose predicted peak fits "
+               << llvm::format("%.2f MiB", budget / 1048576.0) << " (" << what
+               << ")\n";
+  return true;
+}
+
 /// `gtc run`: compiles the step (and evaluation) plans and trains.
 int runModel(const Options &opts, mlir::ModuleOp module,
              llvm::ToolOutputFile *output) {
@@ -382,6 +420,12 @@ int runModel(const Options &opts, mlir::ModuleOp module,
   compile.fuse = !opts.args.noFuse;
   compile.checkpointEvery = opts.args.checkpointEvery;
   compile.checkpointBudget = opts.args.checkpointBudget;
+  if (opts.args.batchAuto &&
+      !chooseAutoBatch(module, compile, run.device == "cpu", error)) {
+    if (!error.empty())
+      llvm::errs() << "gtc: error: " << error << "\n";
+    return 1;
+  }
 
   if (opts.emit == Emit::Step) {
     auto step = gtc::lowerToStep(module, compile);
@@ -536,6 +580,13 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
   compile.fuse = !opts.args.noFuse;
   compile.checkpointEvery = opts.args.checkpointEvery;
   compile.checkpointBudget = opts.args.checkpointBudget;
+  std::string error;
+  if (opts.args.batchAuto &&
+      !chooseAutoBatch(module, compile, /*cpu=*/false, error)) {
+    if (!error.empty())
+      llvm::errs() << "gtc: error: " << error << "\n";
+    return 1;
+  }
   mlir::FailureOr<gtc::rt::Plan> step = gtc::compileStep(module, compile);
   if (mlir::failed(step))
     return 1;

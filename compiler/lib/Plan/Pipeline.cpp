@@ -169,27 +169,92 @@ FailureOr<rt::Plan> compileForBudget(ModuleOp module, CompileOptions options,
   return best;
 }
 
+/// The train block's `checkpoint` setting, unless the options override it.
+DictionaryAttr trainCheckpoint(ModuleOp module, const CompileOptions &options) {
+  TrainOp train = findTrain(module);
+  return train && options.checkpointEvery == 0 && options.checkpointBudget == 0
+             ? train->getAttrOfType<DictionaryAttr>("checkpoint")
+             : DictionaryAttr();
+}
+
+bool isAuto(DictionaryAttr c) {
+  auto mode = c ? c.getAs<StringAttr>("mode") : StringAttr();
+  return mode && mode.getValue() == "auto";
+}
+
 } // namespace
+
+int64_t gtc::checkpointBudget(ModuleOp module, const CompileOptions &options) {
+  if (options.checkpointBudget > 0)
+    return options.checkpointBudget;
+  DictionaryAttr c = trainCheckpoint(module, options);
+  auto budget = isAuto(c) ? c.getAs<IntegerAttr>("budget") : IntegerAttr();
+  return budget ? budget.getInt() : 0;
+}
 
 FailureOr<rt::Plan> gtc::compileStep(ModuleOp module,
                                      const CompileOptions &options) {
-  if (options.checkpointBudget > 0)
-    return compileForBudget(module, options, module, options.checkpointBudget);
-  TrainOp train = findTrain(module);
-  auto c = train && options.checkpointEvery == 0
-               ? train->getAttrOfType<DictionaryAttr>("checkpoint")
-               : DictionaryAttr();
-  if (auto mode = c ? c.getAs<StringAttr>("mode") : StringAttr();
-      mode && mode.getValue() == "auto") {
-    auto budget = c.getAs<IntegerAttr>("budget");
-    if (!budget)
-      return train.emitError(
-          "checkpoint = auto without a budget is not implemented yet (it "
-          "would take the device's free memory); give auto(budget: SIZE), "
-          "every(n) or none");
-    return compileForBudget(module, options, train, budget.getInt());
-  }
+  DictionaryAttr c = trainCheckpoint(module, options);
+  if (int64_t budget = checkpointBudget(module, options); budget > 0)
+    return compileForBudget(module, options,
+                            isAuto(c) ? findTrain(module).getOperation()
+                                      : module.getOperation(),
+                            budget);
+  if (isAuto(c))
+    return findTrain(module).emitError(
+        "checkpoint = auto without a budget is not implemented yet (it "
+        "would take the device's free memory); give auto(budget: SIZE), "
+        "every(n) or none");
   return compileOnce(module, options);
+}
+
+FailureOr<int64_t> gtc::largestBatch(ModuleOp module,
+                                     const CompileOptions &options,
+                                     int64_t budget, bool checkpointing) {
+  CompileOptions o = options;
+  if (checkpointing) {
+    o.checkpointEvery = 1;
+    o.checkpointGroups = -1;
+    o.checkpointBudget = 0;
+  }
+  int64_t smallest = 0;
+  auto fits = [&](int64_t batch) -> FailureOr<bool> {
+    o.batch = batch;
+    FailureOr<rt::Plan> plan = compileOnce(module, o);
+    if (failed(plan))
+      return failure();
+    if (batch == 1)
+      smallest = plan->memory().peak();
+    return plan->memory().peak() <= budget;
+  };
+  FailureOr<bool> one = fits(1);
+  if (failed(one))
+    return failure();
+  if (!*one)
+    return module.emitError("no batch fits ")
+           << mib(budget) << ": batch 1 needs " << mib(smallest)
+           << (checkpointing ? " with every repeat iteration recomputed" : "");
+  // Doubling, then bisection: the peak grows with the batch.
+  int64_t lo = 1, hi = 2;
+  constexpr int64_t kMaxBatch = int64_t(1) << 24;
+  for (; hi <= kMaxBatch; hi *= 2) {
+    FailureOr<bool> ok = fits(hi);
+    if (failed(ok))
+      return failure();
+    if (!*ok)
+      break;
+    lo = hi;
+  }
+  if (hi > kMaxBatch)
+    return lo;
+  while (lo + 1 < hi) {
+    int64_t mid = (lo + hi) / 2;
+    FailureOr<bool> ok = fits(mid);
+    if (failed(ok))
+      return failure();
+    (*ok ? lo : hi) = mid;
+  }
+  return lo;
 }
 
 FailureOr<rt::Plan> gtc::compileEval(ModuleOp module,

@@ -36,6 +36,18 @@ struct CompileOptions {
 mlir::FailureOr<rt::Plan> compileStep(mlir::ModuleOp module,
                                       const CompileOptions &options);
 
+/// The checkpoint budget in bytes that compileStep plans for: the options'
+/// or the train block's `auto(budget: SIZE)`; 0 without one.
+int64_t checkpointBudget(mlir::ModuleOp module, const CompileOptions &options);
+
+/// `--batch auto`: the largest batch whose training step's predicted peak
+/// fits `budget` bytes, every repeat iteration recomputed when
+/// `checkpointing` (then compileStep's budget search takes it from there),
+/// else as the options say. An error when not even batch 1 fits.
+mlir::FailureOr<int64_t> largestBatch(mlir::ModuleOp module,
+                                      const CompileOptions &options,
+                                      int64_t budget, bool checkpointing);
+
 /// Compiles the evaluation pass: the forward graph returning the loss and,
 /// when the loss is a cross_entropy, the accuracy of its logits.
 mlir::FailureOr<rt::Plan> compileEval(mlir::ModuleOp module,

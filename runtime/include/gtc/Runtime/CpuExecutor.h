@@ -31,6 +31,9 @@ void parallelFor(int64_t n, const std::function<void(int64_t, int64_t)> &fn,
                  int64_t grain = 1);
 /// Sets the number of threads (0: the machine's cores). Also OpenBLAS's.
 void setThreads(int threads);
+/// Bytes of memory available to start new work without swapping (Linux's
+/// MemAvailable), or 0 if unknown.
+int64_t availableMemory();
 int threads();
 
 /// Whether the CPU executor runs kernels of `kind` (every kind of Ops.def;

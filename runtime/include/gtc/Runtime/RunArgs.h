@@ -18,6 +18,8 @@ namespace gtc::rt {
 struct RunArgs {
   std::string device = "auto"; ///< cpu, cuda or auto
   std::optional<int64_t> batch;
+  /// --batch auto: the largest batch whose predicted peak fits the memory.
+  bool batchAuto = false;
   std::string precision; ///< empty: the train block's
   /// --checkpoint: none (-1), every(N) (N), or 0 for the train block's
   /// setting; auto(budget: SIZE) sets checkpointBudget (bytes) instead.
