@@ -116,15 +116,13 @@ FailureOr<rt::Plan> compileForBudget(ModuleOp module, CompileOptions options,
   if (failed(all))
     return failure();
   if (peak(*all) > budget) {
-    // The largest batch whose plan fits with every iteration recomputed.
-    int64_t lo = 0, hi = options.batch;
-    while (lo + 1 < hi) {
-      CompileOptions o = options;
-      o.batch = (lo + hi) / 2;
-      FailureOr<rt::Plan> p = compileOnce(module, o);
-      if (failed(p))
-        return failure();
-      (peak(*p) <= budget ? lo : hi) = o.batch;
+    // The largest batch whose plan fits with every iteration recomputed
+    // (none fits: its error is this one's).
+    FailureOr<int64_t> fits;
+    {
+      ScopedDiagnosticHandler quiet(module.getContext(),
+                                    [](Diagnostic &) { return success(); });
+      fits = gtc::largestBatch(module, options, budget, /*checkpointing=*/true);
     }
     InFlightDiagnostic diag =
         where->emitError("checkpoint = auto(budget: ")
@@ -132,8 +130,8 @@ FailureOr<rt::Plan> compileForBudget(ModuleOp module, CompileOptions options,
         << ": the smallest predicted peak is " << mib(peak(*all))
         << ", every repeat iteration recomputed (" << mib(peak(*none))
         << " without checkpointing); ";
-    if (lo > 0)
-      diag << "the largest batch that fits is " << lo;
+    if (succeeded(fits))
+      diag << "the largest batch that fits is " << *fits;
     else
       diag << "no batch fits; raise the budget";
     return failure();

@@ -74,8 +74,8 @@ public:
 
 private:
   /// Group of every forward op: -1 outside the loops, else a number in
-  /// program order for (loop, iteration / every). An op reading a
-  /// parameter has that parameter's group (-1 for one outside the loops);
+  /// program order for (loop, iteration / every). An op reading parameters
+  /// has the latest group among theirs (-1 if all are outside the loops);
   /// another op the latest group among its operands, while an op after it
   /// still reads that group's parameters (inside the block), else -1: a
   /// block's output and what follows the loop are not recomputed.
