@@ -27,7 +27,8 @@ const char *const gtc::rt::kRunOptionsHelp =
   --precision P  fp32, tf32 (cuBLASLt's TF32 GEMMs on a GPU), bf16 or fp16
                  (gt-autocast; fp16 with dynamic loss scaling)
   --checkpoint C gradient checkpointing instead of the train block's: none,
-                 'every(N)' or 'auto(budget: SIZE)' (e.g. 6GiB)
+                 'every(N)', 'auto(budget: SIZE)' (e.g. 6GiB) or auto (90%
+                 of the free memory; the CPU's only, for now)
   --no-pad       keep GEMM dimensions as written (no gt-pad-dims)
   --no-fuse      one kernel per op (no gt-fuse; for comparisons)
   --data PATH    the training data instead of the train block's file
@@ -76,12 +77,11 @@ bool parseCheckpoint(std::string value, RunArgs &out, std::string &error) {
         return true;
       }
   } else if (value == "auto") {
-    error = "--checkpoint auto without a budget is not implemented yet (it "
-            "would take the device's free memory); give 'auto(budget: SIZE)'";
-    return false;
+    out.checkpointBudget = -1; // the device's free memory
+    return true;
   }
-  error = "--checkpoint needs none, 'every(N)' (N >= 1) or 'auto(budget: "
-          "SIZE)' (e.g. 6GiB), got '" + value + "'";
+  error = "--checkpoint needs none, 'every(N)' (N >= 1), 'auto(budget: "
+          "SIZE)' (e.g. 6GiB) or auto, got '" + value + "'";
   return false;
 }
 

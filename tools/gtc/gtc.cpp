@@ -355,29 +355,43 @@ void explainKernels(const gtc::rt::Plan &plan,
                      bytes / 1e9, flops / 1e12);
 }
 
+/// --checkpoint's budget: as given, or for `auto`, 90% of the device's
+/// memory (known for a run on the CPU). False with a message.
+bool setCheckpointBudget(const gtc::rt::RunArgs &args,
+                         gtc::CompileOptions &compile, std::string &error) {
+  compile.checkpointBudget = args.checkpointBudget;
+  if (args.checkpointBudget >= 0)
+    return true;
+  compile.checkpointBudget = compile.deviceMemory / 10 * 9;
+  if (compile.checkpointBudget > 0)
+    return true;
+  error = "--checkpoint auto plans for the device's free memory, which gtc "
+          "reads only on the CPU it runs on for now (a compiled executable "
+          "runs elsewhere); give 'auto(budget: SIZE)'";
+  return false;
+}
+
 /// `--batch auto`: sets compile.batch to the largest batch whose predicted
 /// peak fits the checkpoint budget (every repeat iteration recomputed; the
-/// budget search then recomputes as few as fit), else, for a run on the
-/// CPU, 90% of the available memory. False with a message.
+/// budget search then recomputes as few as fit), else 90% of the device's
+/// memory (known for a run on the CPU). False with a message.
 bool chooseAutoBatch(mlir::ModuleOp module, gtc::CompileOptions &compile,
-                     bool cpu, std::string &error) {
+                     std::string &error) {
   int64_t budget = gtc::checkpointBudget(module, compile);
   bool checkpointing = budget > 0;
-  std::string what = "the checkpoint budget, every repeat iteration "
-                     "recomputed";
+  std::string what = (budget == compile.deviceMemory / 10 * 9
+                          ? "the checkpoint budget: 90% of the available "
+                            "memory"
+                          : "the checkpoint budget") +
+                     std::string(", every repeat iteration recomputed");
   if (!checkpointing) {
-    if (!cpu) {
-      error = "--batch auto needs a checkpoint budget here (--checkpoint "
-              "'auto(budget: SIZE)' or checkpoint = auto(budget: SIZE)): "
-              "reading the GPU's free memory is not implemented yet, and a "
-              "compiled executable runs elsewhere";
-      return false;
-    }
-    budget = gtc::rt::availableMemory() / 10 * 9;
+    budget = compile.deviceMemory / 10 * 9;
     what = "90% of the available memory";
     if (budget <= 0) {
-      error = "--batch auto: this system does not say how much memory is "
-              "available (/proc/meminfo); give --batch N";
+      error = "--batch auto needs a checkpoint budget here (--checkpoint "
+              "'auto(budget: SIZE)' or checkpoint = auto(budget: SIZE)): "
+              "gtc reads the free memory only of the CPU it runs on, not "
+              "yet of a GPU, and a compiled executable runs elsewhere";
       return false;
     }
   }
@@ -419,9 +433,10 @@ int runModel(const Options &opts, mlir::ModuleOp module,
   compile.pad = !opts.args.noPad;
   compile.fuse = !opts.args.noFuse;
   compile.checkpointEvery = opts.args.checkpointEvery;
-  compile.checkpointBudget = opts.args.checkpointBudget;
-  if (opts.args.batchAuto &&
-      !chooseAutoBatch(module, compile, run.device == "cpu", error)) {
+  if (run.device == "cpu")
+    compile.deviceMemory = gtc::rt::availableMemory();
+  if (!setCheckpointBudget(opts.args, compile, error) ||
+      (opts.args.batchAuto && !chooseAutoBatch(module, compile, error))) {
     if (!error.empty())
       llvm::errs() << "gtc: error: " << error << "\n";
     return 1;
@@ -579,10 +594,9 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
   compile.pad = !opts.args.noPad;
   compile.fuse = !opts.args.noFuse;
   compile.checkpointEvery = opts.args.checkpointEvery;
-  compile.checkpointBudget = opts.args.checkpointBudget;
   std::string error;
-  if (opts.args.batchAuto &&
-      !chooseAutoBatch(module, compile, /*cpu=*/false, error)) {
+  if (!setCheckpointBudget(opts.args, compile, error) ||
+      (opts.args.batchAuto && !chooseAutoBatch(module, compile, error))) {
     if (!error.empty())
       llvm::errs() << "gtc: error: " << error << "\n";
     return 1;

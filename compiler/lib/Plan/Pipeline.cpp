@@ -186,8 +186,11 @@ int64_t gtc::checkpointBudget(ModuleOp module, const CompileOptions &options) {
   if (options.checkpointBudget > 0)
     return options.checkpointBudget;
   DictionaryAttr c = trainCheckpoint(module, options);
-  auto budget = isAuto(c) ? c.getAs<IntegerAttr>("budget") : IntegerAttr();
-  return budget ? budget.getInt() : 0;
+  if (!isAuto(c))
+    return 0;
+  if (auto budget = c.getAs<IntegerAttr>("budget"))
+    return budget.getInt();
+  return options.deviceMemory / 10 * 9;
 }
 
 FailureOr<rt::Plan> gtc::compileStep(ModuleOp module,
@@ -200,9 +203,9 @@ FailureOr<rt::Plan> gtc::compileStep(ModuleOp module,
                             budget);
   if (isAuto(c))
     return findTrain(module).emitError(
-        "checkpoint = auto without a budget is not implemented yet (it "
-        "would take the device's free memory); give auto(budget: SIZE), "
-        "every(n) or none");
+        "checkpoint = auto without a budget plans for the device's free "
+        "memory, which gtc reads only on the CPU for now; give auto(budget: "
+        "SIZE), every(n) or none");
   return compileOnce(module, options);
 }
 

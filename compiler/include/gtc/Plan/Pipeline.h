@@ -24,6 +24,10 @@ struct CompileOptions {
   /// > 0: `checkpoint = auto(budget: this many bytes)`, whatever the train
   /// block says (gtc run --checkpoint).
   int64_t checkpointBudget = 0;
+  /// Bytes of memory the step may use on the device it runs on (0: not
+  /// known): `checkpoint = auto` without a budget plans for 90% of it. The
+  /// runtime measures it; the compiler never asks a device.
+  int64_t deviceMemory = 0;
 };
 
 /// Compiles the training step of the module's model at a fixed batch size:
@@ -37,7 +41,8 @@ mlir::FailureOr<rt::Plan> compileStep(mlir::ModuleOp module,
                                       const CompileOptions &options);
 
 /// The checkpoint budget in bytes that compileStep plans for: the options'
-/// or the train block's `auto(budget: SIZE)`; 0 without one.
+/// or the train block's `auto(budget: SIZE)`, or 90% of deviceMemory for
+/// `auto`; 0 without one.
 int64_t checkpointBudget(mlir::ModuleOp module, const CompileOptions &options);
 
 /// `--batch auto`: the largest batch whose training step's predicted peak

@@ -22,7 +22,8 @@ struct RunArgs {
   bool batchAuto = false;
   std::string precision; ///< empty: the train block's
   /// --checkpoint: none (-1), every(N) (N), or 0 for the train block's
-  /// setting; auto(budget: SIZE) sets checkpointBudget (bytes) instead.
+  /// setting; auto(budget: SIZE) sets checkpointBudget (bytes) instead, and
+  /// auto sets it to -1 (the device's free memory).
   int64_t checkpointEvery = 0, checkpointBudget = 0;
   int64_t bench = 0;     ///< --bench N: time N steps instead of training
   bool explain = false, noPad = false, noFuse = false, dryRun = false;
