@@ -58,7 +58,7 @@ if [ "$ONLY" = all ]; then
 # 1. Every op's kernels (forward and backward) against the CPU.
 "$BIN/gtc-gpu-check" "$GTC" > "$OUT/ops-fp32.txt" 2>&1; s=$?
 cat "$OUT/ops-fp32.txt"
-row "ops fwd+bwd vs CPU, fp32 (16 models, rel err <= 1e-4)" "$(verdict $s)"
+row "ops fwd+bwd vs CPU, fp32 ($(grep -c PASS "$OUT/ops-fp32.txt") models, rel err <= 1e-4)" "$(verdict $s)"
 "$BIN/gtc-gpu-check" "$GTC" --precision tf32 > "$OUT/ops-tf32.txt" 2>&1; s=$?
 tail -1 "$OUT/ops-tf32.txt"
 row "ops fwd+bwd vs CPU, tf32 GEMMs (rel err <= 5e-3)" "$(verdict $s)"

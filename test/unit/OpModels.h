@@ -105,6 +105,13 @@ inline const std::vector<OpModel> &opModels() {
     g = attention(linear(x, 128), heads: 1, causal: false)
     loss = sum(h * h) + sum(g * g)
   })", 2, 3, 8},
+      // The other two: heads of 64 without the mask, 128 with it.
+      {"TensorCoreAttentionTilesSwapped", R"(model m {
+    input x: f32[B, 200, 8]
+    h = attention(linear(x, 128), heads: 2, causal: false)
+    g = attention(linear(x, 128), heads: 1, causal: true)
+    loss = sum(h * h) + sum(g * g)
+  })", 2, 3, 8},
       {"EmbeddingAndCrossEntropy", R"(model m {
     input t: i32[B, 4]
     label y: i32[B, 4]
