@@ -175,8 +175,20 @@ __device__ __forceinline__ void store_row(E *out, const float (&c)[NT][4], int r
     *reinterpret_cast<u32 *>(out + n * 8 + c2) =
         pack2(c[n][2 * r] * scale, c[n][2 * r + 1] * scale);
 }
-// The half (row g or g + 8) of an accumulator's element e.
-__device__ __forceinline__ constexpr int r_of(int e) { return e >> 1; }
+// f(i, n, e, row, col) for each element e of this thread's share of a
+// warp's MW x NT accumulator tiles: row (of the warp's 16 MW) and column
+// (of 8 NT) in the PTX ISA's m16n8 layout.
+template <int MW, int NT, typename F>
+__device__ __forceinline__ void for_each_acc(F f) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, c2 = (lane & 3) * 2;
+#pragma unroll
+  for (int i = 0; i < MW; ++i)
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        f(i, n, e, 16 * i + g + 8 * (e >> 1), n * 8 + c2 + (e & 1));
+}
 template <int MW, int NT>
 __device__ __forceinline__ void zero(float (&c)[MW][NT][4]) {
 #pragma unroll
@@ -254,16 +266,11 @@ const char *kForwardBody = R"CU(  extern __shared__ __align__(16) unsigned char 
       mma_frags<MW, HD / 16, STEP / 8>(s, qa, ks);
       // Masks only on the tiles that need them (warp-uniform).
       if (k0 + STEP > T || (CAUSAL && k0 + STEP - 1 > q0 + r0))
-#pragma unroll
-        for (int i = 0; i < MW; ++i)
-#pragma unroll
-          for (int n = 0; n < STEP / 8; ++n)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const int q = q0 + r0 + 16 * i + g + 8 * (e >> 1), key = k0 + n * 8 + c2 + (e & 1);
-              if (key >= T || (CAUSAL && key > q))
-                s[i][n][e] = -GTC_INF;
-            }
+        for_each_acc<MW, STEP / 8>([&](int i, int n, int e, int row, int col) {
+          const int q = q0 + r0 + row, key = k0 + col;
+          if (key >= T || (CAUSAL && key > q))
+            s[i][n][e] = -GTC_INF;
+        });
       // Online softmax in base 2 on unscaled scores (SCALE2 > 0 keeps the
       // max): p = 2^(s SCALE2 - max) in one FFMA and one MUFU op.
 #pragma unroll
@@ -381,29 +388,19 @@ const char *kDqBody = R"CU(  extern __shared__ __align__(16) unsigned char smem[
       zero(dp);
       mma_frags<MW, HD / 16, STEP / 8>(s, qa, ks);
       mma_frags<MW, HD / 16, STEP / 8>(dp, ga, vs);
-#pragma unroll
-      for (int i = 0; i < MW; ++i)
-#pragma unroll
-        for (int n = 0; n < STEP / 8; ++n)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const float p = ex2(fmaf(s[i][n][e], SCALE2, -lse2[i][r_of(e)]));
-            s[i][n][e] = p * (dp[i][n][e] - delta[i][r_of(e)]);
-          }
+      for_each_acc<MW, STEP / 8>([&](int i, int n, int e, int, int) {
+        const float p = ex2(fmaf(s[i][n][e], SCALE2, -lse2[i][e >> 1]));
+        s[i][n][e] = p * (dp[i][n][e] - delta[i][e >> 1]);
+      });
       // Masks only on the tiles that need them (warp-uniform): keys past T
       // (zero rows of K, but p may overflow there), queries past T, the
       // causal diagonal.
       if (k0 + STEP > T || q0 + r0 + 16 * MW > T || (CAUSAL && k0 + STEP - 1 > q0 + r0))
-#pragma unroll
-        for (int i = 0; i < MW; ++i)
-#pragma unroll
-          for (int n = 0; n < STEP / 8; ++n)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const int q = q0 + r0 + 16 * i + g + 8 * r_of(e), key = k0 + n * 8 + c2 + (e & 1);
-              if (key >= T || q >= T || (CAUSAL && key > q))
-                s[i][n][e] = 0.f;
-            }
+        for_each_acc<MW, STEP / 8>([&](int i, int n, int e, int row, int col) {
+          const int q = q0 + r0 + row, key = k0 + col;
+          if (key >= T || q >= T || (CAUSAL && key > q))
+            s[i][n][e] = 0.f;
+        });
       mma_regs<MW, STEP / 16, HD / 8>(dq, s, ks);
     }
     __syncthreads();
@@ -490,16 +487,11 @@ const char *kDkdvBody = R"CU(  extern __shared__ __align__(16) unsigned char sme
       // T, the causal diagonal. Keys past T only touch their own rows of
       // dk and dv, which are not stored.
       if (q0 + STEP > T || (CAUSAL && k0 + r0 + 16 * MW - 1 > q0))
-#pragma unroll
-        for (int i = 0; i < MW; ++i)
-#pragma unroll
-          for (int n = 0; n < STEP / 8; ++n)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const int key = k0 + r0 + 16 * i + g + 8 * r_of(e), q = q0 + n * 8 + c2 + (e & 1);
-              if (q >= T || (CAUSAL && key > q))
-                s[i][n][e] = dp[i][n][e] = 0.f;
-            }
+        for_each_acc<MW, STEP / 8>([&](int i, int n, int e, int row, int col) {
+          const int key = k0 + r0 + row, q = q0 + col;
+          if (q >= T || (CAUSAL && key > q))
+            s[i][n][e] = dp[i][n][e] = 0.f;
+        });
       mma_regs<MW, STEP / 16, HD / 8>(dv, s, gs);
       mma_regs<MW, STEP / 16, HD / 8>(dk, dp, qs);
     }
