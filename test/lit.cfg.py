@@ -25,8 +25,14 @@ llvm_config.add_tool_substitutions(["gtc", "gtc-opt"], [config.gtc_tools_dir])
 
 # The PyTorch parity tests (test/Parity) need a Python with torch and numpy
 # (Debian's python3-torch; tools/dev.sh installs it).
+import shutil
 import subprocess
+candidates = []
 for python in ("python3", "/usr/bin/python3"):
+    path = shutil.which(python)
+    if path and os.path.realpath(path) not in map(os.path.realpath, candidates):
+        candidates.append(path)
+for python in candidates:
     try:
         probe = subprocess.run([python, "-c", "import torch, numpy"],
                                capture_output=True)

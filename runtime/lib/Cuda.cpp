@@ -594,7 +594,8 @@ struct CudaExecutor::Impl {
   CUstream compute = nullptr, copy = nullptr;
   CUdeviceptr arena = 0, inputs[2] = {0, 0}, workspace = 0, state = 0;
   CUdeviceptr scratch = 0; ///< the program's kWorkspace memory
-  size_t arenaBytes = 0, workspaceBytes = 32 << 20, stateBytes = 0;
+  size_t arenaBytes = 0, workspaceBytes = Plan::kGemmWorkspaceBytes,
+         stateBytes = 0;
   size_t measured = 0; ///< device memory this executor took (cuMemGetInfo)
   std::map<Region, size_t> regionOffset; ///< bytes into the arena
   void *staged[2] = {nullptr, nullptr};  ///< pinned copies of the inputs
@@ -1126,13 +1127,12 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
   for (const std::vector<CudaLaunch> &ls : program.kernels)
     for (const CudaLaunch &s : ls) {
       bool ok = true;
-      if (s.kind == CudaLaunch::Kind::Kernel)
+      if (s.kind == CudaLaunch::Kind::Kernel) {
         ok = s.offsets.empty() || s.offsets.size() == s.buffers.size();
-      if (s.kind == CudaLaunch::Kind::Kernel)
         for (int id : s.buffers)
           ok = ok && (valid(id) || (id == CudaLaunch::kWorkspace &&
                                     program.workspaceBytes > 0));
-      else if (s.kind == CudaLaunch::Kind::Gemm)
+      } else if (s.kind == CudaLaunch::Kind::Gemm)
         ok = valid(s.a) && valid(s.b) && valid(s.c) &&
              (s.bias == -1 || valid(s.bias));
       else

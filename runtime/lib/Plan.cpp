@@ -236,7 +236,7 @@ Plan::Memory Plan::memory() const {
   m.temporaries = bytes(Region::Temp);
   m.inputs = 2 * bytes(Region::Input); // two slots on a GPU
   m.constants = bytes(Region::Const);
-  m.gemmWorkspace = int64_t(32) << 20; // cuBLASLt's, on a GPU
+  m.gemmWorkspace = kGemmWorkspaceBytes;
   return m;
 }
 

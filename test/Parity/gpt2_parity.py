@@ -245,7 +245,6 @@ def main():
     work = args.dir or tempfile.mkdtemp(prefix="gtc-parity-")
     os.makedirs(work, exist_ok=True)
     dev = torch.device(args.device)
-    torch.manual_seed(0)
     if args.device == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False

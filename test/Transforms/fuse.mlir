@@ -396,6 +396,28 @@ func.func @layernorm_grad_bias(%dy: tensor<2x4x8xbf16>, %x: tensor<2x4x8xf32>, %
 
 // -----
 
+// The backward's first norm has no residual add: dx's cast and the bias
+// gradient over it join the region just the same.
+// CHECK-LABEL: func.func @layernorm_grad_first
+// CHECK:      %[[F:.*]]:4 = gt.fused "norm"
+// CHECK:        %[[DX:.*]], %[[DW:.*]], %[[DB:.*]] = gt.layernorm_grad
+// CHECK-NEXT:   %[[TC:.*]] = gt.cast %[[DX]] : tensor<2x4x8xf32> -> tensor<2x4x8xbf16>
+// CHECK-NEXT:   %[[S:.*]] = gt.sum_to %[[TC]] : tensor<2x4x8xbf16> -> tensor<8xbf16>
+// CHECK-NEXT:   %[[SF:.*]] = gt.cast %[[S]] : tensor<8xbf16> -> tensor<8xf32>
+// CHECK-NEXT:   gt.yield %[[DW]], %[[DB]], %[[TC]], %[[SF]]
+func.func @layernorm_grad_first(%dy: tensor<2x4x8xf32>, %x: tensor<2x4x8xf32>, %w: tensor<8xf32>, %h: tensor<8x16xbf16>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8x16xf32>, tensor<8xf32>) {
+  %dx, %dw, %db = gt.layernorm_grad %dy, %x, %w : tensor<2x4x8xf32>, tensor<8xf32>
+  %2 = gt.cast %dx : tensor<2x4x8xf32> -> tensor<2x4x8xbf16>
+  %3 = gt.reshape %2 : tensor<2x4x8xbf16> -> tensor<8x8xbf16>
+  %4 = gt.matmul %3, %h <{transpose_a = true}> : tensor<8x8xbf16>, tensor<8x16xbf16>
+  %5 = gt.cast %4 : tensor<8x16xbf16> -> tensor<8x16xf32>
+  %6 = gt.sum_to %3 : tensor<8x8xbf16> -> tensor<8xbf16>
+  %7 = gt.cast %6 : tensor<8xbf16> -> tensor<8xf32>
+  return %dw, %db, %5, %7 : tensor<8xf32>, tensor<8xf32>, tensor<8x16xf32>, tensor<8xf32>
+}
+
+// -----
+
 // Without a norm region, the linear's bias gradient stays with its dW GEMM
 // (BGRADB): a sum_to over a view of a plain value.
 // CHECK-LABEL: func.func @bias_gradient_gemm

@@ -151,9 +151,9 @@ TEST(PlanTest, ParameterInitIsIndependentOfThreads) {
   std::optional<rt::Plan> plan = test::compilePlan(R"(model m {
     input x: f32[B, 300]
     param w: f32[300, 1000] = normal(0.02)
-    param u: f32[1000] = uniform(-0.5, 0.5)
+    param u: f32[200000] = uniform(-0.5, 0.5)
     param o: f32[1000] = ones
-    loss = mean(matmul(x, w) * u * o)
+    loss = mean(matmul(x, w) * o) + mean(u)
   })", 2, errors);
   ASSERT_TRUE(plan.has_value()) << errors;
   int64_t n = plan->regionSize.at(rt::Region::Param);

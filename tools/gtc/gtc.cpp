@@ -221,8 +221,7 @@ void explainPrecision(const gtc::rt::Plan &plan, const gtc::rt::Plan *fp32,
   }
   if (fp32) {
     auto temp = [](const gtc::rt::Plan &p) {
-      auto it = p.regionSize.find(gtc::rt::Region::Temp);
-      return it == p.regionSize.end() ? 0.0 : it->second * 4 / 1048576.0;
+      return p.memory().temporaries / 1048576.0;
     };
     // 16-bit activations save memory; the 16-bit weight copies cost some
     // (small batches can come out behind).
@@ -245,9 +244,7 @@ void explainCheckpoint(const gtc::rt::Plan &plan, const gtc::rt::Plan &none,
       f += gtc::rt::kernelFlops(p, k);
     return f;
   };
-  double extra = flops(plan) - flops(none);
-  if (plan.kernels.size() == none.kernels.size() && extra == 0)
-    return;
+  double base = flops(none), extra = flops(plan) - base;
   gtc::rt::Plan::Memory m = plan.memory(), n = none.memory();
   os << llvm::format("gradient checkpointing: predicted peak %.2f MiB (%.2f "
                      "without), activations and temporaries %.2f MiB (%.2f "
@@ -255,8 +252,7 @@ void explainCheckpoint(const gtc::rt::Plan &plan, const gtc::rt::Plan &none,
                      "the counted FLOPs)\n",
                      m.peak() / 1048576.0, n.peak() / 1048576.0,
                      m.temporaries / 1048576.0, n.temporaries / 1048576.0,
-                     extra / 1e9,
-                     flops(none) > 0 ? 100.0 * extra / flops(none) : 0.0);
+                     extra / 1e9, base > 0 ? 100.0 * extra / base : 0.0);
 }
 
 /// Prints the predicted memory of a training step, by kind.
@@ -272,16 +268,14 @@ void explainPlan(const gtc::rt::Plan &plan, llvm::raw_ostream &os) {
               {"inputs (two slots on a GPU)", m.inputs},
               {"constants", m.constants},
               {"GEMM workspace (GPU)", m.gemmWorkspace}};
-  int64_t total = 0, naive = 0;
+  int64_t naive = 0;
   for (const gtc::rt::Buffer &b : plan.buffers)
     if (b.region == gtc::rt::Region::Temp && b.viewOf < 0)
       naive += b.slots() * 4;
   os << "memory plan of " << plan.model << " at batch " << plan.batch << ":\n";
-  for (const Row &r : rows) {
+  for (const Row &r : rows)
     os << llvm::format("  %-44s %10.2f MiB\n", r.what, r.bytes / 1048576.0);
-    total += r.bytes;
-  }
-  os << llvm::format("  %-44s %10.2f MiB\n", "predicted peak", total / 1048576.0);
+  os << llvm::format("  %-44s %10.2f MiB\n", "predicted peak", m.peak() / 1048576.0);
   os << llvm::format("  (temporaries without reuse would need %.2f MiB)\n",
                      naive / 1048576.0);
   os << "  " << plan.kernels.size() << " kernels per step, "
@@ -355,54 +349,50 @@ void explainKernels(const gtc::rt::Plan &plan,
                      bytes / 1e9, flops / 1e12);
 }
 
-/// --checkpoint's budget: as given, or for `auto`, 90% of the device's
-/// memory (known for a run on the CPU). False with a message.
-bool setCheckpointBudget(const gtc::rt::RunArgs &args,
-                         gtc::CompileOptions &compile, std::string &error) {
-  compile.checkpointBudget = args.checkpointBudget;
-  if (args.checkpointBudget >= 0)
+/// The compile options of gtc run and gtc compile: the train block's batch
+/// unless --batch says, and the options' precision, padding, fusion and
+/// checkpointing; `deviceMemory` is what the step may use (0: unknown).
+/// With --batch auto, the largest batch whose predicted peak fits the
+/// checkpoint budget (every repeat iteration recomputed; compileStep's
+/// search then recomputes as few as fit), else 90% of deviceMemory. False
+/// after printing the error.
+bool compileOptions(const Options &opts, mlir::ModuleOp module,
+                    mlir::gt::TrainOp trainOp, int64_t deviceMemory,
+                    gtc::CompileOptions &compile) {
+  compile.batch = opts.args.batch.value_or(32);
+  if (!opts.args.batch && trainOp)
+    if (auto b = trainOp->getAttrOfType<mlir::IntegerAttr>("batch"))
+      compile.batch = b.getInt();
+  compile.precision = opts.args.precision;
+  compile.pad = !opts.args.noPad;
+  compile.fuse = !opts.args.noFuse;
+  compile.checkpointEvery = opts.args.checkpointEvery;
+  compile.checkpointBudget = opts.args.checkpointBudget;
+  compile.deviceMemory = deviceMemory;
+  if (!opts.args.batchAuto)
     return true;
-  compile.checkpointBudget = compile.deviceMemory / 10 * 9;
-  if (compile.checkpointBudget > 0)
-    return true;
-  error = "--checkpoint auto plans for the device's free memory, which gtc "
-          "reads only on the CPU it runs on for now (a compiled executable "
-          "runs elsewhere); give 'auto(budget: SIZE)'";
-  return false;
-}
-
-/// `--batch auto`: sets compile.batch to the largest batch whose predicted
-/// peak fits the checkpoint budget (every repeat iteration recomputed; the
-/// budget search then recomputes as few as fit), else 90% of the device's
-/// memory (known for a run on the CPU). False with a message.
-bool chooseAutoBatch(mlir::ModuleOp module, gtc::CompileOptions &compile,
-                     std::string &error) {
   int64_t budget = gtc::checkpointBudget(module, compile);
   bool checkpointing = budget > 0;
-  std::string what = (budget == compile.deviceMemory / 10 * 9
-                          ? "the checkpoint budget: 90% of the available "
-                            "memory"
-                          : "the checkpoint budget") +
-                     std::string(", every repeat iteration recomputed");
-  if (!checkpointing) {
-    budget = compile.deviceMemory / 10 * 9;
-    what = "90% of the available memory";
-    if (budget <= 0) {
-      error = "--batch auto needs a checkpoint budget here (--checkpoint "
-              "'auto(budget: SIZE)' or checkpoint = auto(budget: SIZE)): "
-              "gtc reads the free memory only of the CPU it runs on, not "
-              "yet of a GPU, and a compiled executable runs elsewhere";
-      return false;
-    }
+  if (!checkpointing && (budget = gtc::memoryBudget(compile)) <= 0) {
+    llvm::errs() << "gtc: error: --batch auto needs a checkpoint budget here "
+                    "(--checkpoint 'auto(budget: SIZE)' or checkpoint = "
+                    "auto(budget: SIZE)): gtc reads the free memory only of "
+                    "the CPU it runs on, not yet of a GPU, and a compiled "
+                    "executable runs elsewhere\n";
+    return false;
   }
   mlir::FailureOr<int64_t> batch =
       gtc::largestBatch(module, compile, budget, checkpointing);
   if (mlir::failed(batch))
     return false;
   compile.batch = *batch;
-  llvm::outs() << "batch auto: " << *batch
+  // On stderr: stdout may be an --emit output.
+  llvm::errs() << "batch auto: " << *batch
                << ", the largest whose predicted peak fits "
-               << llvm::format("%.2f MiB", budget / 1048576.0) << " (" << what
+               << llvm::format("%.2f MiB", budget / 1048576.0) << " ("
+               << (checkpointing ? "the checkpoint budget, every repeat "
+                                   "iteration recomputed"
+                                 : "90% of the available memory")
                << ")\n";
   return true;
 }
@@ -425,22 +415,10 @@ int runModel(const Options &opts, mlir::ModuleOp module,
   for (auto t : module.getOps<mlir::gt::TrainOp>())
     trainOp = t;
   gtc::CompileOptions compile;
-  compile.batch = opts.args.batch.value_or(32);
-  if (!opts.args.batch && trainOp)
-    if (auto b = trainOp->getAttrOfType<mlir::IntegerAttr>("batch"))
-      compile.batch = b.getInt();
-  compile.precision = opts.args.precision;
-  compile.pad = !opts.args.noPad;
-  compile.fuse = !opts.args.noFuse;
-  compile.checkpointEvery = opts.args.checkpointEvery;
-  if (run.device == "cpu")
-    compile.deviceMemory = gtc::rt::availableMemory();
-  if (!setCheckpointBudget(opts.args, compile, error) ||
-      (opts.args.batchAuto && !chooseAutoBatch(module, compile, error))) {
-    if (!error.empty())
-      llvm::errs() << "gtc: error: " << error << "\n";
+  if (!compileOptions(opts, module, trainOp,
+                      run.device == "cpu" ? gtc::rt::availableMemory() : 0,
+                      compile))
     return 1;
-  }
 
   if (opts.emit == Emit::Step) {
     auto step = gtc::lowerToStep(module, compile);
@@ -503,7 +481,7 @@ int runModel(const Options &opts, mlir::ModuleOp module,
         fp32 = std::move(*plan);
     }
     explainPrecision(*step, fp32 ? &*fp32 : nullptr, llvm::outs());
-    {
+    if (gtc::checkpointRequested(module, compile)) {
       gtc::CompileOptions n = compile;
       n.checkpointEvery = -1;
       n.checkpointBudget = 0;
@@ -585,22 +563,10 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
                     "frontend/LANGUAGE.md)\n";
     return 1;
   }
+  // The executable runs elsewhere: no device memory to plan for.
   gtc::CompileOptions compile;
-  compile.batch = opts.args.batch.value_or(32);
-  if (!opts.args.batch)
-    if (auto b = trainOp->getAttrOfType<mlir::IntegerAttr>("batch"))
-      compile.batch = b.getInt();
-  compile.precision = opts.args.precision;
-  compile.pad = !opts.args.noPad;
-  compile.fuse = !opts.args.noFuse;
-  compile.checkpointEvery = opts.args.checkpointEvery;
-  std::string error;
-  if (!setCheckpointBudget(opts.args, compile, error) ||
-      (opts.args.batchAuto && !chooseAutoBatch(module, compile, error))) {
-    if (!error.empty())
-      llvm::errs() << "gtc: error: " << error << "\n";
+  if (!compileOptions(opts, module, trainOp, /*deviceMemory=*/0, compile))
     return 1;
-  }
   mlir::FailureOr<gtc::rt::Plan> step = gtc::compileStep(module, compile);
   if (mlir::failed(step))
     return 1;

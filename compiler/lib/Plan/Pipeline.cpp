@@ -76,16 +76,12 @@ FailureOr<rt::Plan> finishPlan(func::FuncOp func, ModuleOp lowered,
 
 } // namespace
 
-FailureOr<OwningOpRef<ModuleOp>>
-gtc::lowerToStep(ModuleOp module, const CompileOptions &options) {
-  return specialize(module, options, /*differentiate=*/true);
-}
-
 namespace {
 
 FailureOr<rt::Plan> compileOnce(ModuleOp module,
                                 const CompileOptions &options) {
-  FailureOr<OwningOpRef<ModuleOp>> lowered = gtc::lowerToStep(module, options);
+  FailureOr<OwningOpRef<ModuleOp>> lowered =
+      specialize(module, options, /*differentiate=*/true);
   if (failed(lowered))
     return failure();
   func::FuncOp step = findFunc(**lowered, kStepAttrName);
@@ -102,8 +98,9 @@ std::string mib(int64_t bytes) {
 /// else the fewest groups of one repeat iteration, in program order, whose
 /// plan's predicted peak fits (a search over plans: the peak depends on
 /// liveness, not on a sum of sizes). An unreachable budget is an error that
-/// names the smallest peak and the largest batch that fit.
-FailureOr<rt::Plan> compileForBudget(ModuleOp module, CompileOptions options,
+/// names the smallest peak and the largest batch that fit. `options` ends
+/// with the checkpoint settings of the plan returned.
+FailureOr<rt::Plan> compileForBudget(ModuleOp module, CompileOptions &options,
                                      Operation *where, int64_t budget) {
   auto peak = [](const rt::Plan &p) { return p.memory().peak(); };
   options.checkpointEvery = -1;
@@ -164,6 +161,7 @@ FailureOr<rt::Plan> compileForBudget(ModuleOp module, CompileOptions options,
       lo = options.checkpointGroups;
     }
   }
+  options.checkpointGroups = hi; // best's
   return best;
 }
 
@@ -182,31 +180,69 @@ bool isAuto(DictionaryAttr c) {
 
 } // namespace
 
+bool gtc::checkpointRequested(ModuleOp module, const CompileOptions &options) {
+  if (options.checkpointEvery != 0 || options.checkpointBudget != 0)
+    return options.checkpointEvery > 0 || options.checkpointBudget != 0;
+  DictionaryAttr c = trainCheckpoint(module, options);
+  auto mode = c ? c.getAs<StringAttr>("mode") : StringAttr();
+  return mode && mode.getValue() != "none";
+}
+
+int64_t gtc::memoryBudget(const CompileOptions &options) {
+  return options.deviceMemory / 10 * 9;
+}
+
 int64_t gtc::checkpointBudget(ModuleOp module, const CompileOptions &options) {
-  if (options.checkpointBudget > 0)
-    return options.checkpointBudget;
+  if (options.checkpointBudget != 0)
+    return options.checkpointBudget > 0 ? options.checkpointBudget
+                                        : memoryBudget(options);
   DictionaryAttr c = trainCheckpoint(module, options);
   if (!isAuto(c))
     return 0;
   if (auto budget = c.getAs<IntegerAttr>("budget"))
     return budget.getInt();
-  return options.deviceMemory / 10 * 9;
+  return memoryBudget(options);
 }
 
-FailureOr<rt::Plan> gtc::compileStep(ModuleOp module,
-                                     const CompileOptions &options) {
+namespace {
+
+/// compileStep's plan; `options` ends with the checkpoint settings it was
+/// compiled with (a budget's search made explicit).
+FailureOr<rt::Plan> resolve(ModuleOp module, CompileOptions &options) {
   DictionaryAttr c = trainCheckpoint(module, options);
-  if (int64_t budget = checkpointBudget(module, options); budget > 0)
+  bool automatic = isAuto(c) || options.checkpointBudget != 0;
+  if (int64_t budget = gtc::checkpointBudget(module, options); budget > 0)
     return compileForBudget(module, options,
                             isAuto(c) ? findTrain(module).getOperation()
                                       : module.getOperation(),
                             budget);
-  if (isAuto(c))
-    return findTrain(module).emitError(
-        "checkpoint = auto without a budget plans for the device's free "
-        "memory, which gtc reads only on the CPU for now; give auto(budget: "
-        "SIZE), every(n) or none");
+  if (automatic)
+    return (isAuto(c) ? findTrain(module).getOperation()
+                      : module.getOperation())
+               ->emitError("checkpoint = auto without a budget plans for the "
+                           "device's free memory, which gtc reads only on "
+                           "the CPU for now; give auto(budget: SIZE), "
+                           "every(n) or none");
   return compileOnce(module, options);
+}
+
+} // namespace
+
+FailureOr<rt::Plan> gtc::compileStep(ModuleOp module,
+                                     const CompileOptions &options) {
+  CompileOptions o = options;
+  return resolve(module, o);
+}
+
+FailureOr<OwningOpRef<ModuleOp>>
+gtc::lowerToStep(ModuleOp module, const CompileOptions &options) {
+  CompileOptions o = options;
+  // A checkpoint budget is met by planning: search first, then lower with
+  // the settings found.
+  if (checkpointBudget(module, o) != 0 || isAuto(trainCheckpoint(module, o)))
+    if (failed(resolve(module, o)))
+      return failure();
+  return specialize(module, o, /*differentiate=*/true);
 }
 
 FailureOr<int64_t> gtc::largestBatch(ModuleOp module,

@@ -23,10 +23,12 @@
 // gradient) becomes one "classifier" region, which the GPU runs over chunks
 // of rows so that the logits never exist in full. Then a cross-entropy and its
 // gradient become one "loss" region (one pass over the logits, which may
-// stay in bf16). Then GEMMs take what cuBLASLt can compute in their epilogue ("gemm"
-// regions: an activation, the GELU gradient, the bias gradient), and layer
-// norms the residual adds and casts around them ("norm" regions: one row
-// kernel forward, one backward). Then a cast that is the only use of a
+// stay in bf16). Then layer norms take the residual adds and casts around
+// them ("norm" regions: one row kernel forward, one backward, which also
+// sums the columns of its total when that is a linear's output gradient:
+// the linear's bias gradient), and GEMMs what cuBLASLt can compute in their
+// epilogue ("gemm" regions: an activation, the GELU gradient, the bias
+// gradient). Then a cast that is the only use of a
 // GEMM, sum_to or layernorm (the
 // GT_CastEpilogue trait: the kernel can store another float type) folds into
 // that op as an `epilogue` region: bf16 dW GEMMs and bias gradients write
@@ -429,6 +431,7 @@ private:
     };
     for (Operation &op : block.without_terminator()) {
       Group g{nullptr, {}};
+      Value total; // a backward region's total
       if (auto ln = dyn_cast<LayerNormOp>(op)) {
         auto add = ln.getInput().getDefiningOp<AddOp>();
         if (!add || add->getBlock() != &block || !sameShape(add) ||
@@ -445,30 +448,20 @@ private:
         if (Operation *c = castFeeding(lg.getGrad(), lg))
           g.ops.push_back(c);
         g.ops.push_back(lg);
-        if (auto add =
-                dyn_cast_or_null<AddOp>(soleUser(lg.getInputGrad()));
+        // The input gradient plus the residual gradient (none for the
+        // backward's first norm), and its cast: the total.
+        total = lg.getInputGrad();
+        if (auto add = dyn_cast_or_null<AddOp>(soleUser(total));
             add && sameShape(add)) {
           g.ops.push_back(add);
-          Value total = add.getResult();
-          for (Operation *u : add.getResult().getUsers())
-            if (isa<CastOp>(u) && u->getBlock() == &block) {
-              g.ops.push_back(u);
-              total = u->getResult(0);
-              break;
-            }
-          addBiasGradient(total, g.ops);
-        } else {
-          // No residual add (the first norm of the backward): dx's cast and
-          // bias gradient.
-          Value total = lg.getInputGrad();
-          for (Operation *u : total.getUsers())
-            if (isa<CastOp>(u) && u->getBlock() == &block) {
-              g.ops.push_back(u);
-              total = u->getResult(0);
-              break;
-            }
-          addBiasGradient(total, g.ops);
+          total = add.getResult();
         }
+        for (Operation *u : total.getUsers())
+          if (isa<CastOp>(u) && u->getBlock() == &block) {
+            g.ops.push_back(u);
+            total = u->getResult(0);
+            break;
+          }
       }
       if (g.ops.size() < 2)
         continue;
@@ -483,6 +476,9 @@ private:
         continue;
       hoistParams(g);
       if (readsOnlyAvailable(g)) {
+        // The bias gradient joins only an accepted region (it rewrites IR).
+        if (total)
+          addBiasGradient(total, g.ops);
         folds.push_back(g);
         taken.insert(g.ops.begin(), g.ops.end());
       }

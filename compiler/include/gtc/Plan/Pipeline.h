@@ -21,8 +21,8 @@ struct CompileOptions {
   /// train block's `checkpoint` setting, -1: none), recomputing the first
   /// `checkpointGroups` groups (-1: all).
   int64_t checkpointEvery = 0, checkpointGroups = -1;
-  /// > 0: `checkpoint = auto(budget: this many bytes)`, whatever the train
-  /// block says (gtc run --checkpoint).
+  /// > 0: `checkpoint = auto(budget: this many bytes)`, -1: `auto` (90% of
+  /// deviceMemory), whatever the train block says (gtc run --checkpoint).
   int64_t checkpointBudget = 0;
   /// Bytes of memory the step may use on the device it runs on (0: not
   /// known): `checkpoint = auto` without a budget plans for 90% of it. The
@@ -41,9 +41,15 @@ mlir::FailureOr<rt::Plan> compileStep(mlir::ModuleOp module,
                                       const CompileOptions &options);
 
 /// The checkpoint budget in bytes that compileStep plans for: the options'
-/// or the train block's `auto(budget: SIZE)`, or 90% of deviceMemory for
-/// `auto`; 0 without one.
+/// or the train block's `auto(budget: SIZE)`, or for `auto` memoryBudget();
+/// 0 without one.
 int64_t checkpointBudget(mlir::ModuleOp module, const CompileOptions &options);
+
+/// Whether the options or the train block ask for gradient checkpointing.
+bool checkpointRequested(mlir::ModuleOp module, const CompileOptions &options);
+
+/// 90% of the options' deviceMemory (0 when it is not known).
+int64_t memoryBudget(const CompileOptions &options);
 
 /// `--batch auto`: the largest batch whose training step's predicted peak
 /// fits `budget` bytes, every repeat iteration recomputed when

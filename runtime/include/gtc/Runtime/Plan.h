@@ -189,6 +189,8 @@ struct Plan {
   TrainConfig config;
 
   int64_t parameterCount() const;
+  /// cuBLASLt's workspace on a GPU, in bytes.
+  static constexpr int64_t kGemmWorkspaceBytes = int64_t(32) << 20;
   /// Bytes of a training step's memory by kind, and their sum: the peak the
   /// memory plan predicts (`gtc run --explain`; gt-checkpoint's budget).
   struct Memory {
