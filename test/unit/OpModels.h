@@ -137,6 +137,14 @@ inline const std::vector<OpModel> &opModels() {
     h = embedding(t, 1032, dim: 8, std: 0.5)
     loss = cross_entropy(linear(h, 1032, bias: false), y)
   })", 12, 1032, 12},
+      // Column means over more rows (40 x 128 = 5120) than one thread a
+      // column walks alone: the column-tile kernel (rows of 16 bytes).
+      {"ColumnSumsManyRows", R"(model m {
+    input x: f32[B, 128, 8]
+    h = gelu(linear(x, 48), approximate: true)
+    c = mean(h, axis: (0, 1))
+    loss = mean(linear(h, 8) * x) + mean(c * c)
+  })", 40, 3, 12},
       // A tied classifier (a "classifier" region) over 500 rows: with
       // GTC_CLASSIFIER_CHUNK_BYTES=65536 (test/gpu/run.sh) the GPU runs it in
       // chunks of 128 rows and a last one of 116.

@@ -520,6 +520,9 @@ private:
                    bool tb, int64_t m, int64_t n, int64_t kk);
   bool classifierRegion();
   bool accuracy();
+  bool columnTiles(int x, int y, int64_t a, int64_t r, int64_t kk, int vec,
+                   const std::string &sc, const std::string &what);
+  void finalColumns(int y, int64_t outputs, const std::string &consts);
   bool reduce(int inBuf, int outBuf, const std::vector<int64_t> &kept,
               double scale);
   bool sumOrMean(bool mean);
