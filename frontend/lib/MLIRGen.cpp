@@ -1715,6 +1715,18 @@ LogicalResult Generator::genTrain(const TrainDecl &train,
   if (seen.count("epochs") && seen.count("steps"))
     return error(seen["steps"])
            << "set either 'epochs' or 'steps', not both";
+  auto intSetting = [&](StringRef key) -> int64_t {
+    for (const NamedAttribute &s : settings)
+      if (s.getName() == key)
+        if (auto i = dyn_cast<IntegerAttr>(s.getValue()))
+          return i.getInt();
+    return 0;
+  };
+  if (int64_t micro = intSetting("micro_batch"), batch = intSetting("batch");
+      micro > 0 && batch > 0 && batch % micro != 0)
+    return error(seen["micro_batch"])
+           << "micro_batch = " << micro << " does not divide batch = "
+           << batch << "; give a divisor of it (or auto)";
   auto op = gt::TrainOp::create(builder, loc(train.loc), modelName);
   for (const NamedAttribute &s : settings)
     op->setAttr(s.getName(), s.getValue());

@@ -292,6 +292,9 @@ bool gtc::rt::cudaAvailable(CudaDeviceInfo &info, std::string &error) {
   if (!initDevice(error))
     return false;
   info = libs().info;
+  size_t total = 0;
+  if (libs().cuMemGetInfo(&info.freeMemory, &total) != CUDA_SUCCESS)
+    info.freeMemory = 0;
   return true;
 }
 
@@ -425,6 +428,31 @@ struct Hyper {
   int scaling;                  // dynamic loss scaling (LossScaler's rule)
 };
 #define CHUNK 4096
+// Gradient accumulation (Plan::microBatches): after micro-batch 0
+// acc = g, after the middle ones acc += g, after the last
+// g = (acc + g) * scale (scale = 1 / micro-batches), the loss likewise
+// (the last writes the mean into the loss buffer).
+extern "C" __global__ void gtc_accumulate(float *__restrict__ acc,
+                                          float *__restrict__ g, long long n,
+                                          int mode, float scale,
+                                          float *lossAcc, float *loss) {
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x)
+    if (mode == 0)
+      acc[i] = g[i];
+    else if (mode == 1)
+      acc[i] += g[i];
+    else
+      g[i] = (acc[i] + g[i]) * scale;
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    if (mode == 0)
+      *lossAcc = *loss;
+    else if (mode == 1)
+      *lossAcc += *loss;
+    else
+      *loss = (*lossAcc + *loss) * scale;
+  }
+}
 extern "C" __global__ void gtc_sumsq(const float *__restrict__ g, long long n,
                                      float *__restrict__ partial) {
   __shared__ float s[256];
@@ -618,9 +646,15 @@ struct CudaExecutor::Impl {
     cublasLtMatmulAlgo_t algo{};
   };
   std::vector<Launch> launches;
-  CUfunction sumsq = nullptr, normFn = nullptr, update = nullptr;
+  CUfunction sumsq = nullptr, normFn = nullptr, update = nullptr,
+             accumulateFn = nullptr;
+  /// The gradients' sum over micro-batches (then the loss's), when the plan
+  /// accumulates.
+  CUdeviceptr accumulator = 0;
+  size_t accumulatorBytes = 0;
   cublasLtHandle_t lt = nullptr;
-  CUgraphExec graphs[2] = {nullptr, nullptr};
+  /// Per input slot, per phase (microPhase): the captured step.
+  CUgraphExec graphs[2][3] = {};
   CUevent timingEvent() {
     CUevent e;
     CU(cuEventCreate(&e, CU_EVENT_DEFAULT));
@@ -991,6 +1025,30 @@ struct CudaExecutor::Impl {
                 });
   }
 
+  /// After micro-batch `part` of `parts`: adds its gradients (and loss)
+  /// to the accumulator; after the last, leaves their mean in the gradients
+  /// (and the loss) for the update.
+  void enqueueAccumulate(int part, int parts) {
+    CUdeviceptr acc = accumulator, g = arena + regionOffset.at(Region::Grad);
+    CUdeviceptr lossAcc = accumulator + paramElements * 4,
+                loss = ptr(plan.loss, 0);
+    long long n = paramElements;
+    int mode = microPhase(part, parts);
+    float scale = 1.0f / static_cast<float>(parts);
+    void *args[] = {&acc, &g, &n, &mode, &scale, &lossAcc, &loss};
+    timedLaunch("gtc_accumulate (micro-batches)", "optimizer", -1, 0,
+                static_cast<double>(paramElements) * 12, false, [&] {
+                  CU(cuLaunchKernel(accumulateFn, 132 * 4, 1, 1, 256, 1, 1, 0,
+                                    compute, args, nullptr));
+                });
+  }
+
+  /// The step's phase in gradient accumulation: 0 the first micro-batch
+  /// (and a step without accumulation), 1 a middle one, 2 the last.
+  static int microPhase(int part, int parts) {
+    return parts == 1 || part == 0 ? 0 : part + 1 < parts ? 1 : 2;
+  }
+
   void enqueueOutputs() {
     auto *out = static_cast<float *>(pinnedOut);
     CU(cuMemcpyDtoHAsync(out, ptr(plan.loss, 0), 4, compute));
@@ -1082,6 +1140,12 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
     CU(cuMemAlloc(&I.norm, 4));
     CU(cuMemAlloc(&I.counter, kCounters * 8));
     CU(cuMemsetD8Async(I.counter, 0, kCounters * 8, I.compute));
+    if (plan.microBatches > 1) {
+      if (plan.loss < 0 || plan.buffers[plan.loss].dtype != DType::F32)
+        throw RuntimeError("gradient accumulation needs an f32 loss");
+      I.accumulatorBytes = static_cast<size_t>(I.paramElements + 1) * 4;
+      CU(cuMemAlloc(&I.accumulator, I.accumulatorBytes));
+    }
   }
   size_t freeAfter = 0;
   CU(cuMemGetInfo(&freeAfter, &total));
@@ -1118,6 +1182,7 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
     I.sumsq = I.load(kOptimizerSource, "gtc_sumsq");
     I.normFn = I.load(kOptimizerSource, "gtc_norm");
     I.update = I.load(kOptimizerSource, "gtc_update");
+    I.accumulateFn = I.load(kOptimizerSource, "gtc_accumulate");
   }
 
   // Every buffer a launch names must exist.
@@ -1173,7 +1238,7 @@ CudaExecutor::~CudaExecutor() {
     L.cuStreamSynchronize(impl->compute);
   for (CUdeviceptr p : {impl->arena, impl->inputs[0], impl->inputs[1],
                         impl->workspace, impl->state, impl->scratch,
-                        impl->counter})
+                        impl->counter, impl->accumulator})
     if (p)
       L.cuMemFree(p);
   for (void *p : {impl->staged[0], impl->staged[1], impl->pinnedOut})
@@ -1218,7 +1283,8 @@ void CudaExecutor::waitSlot(int slot) {
   CU(cuEventSynchronize(impl->copied[slot]));
 }
 
-void CudaExecutor::step(int slot, bool update, bool wantLoss) {
+void CudaExecutor::step(int slot, bool update, bool wantLoss, int part,
+                        int parts) {
   Impl &I = *impl;
   Libs &L = libs();
   // Copy the staged batch on the copy stream once the step that last read
@@ -1234,23 +1300,29 @@ void CudaExecutor::step(int slot, bool update, bool wantLoss) {
   CU(cuStreamWaitEvent(I.compute, I.copied[slot], 0));
 
 
+  if (parts > 1 && !I.accumulator)
+    throw RuntimeError("this executor's plan does not accumulate gradients");
+  update = update && part + 1 == parts;
+  auto enqueue = [&] {
+    I.enqueueKernels(slot);
+    if (parts > 1 && I.plan.kind == "step")
+      I.enqueueAccumulate(part, parts);
+    if (update)
+      I.enqueueUpdate();
+  };
   bool useGraph = std::getenv("GTC_NO_GRAPH") == nullptr;
-  if (useGraph && !I.graphs[slot]) {
+  CUgraphExec &exec = I.graphs[slot][Impl::microPhase(part, parts)];
+  if (useGraph && !exec) {
     CUgraph graph;
     CU(cuStreamBeginCapture(I.compute, CU_STREAM_CAPTURE_MODE_RELAXED));
-    I.enqueueKernels(slot);
-    if (update)
-      I.enqueueUpdate();
+    enqueue();
     CU(cuStreamEndCapture(I.compute, &graph));
-    CU(cuGraphInstantiateWithFlags(&I.graphs[slot], graph, 0));
+    CU(cuGraphInstantiateWithFlags(&exec, graph, 0));
   }
-  if (useGraph) {
-    CU(cuGraphLaunch(I.graphs[slot], I.compute));
-  } else {
-    I.enqueueKernels(slot);
-    if (update)
-      I.enqueueUpdate();
-  }
+  if (useGraph)
+    CU(cuGraphLaunch(exec, I.compute));
+  else
+    enqueue();
   // The loss (computed before the update) is copied back only when asked.
   if (wantLoss)
     I.enqueueOutputs();
@@ -1332,20 +1404,30 @@ CudaExecutor::memoryBreakdown() const {
   out.push_back({"cuBLASLt workspace", impl->workspaceBytes});
   out.push_back({"kernel scratch", static_cast<size_t>(
                                        impl->program.workspaceBytes)});
+  if (impl->accumulatorBytes)
+    out.push_back({"gradient accumulator", impl->accumulatorBytes});
   out.push_back({"measured (cuMemGetInfo)", impl->measured});
   return out;
 }
 
 double CudaExecutor::timeStep(int warmup, int iters) {
   Impl &I = *impl;
+  // A step of a plan that accumulates runs all its micro-batches.
+  const int parts = static_cast<int>(I.plan.microBatches);
   for (int i = 0; i < warmup; ++i)
-    step(i % 2, /*update=*/true);
+    for (int part = 0; part < parts; ++part)
+      step((i * parts + part) % 2, /*update=*/true, /*wantLoss=*/true, part,
+           parts);
   CU(cuStreamSynchronize(I.compute));
   std::vector<float> ms;
   for (int i = 0; i < iters; ++i) {
     CU(cuEventRecord(I.start, I.compute));
-    CU(cuGraphLaunch(I.graphs[i % 2] ? I.graphs[i % 2] : I.graphs[0],
-                     I.compute));
+    for (int part = 0; part < parts; ++part) {
+      CUgraphExec *slot = I.graphs[(i * parts + part) % 2];
+      int phase = Impl::microPhase(part, parts);
+      CU(cuGraphLaunch(slot[phase] ? slot[phase] : I.graphs[0][phase],
+                       I.compute));
+    }
     CU(cuEventRecord(I.stop, I.compute));
     CU(cuEventSynchronize(I.stop));
     float t = 0;

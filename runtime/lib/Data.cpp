@@ -576,8 +576,13 @@ std::vector<int64_t> Loader::order(int64_t epoch) const {
 }
 
 void Loader::fill(int64_t epoch, int64_t b, void *input, void *label) const {
-  const int64_t count = batchSize(b);
-  if (count == 0)
+  fill(epoch, b, 0, batchSize(b), input, label);
+}
+
+void Loader::fill(int64_t epoch, int64_t b, int64_t first, int64_t count,
+                  void *input, void *label) const {
+  count = std::min(count, batchSize(b) - first);
+  if (count <= 0)
     return;
   if (cachedEpoch != epoch || cachedOrder.size() != size_t(data.size())) {
     cachedOrder = order(epoch);
@@ -591,7 +596,7 @@ void Loader::fill(int64_t epoch, int64_t b, void *input, void *label) const {
   const uint64_t epochSeed =
       mixSeed(mixSeed(seed, "example"), static_cast<uint64_t>(epoch));
   for (int64_t i = 0; i < count; ++i) {
-    const int64_t position = b * batch + i; // index within the epoch
+    const int64_t position = b * batch + first + i; // index within the epoch
     const int64_t example = cachedOrder[static_cast<size_t>(position)];
     void *inputSlot = in + size_t(i) * inputBytes;
     void *labelSlot = out + size_t(i) * labelBytes;

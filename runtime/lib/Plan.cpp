@@ -7,6 +7,7 @@
 //   model mlp
 //   kind step
 //   batch 128
+//   micro_batches 4                 (gradient accumulation; absent: 1)
 //   region param 1863690
 //   buffer f32 param 0 2 1024 784 fc1.weight
 //   view 9 8                        (buffer 9 is a view of buffer 8)
@@ -237,6 +238,7 @@ Plan::Memory Plan::memory() const {
   m.inputs = 2 * bytes(Region::Input); // two slots on a GPU
   m.constants = bytes(Region::Const);
   m.gemmWorkspace = kGemmWorkspaceBytes;
+  m.accumulator = microBatches > 1 ? m.gradients : 0;
   return m;
 }
 
@@ -287,6 +289,8 @@ std::string gtc::rt::serialize(const Plan &plan) {
   os << "model " << encode(plan.model) << '\n';
   os << "kind " << encode(plan.kind) << '\n';
   os << "batch " << plan.batch << '\n';
+  if (plan.microBatches != 1)
+    os << "micro_batches " << plan.microBatches << '\n';
   for (auto [region, size] : plan.regionSize)
     os << "region " << regionName(region) << ' ' << size << '\n';
   for (const Buffer &b : plan.buffers) {
@@ -571,6 +575,8 @@ bool gtc::rt::deserialize(const std::string &text, Plan &plan,
       ok = in.str(plan.kind);
     } else if (tag == "batch") {
       ok = in.number(plan.batch);
+    } else if (tag == "micro_batches") {
+      ok = in.number(plan.microBatches) && plan.microBatches >= 1;
     } else if (tag == "region") {
       std::string name;
       Region r;

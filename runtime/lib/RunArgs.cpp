@@ -14,7 +14,7 @@ const char *const gtc::rt::kRunOptionsHelp =
   --steps N      train N steps in all (counting resumed ones)
   --epochs N     train N epochs
   --batch N      batch size; auto: the largest whose predicted peak fits the
-                 checkpoint budget, or else 90% of the CPU's available memory
+                 checkpoint budget, or else 90% of the device's free memory
   --seed S       seed for initialization, shuffling and sampling
   --threads N    CPU threads (default: all cores)
   --log FILE     append metrics as JSON lines
@@ -28,7 +28,10 @@ const char *const gtc::rt::kRunOptionsHelp =
                  (gt-autocast; fp16 with dynamic loss scaling)
   --checkpoint C gradient checkpointing instead of the train block's: none,
                  'every(N)', 'auto(budget: SIZE)' (e.g. 6GiB) or auto (90%
-                 of the free memory; the CPU's only, for now)
+                 of the device's free memory)
+  --micro-batch M  gradient accumulation: run each batch as micro-batches
+                 of M rows (a divisor of the batch) and update once; auto:
+                 the largest whose predicted peak fits 90% of the free memory
   --no-pad       keep GEMM dimensions as written (no gt-pad-dims)
   --no-fuse      one kernel per op (no gt-fuse; for comparisons)
   --data PATH    the training data instead of the train block's file
@@ -117,7 +120,7 @@ ArgResult gtc::rt::parseRunArg(const std::vector<std::string> &args,
       "--device", "--steps",     "--epochs", "--batch",     "--seed",
       "--threads", "--log",      "--save",   "--resume",    "--log-every",
       "--bench",  "--precision", "--data",   "--eval",      "--profile",
-      "--init",   "--checkpoint"};
+      "--init",   "--checkpoint", "--micro-batch"};
   std::string name = a.substr(0, a.find('='));
   if (std::find(std::begin(valued), std::end(valued), name) ==
       std::end(valued))
@@ -169,6 +172,8 @@ ArgResult gtc::rt::parseRunArg(const std::vector<std::string> &args,
     out.run.profilePath = value;
   } else if (name == "--batch" && value == "auto") {
     out.batchAuto = true;
+  } else if (name == "--micro-batch" && value == "auto") {
+    out.microBatch = -1;
   } else if (!count(name == "--seed" ? 0 : 1)) {
     return ArgResult::Error;
   } else if (name == "--steps") {
@@ -183,6 +188,8 @@ ArgResult gtc::rt::parseRunArg(const std::vector<std::string> &args,
     out.run.threads = static_cast<int>(n);
   } else if (name == "--log-every") {
     out.run.logEvery = n;
+  } else if (name == "--micro-batch") {
+    out.microBatch = n;
   } else {
     out.bench = n;
   }
@@ -271,6 +278,7 @@ bool gtc::rt::chooseDevice(const std::string &device, RunOptions &run,
     run.device = "cuda";
     run.deviceName = info.name + " (sm_" + std::to_string(info.major) +
                      std::to_string(info.minor) + ")";
+    run.deviceFreeMemory = static_cast<int64_t>(info.freeMemory);
     return true;
   }
   return device != "cuda";

@@ -247,8 +247,11 @@ public:
   virtual void *feed(int id) = 0;
   virtual void prepare() {}
   /// One step: forward, backward, clipping and the update with `lr`;
-  /// loss() is valid afterwards only if `wantLoss`.
-  virtual void run(double lr, int64_t stepNo, bool wantLoss) = 0;
+  /// loss() is valid afterwards only if `wantLoss`. With gradient
+  /// accumulation a step is `parts` calls, one per micro-batch: each adds
+  /// its gradients and loss, the last updates with their mean.
+  virtual void run(double lr, int64_t stepNo, bool wantLoss, int part,
+                   int parts) = 0;
   virtual double loss() = 0;
   /// The gradient norm before clipping, if the backend measured it.
   virtual double gradNorm() { return -1; }
@@ -272,13 +275,32 @@ public:
   explicit CpuBackend(const Plan &plan)
       : plan(plan), exec(plan) {}
   void *feed(int id) override { return exec.data(id); }
-  void run(double lr, int64_t, bool) override {
+  void run(double lr, int64_t, bool, int part, int parts) override {
     const bool scaling = plan.scalesLoss();
     if (scaling)
       exec.floats(plan.lossScale)[0] = scaler.scale;
     exec.run();
     float *grads = exec.region(Region::Grad);
     int64_t n = exec.regionElements(Region::Param);
+    lastLoss = exec.floats(plan.loss)[0];
+    if (parts > 1) {
+      // The sums over micro-batches, then their mean (as the GPU's
+      // gtc_accumulate: (sum + last) * (1 / parts)).
+      if (part == 0) {
+        accumulated.assign(grads, grads + n);
+        lossSum = lastLoss;
+      } else if (part + 1 < parts) {
+        for (int64_t i = 0; i < n; ++i)
+          accumulated[i] += grads[i];
+        lossSum += lastLoss;
+      }
+      if (part + 1 < parts)
+        return;
+      const float scale = 1.0f / static_cast<float>(parts);
+      for (int64_t i = 0; i < n; ++i)
+        grads[i] = (accumulated[i] + grads[i]) * scale;
+      lastLoss = (static_cast<float>(lossSum) + lastLoss) * scale;
+    }
     if (scaling) {
       // Unscale with the scale this step used; skip on inf/NaN.
       float used = scaler.scale;
@@ -299,7 +321,7 @@ public:
     skipped = scaler.skipped;
     return plan.scalesLoss();
   }
-  double loss() override { return exec.floats(plan.loss)[0]; }
+  double loss() override { return lastLoss; }
   double gradNorm() override { return norm; }
   void getParams(std::vector<float> &p) override {
     float *base = exec.region(Region::Param);
@@ -325,6 +347,8 @@ public:
   OptimizerState<float> opt;
   double norm = -1;
   LossScaler scaler;
+  std::vector<float> accumulated; ///< gradients summed over micro-batches
+  float lossSum = 0, lastLoss = 0;
 };
 
 /// Runs evaluation batches on the same kind of device as training.
@@ -378,10 +402,11 @@ public:
       : plan(plan), exec(plan, program, tf32) {}
   void prepare() override { exec.waitSlot(slot); }
   void *feed(int id) override { return exec.stagedInput(slot, id); }
-  void run(double, int64_t, bool wantLoss) override {
+  void run(double, int64_t, bool wantLoss, int part, int parts) override {
     // The device follows the schedule itself (setSchedule); the learning
     // rate and step number the host passes are what it computes.
-    exec.step(slot, /*update=*/true, wantLoss);
+    exec.step(slot, /*update=*/true, wantLoss && part + 1 == parts, part,
+              parts);
     slot ^= 1;
   }
   double loss() override { return exec.loss(); }
@@ -479,7 +504,10 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
     return 1;
   }
 
-  const int64_t batch = step.batch;
+  // With gradient accumulation a step reads `parts` micro-batches of the
+  // plan's batch: the examples one batch of micro * parts would hold.
+  const int64_t micro = step.batch, parts = step.microBatches,
+                batch = micro * parts;
   uint64_t seed = options.seed.value_or(c.seed);
   const int64_t perEpoch = data->size() / batch;
   if (perEpoch == 0) {
@@ -627,7 +655,9 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
   double evalSeconds = 0; // timed apart from training
   auto evaluate = [&](int64_t atStep) -> bool {
     auto evalStart = std::chrono::steady_clock::now();
-    Loader evalLoader(*evalData, batch, seed, /*shuffle=*/false,
+    // Evaluation batches of the step's plan (micro-batches, when it
+    // accumulates: what fits the memory).
+    Loader evalLoader(*evalData, micro, seed, /*shuffle=*/false,
                       /*dropLast=*/false);
     backend->getParams(params);
     double lossSum = 0, accSum = 0;
@@ -638,7 +668,7 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
       auto &ev = evals[n];
       if (!ev) {
         const Plan *plan = evalPlan ? evalPlan(n) : nullptr;
-        if (!plan && n < batch) {
+        if (!plan && n < micro) {
           // A compiled executable given other eval data than it was
           // compiled with has no plan for its last, smaller batch.
           out << "  note: the last " << n << " eval examples are skipped "
@@ -696,8 +726,11 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
   };
 
   out << "training " << step.model << " on " << data->describe() << "\n"
-      << "  " << step.parameterCount() << " parameters, batch " << batch
-      << ", " << perEpoch << " steps per epoch, " << total << " steps, "
+      << "  " << step.parameterCount() << " parameters, batch " << batch;
+  if (parts > 1)
+    out << " (" << parts << " micro-batches of " << micro
+        << ", gradients accumulated)";
+  out << ", " << perEpoch << " steps per epoch, " << total << " steps, "
       << name(c.optimizer) << " lr " << c.lr << ", ";
   if (cuda)
     out << options.deviceName;
@@ -768,11 +801,6 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
       return 130;
     }
     int64_t epoch = s / perEpoch, b = s % perEpoch;
-    backend->prepare();
-    loader.fill(epoch, b, backend->feed(feeds.input),
-                backend->feed(feeds.label));
-    if (s + 1 == injectOverflowAt)
-      injectOverflow(step, feeds, backend->feed(feeds.input));
     double lr = scheduledLr(c, s, total);
     bool lastStep = s + 1 == total;
     bool logged = (s + 1) % logEvery == 0 || lastStep;
@@ -784,7 +812,15 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
             : logged;
     auto stepStart = std::chrono::steady_clock::now();
     try {
-      backend->run(lr, s + 1, logged || printLine);
+      for (int part = 0; part < parts; ++part) {
+        backend->prepare();
+        loader.fill(epoch, b, part * micro, micro,
+                    backend->feed(feeds.input), backend->feed(feeds.label));
+        if (s + 1 == injectOverflowAt)
+          injectOverflow(step, feeds, backend->feed(feeds.input));
+        backend->run(lr, s + 1, logged || printLine, part,
+                     static_cast<int>(parts));
+      }
       if (s == start && !Startup::get().isClosed()) {
         // Where the time to the first step went (waits for the step).
         backend->loss();
@@ -957,6 +993,14 @@ int gtc::rt::benchmark(const Plan &plan, const RunOptions &run, int64_t iters,
   };
   double ms = 0, deviceMiB = 0;
   const bool profiling = !run.profilePath.empty();
+  if (profiling && plan.microBatches > 1) {
+    err << "gtc: error: --profile records the kernels of one step of the "
+           "compiled batch; with gradient accumulation ("
+        << plan.microBatches << " micro-batches of " << plan.batch
+        << ") profile --micro-batch " << plan.batch << " as --batch "
+        << plan.batch << " instead\n";
+    return 1;
+  }
   constexpr int kProfileSteps = 3;
   Profile profile;
   std::ofstream trace;
@@ -995,9 +1039,15 @@ int gtc::rt::benchmark(const Plan &plan, const RunOptions &run, int64_t iters,
       OptimizerState<float> opt;
       int64_t n = exec.regionElements(Region::Param);
       std::vector<double> times;
+      std::vector<float> accumulated(plan.microBatches > 1 ? n : 0);
       for (int64_t i = 0; i < iters + 3; ++i) {
         auto t0 = std::chrono::steady_clock::now();
-        exec.run();
+        for (int64_t part = 0; part < plan.microBatches; ++part) {
+          exec.run();
+          const float *g = exec.region(Region::Grad);
+          for (size_t j = 0; j < accumulated.size(); ++j)
+            accumulated[j] += g[j];
+        }
         optimizerStep(plan.config, 1e-4,
                                exec.region(Region::Param),
                                exec.region(Region::Grad), n, opt);
@@ -1059,9 +1109,13 @@ int gtc::rt::benchmark(const Plan &plan, const RunOptions &run, int64_t iters,
   }
   char line[256];
   std::snprintf(line, sizeof line, "bench %s batch %lld %s %s: %.4f ms/step",
-                plan.model.c_str(), (long long)plan.batch, run.device.c_str(),
-                name(plan.config.precision), ms);
+                plan.model.c_str(),
+                (long long)(plan.batch * plan.microBatches),
+                run.device.c_str(), name(plan.config.precision), ms);
   out << line;
+  if (plan.microBatches > 1)
+    out << " (" << plan.microBatches << " micro-batches of " << plan.batch
+        << ")";
   if (deviceMiB > 0)
     out << ", device memory " << std::fixed << std::setprecision(1)
         << deviceMiB << " MiB" << std::defaultfloat;

@@ -122,3 +122,31 @@ func.func @seed_op() -> tensor<f32> attributes {gt.model} {
   %1 = gt.neg %0 {gt.loss_grad} : tensor<f32>
   return %1 : tensor<f32>
 }
+
+// -----
+
+// micro_batch: an integer >= 1 or "auto", dividing the batch.
+func.func @m() -> tensor<f32> attributes {gt.model} {
+  %0 = gt.constant dense<1.0> : tensor<f32>
+  return %0 : tensor<f32>
+}
+// expected-error @+1 {{setting 'micro_batch' must be one of "auto"}}
+gt.train @m {micro_batch = "half"}
+
+// -----
+
+func.func @m() -> tensor<f32> attributes {gt.model} {
+  %0 = gt.constant dense<1.0> : tensor<f32>
+  return %0 : tensor<f32>
+}
+// expected-error @+1 {{setting 'micro_batch' must be an integer >= 1}}
+gt.train @m {micro_batch = 0 : i64}
+
+// -----
+
+func.func @m() -> tensor<f32> attributes {gt.model} {
+  %0 = gt.constant dense<1.0> : tensor<f32>
+  return %0 : tensor<f32>
+}
+// expected-error @+1 {{'gt.train' op has micro_batch = 24, which does not divide batch = 64; give a divisor of it (or auto)}}
+gt.train @m {batch = 64 : i64, micro_batch = 24 : i64}

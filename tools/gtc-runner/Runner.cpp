@@ -96,13 +96,15 @@ int main(int argc, char **argv) {
                                 opts.precision);
   bool checkpoint = opts.checkpointEvery != 0 || opts.checkpointBudget != 0;
   if (opts.noPad || opts.noFuse || opts.explain || opts.dryRun || checkpoint ||
-      opts.batchAuto)
+      opts.batchAuto || opts.microBatch != 0)
     return usageError(self, std::string(opts.noPad       ? "--no-pad"
                                         : opts.noFuse    ? "--no-fuse"
                                         : opts.dryRun    ? "--dry-run"
                                         : checkpoint     ? "--checkpoint"
                                         : opts.batchAuto ? "--batch auto"
-                                                         : "--explain") +
+                                        : opts.microBatch != 0
+                                            ? "--micro-batch"
+                                            : "--explain") +
                                 " applies when compiling: gtc run/compile");
   if (!rt::applyDataPaths(opts, step.config, error))
     return usageError(self, error);

@@ -267,14 +267,20 @@ void explainPlan(const gtc::rt::Plan &plan, llvm::raw_ostream &os) {
               {"activations and temporaries (memory plan)", m.temporaries},
               {"inputs (two slots on a GPU)", m.inputs},
               {"constants", m.constants},
-              {"GEMM workspace (GPU)", m.gemmWorkspace}};
+              {"GEMM workspace (GPU)", m.gemmWorkspace},
+              {"gradient accumulator", m.accumulator}};
   int64_t naive = 0;
   for (const gtc::rt::Buffer &b : plan.buffers)
     if (b.region == gtc::rt::Region::Temp && b.viewOf < 0)
       naive += b.slots() * 4;
-  os << "memory plan of " << plan.model << " at batch " << plan.batch << ":\n";
+  os << "memory plan of " << plan.model << " at batch " << plan.batch;
+  if (plan.microBatches > 1)
+    os << " (a micro-batch: a step runs " << plan.microBatches
+       << " and sums their gradients)";
+  os << ":\n";
   for (const Row &r : rows)
-    os << llvm::format("  %-44s %10.2f MiB\n", r.what, r.bytes / 1048576.0);
+    if (r.bytes > 0 || r.what != std::string("gradient accumulator"))
+      os << llvm::format("  %-44s %10.2f MiB\n", r.what, r.bytes / 1048576.0);
   os << llvm::format("  %-44s %10.2f MiB\n", "predicted peak", m.peak() / 1048576.0);
   os << llvm::format("  (temporaries without reuse would need %.2f MiB)\n",
                      naive / 1048576.0);
@@ -369,6 +375,7 @@ bool compileOptions(const Options &opts, mlir::ModuleOp module,
   compile.checkpointEvery = opts.args.checkpointEvery;
   compile.checkpointBudget = opts.args.checkpointBudget;
   compile.deviceMemory = deviceMemory;
+  compile.microBatch = opts.args.microBatch;
   if (!opts.args.batchAuto)
     return true;
   int64_t budget = gtc::checkpointBudget(module, compile);
@@ -376,9 +383,9 @@ bool compileOptions(const Options &opts, mlir::ModuleOp module,
   if (!checkpointing && (budget = gtc::memoryBudget(compile)) <= 0) {
     llvm::errs() << "gtc: error: --batch auto needs a checkpoint budget here "
                     "(--checkpoint 'auto(budget: SIZE)' or checkpoint = "
-                    "auto(budget: SIZE)): gtc reads the free memory only of "
-                    "the CPU it runs on, not yet of a GPU, and a compiled "
-                    "executable runs elsewhere\n";
+                    "auto(budget: SIZE)): the free memory of the device is "
+                    "not known (a dry run for a GPU, or gtc compile, whose "
+                    "executable runs elsewhere)\n";
     return false;
   }
   mlir::FailureOr<int64_t> batch =
@@ -392,7 +399,7 @@ bool compileOptions(const Options &opts, mlir::ModuleOp module,
                << llvm::format("%.2f MiB", budget / 1048576.0) << " ("
                << (checkpointing ? "the checkpoint budget, every repeat "
                                    "iteration recomputed"
-                                 : "90% of the available memory")
+                                 : "90% of the free memory")
                << ")\n";
   return true;
 }
@@ -416,7 +423,8 @@ int runModel(const Options &opts, mlir::ModuleOp module,
     trainOp = t;
   gtc::CompileOptions compile;
   if (!compileOptions(opts, module, trainOp,
-                      run.device == "cpu" ? gtc::rt::availableMemory() : 0,
+                      run.device == "cpu" ? gtc::rt::availableMemory()
+                                          : run.deviceFreeMemory,
                       compile))
     return 1;
 
@@ -573,15 +581,16 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
   std::vector<gtc::rt::Plan> plans{*step};
   gtc::rt::Bundle bundle;
   bundle.step = gtc::rt::serialize(*step);
-  // Evaluation plans: full batches, and the remainder of the eval data as
-  // it is now (an executable given other eval data says so).
+  // Evaluation plans: full batches (micro-batches, with gradient
+  // accumulation), and the remainder of the eval data as it is now (an
+  // executable given other eval data says so).
   std::vector<int64_t> evalBatches;
   if (!step->config.eval.kind.empty()) {
-    evalBatches.push_back(compile.batch);
+    evalBatches.push_back(step->batch);
     std::string error;
     if (auto data = gtc::rt::openSource(step->config.eval, error)) {
-      if (data->size() % compile.batch)
-        evalBatches.push_back(data->size() % compile.batch);
+      if (data->size() % step->batch)
+        evalBatches.push_back(data->size() % step->batch);
     } else {
       llvm::errs() << "gtc: warning: " << error
                    << "; the executable evaluates full batches only\n";

@@ -220,10 +220,86 @@ FailureOr<rt::Plan> resolve(ModuleOp module, CompileOptions &options) {
     return (isAuto(c) ? findTrain(module).getOperation()
                       : module.getOperation())
                ->emitError("checkpoint = auto without a budget plans for the "
-                           "device's free memory, which gtc reads only on "
-                           "the CPU for now; give auto(budget: SIZE), "
-                           "every(n) or none");
+                           "free memory of the device it runs on, which is "
+                           "not known here (a dry run for a GPU, or gtc "
+                           "compile); give auto(budget: SIZE), every(n) or "
+                           "none");
   return compileOnce(module, options);
+}
+
+/// The micro-batch asked for: the options', else the train block's
+/// `micro_batch` (-1 for auto), else 0 (none).
+int64_t microBatchSetting(ModuleOp module, const CompileOptions &options) {
+  if (options.microBatch != 0)
+    return options.microBatch;
+  TrainOp train = findTrain(module);
+  if (!train)
+    return 0;
+  if (auto n = train->getAttrOfType<IntegerAttr>("micro_batch"))
+    return n.getInt();
+  return train->hasAttr("micro_batch") ? -1 : 0;
+}
+
+/// resolve()'s plan with gradient accumulation: compiled at the micro-batch
+/// and run batch / micro-batch times a step. `micro_batch = auto` takes the
+/// largest divisor of the batch whose plan, the gradients' accumulator
+/// included, fits memoryBudget() (the whole batch when it fits: no
+/// accumulation). `options` ends with the plan's settings, the batch still
+/// the global one.
+FailureOr<rt::Plan> accumulate(ModuleOp module, CompileOptions &options) {
+  const int64_t batch = options.batch;
+  int64_t micro = microBatchSetting(module, options);
+  Operation *where = options.microBatch == 0 && findTrain(module)
+                         ? findTrain(module).getOperation()
+                         : module.getOperation();
+  if (micro == 0 || micro == batch)
+    return resolve(module, options);
+  if (micro > 0) {
+    if (batch % micro != 0)
+      return where->emitError("micro_batch = ")
+             << micro << " does not divide the batch of " << batch
+             << "; give a divisor of it (or auto)";
+    options.batch = micro;
+    FailureOr<rt::Plan> plan = resolve(module, options);
+    options.batch = batch;
+    if (succeeded(plan))
+      plan->microBatches = batch / micro;
+    return plan;
+  }
+  int64_t budget = memoryBudget(options);
+  if (budget <= 0)
+    return where->emitError("micro_batch = auto plans for the free memory of "
+                            "the device it runs on, which is not known here "
+                            "(a dry run for a GPU, or gtc compile); give "
+                            "micro_batch = N");
+  int64_t smallest = 0;
+  for (int64_t m = batch; m >= 1; --m) {
+    if (batch % m != 0)
+      continue;
+    CompileOptions o = options;
+    o.batch = m;
+    FailureOr<rt::Plan> plan;
+    {
+      // A micro-batch too large for a checkpoint budget is one to skip.
+      ScopedDiagnosticHandler quiet(module.getContext(),
+                                    [](Diagnostic &) { return success(); });
+      plan = resolve(module, o);
+    }
+    if (failed(plan))
+      continue;
+    plan->microBatches = batch / m;
+    smallest = plan->memory().peak();
+    if (smallest <= budget) {
+      options = o;
+      options.batch = batch;
+      return plan;
+    }
+  }
+  if (smallest == 0) // not one plan compiled: say why
+    return resolve(module, options);
+  return where->emitError("micro_batch = auto: no micro-batch of the batch of ")
+         << batch << " fits " << mib(budget) << " (90% of the free memory): "
+         << "one row needs " << mib(smallest);
 }
 
 } // namespace
@@ -231,17 +307,24 @@ FailureOr<rt::Plan> resolve(ModuleOp module, CompileOptions &options) {
 FailureOr<rt::Plan> gtc::compileStep(ModuleOp module,
                                      const CompileOptions &options) {
   CompileOptions o = options;
-  return resolve(module, o);
+  return accumulate(module, o);
 }
 
 FailureOr<OwningOpRef<ModuleOp>>
 gtc::lowerToStep(ModuleOp module, const CompileOptions &options) {
   CompileOptions o = options;
-  // A checkpoint budget is met by planning: search first, then lower with
-  // the settings found.
-  if (checkpointBudget(module, o) != 0 || isAuto(trainCheckpoint(module, o)))
+  // A checkpoint budget and an automatic micro-batch are met by planning:
+  // search first, then lower with the settings found (at the micro-batch).
+  if (microBatchSetting(module, o) != 0) {
+    FailureOr<rt::Plan> plan = accumulate(module, o);
+    if (failed(plan))
+      return failure();
+    o.batch = plan->batch;
+  } else if (checkpointBudget(module, o) != 0 ||
+             isAuto(trainCheckpoint(module, o))) {
     if (failed(resolve(module, o)))
       return failure();
+  }
   return specialize(module, o, /*differentiate=*/true);
 }
 

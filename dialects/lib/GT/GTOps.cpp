@@ -905,7 +905,8 @@ ArrayRef<StringRef> mlir::gt::trainSettingNames() {
   static const StringRef names[] = {
       "data",    "eval",      "batch",      "epochs",    "steps",
       "seed",    "optimizer", "schedule",   "precision", "checkpoint",
-      "devices", "grad_clip", "log_every",  "eval_every", "shuffle"};
+      "devices", "grad_clip", "log_every",  "eval_every", "shuffle",
+      "micro_batch"};
   return names;
 }
 
@@ -1020,6 +1021,11 @@ public:
         return positiveInt(key, v);
       return oneOf(key, v, {"all", "cpu"});
     }
+    if (key == "micro_batch") {
+      if (isa<IntegerAttr>(v))
+        return positiveInt(key, v);
+      return oneOf(key, v, {"auto"});
+    }
     if (key == "grad_clip")
       return positiveFloat(key, v);
     if (key == "shuffle") {
@@ -1044,6 +1050,12 @@ LogicalResult TrainOp::verify() {
       return failure();
   if ((*this)->hasAttr("epochs") && (*this)->hasAttr("steps"))
     return emitOpError("sets both 'epochs' and 'steps'; choose one");
+  auto batch = (*this)->getAttrOfType<IntegerAttr>("batch");
+  auto micro = (*this)->getAttrOfType<IntegerAttr>("micro_batch");
+  if (batch && micro && batch.getInt() % micro.getInt() != 0)
+    return emitOpError("has micro_batch = ")
+           << micro.getInt() << ", which does not divide batch = "
+           << batch.getInt() << "; give a divisor of it (or auto)";
   return success();
 }
 

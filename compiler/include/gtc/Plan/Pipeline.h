@@ -28,6 +28,10 @@ struct CompileOptions {
   /// known): `checkpoint = auto` without a budget plans for 90% of it. The
   /// runtime measures it; the compiler never asks a device.
   int64_t deviceMemory = 0;
+  /// Gradient accumulation: rows per micro-batch (a divisor of `batch`);
+  /// 0: the train block's `micro_batch` (absent: the whole batch), -1:
+  /// auto, the largest divisor whose plan fits memoryBudget().
+  int64_t microBatch = 0;
 };
 
 /// Compiles the training step of the module's model at a fixed batch size:
@@ -35,8 +39,11 @@ struct CompileOptions {
 /// gt-pad-dims (unless !pad), gt-autodiff, gt-checkpoint, gt-fuse (unless
 /// !fuse), then the plan. With a checkpoint budget (the options' or the
 /// train block's `auto(budget: SIZE)`) it recomputes the fewest repeat
-/// iterations whose predicted peak fits it. The module is not changed (the passes run on
-/// a clone). Errors are emitted as diagnostics.
+/// iterations whose predicted peak fits it. With a micro-batch smaller than
+/// the batch the plan is compiled at the micro-batch and runs
+/// Plan::microBatches times a step (gradient accumulation). The module is
+/// not changed (the passes run on a clone). Errors are emitted as
+/// diagnostics.
 mlir::FailureOr<rt::Plan> compileStep(mlir::ModuleOp module,
                                       const CompileOptions &options);
 

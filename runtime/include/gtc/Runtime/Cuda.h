@@ -28,6 +28,7 @@ struct CudaDeviceInfo {
   int major = 0, minor = 0;
   int multiprocessors = 0;
   size_t memory = 0;
+  size_t freeMemory = 0; ///< free when cudaAvailable() was called
   int clockKHz = 0, memoryClockKHz = 0, busWidthBits = 0;
   /// Peaks from the data sheet arithmetic (0 if unknown): dense 16-bit
   /// tensor-core FLOP/s, fp32 FLOP/s and DRAM bytes/s.
@@ -100,7 +101,13 @@ public:
   /// the learning rate follows the device's step counter). Returns at
   /// once; the loss arrives later (loss()) if `wantLoss` (otherwise it stays
   /// on the device: no copy, no wait).
-  void step(int slot, bool update, bool wantLoss = true);
+  ///
+  /// Gradient accumulation (Plan::microBatches): a step of `parts`
+  /// micro-batches is `parts` calls, `part` 0 to parts - 1, each on its own
+  /// micro-batch; the gradients (and the loss) are summed on the device and
+  /// the last call updates with their mean.
+  void step(int slot, bool update, bool wantLoss = true, int part = 0,
+            int parts = 1);
   /// Sets the optimizer's step counter (updates done, e.g. when resuming)
   /// and the schedule's length; call before the first step.
   void setSchedule(int64_t done, int64_t total);

@@ -99,6 +99,10 @@ public:
   /// Writes batch `b` of `epoch`: batchSize(b) examples, one after another,
   /// into `input` and `label`. The result depends only on (seed, epoch, b).
   void fill(int64_t epoch, int64_t b, void *input, void *label) const;
+  /// Writes examples [first, first + count) of that batch: one micro-batch
+  /// of gradient accumulation, the same examples a whole batch would hold.
+  void fill(int64_t epoch, int64_t b, int64_t first, int64_t count,
+            void *input, void *label) const;
 
 private:
   std::vector<int64_t> order(int64_t epoch) const;

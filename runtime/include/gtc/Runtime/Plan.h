@@ -173,6 +173,10 @@ struct Plan {
   std::string model;
   std::string kind = "step"; ///< "step" (forward + backward) or "eval"
   int64_t batch = 0;
+  /// Gradient accumulation: a training step runs the kernels on this many
+  /// micro-batches of `batch` rows, sums their gradients and updates once
+  /// (the global batch is batch * microBatches).
+  int64_t microBatches = 1;
   std::vector<Buffer> buffers;
   std::vector<Kernel> kernels;
   std::vector<Param> params;
@@ -195,10 +199,11 @@ struct Plan {
   /// memory plan predicts (`gtc run --explain`; gt-checkpoint's budget).
   struct Memory {
     int64_t weights = 0, gradients = 0, optimizerState = 0, temporaries = 0,
-            inputs = 0, constants = 0, gemmWorkspace = 0;
+            inputs = 0, constants = 0, gemmWorkspace = 0,
+            accumulator = 0; ///< the gradients' sum over micro-batches
     int64_t peak() const {
       return weights + gradients + optimizerState + temporaries + inputs +
-             constants + gemmWorkspace;
+             constants + gemmWorkspace + accumulator;
     }
   };
   Memory memory() const;

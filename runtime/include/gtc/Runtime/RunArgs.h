@@ -25,6 +25,9 @@ struct RunArgs {
   /// setting; auto(budget: SIZE) sets checkpointBudget (bytes) instead, and
   /// auto sets it to -1 (the device's free memory).
   int64_t checkpointEvery = 0, checkpointBudget = 0;
+  /// --micro-batch: rows per micro-batch (gradient accumulation), -1 for
+  /// auto, 0 for the train block's setting.
+  int64_t microBatch = 0;
   int64_t bench = 0;     ///< --bench N: time N steps instead of training
   bool explain = false, noPad = false, noFuse = false, dryRun = false;
   /// --data / --eval: replace the train block's files ("PATH", or

@@ -27,6 +27,8 @@ using CudaProgramFn = std::function<const CudaProgram *(const Plan &)>;
 struct RunOptions {
   std::string device = "cpu"; ///< "cpu" or "cuda"
   std::string deviceName;     ///< for the log line, e.g. "NVIDIA H100"
+  /// Bytes of free memory on the GPU chosen (0 on the CPU, or unknown).
+  int64_t deviceFreeMemory = 0;
   CudaProgramFn programFor;   ///< needed with device "cuda"
   std::optional<int64_t> steps, epochs;
   std::optional<uint64_t> seed;
