@@ -1136,9 +1136,11 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
     CU(cuMemAlloc(&I.state, I.stateBytes));
     CU(cuMemsetD8Async(I.state, 0, I.stateBytes, I.compute));
     I.partials = (I.paramElements + 4095) / 4096;
-    CU(cuMemAlloc(&I.partial, I.partials * 4));
-    CU(cuMemAlloc(&I.norm, 4));
-    CU(cuMemAlloc(&I.counter, kCounters * 8));
+    // The step counters, the norm and its partial sums in one allocation
+    // (each cuMemAlloc takes whole 2 MiB pages).
+    CU(cuMemAlloc(&I.counter, 512 + I.partials * 4));
+    I.norm = I.counter + 256;
+    I.partial = I.counter + 512;
     CU(cuMemsetD8Async(I.counter, 0, kCounters * 8, I.compute));
     if (plan.microBatches > 1) {
       if (plan.loss < 0 || plan.buffers[plan.loss].dtype != DType::F32)

@@ -231,7 +231,8 @@ Plan::Memory Plan::memory() const {
   Memory m;
   m.weights = bytes(Region::Param);
   m.gradients = bytes(Region::Grad);
-  m.optimizerState = config.optimizer == OptimizerKind::Sgd
+  m.optimizerState = kind != "step" ? 0
+                     : config.optimizer == OptimizerKind::Sgd
                          ? (config.momentum != 0 ? m.weights : 0)
                          : 2 * m.weights;
   m.temporaries = bytes(Region::Temp);

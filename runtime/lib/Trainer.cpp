@@ -652,12 +652,30 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
 
   // Evaluation over the whole eval set, in batches (a smaller last one).
   std::map<int64_t, std::unique_ptr<EvalBackend>> evals;
+  int64_t evalBatch = 0; // chosen at the first evaluation
   double evalSeconds = 0; // timed apart from training
   auto evaluate = [&](int64_t atStep) -> bool {
     auto evalStart = std::chrono::steady_clock::now();
     // Evaluation batches of the step's plan (micro-batches, when it
-    // accumulates: what fits the memory).
-    Loader evalLoader(*evalData, micro, seed, /*shuffle=*/false,
+    // accumulates), halved on a GPU until the evaluation plan fits the
+    // memory the training left (a batch chosen to fill the GPU, --batch
+    // auto, leaves little; an evaluation's logits are not chunked).
+    if (evalBatch == 0) {
+      evalBatch = micro;
+      CudaDeviceInfo info;
+      std::string why;
+      if (cuda && evalPlan && cudaAvailable(info, why))
+        while (evalBatch > 1) {
+          const Plan *p = evalPlan(evalBatch);
+          if (!p || p->memory().peak() <= int64_t(info.freeMemory))
+            break;
+          evalBatch = (evalBatch + 1) / 2;
+        }
+      if (evalBatch < micro)
+        out << "  note: evaluation in batches of " << evalBatch
+            << ", which fit the memory left beside training\n";
+    }
+    Loader evalLoader(*evalData, evalBatch, seed, /*shuffle=*/false,
                       /*dropLast=*/false);
     backend->getParams(params);
     double lossSum = 0, accSum = 0;
@@ -668,7 +686,7 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
       auto &ev = evals[n];
       if (!ev) {
         const Plan *plan = evalPlan ? evalPlan(n) : nullptr;
-        if (!plan && n < micro) {
+        if (!plan && n < evalBatch) {
           // A compiled executable given other eval data than it was
           // compiled with has no plan for its last, smaller batch.
           out << "  note: the last " << n << " eval examples are skipped "
