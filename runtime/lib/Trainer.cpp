@@ -653,12 +653,13 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
   // Evaluation over the whole eval set, in batches (a smaller last one).
   std::map<int64_t, std::unique_ptr<EvalBackend>> evals;
   int64_t evalBatch = 0; // chosen at the first evaluation
+  bool tightEval = false; // whether it had to be smaller than the step's
   double evalSeconds = 0; // timed apart from training
   auto evaluate = [&](int64_t atStep) -> bool {
     auto evalStart = std::chrono::steady_clock::now();
     // Evaluation batches of the step's plan (micro-batches, when it
-    // accumulates), halved on a GPU until the evaluation plan fits the
-    // memory the training left (a batch chosen to fill the GPU, --batch
+    // accumulates), halved on a GPU until the evaluation plan fits 90% of
+    // the memory the training left (a batch chosen to fill the GPU, --batch
     // auto, leaves little; an evaluation's logits are not chunked).
     if (evalBatch == 0) {
       evalBatch = micro;
@@ -667,11 +668,12 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
       if (cuda && evalPlan && cudaAvailable(info, why))
         while (evalBatch > 1) {
           const Plan *p = evalPlan(evalBatch);
-          if (!p || p->memory().peak() <= int64_t(info.freeMemory))
+          if (!p || p->memory().peak() <= int64_t(info.freeMemory) / 10 * 9)
             break;
           evalBatch = (evalBatch + 1) / 2;
         }
-      if (evalBatch < micro)
+      tightEval = evalBatch < micro;
+      if (tightEval)
         out << "  note: evaluation in batches of " << evalBatch
             << ", which fit the memory left beside training\n";
     }
@@ -683,6 +685,10 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
     bool hasAccuracy = false;
     for (int64_t b = 0; b < evalLoader.batchesPerEpoch(); ++b) {
       int64_t n = evalLoader.batchSize(b);
+      // Where the memory is tight one evaluation executor at a time (the
+      // full batches', then the last, smaller batch's).
+      if (tightEval && !evals.count(n))
+        evals.clear();
       auto &ev = evals[n];
       if (!ev) {
         const Plan *plan = evalPlan ? evalPlan(n) : nullptr;
