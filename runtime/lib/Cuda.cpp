@@ -620,6 +620,8 @@ struct CudaExecutor::Impl {
   bool tf32;
   std::string arch;
   CUstream compute = nullptr, copy = nullptr;
+  /// The one device allocation; the pointers below are into it.
+  CUdeviceptr device = 0;
   CUdeviceptr arena = 0, inputs[2] = {0, 0}, workspace = 0, state = 0;
   CUdeviceptr scratch = 0; ///< the program's kWorkspace memory
   size_t arenaBytes = 0, workspaceBytes = Plan::kGemmWorkspaceBytes,
@@ -1105,7 +1107,17 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
   size_t freeBefore = 0, total = 0;
   CU(cuMemGetInfo(&freeBefore, &total));
 
-  // One arena for every region but the inputs (two slots of those).
+  // All device memory in one allocation (cuMemAlloc takes whole 2 MiB
+  // pages, so one allocation keeps the measured peak at the predicted one):
+  // the arena of every region but the inputs, two slots of those, cuBLASLt's
+  // workspace, the kernels' scratch, the optimizer state, the step counters
+  // with the norm's partial sums, and the gradient accumulator.
+  size_t bytesTotal = 0;
+  auto take = [&](size_t bytes) {
+    size_t at = bytesTotal;
+    bytesTotal += (bytes + 255) / 256 * 256;
+    return at;
+  };
   size_t offset = 0;
   for (auto [region, elements] : plan.regionSize) {
     if (region == Region::Input || region == Region::Local)
@@ -1114,40 +1126,53 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
     offset += (static_cast<size_t>(elements) * 4 + 255) / 256 * 256;
   }
   I.arenaBytes = std::max<size_t>(offset, 256);
-  CU(cuMemAlloc(&I.arena, I.arenaBytes));
+  size_t arenaAt = take(I.arenaBytes);
   size_t inputBytes = std::max<size_t>(
       256, static_cast<size_t>(plan.regionSize.count(Region::Input)
                                    ? plan.regionSize.at(Region::Input)
                                    : 0) *
                4);
-  for (int s = 0; s < 2; ++s) {
-    CU(cuMemAlloc(&I.inputs[s], inputBytes));
-    CU(cuMemHostAlloc(&I.staged[s], inputBytes, 0));
-  }
-  CU(cuMemAlloc(&I.workspace, I.workspaceBytes));
-  if (program.workspaceBytes > 0)
-    CU(cuMemAlloc(&I.scratch, static_cast<size_t>(program.workspaceBytes)));
-  CU(cuMemHostAlloc(&I.pinnedOut, 32, 0));
+  size_t inputAt[2] = {take(inputBytes), take(inputBytes)};
+  size_t workspaceAt = take(I.workspaceBytes);
+  size_t scratchAt = take(static_cast<size_t>(program.workspaceBytes));
   I.paramElements = plan.regionSize.count(Region::Param)
                         ? plan.regionSize.at(Region::Param)
                         : 0;
-  if (plan.kind == "step" && I.paramElements > 0) {
-    I.stateBytes = static_cast<size_t>(I.paramElements) * 8;
-    CU(cuMemAlloc(&I.state, I.stateBytes));
-    CU(cuMemsetD8Async(I.state, 0, I.stateBytes, I.compute));
+  size_t stateAt = 0, counterAt = 0, accumulatorAt = 0;
+  const bool stepping = plan.kind == "step" && I.paramElements > 0;
+  if (stepping) {
+    // Adam's two moments; SGD's momentum buffer (Plan::memory).
+    I.stateBytes = static_cast<size_t>(plan.memory().optimizerState);
+    stateAt = take(I.stateBytes);
     I.partials = (I.paramElements + 4095) / 4096;
-    // The step counters, the norm and its partial sums in one allocation
-    // (each cuMemAlloc takes whole 2 MiB pages).
-    CU(cuMemAlloc(&I.counter, 512 + I.partials * 4));
-    I.norm = I.counter + 256;
-    I.partial = I.counter + 512;
-    CU(cuMemsetD8Async(I.counter, 0, kCounters * 8, I.compute));
+    counterAt = take(512 + I.partials * 4);
     if (plan.microBatches > 1) {
       if (plan.loss < 0 || plan.buffers[plan.loss].dtype != DType::F32)
         throw RuntimeError("gradient accumulation needs an f32 loss");
       I.accumulatorBytes = static_cast<size_t>(I.paramElements + 1) * 4;
-      CU(cuMemAlloc(&I.accumulator, I.accumulatorBytes));
+      accumulatorAt = take(I.accumulatorBytes);
     }
+  }
+  CU(cuMemAlloc(&I.device, bytesTotal));
+  I.arena = I.device + arenaAt;
+  for (int s = 0; s < 2; ++s) {
+    I.inputs[s] = I.device + inputAt[s];
+    CU(cuMemHostAlloc(&I.staged[s], inputBytes, 0));
+  }
+  I.workspace = I.device + workspaceAt;
+  if (program.workspaceBytes > 0)
+    I.scratch = I.device + scratchAt;
+  CU(cuMemHostAlloc(&I.pinnedOut, 32, 0));
+  if (stepping) {
+    I.state = I.device + stateAt;
+    if (I.stateBytes)
+      CU(cuMemsetD8Async(I.state, 0, I.stateBytes, I.compute));
+    I.counter = I.device + counterAt;
+    I.norm = I.counter + 256;
+    I.partial = I.counter + 512;
+    CU(cuMemsetD8Async(I.counter, 0, kCounters * 8, I.compute));
+    if (I.accumulatorBytes)
+      I.accumulator = I.device + accumulatorAt;
   }
   size_t freeAfter = 0;
   CU(cuMemGetInfo(&freeAfter, &total));
@@ -1238,11 +1263,8 @@ CudaExecutor::~CudaExecutor() {
   Libs &L = libs();
   if (L.cuStreamSynchronize && impl->compute)
     L.cuStreamSynchronize(impl->compute);
-  for (CUdeviceptr p : {impl->arena, impl->inputs[0], impl->inputs[1],
-                        impl->workspace, impl->state, impl->scratch,
-                        impl->counter, impl->accumulator})
-    if (p)
-      L.cuMemFree(p);
+  if (impl->device)
+    L.cuMemFree(impl->device);
   for (void *p : {impl->staged[0], impl->staged[1], impl->pinnedOut})
     if (p)
       L.cuMemFreeHost(p);
@@ -1372,23 +1394,21 @@ void CudaExecutor::downloadState(std::vector<float> &first,
                                  std::vector<float> &second) {
   CU(cuStreamSynchronize(impl->compute));
   size_t n = static_cast<size_t>(impl->paramElements);
-  first.resize(n);
-  second.resize(n);
-  if (!impl->state)
-    return;
-  CU(cuMemcpyDtoH(first.data(), impl->state, n * 4));
-  CU(cuMemcpyDtoH(second.data(), impl->state + n * 4, n * 4));
+  first.assign(n, 0.f);
+  second.assign(n, 0.f);
+  if (impl->stateBytes >= n * 4)
+    CU(cuMemcpyDtoH(first.data(), impl->state, n * 4));
+  if (impl->stateBytes >= n * 8)
+    CU(cuMemcpyDtoH(second.data(), impl->state + n * 4, n * 4));
 }
 
 void CudaExecutor::uploadState(const std::vector<float> &first,
                                const std::vector<float> &second) {
   size_t n = static_cast<size_t>(impl->paramElements);
-  if (!impl->state)
-    return;
   CU(cuStreamSynchronize(impl->compute));
-  if (first.size() == n)
+  if (first.size() == n && impl->stateBytes >= n * 4)
     CU(cuMemcpyHtoD(impl->state, first.data(), n * 4));
-  if (second.size() == n)
+  if (second.size() == n && impl->stateBytes >= n * 8)
     CU(cuMemcpyHtoD(impl->state + n * 4, second.data(), n * 4));
 }
 

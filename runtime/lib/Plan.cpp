@@ -231,10 +231,11 @@ Plan::Memory Plan::memory() const {
   Memory m;
   m.weights = bytes(Region::Param);
   m.gradients = bytes(Region::Grad);
+  // Adam's two moments; SGD's momentum buffer, which the update reads even
+  // at momentum 0.
   m.optimizerState = kind != "step" ? 0
-                     : config.optimizer == OptimizerKind::Sgd
-                         ? (config.momentum != 0 ? m.weights : 0)
-                         : 2 * m.weights;
+                     : config.optimizer == OptimizerKind::Sgd ? m.weights
+                                                              : 2 * m.weights;
   m.temporaries = bytes(Region::Temp);
   m.inputs = 2 * bytes(Region::Input); // two slots on a GPU
   m.constants = bytes(Region::Const);

@@ -1,6 +1,9 @@
 // RUN: gtc-opt %s --gt-shape-inference=batch=2 --gt-autodiff --gt-checkpoint=every=1 | FileCheck %s --check-prefix=EVERY1
 // RUN: gtc-opt %s --gt-shape-inference=batch=2 --gt-autodiff --gt-checkpoint=every=2 | FileCheck %s --check-prefix=EVERY2
 // RUN: gtc-opt %s --gt-shape-inference=batch=2 --gt-autodiff --gt-checkpoint | FileCheck %s --check-prefix=NONE
+// RUN: gtc-opt %s --gt-shape-inference=batch=2 --gt-autodiff '--gt-checkpoint=every=1 groups=0 cheap-groups=-1' | FileCheck %s --check-prefix=CHEAP
+// RUN: gtc-opt %s --gt-shape-inference=batch=2 --gt-autodiff '--gt-checkpoint=every=1 groups=0 cheap-groups=1' | FileCheck %s --check-prefix=CHEAP1
+// RUN: gtc-opt %s --gt-shape-inference=batch=2 --gt-autodiff '--gt-checkpoint=every=1 groups=1 cheap-groups=-1' | FileCheck %s --check-prefix=MIXED
 
 // Two iterations of `repeat 2 { h = h + linear(relu(linear(h, 8)), 4) }`
 // (gtc names their parameters blocks.0.* and blocks.1.*), then a loss that
@@ -65,6 +68,53 @@ module {
 // EVERY2-NEXT: %[[Z3:.*]] = gt.linear %[[H1]]
 // EVERY2-NEXT: %[[R3:.*]] = gt.relu %[[Z3]]
 // EVERY2:      gt.matmul %{{.*}}, %[[H1]] <{transpose_a = true}>
+
+// Cheap values only (selective checkpointing): a block's relu output, which
+// its fc2 weight gradient reads, is recomputed from the fc1 output that the
+// relu's gradient keeps anyway; no GEMM is recomputed, and the block input
+// h1 stays (the second fc1's weight gradient reads it).
+// CHEAP-LABEL: func.func @two_step
+// CHEAP:      %[[X:.*]] = gt.input "x"
+// CHEAP:      %[[Z1:.*]] = gt.linear %[[X]]
+// CHEAP:      %[[H1:.*]] = gt.add %[[X]], %{{.*}}
+// CHEAP:      %[[Z3:.*]] = gt.linear %[[H1]]
+// CHEAP:      gt.constant {{.*}} {gt.loss_grad}
+// CHEAP-NOT:  gt.linear
+// CHEAP:      %[[R3:.*]] = gt.relu %[[Z3]]
+// CHEAP-NEXT: gt.matmul %{{.*}}, %[[R3]] <{transpose_a = true}>
+// CHEAP:      gt.activation_grad %{{.*}}, %[[Z3]] <{kind = "relu"}>
+// CHEAP:      gt.matmul %{{.*}}, %[[H1]] <{transpose_a = true}>
+// CHEAP:      %[[R1:.*]] = gt.relu %[[Z1]]
+// CHEAP-NEXT: gt.matmul %{{.*}}, %[[R1]] <{transpose_a = true}>
+// CHEAP-NOT:  gt.linear
+// CHEAP:      return
+
+// cheap-groups=1: only the first block's relu is recomputed; the second
+// block's backward reads the forward one.
+// CHEAP1-LABEL: func.func @two_step
+// CHEAP1:      %[[X:.*]] = gt.input "x"
+// CHEAP1:      %[[H1:.*]] = gt.add %[[X]], %{{.*}}
+// CHEAP1:      %[[Z3:.*]] = gt.linear %[[H1]]
+// CHEAP1-NEXT: %[[R3:.*]] = gt.relu %[[Z3]]
+// CHEAP1:      gt.constant {{.*}} {gt.loss_grad}
+// CHEAP1:      gt.matmul %{{.*}}, %[[R3]] <{transpose_a = true}>
+// CHEAP1:      gt.activation_grad %{{.*}}, %[[Z3]] <{kind = "relu"}>
+// CHEAP1:      %[[R1:.*]] = gt.relu
+// CHEAP1-NEXT: gt.matmul %{{.*}}, %[[R1]] <{transpose_a = true}>
+
+// groups=1 with the others cheap: the first block is recomputed whole
+// (its linear too), the second only its relu.
+// MIXED-LABEL: func.func @two_step
+// MIXED:      %[[X:.*]] = gt.input "x"
+// MIXED:      %[[H1:.*]] = gt.add %[[X]], %{{.*}}
+// MIXED:      %[[Z3:.*]] = gt.linear %[[H1]]
+// MIXED:      gt.constant {{.*}} {gt.loss_grad}
+// MIXED:      %[[R3:.*]] = gt.relu %[[Z3]]
+// MIXED-NEXT: gt.matmul %{{.*}}, %[[R3]] <{transpose_a = true}>
+// MIXED:      %[[Z1:.*]] = gt.linear %[[X]]
+// MIXED-NEXT: %[[R1:.*]] = gt.relu %[[Z1]]
+// MIXED-NEXT: gt.matmul %{{.*}}, %[[R1]] <{transpose_a = true}>
+// MIXED:      gt.activation_grad %{{.*}}, %[[Z1]] <{kind = "relu"}>
 
 // Without the option and without a train block: nothing is recomputed.
 // NONE-LABEL: func.func @two_step

@@ -249,10 +249,12 @@ void explainCheckpoint(const gtc::rt::Plan &plan, const gtc::rt::Plan &none,
   os << llvm::format("gradient checkpointing: predicted peak %.2f MiB (%.2f "
                      "without), activations and temporaries %.2f MiB (%.2f "
                      "without); recomputation %.2f GFLOP a step (+%.1f%% of "
-                     "the counted FLOPs)\n",
+                     "the counted FLOPs) in %d more kernels\n",
                      m.peak() / 1048576.0, n.peak() / 1048576.0,
                      m.temporaries / 1048576.0, n.temporaries / 1048576.0,
-                     extra / 1e9, base > 0 ? 100.0 * extra / base : 0.0);
+                     extra / 1e9, base > 0 ? 100.0 * extra / base : 0.0,
+                     static_cast<int>(plan.kernels.size()) -
+                         static_cast<int>(none.kernels.size()));
 }
 
 /// Prints the predicted memory of a training step, by kind.
@@ -379,7 +381,8 @@ bool compileOptions(const Options &opts, mlir::ModuleOp module,
   if (!opts.args.batchAuto)
     return true;
   int64_t budget = gtc::checkpointBudget(module, compile);
-  bool checkpointing = budget > 0;
+  const bool fromCheckpoint = budget > 0;
+  bool checkpointing = fromCheckpoint;
   if (!checkpointing && (budget = gtc::memoryBudget(compile)) <= 0) {
     llvm::errs() << "gtc: error: --batch auto needs a checkpoint budget here "
                     "(--checkpoint 'auto(budget: SIZE)' or checkpoint = "
@@ -397,9 +400,11 @@ bool compileOptions(const Options &opts, mlir::ModuleOp module,
   llvm::errs() << "batch auto: " << *batch
                << ", the largest whose predicted peak fits "
                << llvm::format("%.2f MiB", budget / 1048576.0) << " ("
-               << (checkpointing ? "the checkpoint budget, every repeat "
-                                   "iteration recomputed"
-                                 : "90% of the free memory")
+               << (checkpointing    ? "the checkpoint budget, every repeat "
+                                          "iteration recomputed"
+                   : fromCheckpoint ? "the checkpoint budget; no repeat loop "
+                                      "to recompute"
+                                    : "90% of the free memory")
                << ")\n";
   return true;
 }

@@ -52,6 +52,7 @@ FailureOr<OwningOpRef<ModuleOp>> specialize(ModuleOp module,
     GtCheckpointPassOptions checkpoint;
     checkpoint.every = options.checkpointEvery;
     checkpoint.groups = options.checkpointGroups;
+    checkpoint.cheapGroups = options.checkpointCheapGroups;
     pm.addPass(createGtCheckpointPass(checkpoint));
   }
   if (differentiate && options.fuse)
@@ -95,11 +96,13 @@ std::string mib(int64_t bytes) {
 }
 
 /// `checkpoint = auto(budget: SIZE)`: no recomputation if the plan fits,
-/// else the fewest groups of one repeat iteration, in program order, whose
-/// plan's predicted peak fits (a search over plans: the peak depends on
-/// liveness, not on a sum of sizes). An unreachable budget is an error that
-/// names the smallest peak and the largest batch that fit. `options` ends
-/// with the checkpoint settings of the plan returned.
+/// else the fewest groups of one repeat iteration, in program order, that
+/// recompute their cheap values (selective checkpointing), else all of
+/// those and the fewest groups recomputing everything, whose plan's
+/// predicted peak fits (a search over plans: the peak depends on liveness,
+/// not on a sum of sizes). An unreachable budget is an error that names the
+/// smallest peak and the largest batch that fit. `options` ends with the
+/// checkpoint settings of the plan returned.
 FailureOr<rt::Plan> compileForBudget(ModuleOp module, CompileOptions &options,
                                      Operation *where, int64_t budget) {
   auto peak = [](const rt::Plan &p) { return p.memory().peak(); };
@@ -107,62 +110,92 @@ FailureOr<rt::Plan> compileForBudget(ModuleOp module, CompileOptions &options,
   FailureOr<rt::Plan> none = compileOnce(module, options);
   if (failed(none) || peak(*none) <= budget)
     return none;
+  // The largest batch that fits `budget`, with every repeat iteration
+  // recomputed or none, for an error (none fits: its error is this one's).
+  auto largest = [&](bool checkpointing) {
+    ScopedDiagnosticHandler quiet(module.getContext(),
+                                  [](Diagnostic &) { return success(); });
+    CompileOptions o = options;
+    o.checkpointEvery = -1;
+    return gtc::largestBatch(module, o, budget, checkpointing);
+  };
+  auto sayLargest = [](InFlightDiagnostic &diag, FailureOr<int64_t> fits) {
+    if (succeeded(fits))
+      diag << "the largest batch that fits is " << *fits;
+    else
+      diag << "no batch fits; raise the budget";
+  };
   options.checkpointEvery = 1;
+  options.checkpointGroups = 0;
+  options.checkpointCheapGroups = -1;
+  FailureOr<rt::Plan> cheap;
+  {
+    // The one error gt-checkpoint can give here: no repeat loop.
+    ScopedDiagnosticHandler quiet(module.getContext(),
+                                  [](Diagnostic &) { return success(); });
+    cheap = compileOnce(module, options);
+  }
+  if (failed(cheap)) {
+    InFlightDiagnostic diag =
+        where->emitError("checkpoint = auto(budget: ")
+        << mib(budget) << ") cannot be met at batch " << options.batch
+        << ": the predicted peak is " << mib(peak(*none))
+        << ", and this model has no repeat loop whose iterations could be "
+           "recomputed; ";
+    sayLargest(diag, largest(false));
+    return failure();
+  }
+  // The smallest count (of options.checkpointGroups or CheapGroups) whose
+  // plan fits, where -1 (all) does: doubling, then bisection (the peak
+  // falls as groups are added).
+  auto smallest = [&](int64_t &count,
+                      FailureOr<rt::Plan> all) -> FailureOr<rt::Plan> {
+    int64_t lo = 0, hi = 1;
+    FailureOr<rt::Plan> best = std::move(all);
+    for (;; hi *= 2) {
+      count = hi;
+      FailureOr<rt::Plan> p = compileOnce(module, options);
+      if (failed(p))
+        return failure();
+      if (peak(*p) <= budget) {
+        best = std::move(p);
+        break;
+      }
+      lo = hi; // (at the number of groups or more, each is recomputed,
+               // which fits)
+    }
+    while (lo + 1 < hi) {
+      count = (lo + hi) / 2;
+      FailureOr<rt::Plan> p = compileOnce(module, options);
+      if (failed(p))
+        return failure();
+      if (peak(*p) <= budget) {
+        hi = count;
+        best = std::move(p);
+      } else {
+        lo = count;
+      }
+    }
+    count = hi; // best's
+    return best;
+  };
+  if (peak(*cheap) <= budget)
+    return smallest(options.checkpointCheapGroups, std::move(cheap));
   options.checkpointGroups = -1;
   FailureOr<rt::Plan> all = compileOnce(module, options);
   if (failed(all))
     return failure();
   if (peak(*all) > budget) {
-    // The largest batch whose plan fits with every iteration recomputed
-    // (none fits: its error is this one's).
-    FailureOr<int64_t> fits;
-    {
-      ScopedDiagnosticHandler quiet(module.getContext(),
-                                    [](Diagnostic &) { return success(); });
-      fits = gtc::largestBatch(module, options, budget, /*checkpointing=*/true);
-    }
     InFlightDiagnostic diag =
         where->emitError("checkpoint = auto(budget: ")
         << mib(budget) << ") cannot be met at batch " << options.batch
         << ": the smallest predicted peak is " << mib(peak(*all))
         << ", every repeat iteration recomputed (" << mib(peak(*none))
         << " without checkpointing); ";
-    if (succeeded(fits))
-      diag << "the largest batch that fits is " << *fits;
-    else
-      diag << "no batch fits; raise the budget";
+    sayLargest(diag, largest(true));
     return failure();
   }
-  // The smallest number of recomputed groups that fits: doubling, then
-  // bisection (the peak falls as groups are added).
-  int64_t lo = 0, hi = 1;
-  FailureOr<rt::Plan> best = std::move(all);
-  for (;; hi *= 2) {
-    options.checkpointGroups = hi;
-    FailureOr<rt::Plan> p = compileOnce(module, options);
-    if (failed(p))
-      return failure();
-    if (peak(*p) <= budget) {
-      best = std::move(p);
-      break;
-    }
-    lo = hi; // (at the number of groups or more, every one is recomputed,
-             // which fits)
-  }
-  while (lo + 1 < hi) {
-    options.checkpointGroups = (lo + hi) / 2;
-    FailureOr<rt::Plan> p = compileOnce(module, options);
-    if (failed(p))
-      return failure();
-    if (peak(*p) <= budget) {
-      hi = options.checkpointGroups;
-      best = std::move(p);
-    } else {
-      lo = options.checkpointGroups;
-    }
-  }
-  options.checkpointGroups = hi; // best's
-  return best;
+  return smallest(options.checkpointGroups, std::move(all));
 }
 
 /// The train block's `checkpoint` setting, unless the options override it.
@@ -330,12 +363,22 @@ gtc::lowerToStep(ModuleOp module, const CompileOptions &options) {
 
 FailureOr<int64_t> gtc::largestBatch(ModuleOp module,
                                      const CompileOptions &options,
-                                     int64_t budget, bool checkpointing) {
+                                     int64_t budget, bool &checkpointing) {
   CompileOptions o = options;
   if (checkpointing) {
     o.checkpointEvery = 1;
     o.checkpointGroups = -1;
+    o.checkpointCheapGroups = 0;
     o.checkpointBudget = 0;
+    // A model without repeat loops has nothing to recompute (gt-checkpoint's
+    // one error here): its batch is found without.
+    ScopedDiagnosticHandler quiet(module.getContext(),
+                                  [](Diagnostic &) { return success(); });
+    o.batch = 1;
+    if (failed(compileOnce(module, o))) {
+      checkpointing = false;
+      o.checkpointEvery = -1;
+    }
   }
   int64_t smallest = 0;
   auto fits = [&](int64_t batch) -> FailureOr<bool> {

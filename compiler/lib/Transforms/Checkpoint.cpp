@@ -8,7 +8,11 @@
 // otherwise from its operands, so the pass needs nothing from the front end
 // beyond those names. Recomputed ops are clones placed just before their
 // group's first use in the backward; the memory plan's liveness then ends
-// the forward values with the forward.
+// the forward values with the forward. A group may instead recompute only
+// its cheap values (selective checkpointing): those whose ops are no
+// contraction (no GEMM, no attention) and read only what stays alive into
+// the backward anyway, such as a layernorm's output recomputed from its
+// input, or a GELU's from the GEMM output its gradient keeps.
 //===----------------------------------------------------------------------===//
 
 #include "gtc/Dialect/GT/GTOps.h"
@@ -51,8 +55,11 @@ bool isLeaf(Operation *op) {
 
 class Checkpointer {
 public:
-  Checkpointer(func::FuncOp func, int64_t every, int64_t limit)
-      : func(func), every(every), limit(limit) {}
+  /// Groups before `limit` (all if -1) recompute every value; of the
+  /// others, those before `cheapLimit` (all if -1) their cheap ones.
+  Checkpointer(func::FuncOp func, int64_t every, int64_t limit,
+               int64_t cheapLimit)
+      : func(func), every(every), limit(limit), cheapLimit(cheapLimit) {}
 
   /// False when the step has no repeat iteration to recompute.
   bool run() {
@@ -151,19 +158,26 @@ private:
           wanted[g].insert(r);
       }
     }
-    for (auto &[g, values] : wanted) {
-      if (limit >= 0 && g >= limit)
-        continue; // only the first `limit` groups
-      // The group's ops those values depend on, in program order.
+    auto within = [](int64_t g, int64_t n) { return n < 0 || g < n; };
+    for (auto &[g, all] : wanted) {
       llvm::SetVector<Operation *> ops;
-      SmallVector<Value> work(values.begin(), values.end());
-      while (!work.empty()) {
-        Operation *def = work.pop_back_val().getDefiningOp();
-        if (!def || isLeaf(def) || group[def] != g || !ops.insert(def))
-          continue;
-        for (Value v : def->getOperands())
-          work.push_back(v);
+      llvm::SetVector<Value> values;
+      if (within(g, limit)) {
+        values = all;
+        // The group's ops those values depend on.
+        SmallVector<Value> work(values.begin(), values.end());
+        while (!work.empty()) {
+          Operation *def = work.pop_back_val().getDefiningOp();
+          if (!def || isLeaf(def) || group[def] != g || !ops.insert(def))
+            continue;
+          for (Value v : def->getOperands())
+            work.push_back(v);
+        }
+      } else if (within(g, cheapLimit)) {
+        selectCheap(g, all, values, ops);
       }
+      if (values.empty())
+        continue;
       SmallVector<Operation *> order(ops.begin(), ops.end());
       llvm::sort(order, [](Operation *a, Operation *b) {
         return a->isBeforeInBlock(b);
@@ -186,8 +200,59 @@ private:
     }
   }
 
+  /// Whether the backward reads `v` (a clone included), unless it is one
+  /// of `dropped`: a value that stays alive after the forward.
+  bool alive(Value v, const llvm::SetVector<Value> &dropped) {
+    Operation *def = v.getDefiningOp();
+    if (!def || isLeaf(def))
+      return true;
+    return !dropped.contains(v) && llvm::any_of(v.getUsers(), [&](Operation *u) {
+             return !isForward(u);
+           });
+  }
+
+  /// Of group `g`'s `wanted` values, in program order, those whose ops can
+  /// be recomputed cheaply (`values`, with the ops in `ops`): no contraction
+  /// and no memory effect, reading only values that stay alive anyway, the
+  /// leaves, or other such ops of the group, so no recomputation keeps a
+  /// forward value alive that would have died.
+  void selectCheap(int64_t g, const llvm::SetVector<Value> &wanted,
+                   llvm::SetVector<Value> &values,
+                   llvm::SetVector<Operation *> &ops) {
+    auto cheap = [&](Operation *op) {
+      return op && !isLeaf(op) && group.lookup(op) == g && isForward(op) &&
+             !op->hasTrait<OpTrait::gt::Contraction>() &&
+             isMemoryEffectFree(op);
+    };
+    for (Value v : wanted) {
+      llvm::SetVector<Operation *> cone;
+      bool ok = cheap(v.getDefiningOp());
+      SmallVector<Operation *> work;
+      if (ok)
+        work.push_back(v.getDefiningOp());
+      while (ok && !work.empty()) {
+        Operation *op = work.pop_back_val();
+        if (ops.contains(op) || !cone.insert(op))
+          continue; // recomputed already: its results come from the clones
+        for (Value o : op->getOperands()) {
+          Operation *def = o.getDefiningOp();
+          if (ops.contains(def) || alive(o, values))
+            continue;
+          ok = cheap(def);
+          if (!ok)
+            break;
+          work.push_back(def);
+        }
+      }
+      if (!ok)
+        continue;
+      values.insert(v);
+      ops.insert(cone.begin(), cone.end());
+    }
+  }
+
   func::FuncOp func;
-  int64_t every, limit;
+  int64_t every, limit, cheapLimit;
   DenseMap<Operation *, int64_t> group;
 };
 
@@ -217,7 +282,7 @@ struct GtCheckpointPass
     if (n <= 0)
       return;
     for (auto f : module.getOps<func::FuncOp>())
-      if (f->hasAttr(kStepAttrName) && !Checkpointer(f, n, groups).run()) {
+      if (f->hasAttr(kStepAttrName) && !Checkpointer(f, n, groups, cheapGroups).run()) {
         f.emitError("checkpoint = every(")
             << n
             << ") recomputes repeat iterations, and this model has none "

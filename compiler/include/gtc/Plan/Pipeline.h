@@ -19,8 +19,9 @@ struct CompileOptions {
   bool fuse = true;
   /// gt-checkpoint: keep the input of every n-th repeat iteration (0: the
   /// train block's `checkpoint` setting, -1: none), recomputing the first
-  /// `checkpointGroups` groups (-1: all).
-  int64_t checkpointEvery = 0, checkpointGroups = -1;
+  /// `checkpointGroups` groups (-1: all) and of the others the cheap values
+  /// of the first `checkpointCheapGroups` (-1: all).
+  int64_t checkpointEvery = 0, checkpointGroups = -1, checkpointCheapGroups = 0;
   /// > 0: `checkpoint = auto(budget: this many bytes)`, -1: `auto` (90% of
   /// deviceMemory), whatever the train block says (gtc run --checkpoint).
   int64_t checkpointBudget = 0;
@@ -60,11 +61,12 @@ int64_t memoryBudget(const CompileOptions &options);
 
 /// `--batch auto`: the largest batch whose training step's predicted peak
 /// fits `budget` bytes, every repeat iteration recomputed when
-/// `checkpointing` (then compileStep's budget search takes it from there),
-/// else as the options say. An error when not even batch 1 fits.
+/// `checkpointing` (then compileStep's budget search takes it from there;
+/// cleared for a model without repeat loops), else as the options say. An
+/// error when not even batch 1 fits.
 mlir::FailureOr<int64_t> largestBatch(mlir::ModuleOp module,
                                       const CompileOptions &options,
-                                      int64_t budget, bool checkpointing);
+                                      int64_t budget, bool &checkpointing);
 
 /// Compiles the evaluation pass: the forward graph returning the loss and,
 /// when the loss is a cross_entropy, the accuracy of its logits.

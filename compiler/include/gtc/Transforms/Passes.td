@@ -85,9 +85,14 @@ def GtCheckpointPass : Pass<"gt-checkpoint", "mlir::ModuleOp"> {
     every other value the backward reads is recomputed: the group's ops it
     depends on are cloned just before the group's first backward use, and
     the backward reads the clones, so the forward values die with the
-    forward. `groups=k` recomputes only the first k groups (program order):
-    gtc run's `checkpoint = auto(budget: SIZE)` searches the smallest k
-    whose memory plan fits SIZE with it. The pass itself rejects the auto
+    forward. `groups=k` recomputes only the first k groups (program order);
+    `cheap-groups=c` lets the first c groups of the others recompute only
+    their cheap values (selective checkpointing): those computed without a
+    contraction (no GEMM, no attention) from values the backward keeps
+    anyway, such as a layernorm's output from its input or a GELU's from
+    the GEMM output its gradient reads. gtc run's
+    `checkpoint = auto(budget: SIZE)` searches the fewest cheap groups, then
+    the fewest whole groups, whose memory plan fits SIZE. The pass itself rejects the auto
     modes (they need the memory plan, which comes after gt-fuse), and
     every(n) on a model without repeat loops (nothing to recompute); `none`
     does nothing.
@@ -99,7 +104,9 @@ def GtCheckpointPass : Pass<"gt-checkpoint", "mlir::ModuleOp"> {
     Option<"every", "every", "int64_t", /*default=*/"0",
            "keep the input of every n-th repeat iteration (0: the train block's setting; -1: none)">,
     Option<"groups", "groups", "int64_t", /*default=*/"-1",
-           "recompute only the first this many groups (-1: all; gtc's search for a memory budget)">
+           "recompute only the first this many groups (-1: all; gtc's search for a memory budget)">,
+    Option<"cheapGroups", "cheap-groups", "int64_t", /*default=*/"0",
+           "of the other groups, the first this many recompute only their cheap values (-1: all)">
   ];
   let dependentDialects = ["mlir::gt::GTDialect"];
 }
