@@ -553,7 +553,9 @@ extern "C" __global__ void gtc_update(float *__restrict__ p,
     float4 *m4 = reinterpret_cast<float4 *>(m);
     float4 *v4 = reinterpret_cast<float4 *>(v);
     for (long long i = first; i < n / 4; i += stride) {
-      float4 pv = p4[i], gv = g4[i], mv = m4[i], vv = v4[i];
+      // SGD has no second moment (Plan::memory: its state is m alone).
+      float4 pv = p4[i], gv = g4[i], mv = m4[i],
+             vv = h.kind != 0 ? v4[i] : make_float4(0.f, 0.f, 0.f, 0.f);
       one(pv.x, gv.x, mv.x, vv.x);
       one(pv.y, gv.y, mv.y, vv.y);
       one(pv.z, gv.z, mv.z, vv.z);

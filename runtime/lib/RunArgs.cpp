@@ -14,7 +14,7 @@ const char *const gtc::rt::kRunOptionsHelp =
   --steps N      train N steps in all (counting resumed ones)
   --epochs N     train N epochs
   --batch N      batch size; auto: the largest whose predicted peak fits the
-                 checkpoint budget, or else 90% of the device's free memory
+                 checkpoint budget, or else 95% of the device's free memory
   --seed S       seed for initialization, shuffling and sampling
   --threads N    CPU threads (default: all cores)
   --log FILE     append metrics as JSON lines
@@ -27,11 +27,11 @@ const char *const gtc::rt::kRunOptionsHelp =
   --precision P  fp32, tf32 (cuBLASLt's TF32 GEMMs on a GPU), bf16 or fp16
                  (gt-autocast; fp16 with dynamic loss scaling)
   --checkpoint C gradient checkpointing instead of the train block's: none,
-                 'every(N)', 'auto(budget: SIZE)' (e.g. 6GiB) or auto (90%
+                 'every(N)', 'auto(budget: SIZE)' (e.g. 6GiB) or auto (95%
                  of the device's free memory)
   --micro-batch M  gradient accumulation: run each batch as micro-batches
                  of M rows (a divisor of the batch) and update once; auto:
-                 the largest whose predicted peak fits 90% of the free memory
+                 the largest whose predicted peak fits 95% of the free memory
   --no-pad       keep GEMM dimensions as written (no gt-pad-dims)
   --no-fuse      one kernel per op (no gt-fuse; for comparisons)
   --data PATH    the training data instead of the train block's file

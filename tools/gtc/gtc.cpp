@@ -362,7 +362,7 @@ void explainKernels(const gtc::rt::Plan &plan,
 /// checkpointing; `deviceMemory` is what the step may use (0: unknown).
 /// With --batch auto, the largest batch whose predicted peak fits the
 /// checkpoint budget (every repeat iteration recomputed; compileStep's
-/// search then recomputes as few as fit), else 90% of deviceMemory. False
+/// search then recomputes as few as fit), else 95% of deviceMemory. False
 /// after printing the error.
 bool compileOptions(const Options &opts, mlir::ModuleOp module,
                     mlir::gt::TrainOp trainOp, int64_t deviceMemory,
@@ -404,7 +404,7 @@ bool compileOptions(const Options &opts, mlir::ModuleOp module,
                                           "iteration recomputed"
                    : fromCheckpoint ? "the checkpoint budget; no repeat loop "
                                       "to recompute"
-                                    : "90% of the free memory")
+                                    : "95% of the free memory")
                << ")\n";
   return true;
 }

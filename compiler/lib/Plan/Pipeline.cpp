@@ -222,7 +222,7 @@ bool gtc::checkpointRequested(ModuleOp module, const CompileOptions &options) {
 }
 
 int64_t gtc::memoryBudget(const CompileOptions &options) {
-  return options.deviceMemory / 10 * 9;
+  return options.deviceMemory / 20 * 19;
 }
 
 int64_t gtc::checkpointBudget(ModuleOp module, const CompileOptions &options) {
@@ -331,7 +331,7 @@ FailureOr<rt::Plan> accumulate(ModuleOp module, CompileOptions &options) {
   if (smallest == 0) // not one plan compiled: say why
     return resolve(module, options);
   return where->emitError("micro_batch = auto: no micro-batch of the batch of ")
-         << batch << " fits " << mib(budget) << " (90% of the free memory): "
+         << batch << " fits " << mib(budget) << " (95% of the free memory): "
          << "one row needs " << mib(smallest);
 }
 

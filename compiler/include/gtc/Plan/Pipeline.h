@@ -22,11 +22,11 @@ struct CompileOptions {
   /// `checkpointGroups` groups (-1: all) and of the others the cheap values
   /// of the first `checkpointCheapGroups` (-1: all).
   int64_t checkpointEvery = 0, checkpointGroups = -1, checkpointCheapGroups = 0;
-  /// > 0: `checkpoint = auto(budget: this many bytes)`, -1: `auto` (90% of
+  /// > 0: `checkpoint = auto(budget: this many bytes)`, -1: `auto` (95% of
   /// deviceMemory), whatever the train block says (gtc run --checkpoint).
   int64_t checkpointBudget = 0;
   /// Bytes of memory the step may use on the device it runs on (0: not
-  /// known): `checkpoint = auto` without a budget plans for 90% of it. The
+  /// known): `checkpoint = auto` without a budget plans for 95% of it. The
   /// runtime measures it; the compiler never asks a device.
   int64_t deviceMemory = 0;
   /// Gradient accumulation: rows per micro-batch (a divisor of `batch`);
@@ -56,7 +56,7 @@ int64_t checkpointBudget(mlir::ModuleOp module, const CompileOptions &options);
 /// Whether the options or the train block ask for gradient checkpointing.
 bool checkpointRequested(mlir::ModuleOp module, const CompileOptions &options);
 
-/// 90% of the options' deviceMemory (0 when it is not known).
+/// 95% of the options' deviceMemory (0 when it is not known).
 int64_t memoryBudget(const CompileOptions &options);
 
 /// `--batch auto`: the largest batch whose training step's predicted peak
