@@ -1667,6 +1667,8 @@ FailureOr<Attribute> Generator::genSetting(const Setting &setting) {
   if (takesCall && v->kind == Val::Kind::Word) {
     auto diag = error(e.loc) << "unknown " << setting.key << " '" << v->s
                              << "'; expected one of ";
+    if (setting.key == "checkpoint")
+      diag << "none, ";
     llvm::interleaveComma(fns->second, diag);
     diag << closest(v->s, fns->second);
     return diag;

@@ -150,3 +150,31 @@ func.func @m() -> tensor<f32> attributes {gt.model} {
 }
 // expected-error @+1 {{'gt.train' op has micro_batch = 24, which does not divide batch = 64; give a divisor of it (or auto)}}
 gt.train @m {batch = 64 : i64, micro_batch = 24 : i64}
+
+// -----
+
+// checkpoint: a budget in bytes > 0, every >= 1, a known mode.
+func.func @m() -> tensor<f32> attributes {gt.model} {
+  %0 = gt.constant dense<1.0> : tensor<f32>
+  return %0 : tensor<f32>
+}
+// expected-error @+1 {{setting 'checkpoint.budget' must be a number > 0}}
+gt.train @m {checkpoint = {mode = "auto", budget = 0 : i64}}
+
+// -----
+
+func.func @m() -> tensor<f32> attributes {gt.model} {
+  %0 = gt.constant dense<1.0> : tensor<f32>
+  return %0 : tensor<f32>
+}
+// expected-error @+1 {{setting 'checkpoint.every' must be a number >= 1}}
+gt.train @m {checkpoint = {mode = "every", every = 0 : i64}}
+
+// -----
+
+func.func @m() -> tensor<f32> attributes {gt.model} {
+  %0 = gt.constant dense<1.0> : tensor<f32>
+  return %0 : tensor<f32>
+}
+// expected-error @+1 {{setting 'checkpoint.mode' must be one of "none", "auto", "every"}}
+gt.train @m {checkpoint = {mode = "sometimes"}}

@@ -8,6 +8,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FormatVariadic.h"
 #include <cmath>
 
 using namespace mlir;
@@ -976,7 +977,10 @@ public:
     if (!x || !std::isfinite(*x) || (strict ? *x <= min : *x < min))
       return op.emitError("setting '")
              << key << "." << field << "' must be a number "
-             << (strict ? "> " : ">= ") << min;
+             << (strict ? "> " : ">= ")
+             << (min == std::floor(min)
+                     ? std::to_string(static_cast<long long>(min))
+                     : llvm::formatv("{0}", min).str());
     return success();
   }
 
