@@ -15,7 +15,7 @@ BUILD_DIR=${BUILD_DIR:-build}
 PACKAGES=(
   cmake ninja-build g++ ccache python3
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
-  libgtest-dev
+  libgtest-dev libgloo-dev
   libopenblas-dev zlib1g-dev dataset-fashion-mnist base-files
   python3-torch python3-numpy
 )

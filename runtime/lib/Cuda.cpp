@@ -217,6 +217,7 @@ bool initDevice(std::string &error) {
   char name[256] = {0};
   l.cuDeviceGetName(name, sizeof name, l.device);
   l.info.name = name;
+  l.info.count = count;
   l.cuDeviceGetAttribute(&l.info.major,
                          CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, l.device);
   l.cuDeviceGetAttribute(&l.info.minor,

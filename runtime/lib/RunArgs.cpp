@@ -32,6 +32,14 @@ const char *const gtc::rt::kRunOptionsHelp =
   --micro-batch M  gradient accumulation: run each batch as micro-batches
                  of M rows (a divisor of the batch) and update once; auto:
                  the largest whose predicted peak fits 95% of the free memory
+  --devices N    data parallel: N processes (one per GPU; on the CPU, N
+                 processes through Gloo), each with batch/N rows of every
+                 batch; all: every GPU; cpu: one CPU process. Overrides
+                 the train block's devices. Under torchrun, srun or mpirun
+                 gtc joins their processes instead (RANK/WORLD_SIZE, ...)
+  --rendezvous file:DIR  meet the other ranks through files in DIR (new or
+                 empty, on a file system all ranks share) instead of TCP
+                 at MASTER_ADDR:MASTER_PORT
   --no-pad       keep GEMM dimensions as written (no gt-pad-dims)
   --no-fuse      one kernel per op (no gt-fuse; for comparisons)
   --data PATH    the training data instead of the train block's file
@@ -120,7 +128,8 @@ ArgResult gtc::rt::parseRunArg(const std::vector<std::string> &args,
       "--device", "--steps",     "--epochs", "--batch",     "--seed",
       "--threads", "--log",      "--save",   "--resume",    "--log-every",
       "--bench",  "--precision", "--data",   "--eval",      "--profile",
-      "--init",   "--checkpoint", "--micro-batch"};
+      "--init",   "--checkpoint", "--micro-batch", "--devices",
+      "--rendezvous"};
   std::string name = a.substr(0, a.find('='));
   if (std::find(std::begin(valued), std::end(valued), name) ==
       std::end(valued))
@@ -174,6 +183,15 @@ ArgResult gtc::rt::parseRunArg(const std::vector<std::string> &args,
     out.batchAuto = true;
   } else if (name == "--micro-batch" && value == "auto") {
     out.microBatch = -1;
+  } else if (name == "--devices" && (value == "all" || value == "cpu")) {
+    out.devices = value;
+  } else if (name == "--rendezvous") {
+    if (value.rfind("file:", 0) != 0 || value.size() == 5) {
+      error = "--rendezvous needs file:DIR (a new or empty directory on a "
+              "file system all ranks share), got '" + value + "'";
+      return ArgResult::Error;
+    }
+    out.rendezvous = value;
   } else if (!count(name == "--seed" ? 0 : 1)) {
     return ArgResult::Error;
   } else if (name == "--steps") {
@@ -190,6 +208,8 @@ ArgResult gtc::rt::parseRunArg(const std::vector<std::string> &args,
     out.run.logEvery = n;
   } else if (name == "--micro-batch") {
     out.microBatch = n;
+  } else if (name == "--devices") {
+    out.devices = std::to_string(n);
   } else {
     out.bench = n;
   }

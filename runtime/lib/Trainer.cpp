@@ -272,8 +272,8 @@ public:
 
 class CpuBackend : public Backend {
 public:
-  explicit CpuBackend(const Plan &plan)
-      : plan(plan), exec(plan) {}
+  CpuBackend(const Plan &plan, Communicator *comm)
+      : plan(plan), exec(plan), comm(comm) {}
   void *feed(int id) override { return exec.data(id); }
   void run(double lr, int64_t, bool, int part, int parts) override {
     const bool scaling = plan.scalesLoss();
@@ -300,6 +300,12 @@ public:
       for (int64_t i = 0; i < n; ++i)
         grads[i] = (accumulated[i] + grads[i]) * scale;
       lastLoss = (static_cast<float>(lossSum) + lastLoss) * scale;
+    }
+    if (comm) {
+      // The mean over processes of their batch shares' means: the mean
+      // over the global batch (the shares are equal).
+      comm->allReduceMean(grads, static_cast<size_t>(n));
+      comm->allReduceMean(&lastLoss, 1);
     }
     if (scaling) {
       // Unscale with the scale this step used; skip on inf/NaN.
@@ -349,6 +355,7 @@ public:
   LossScaler scaler;
   std::vector<float> accumulated; ///< gradients summed over micro-batches
   float lossSum = 0, lastLoss = 0;
+  Communicator *comm;
 };
 
 /// Runs evaluation batches on the same kind of device as training.
@@ -477,8 +484,15 @@ std::unique_ptr<Dataset> gtc::rt::openSource(const TrainConfig::Source &s,
 
 namespace {
 int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
-              const RunOptions &options, std::ostream &out, std::ostream &err) {
+              const RunOptions &options, std::ostream &rankOut,
+              std::ostream &err) {
   const TrainConfig &c = step.config;
+  // Data parallelism: this process's share of every batch; rank 0 alone
+  // prints, logs and saves.
+  Communicator *comm = options.comm;
+  const int rank = comm ? comm->rank() : 0, ranks = comm ? comm->size() : 1;
+  std::ostream nowhere(nullptr);
+  std::ostream &out = rank == 0 ? rankOut : nowhere;
   setThreads(options.threads);
   std::string error;
   if (c.data.kind.empty()) {
@@ -507,7 +521,7 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
   // With gradient accumulation a step reads `parts` micro-batches of the
   // plan's batch: the examples one batch of micro * parts would hold.
   const int64_t micro = step.batch, parts = step.microBatches,
-                batch = micro * parts;
+                batch = micro * parts * ranks;
   uint64_t seed = options.seed.value_or(c.seed);
   const int64_t perEpoch = data->size() / batch;
   if (perEpoch == 0) {
@@ -536,7 +550,7 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
     backend = std::make_unique<CudaBackend>(step, *program, tf32);
   } else {
     StartupPhase phase("memory");
-    backend = std::make_unique<CpuBackend>(step);
+    backend = std::make_unique<CpuBackend>(step, options.comm);
   }
   auto paramPhase = std::make_optional<StartupPhase>("parameters");
   const int64_t paramElements = step.regionSize.at(Region::Param);
@@ -617,7 +631,7 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
   backend->setSchedule(start, total);
 
   std::ofstream log;
-  if (!options.logPath.empty()) {
+  if (!options.logPath.empty() && rank == 0) {
     log.open(options.logPath, start > 0 ? std::ios::app : std::ios::trunc);
     if (!log) {
       err << "gtc: error: cannot write the log '" << options.logPath << "': "
@@ -627,8 +641,8 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
   }
 
   auto save = [&](int64_t stepsDone) -> bool {
-    if (options.savePath.empty())
-      return true;
+    if (options.savePath.empty() || rank != 0)
+      return true; // the ranks' parameters and state are the same
     std::map<std::string, std::string> meta = {
         {"format", "gtc-checkpoint-1"},
         {"model", step.model},
@@ -683,7 +697,9 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
     double lossSum = 0, accSum = 0;
     int64_t seen = 0;
     bool hasAccuracy = false;
-    for (int64_t b = 0; b < evalLoader.batchesPerEpoch(); ++b) {
+    // With data parallelism each rank evaluates every ranks-th batch, and
+    // the sums are added up.
+    for (int64_t b = rank; b < evalLoader.batchesPerEpoch(); b += ranks) {
       int64_t n = evalLoader.batchSize(b);
       // Where the memory is tight one evaluation executor at a time (the
       // full batches', then the last, smaller batch's).
@@ -729,6 +745,15 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
       hasAccuracy = ev->plan().accuracy >= 0;
       seen += n;
     }
+    if (comm) {
+      double sums[4] = {lossSum, accSum, static_cast<double>(seen),
+                        hasAccuracy ? 1.0 : 0.0};
+      comm->allReduceSum(sums, 4);
+      lossSum = sums[0];
+      accSum = sums[1];
+      seen = static_cast<int64_t>(sums[2]);
+      hasAccuracy = sums[3] > 0;
+    }
     double loss = lossSum / std::max<int64_t>(1, seen);
     double acc = accSum / std::max<int64_t>(1, seen);
     out << "eval  step " << atStep << " | loss " << std::fixed
@@ -751,6 +776,9 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
 
   out << "training " << step.model << " on " << data->describe() << "\n"
       << "  " << step.parameterCount() << " parameters, batch " << batch;
+  if (ranks > 1)
+    out << " (" << ranks << " processes of " << micro * parts
+        << ", gradients averaged)";
   if (parts > 1)
     out << " (" << parts << " micro-batches of " << micro
         << ", gradients accumulated)";
@@ -815,6 +843,12 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
   bool haveEma = false;
   int64_t sinceStart = 0;
   for (int64_t s = start; s < total; ++s) {
+    if (comm) {
+      // All ranks stop at the same step when one is interrupted.
+      double stop = interrupted ? 1 : 0;
+      comm->allReduceSum(&stop, 1);
+      interrupted = stop > 0;
+    }
     if (interrupted) {
       err << "\ninterrupted at step " << s << "\n";
       if (!save(s))
@@ -838,7 +872,7 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
     try {
       for (int part = 0; part < parts; ++part) {
         backend->prepare();
-        loader.fill(epoch, b, part * micro, micro,
+        loader.fill(epoch, b, (rank * parts + part) * micro, micro,
                     backend->feed(feeds.input), backend->feed(feeds.label));
         if (s + 1 == injectOverflowAt)
           injectOverflow(step, feeds, backend->feed(feeds.input));

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "gtc/CodeGen/CudaEmitter.h"
+#include "gtc/Runtime/Comm.h"
 #include "gtc/Runtime/Startup.h"
 #include "gtc/Runtime/Bundle.h"
 #include "gtc/Runtime/RunArgs.h"
@@ -106,6 +107,17 @@ int main(int argc, char **argv) {
                                             ? "--micro-batch"
                                             : "--explain") +
                                 " applies when compiling: gtc run/compile");
+  // Data parallelism is gtc run's for now: an executable's plan is one
+  // process's whole batch.
+  rt::World world;
+  if (!rt::worldFromEnvironment(world, opts.rendezvous, error))
+    return usageError(self, error);
+  if (world.size > 1 ||
+      (!opts.devices.empty() && opts.devices != "1" && opts.devices != "cpu" &&
+       opts.devices != "all"))
+    return usageError(self, "a compiled executable trains in one process; "
+                            "for data parallelism use gtc run --devices N "
+                            "(or gtc run under the launcher)");
   if (!rt::applyDataPaths(opts, step.config, error))
     return usageError(self, error);
 

@@ -98,6 +98,7 @@ struct Options {
   Emit emit = Emit::None;
   gtc::rt::RunArgs args; ///< run options (shared with compiled executables)
   std::string arch = "sm_80,sm_90"; ///< compile: cubin architectures
+  char **argv = nullptr; ///< as given (data-parallel workers rerun it)
 };
 
 int usageError(const llvm::Twine &message) {
@@ -426,12 +427,94 @@ int runModel(const Options &opts, mlir::ModuleOp module,
   mlir::gt::TrainOp trainOp;
   for (auto t : module.getOps<mlir::gt::TrainOp>())
     trainOp = t;
+
+  // Data parallelism: join the processes of a launcher (torchrun, srun,
+  // mpirun, or gtc's own workers), or start `devices` of them.
+  gtc::rt::World world;
+  if (!gtc::rt::worldFromEnvironment(world, opts.args.rendezvous, error)) {
+    llvm::errs() << "gtc: error: " << error << "\n";
+    return 1;
+  }
+  std::string devices = opts.args.devices;
+  if (devices.empty() && trainOp) {
+    if (auto n = trainOp->getAttrOfType<mlir::IntegerAttr>("devices"))
+      devices = std::to_string(n.getInt());
+    else if (auto w = trainOp->getAttrOfType<mlir::StringAttr>("devices"))
+      devices = w.getValue().str();
+  }
+  // `all` is every GPU of this host (a dry run without one plans for one);
+  // the CPU is one device.
+  int processes = 1;
+  gtc::rt::CudaDeviceInfo gpu;
+  std::string none;
+  if (devices == "all" && run.device == "cuda" &&
+      gtc::rt::cudaAvailable(gpu, none))
+    processes = gpu.count;
+  else if (!devices.empty() && devices != "all" && devices != "cpu")
+    processes = std::stoi(devices);
+  const bool trains = opts.emit == Emit::None && !opts.args.dryRun &&
+                      !opts.args.explain && opts.args.bench == 0;
+  if (world.size > 1 && processes > 1 && processes != world.size) {
+    llvm::errs() << "gtc: error: devices = " << devices << ", but the "
+                 << world.launcher << " launch has " << world.size
+                 << " processes; give --devices " << world.size
+                 << " or launch " << devices << "\n";
+    return 1;
+  }
+  if (world.size > 1)
+    processes = world.size;
+  if (processes > 1 && run.device == "cuda") {
+    llvm::errs() << "gtc: error: devices = " << devices << " asks for "
+                 << processes << " processes: data parallelism on GPUs, which needs NCCL "
+                    "and is not built yet; train with --devices 1 on one "
+                    "GPU, or on the CPU with --device cpu --devices N\n";
+    return 1;
+  }
+  if (processes > 1 && !trains && opts.args.bench) {
+    llvm::errs() << "gtc: error: --bench times one process; give --devices "
+                    "1 (each of N processes runs the step at batch / N)\n";
+    return 1;
+  }
+  // `batch` is the global batch: each process takes batch / N rows.
+  auto splits = [&](int64_t batch) {
+    if (batch % processes == 0)
+      return true;
+    llvm::errs() << "gtc: error: the batch of " << batch
+                 << " does not split over " << processes
+                 << " processes; give a batch divisible by " << processes
+                 << " (each process takes batch / " << processes
+                 << " rows)\n";
+    return false;
+  };
+  if (processes > 1 && world.size == 1 && trains) {
+    int64_t batch = opts.args.batch.value_or(32);
+    if (!opts.args.batch && trainOp)
+      if (auto b = trainOp->getAttrOfType<mlir::IntegerAttr>("batch"))
+        batch = b.getInt();
+    if (!opts.args.batchAuto && !splits(batch))
+      return 1;
+    return gtc::rt::spawnWorkers(processes, opts.argv);
+  }
+
   gtc::CompileOptions compile;
   if (!compileOptions(opts, module, trainOp,
                       run.device == "cpu" ? gtc::rt::availableMemory()
                                           : run.deviceFreeMemory,
                       compile))
     return 1;
+  if (processes > 1 && !opts.args.batchAuto) {
+    if (!splits(compile.batch))
+      return 1;
+    compile.batch /= processes;
+  }
+  std::unique_ptr<gtc::rt::Communicator> comm;
+  if (world.size > 1 && trains) {
+    if (!(comm = gtc::rt::connectCpu(world, error))) {
+      llvm::errs() << "gtc: error: " << error << "\n";
+      return 1;
+    }
+    run.comm = comm.get();
+  }
 
   if (opts.emit == Emit::Step) {
     auto step = gtc::lowerToStep(module, compile);
@@ -494,6 +577,11 @@ int runModel(const Options &opts, mlir::ModuleOp module,
         fp32 = std::move(*plan);
     }
     explainPrecision(*step, fp32 ? &*fp32 : nullptr, llvm::outs());
+    if (processes > 1)
+      llvm::outs() << "data parallel: " << processes << " processes of batch "
+                   << step->batch * step->microBatches << " (global batch "
+                   << step->batch * step->microBatches * processes
+                   << "); the plan above is one process's\n";
     if (gtc::checkpointRequested(module, compile)) {
       gtc::CompileOptions n = compile;
       n.checkpointEvery = -1;
@@ -574,6 +662,22 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
     llvm::errs() << "gtc: error: the file has no train block; a compiled "
                     "executable trains what it says (see "
                     "frontend/LANGUAGE.md)\n";
+    return 1;
+  }
+  // An executable trains in one process (data parallelism is gtc run's).
+  std::string devices = opts.args.devices;
+  if (devices.empty()) {
+    if (auto n = trainOp->getAttrOfType<mlir::IntegerAttr>("devices"))
+      devices = std::to_string(n.getInt());
+    else if (auto w = trainOp->getAttrOfType<mlir::StringAttr>("devices"))
+      devices = w.getValue().str();
+  }
+  if (!devices.empty() && devices != "1" && devices != "cpu" &&
+      devices != "all") {
+    llvm::errs() << "gtc: error: devices = " << devices
+                 << ": a compiled executable trains in one process; train "
+                    "data-parallel with gtc run --devices N, or compile "
+                    "with --devices 1\n";
     return 1;
   }
   // The executable runs elsewhere: no device memory to plan for.
@@ -748,6 +852,7 @@ int main(int argc, char **argv) {
   gtc::rt::Startup::get(); // the clock of "first step: ... from start"
   llvm::InitLLVM init(argc, argv);
   Options opts;
+  opts.argv = argv;
   if (std::optional<int> code = parseArgs(argc, argv, opts))
     return *code;
 

@@ -25,6 +25,7 @@ namespace gtc::rt {
 /// Facts about the GPU, for logs and --explain.
 struct CudaDeviceInfo {
   std::string name;
+  int count = 1; ///< GPUs on this host (the first is the one used)
   int major = 0, minor = 0;
   int multiprocessors = 0;
   size_t memory = 0;

@@ -28,6 +28,10 @@ struct RunArgs {
   /// --micro-batch: rows per micro-batch (gradient accumulation), -1 for
   /// auto, 0 for the train block's setting.
   int64_t microBatch = 0;
+  /// --devices: "N", "all" or "cpu"; empty for the train block's setting.
+  std::string devices;
+  /// --rendezvous file:DIR (else TCP at MASTER_ADDR:MASTER_PORT).
+  std::string rendezvous;
   int64_t bench = 0;     ///< --bench N: time N steps instead of training
   bool explain = false, noPad = false, noFuse = false, dryRun = false;
   /// --data / --eval: replace the train block's files ("PATH", or

@@ -9,6 +9,7 @@
 #ifndef GTC_RUNTIME_TRAINER_H
 #define GTC_RUNTIME_TRAINER_H
 
+#include "gtc/Runtime/Comm.h"
 #include "gtc/Runtime/CudaProgram.h"
 #include "gtc/Runtime/Plan.h"
 #include <functional>
@@ -40,6 +41,10 @@ struct RunOptions {
   int64_t logEvery = 0;   ///< 0: the train block's log_every
   bool progress = true;   ///< live progress line on a terminal
   std::string profilePath; ///< --profile: Chrome trace of a few steps
+  /// Data parallelism: the processes this one trains with (null: alone).
+  /// Each takes its share of every batch; gradients, the loss and
+  /// evaluation are averaged over them; rank 0 alone logs and saves.
+  Communicator *comm = nullptr;
 };
 
 /// Returns the evaluation plan for a batch of `batch` examples (the last

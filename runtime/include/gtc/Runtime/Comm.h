@@ -1,0 +1,67 @@
+//===- Comm.h - Processes of one data-parallel run --------------*- C++ -*-===//
+//
+// Data parallelism: one process per device. A World says which process this
+// is (from the variables of torchrun, Slurm or Open MPI, or those `gtc run
+// --devices N` gives the workers it starts); a Communicator joins the others
+// through a rendezvous (a small TCP key-value store that rank 0 serves at
+// MASTER_ADDR:MASTER_PORT, or files in a shared directory) and runs the collectives
+// (Gloo between CPU processes).
+//===----------------------------------------------------------------------===//
+
+#ifndef GTC_RUNTIME_COMM_H
+#define GTC_RUNTIME_COMM_H
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace gtc::rt {
+
+/// This process's place in a data-parallel run.
+struct World {
+  int rank = 0, size = 1, localRank = 0;
+  std::string masterAddr, masterPort;
+  /// "file:DIR" (--rendezvous) or empty for TCP at masterAddr:masterPort.
+  std::string rendezvous;
+  /// Which launcher's variables it came from: "torchrun", "slurm",
+  /// "openmpi", "gtc" (workers gtc started), or "" (one process).
+  std::string launcher;
+};
+
+/// The world the environment describes (size 1 when none does), meeting
+/// through `rendezvous` ("file:DIR") if given, else TCP; false with a
+/// message when its variables are incomplete or inconsistent.
+bool worldFromEnvironment(World &world, const std::string &rendezvous,
+                          std::string &error);
+
+/// Collectives among the processes of a world.
+class Communicator {
+public:
+  virtual ~Communicator();
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// In place: every process ends with the mean over processes.
+  virtual void allReduceMean(float *data, size_t n) = 0;
+  /// In place: every process ends with the sum over processes.
+  virtual void allReduceSum(double *data, size_t n) = 0;
+  virtual void barrier() = 0;
+};
+
+/// Joins the other processes of `world` (size > 1) for CPU collectives
+/// (Gloo). Null with a message naming what failed (an unreachable master, a
+/// rendezvous that timed out, a build without Gloo).
+std::unique_ptr<Communicator> connectCpu(const World &world,
+                                         std::string &error);
+
+/// `gtc run --devices N` on one host: starts N workers, each this program
+/// with `argv` and the variables of rank r of N (MASTER_ADDR 127.0.0.1, a
+/// free port), passes rank 0's standard output through and prefixes every
+/// worker's standard error with "[rank r] ". When one worker fails, the
+/// others are stopped. Returns the exit status to use: 0 when all
+/// succeeded, else the first failure's (1 when a worker was killed).
+int spawnWorkers(int n, char **argv);
+
+} // namespace gtc::rt
+
+#endif // GTC_RUNTIME_COMM_H

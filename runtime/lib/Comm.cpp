@@ -1,0 +1,671 @@
+//===- Comm.cpp - Launch, rendezvous and CPU collectives ------------------===//
+//
+// The rendezvous store is a key-value map that rank 0 serves over TCP (set,
+// and get that waits until the key exists), the role PyTorch's TCPStore
+// plays; Gloo's full mesh of TCP pairs is built through it. The launcher of
+// `gtc run --devices N` forks and re-executes this program once per rank.
+//===----------------------------------------------------------------------===//
+
+#include "gtc/Runtime/Comm.h"
+
+#include <arpa/inet.h>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <condition_variable>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+#ifdef GTC_HAVE_GLOO
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+#endif
+
+using namespace gtc::rt;
+
+Communicator::~Communicator() = default;
+
+//===----------------------------------------------------------------------===//
+// The world from the environment
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+const char *env(const char *name) {
+  const char *v = std::getenv(name);
+  return v && *v ? v : nullptr;
+}
+
+bool toInt(const char *text, int &out) {
+  char *end = nullptr;
+  long v = std::strtol(text, &end, 10);
+  if (!*text || *end || v < 0 || v > INT_MAX)
+    return false;
+  out = static_cast<int>(v);
+  return true;
+}
+
+/// The first host of a Slurm node list: "node[01-04,07],gpu2" -> "node01".
+std::string firstSlurmHost(const std::string &list) {
+  size_t bracket = list.find('['), comma = list.find(',');
+  if (bracket == std::string::npos || (comma != std::string::npos &&
+                                       comma < bracket))
+    return list.substr(0, comma);
+  size_t end = list.find_first_of(",-]", bracket + 1);
+  return list.substr(0, bracket) +
+         list.substr(bracket + 1, end - bracket - 1);
+}
+
+} // namespace
+
+bool gtc::rt::worldFromEnvironment(World &world,
+                                   const std::string &rendezvous,
+                                   std::string &error) {
+  world = World();
+  struct Scheme {
+    const char *launcher, *rank, *size, *local;
+  } schemes[] = {
+      {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
+      {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+      {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+       "OMPI_COMM_WORLD_LOCAL_RANK"},
+  };
+  for (const Scheme &s : schemes) {
+    if (!env(s.rank) && !env(s.size))
+      continue;
+    if (!env(s.rank) || !env(s.size)) {
+      error = std::string("the environment sets ") +
+              (env(s.rank) ? s.rank : s.size) + " but not " +
+              (env(s.rank) ? s.size : s.rank) + "; a " + s.launcher +
+              " launch sets both";
+      return false;
+    }
+    if (!toInt(env(s.rank), world.rank) || !toInt(env(s.size), world.size) ||
+        world.size < 1 || world.rank >= world.size) {
+      error = std::string(s.rank) + "=" + env(s.rank) + " and " + s.size +
+              "=" + env(s.size) + " do not name a rank of the world";
+      return false;
+    }
+    if (env(s.local) && !toInt(env(s.local), world.localRank)) {
+      error = std::string(s.local) + "=" + env(s.local) + " is not a rank";
+      return false;
+    }
+    world.launcher = env("GTC_LAUNCHED") ? "gtc" : s.launcher;
+    break;
+  }
+  if (world.size == 1)
+    return true;
+  if (!rendezvous.empty()) {
+    world.rendezvous = rendezvous;
+    return true;
+  }
+  if (env("MASTER_ADDR"))
+    world.masterAddr = env("MASTER_ADDR");
+  else if (world.launcher == "slurm" && env("SLURM_JOB_NODELIST"))
+    world.masterAddr = firstSlurmHost(env("SLURM_JOB_NODELIST"));
+  world.masterPort = env("MASTER_PORT") ? env("MASTER_PORT") : "";
+  if (world.masterAddr.empty() || world.masterPort.empty()) {
+    error = "rank " + std::to_string(world.rank) + " of " +
+            std::to_string(world.size) +
+            " needs MASTER_ADDR and MASTER_PORT (where rank 0 serves the "
+            "rendezvous), or --rendezvous file:DIR on a shared file system";
+    return false;
+  }
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// The TCP rendezvous store
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+bool sendAll(int fd, const void *data, size_t n) {
+  const char *p = static_cast<const char *>(data);
+  while (n > 0) {
+    ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      return false;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+bool recvAll(int fd, void *data, size_t n) {
+  char *p = static_cast<char *>(data);
+  while (n > 0) {
+    ssize_t r = ::recv(fd, p, n, 0);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+bool sendBlob(int fd, const std::string &s) {
+  uint64_t n = s.size();
+  return sendAll(fd, &n, sizeof n) && sendAll(fd, s.data(), s.size());
+}
+
+bool recvBlob(int fd, std::string &s) {
+  uint64_t n = 0;
+  if (!recvAll(fd, &n, sizeof n) || n > (uint64_t(1) << 30))
+    return false;
+  s.resize(n);
+  return recvAll(fd, s.data(), n);
+}
+
+/// Rank 0's side: a map, and a thread per connection answering
+/// 'S' key value (set) and 'G' key (get, waiting until the key is set).
+class StoreServer {
+public:
+  bool listenOn(const std::string &port, std::string &error) {
+    fd = ::socket(AF_INET6, SOCK_STREAM, 0);
+    int off = 0, on = 1;
+    bool v6 = fd >= 0;
+    if (!v6)
+      fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) {
+      error = std::string("cannot open a socket: ") + std::strerror(errno);
+      return false;
+    }
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    int p = std::atoi(port.c_str());
+    int rc;
+    if (v6) {
+      ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
+      sockaddr_in6 a{};
+      a.sin6_family = AF_INET6;
+      a.sin6_addr = in6addr_any;
+      a.sin6_port = htons(static_cast<uint16_t>(p));
+      rc = ::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
+    } else {
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_ANY);
+      a.sin_port = htons(static_cast<uint16_t>(p));
+      rc = ::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
+    }
+    if (rc != 0 || ::listen(fd, 128) != 0) {
+      error = "rank 0 cannot serve the rendezvous on port " + port + ": " +
+              std::strerror(errno) +
+              " (another run there? choose another MASTER_PORT)";
+      ::close(fd);
+      fd = -1;
+      return false;
+    }
+    std::thread([this] { acceptLoop(); }).detach();
+    return true;
+  }
+
+private:
+  void acceptLoop() {
+    for (;;) {
+      int c = ::accept(fd, nullptr, nullptr);
+      if (c < 0) {
+        if (errno == EINTR)
+          continue;
+        return;
+      }
+      std::thread([this, c] { serve(c); }).detach();
+    }
+  }
+
+  void serve(int c) {
+    char op;
+    std::string key, value;
+    while (recvAll(c, &op, 1) && recvBlob(c, key)) {
+      if (op == 'S') {
+        if (!recvBlob(c, value))
+          break;
+        std::lock_guard<std::mutex> lock(mutex);
+        map[key] = value;
+        changed.notify_all();
+      } else if (op == 'G') {
+        std::unique_lock<std::mutex> lock(mutex);
+        changed.wait(lock, [&] { return map.count(key) > 0; });
+        value = map[key];
+        lock.unlock();
+        if (!sendBlob(c, value))
+          break;
+      } else {
+        break;
+      }
+    }
+    ::close(c);
+  }
+
+  int fd = -1;
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::map<std::string, std::string> map;
+};
+
+/// A connection to the store; retries until the server is up or `timeout`.
+class StoreClient {
+public:
+  bool connect(const std::string &host, const std::string &port,
+               std::chrono::seconds timeout, std::string &error) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      addrinfo hints{}, *res = nullptr;
+      hints.ai_family = AF_UNSPEC;
+      hints.ai_socktype = SOCK_STREAM;
+      int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &res);
+      if (rc != 0) {
+        error = "cannot resolve MASTER_ADDR '" + host +
+                "': " + ::gai_strerror(rc);
+        return false;
+      }
+      for (addrinfo *a = res; a && fd < 0; a = a->ai_next) {
+        int s = ::socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+        if (s >= 0 && ::connect(s, a->ai_addr, a->ai_addrlen) == 0)
+          fd = s;
+        else if (s >= 0)
+          ::close(s);
+      }
+      ::freeaddrinfo(res);
+      if (fd >= 0) {
+        int on = 1;
+        ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+        // A get waits at most `timeout` for the other ranks' keys.
+        timeval tv{};
+        tv.tv_sec = static_cast<time_t>(timeout.count());
+        ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        return true;
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        error = "no rendezvous at " + host + ":" + port + " after " +
+                std::to_string(timeout.count()) +
+                " s (is rank 0 running, and MASTER_ADDR/MASTER_PORT its "
+                "address?)";
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+
+  bool set(const std::string &key, const std::string &value) {
+    std::lock_guard<std::mutex> lock(mutex);
+    return sendAll(fd, "S", 1) && sendBlob(fd, key) && sendBlob(fd, value);
+  }
+  bool get(const std::string &key, std::string &value) {
+    std::lock_guard<std::mutex> lock(mutex);
+    return sendAll(fd, "G", 1) && sendBlob(fd, key) && recvBlob(fd, value);
+  }
+  ~StoreClient() {
+    if (fd >= 0)
+      ::close(fd);
+  }
+
+private:
+  int fd = -1;
+  std::mutex mutex;
+};
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Gloo
+//===----------------------------------------------------------------------===//
+
+#ifdef GTC_HAVE_GLOO
+namespace {
+
+/// Gloo's view of the TCP store.
+class GlooTcpStore : public gloo::rendezvous::Store {
+public:
+  explicit GlooTcpStore(StoreClient &client) : client(client) {}
+  void set(const std::string &key, const std::vector<char> &data) override {
+    if (!client.set(key, std::string(data.begin(), data.end())))
+      throw std::runtime_error("the rendezvous connection broke");
+  }
+  std::vector<char> get(const std::string &key) override {
+    std::string v;
+    if (!client.get(key, v))
+      throw std::runtime_error(
+          "the other ranks did not all arrive at the rendezvous within the "
+          "timeout (GTC_TIMEOUT seconds; 300 by default), or rank 0 stopped");
+    return std::vector<char>(v.begin(), v.end());
+  }
+  void wait(const std::vector<std::string> &keys) override {
+    for (const std::string &k : keys)
+      get(k);
+  }
+  void wait(const std::vector<std::string> &keys,
+            const std::chrono::milliseconds &) override {
+    wait(keys);
+  }
+
+private:
+  StoreClient &client;
+};
+
+class GlooCommunicator : public Communicator {
+public:
+  int rank() const override { return context->rank; }
+  int size() const override { return context->size; }
+  void allReduceMean(float *data, size_t n) override {
+    if (n == 0)
+      return;
+    run("an all-reduce", [&] {
+      gloo::AllreduceOptions o(context);
+      o.setOutput(data, n);
+      o.setReduceFunction(
+          static_cast<void (*)(void *, const void *, const void *, size_t)>(
+              &gloo::sum<float>));
+      gloo::allreduce(o);
+    });
+    const float scale = 1.0f / static_cast<float>(context->size);
+    for (size_t i = 0; i < n; ++i)
+      data[i] *= scale;
+  }
+  void allReduceSum(double *data, size_t n) override {
+    if (n == 0)
+      return;
+    run("an all-reduce", [&] {
+      gloo::AllreduceOptions o(context);
+      o.setOutput(data, n);
+      o.setReduceFunction(
+          static_cast<void (*)(void *, const void *, const void *, size_t)>(
+              &gloo::sum<double>));
+      gloo::allreduce(o);
+    });
+  }
+  void barrier() override {
+    run("a barrier", [&] {
+      gloo::BarrierOptions o(context);
+      gloo::barrier(o);
+    });
+  }
+
+  template <typename F> void run(const char *what, F f) {
+    try {
+      f();
+    } catch (const std::exception &e) {
+      throw std::runtime_error(std::string("rank ") +
+                               std::to_string(context->rank) + ": " + what +
+                               " failed (another rank stopped or hung?): " +
+                               e.what());
+    }
+  }
+
+  std::shared_ptr<gloo::rendezvous::Context> context;
+  /// Rank 0's store; it lives as long as the process (its connection
+  /// threads wait on it, and a condition variable waited on cannot be
+  /// destroyed).
+  StoreServer *server = nullptr;
+  std::unique_ptr<StoreClient> client;
+};
+
+/// Seconds a collective or the rendezvous waits for the others
+/// (GTC_TIMEOUT, default 300).
+std::chrono::seconds commTimeout() {
+  int s = 0;
+  return std::chrono::seconds(
+      env("GTC_TIMEOUT") && toInt(env("GTC_TIMEOUT"), s) && s > 0 ? s : 300);
+}
+
+} // namespace
+#endif
+
+std::unique_ptr<Communicator> gtc::rt::connectCpu(const World &world,
+                                                  std::string &error) {
+#ifndef GTC_HAVE_GLOO
+  (void)world;
+  error = "this gtc was built without Gloo (libgloo-dev), which CPU data "
+          "parallelism needs; rebuild with it installed, or run one process";
+  return nullptr;
+#else
+  auto comm = std::make_unique<GlooCommunicator>();
+  const std::chrono::seconds timeout = commTimeout();
+  try {
+    std::unique_ptr<gloo::rendezvous::Store> store;
+    const std::string file = "file:";
+    if (world.rendezvous.rfind(file, 0) == 0) {
+      // Gloo's file store: a file per key in a directory.
+      std::string dir = world.rendezvous.substr(file.size());
+      if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST) {
+        error = "cannot create the rendezvous directory '" + dir +
+                "': " + std::strerror(errno);
+        return nullptr;
+      }
+      store = std::make_unique<gloo::rendezvous::FileStore>(dir);
+    } else {
+      if (world.rank == 0) {
+        comm->server = new StoreServer();
+        if (!comm->server->listenOn(world.masterPort, error))
+          return nullptr;
+      }
+      comm->client = std::make_unique<StoreClient>();
+      if (!comm->client->connect(world.masterAddr, world.masterPort, timeout,
+                                 error))
+        return nullptr;
+      store = std::make_unique<GlooTcpStore>(*comm->client);
+    }
+    gloo::transport::tcp::attr attr;
+    if (const char *iface = env("GLOO_SOCKET_IFNAME"))
+      attr.iface = iface;
+    else if (world.masterAddr == "127.0.0.1" ||
+             world.masterAddr == "localhost" || world.launcher == "gtc")
+      attr.hostname = "127.0.0.1";
+    auto device = gloo::transport::tcp::CreateDevice(attr);
+    comm->context =
+        std::make_shared<gloo::rendezvous::Context>(world.rank, world.size);
+    comm->context->setTimeout(timeout);
+    gloo::rendezvous::PrefixStore prefixed("gtc", *store);
+    comm->context->connectFullMesh(prefixed, device);
+    // Every rank connected: none reads the store any more.
+    comm->barrier();
+  } catch (const std::exception &e) {
+    error = "rank " + std::to_string(world.rank) + " of " +
+            std::to_string(world.size) +
+            " could not join the others: " + e.what();
+    return nullptr;
+  }
+  return comm;
+#endif
+}
+
+//===----------------------------------------------------------------------===//
+// gtc run --devices N
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+std::vector<pid_t> *workers = nullptr;
+
+extern "C" void forwardSignal(int sig) {
+  if (workers)
+    for (pid_t p : *workers)
+      if (p > 0)
+        ::kill(p, sig);
+}
+
+/// A port no one listens on now (the kernel's choice).
+std::string freePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len) != 0) {
+    if (fd >= 0)
+      ::close(fd);
+    return "29500";
+  }
+  std::string port = std::to_string(ntohs(a.sin_port));
+  ::close(fd);
+  return port;
+}
+
+} // namespace
+
+int gtc::rt::spawnWorkers(int n, char **argv) {
+  const std::string port = freePort();
+  std::vector<pid_t> pids(n, -1);
+  std::vector<int> errFds(n, -1);
+  std::cout.flush();
+  std::cerr.flush();
+  for (int r = 0; r < n; ++r) {
+    int p[2];
+    if (::pipe(p) != 0) {
+      std::cerr << "gtc: error: cannot start worker " << r << ": "
+                << std::strerror(errno) << "\n";
+      forwardSignal(SIGTERM);
+      return 1;
+    }
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::setenv("RANK", std::to_string(r).c_str(), 1);
+      ::setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+      ::setenv("WORLD_SIZE", std::to_string(n).c_str(), 1);
+      ::setenv("LOCAL_WORLD_SIZE", std::to_string(n).c_str(), 1);
+      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+      ::setenv("MASTER_PORT", port.c_str(), 1);
+      ::setenv("GTC_LAUNCHED", "1", 1);
+      ::dup2(p[1], STDERR_FILENO);
+      ::close(p[0]);
+      ::close(p[1]);
+      if (r != 0) {
+        int null = ::open("/dev/null", O_WRONLY);
+        ::dup2(null, STDOUT_FILENO);
+        ::close(null);
+      }
+      ::execv("/proc/self/exe", argv);
+      std::fprintf(stderr, "gtc: error: cannot start a worker: %s\n",
+                   std::strerror(errno));
+      ::_exit(127);
+    }
+    ::close(p[1]);
+    if (pid < 0) {
+      ::close(p[0]);
+      std::cerr << "gtc: error: cannot start worker " << r << ": "
+                << std::strerror(errno) << "\n";
+      break;
+    }
+    pids[r] = pid;
+    errFds[r] = p[0];
+  }
+  workers = &pids;
+  struct sigaction sa {}, oldInt{}, oldTerm{};
+  sa.sa_handler = forwardSignal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGTERM, &sa, &oldTerm);
+  // Ctrl-C reaches the workers from the terminal; the launcher waits.
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  ::sigaction(SIGINT, &ignore, &oldInt);
+
+  // Each worker's standard error, line by line, prefixed with its rank.
+  std::vector<std::string> partial(n);
+  int status = 0, open = 0;
+  for (int fd : errFds)
+    open += fd >= 0;
+  bool stopping = false;
+  auto stopOthers = [&](int failed) {
+    if (stopping)
+      return;
+    stopping = true;
+    for (int r = 0; r < n; ++r)
+      if (r != failed && pids[r] > 0)
+        ::kill(pids[r], SIGTERM);
+  };
+  int running = 0;
+  for (pid_t p : pids)
+    running += p > 0;
+  if (running < n) {
+    status = 1;
+    stopOthers(-1);
+  }
+  while (running > 0 || open > 0) {
+    std::vector<pollfd> fds;
+    std::vector<int> ranks;
+    for (int r = 0; r < n; ++r)
+      if (errFds[r] >= 0) {
+        fds.push_back({errFds[r], POLLIN, 0});
+        ranks.push_back(r);
+      }
+    if (!fds.empty() && ::poll(fds.data(), fds.size(), 200) > 0) {
+      for (size_t i = 0; i < fds.size(); ++i) {
+        if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
+          continue;
+        int r = ranks[i];
+        char buf[4096];
+        ssize_t k = ::read(errFds[r], buf, sizeof buf);
+        if (k <= 0) {
+          if (!partial[r].empty())
+            std::cerr << "[rank " << r << "] " << partial[r] << "\n";
+          partial[r].clear();
+          ::close(errFds[r]);
+          errFds[r] = -1;
+          --open;
+          continue;
+        }
+        partial[r].append(buf, static_cast<size_t>(k));
+        size_t nl;
+        while ((nl = partial[r].find('\n')) != std::string::npos) {
+          std::cerr << "[rank " << r << "] " << partial[r].substr(0, nl)
+                    << "\n";
+          partial[r].erase(0, nl + 1);
+        }
+        std::cerr.flush();
+      }
+    } else if (fds.empty()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    int ws;
+    pid_t done;
+    while (running > 0 && (done = ::waitpid(-1, &ws, WNOHANG)) > 0) {
+      int r = 0;
+      while (r < n && pids[r] != done)
+        ++r;
+      if (r == n)
+        continue;
+      pids[r] = -1;
+      --running;
+      int code = WIFEXITED(ws) ? WEXITSTATUS(ws) : 1;
+      if (code != 0 && !stopping) {
+        if (WIFSIGNALED(ws))
+          std::cerr << "gtc: error: rank " << r << " was killed by signal "
+                    << WTERMSIG(ws) << "; stopping the other workers\n";
+        else if (code != 130)
+          std::cerr << "gtc: error: rank " << r << " failed (exit status "
+                    << code << "); stopping the other workers\n";
+        status = code;
+        stopOthers(r);
+      }
+    }
+  }
+  workers = nullptr;
+  ::sigaction(SIGTERM, &oldTerm, nullptr);
+  ::sigaction(SIGINT, &oldInt, nullptr);
+  return status;
+}
