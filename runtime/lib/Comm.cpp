@@ -124,6 +124,13 @@ bool gtc::rt::worldFromEnvironment(World &world,
   else if (world.launcher == "slurm" && env("SLURM_JOB_NODELIST"))
     world.masterAddr = firstSlurmHost(env("SLURM_JOB_NODELIST"));
   world.masterPort = env("MASTER_PORT") ? env("MASTER_PORT") : "";
+  // torchrun's agent serves its own store at MASTER_PORT; gtc's rank 0
+  // serves at the next port.
+  int port = 0;
+  if (env("TORCHELASTIC_USE_AGENT_STORE") &&
+      std::string(env("TORCHELASTIC_USE_AGENT_STORE")) == "True" &&
+      toInt(world.masterPort.c_str(), port) && port < 65535)
+    world.masterPort = std::to_string(port + 1);
   if (world.masterAddr.empty() || world.masterPort.empty()) {
     error = "rank " + std::to_string(world.rank) + " of " +
             std::to_string(world.size) +
