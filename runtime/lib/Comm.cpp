@@ -379,21 +379,23 @@ public:
   int rank() const override { return context->rank; }
   int size() const override { return context->size; }
   void allReduceMean(float *data, size_t n) override {
-    if (n == 0)
-      return;
-    run("an all-reduce", [&] {
-      gloo::AllreduceOptions o(context);
-      o.setOutput(data, n);
-      o.setReduceFunction(
-          static_cast<void (*)(void *, const void *, const void *, size_t)>(
-              &gloo::sum<float>));
-      gloo::allreduce(o);
-    });
+    sum(data, n);
     const float scale = 1.0f / static_cast<float>(context->size);
     for (size_t i = 0; i < n; ++i)
       data[i] *= scale;
   }
   void allReduceSum(double *data, size_t n) override {
+    sum(data, n);
+  }
+  void barrier() override {
+    run("a barrier", [&] {
+      gloo::BarrierOptions o(context);
+      gloo::barrier(o);
+    });
+  }
+
+  /// In place, the sum over ranks.
+  template <typename T> void sum(T *data, size_t n) {
     if (n == 0)
       return;
     run("an all-reduce", [&] {
@@ -401,14 +403,8 @@ public:
       o.setOutput(data, n);
       o.setReduceFunction(
           static_cast<void (*)(void *, const void *, const void *, size_t)>(
-              &gloo::sum<double>));
+              &gloo::sum<T>));
       gloo::allreduce(o);
-    });
-  }
-  void barrier() override {
-    run("a barrier", [&] {
-      gloo::BarrierOptions o(context);
-      gloo::barrier(o);
     });
   }
 

@@ -1121,15 +1121,13 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
     bytesTotal += (bytes + 255) / 256 * 256;
     return at;
   };
-  size_t offset = 0;
-  for (auto [region, elements] : plan.regionSize) {
-    if (region == Region::Input || region == Region::Local)
-      continue;
-    I.regionOffset[region] = offset;
-    offset += (static_cast<size_t>(elements) * 4 + 255) / 256 * 256;
-  }
-  I.arenaBytes = std::max<size_t>(offset, 256);
-  size_t arenaAt = take(I.arenaBytes);
+  // The arena first: a region's offset into it is its offset into the
+  // allocation.
+  for (auto [region, elements] : plan.regionSize)
+    if (region != Region::Input && region != Region::Local)
+      I.regionOffset[region] = take(static_cast<size_t>(elements) * 4);
+  I.arenaBytes = std::max<size_t>(bytesTotal, 256);
+  bytesTotal = I.arenaBytes;
   size_t inputBytes = std::max<size_t>(
       256, static_cast<size_t>(plan.regionSize.count(Region::Input)
                                    ? plan.regionSize.at(Region::Input)
@@ -1157,7 +1155,7 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
     }
   }
   CU(cuMemAlloc(&I.device, bytesTotal));
-  I.arena = I.device + arenaAt;
+  I.arena = I.device;
   for (int s = 0; s < 2; ++s) {
     I.inputs[s] = I.device + inputAt[s];
     CU(cuMemHostAlloc(&I.staged[s], inputBytes, 0));
@@ -1168,8 +1166,7 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
   CU(cuMemHostAlloc(&I.pinnedOut, 32, 0));
   if (stepping) {
     I.state = I.device + stateAt;
-    if (I.stateBytes)
-      CU(cuMemsetD8Async(I.state, 0, I.stateBytes, I.compute));
+    CU(cuMemsetD8Async(I.state, 0, I.stateBytes, I.compute));
     I.counter = I.device + counterAt;
     I.norm = I.counter + 256;
     I.partial = I.counter + 512;

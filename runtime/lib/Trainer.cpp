@@ -543,6 +543,11 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
   const bool cuda = options.device == "cuda";
   const bool tf32 = c.precision == Precision::Tf32;
   std::unique_ptr<Backend> backend;
+  if (cuda && comm) {
+    err << "gtc: error: data parallelism on GPUs needs NCCL, which is not "
+           "built yet; train on one GPU, or on the CPU with --device cpu\n";
+    return 1;
+  }
   if (cuda) {
     const CudaProgram *program = options.programFor(step);
     if (!program)

@@ -113,8 +113,7 @@ int main(int argc, char **argv) {
   if (!rt::worldFromEnvironment(world, opts.rendezvous, error))
     return usageError(self, error);
   if (world.size > 1 ||
-      (!opts.devices.empty() && opts.devices != "1" && opts.devices != "cpu" &&
-       opts.devices != "all"))
+      (!opts.devices.empty() && opts.devices != "1" && opts.devices != "cpu"))
     return usageError(self, "a compiled executable trains in one process; "
                             "for data parallelism use gtc run --devices N "
                             "(or gtc run under the launcher)");

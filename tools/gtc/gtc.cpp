@@ -358,6 +358,29 @@ void explainKernels(const gtc::rt::Plan &plan,
                      bytes / 1e9, flops / 1e12);
 }
 
+/// The batch to train: --batch, else the train block's, else 32 (the
+/// global batch with data parallelism).
+int64_t trainBatch(const Options &opts, mlir::gt::TrainOp trainOp) {
+  if (opts.args.batch)
+    return *opts.args.batch;
+  if (trainOp)
+    if (auto b = trainOp->getAttrOfType<mlir::IntegerAttr>("batch"))
+      return b.getInt();
+  return 32;
+}
+
+/// The devices to train on: --devices, else the train block's `devices`
+/// ("N", "all" or "cpu"; empty when neither says).
+std::string devicesSetting(const Options &opts, mlir::gt::TrainOp trainOp) {
+  if (!opts.args.devices.empty() || !trainOp)
+    return opts.args.devices;
+  if (auto n = trainOp->getAttrOfType<mlir::IntegerAttr>("devices"))
+    return std::to_string(n.getInt());
+  if (auto w = trainOp->getAttrOfType<mlir::StringAttr>("devices"))
+    return w.getValue().str();
+  return "";
+}
+
 /// The compile options of gtc run and gtc compile: the train block's batch
 /// unless --batch says, and the options' precision, padding, fusion and
 /// checkpointing; `deviceMemory` is what the step may use (0: unknown).
@@ -368,10 +391,7 @@ void explainKernels(const gtc::rt::Plan &plan,
 bool compileOptions(const Options &opts, mlir::ModuleOp module,
                     mlir::gt::TrainOp trainOp, int64_t deviceMemory,
                     gtc::CompileOptions &compile) {
-  compile.batch = opts.args.batch.value_or(32);
-  if (!opts.args.batch && trainOp)
-    if (auto b = trainOp->getAttrOfType<mlir::IntegerAttr>("batch"))
-      compile.batch = b.getInt();
+  compile.batch = trainBatch(opts, trainOp);
   compile.precision = opts.args.precision;
   compile.pad = !opts.args.noPad;
   compile.fuse = !opts.args.noFuse;
@@ -435,13 +455,7 @@ int runModel(const Options &opts, mlir::ModuleOp module,
     llvm::errs() << "gtc: error: " << error << "\n";
     return 1;
   }
-  std::string devices = opts.args.devices;
-  if (devices.empty() && trainOp) {
-    if (auto n = trainOp->getAttrOfType<mlir::IntegerAttr>("devices"))
-      devices = std::to_string(n.getInt());
-    else if (auto w = trainOp->getAttrOfType<mlir::StringAttr>("devices"))
-      devices = w.getValue().str();
-  }
+  const std::string devices = devicesSetting(opts, trainOp);
   // `all` is every GPU of this host (a dry run without one plans for one);
   // the CPU is one device.
   int processes = 1;
@@ -470,7 +484,7 @@ int runModel(const Options &opts, mlir::ModuleOp module,
                     "GPU, or on the CPU with --device cpu --devices N\n";
     return 1;
   }
-  if (processes > 1 && !trains && opts.args.bench) {
+  if (processes > 1 && opts.args.bench) {
     llvm::errs() << "gtc: error: --bench times one process; give --devices "
                     "1 (each of N processes runs the step at batch / N)\n";
     return 1;
@@ -487,11 +501,7 @@ int runModel(const Options &opts, mlir::ModuleOp module,
     return false;
   };
   if (processes > 1 && world.size == 1 && trains) {
-    int64_t batch = opts.args.batch.value_or(32);
-    if (!opts.args.batch && trainOp)
-      if (auto b = trainOp->getAttrOfType<mlir::IntegerAttr>("batch"))
-        batch = b.getInt();
-    if (!opts.args.batchAuto && !splits(batch))
+    if (!opts.args.batchAuto && !splits(trainBatch(opts, trainOp)))
       return 1;
     return gtc::rt::spawnWorkers(processes, opts.argv);
   }
@@ -664,14 +674,9 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
                     "frontend/LANGUAGE.md)\n";
     return 1;
   }
-  // An executable trains in one process (data parallelism is gtc run's).
-  std::string devices = opts.args.devices;
-  if (devices.empty()) {
-    if (auto n = trainOp->getAttrOfType<mlir::IntegerAttr>("devices"))
-      devices = std::to_string(n.getInt());
-    else if (auto w = trainOp->getAttrOfType<mlir::StringAttr>("devices"))
-      devices = w.getValue().str();
-  }
+  // An executable trains in one process on one device (data parallelism
+  // is gtc run's).
+  const std::string devices = devicesSetting(opts, trainOp);
   if (!devices.empty() && devices != "1" && devices != "cpu" &&
       devices != "all") {
     llvm::errs() << "gtc: error: devices = " << devices
@@ -680,6 +685,10 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
                     "with --devices 1\n";
     return 1;
   }
+  if (devices == "all")
+    llvm::errs() << "gtc: warning: devices = all: a compiled executable "
+                    "trains on one device (the first GPU, or the CPU); train "
+                    "on every GPU with gtc run\n";
   // The executable runs elsewhere: no device memory to plan for.
   gtc::CompileOptions compile;
   if (!compileOptions(opts, module, trainOp, /*deviceMemory=*/0, compile))

@@ -365,6 +365,8 @@ FailureOr<int64_t> gtc::largestBatch(ModuleOp module,
                                      const CompileOptions &options,
                                      int64_t budget, bool &checkpointing) {
   CompileOptions o = options;
+  o.batch = 1;
+  FailureOr<rt::Plan> first = failure();
   if (checkpointing) {
     o.checkpointEvery = 1;
     o.checkpointGroups = -1;
@@ -374,29 +376,25 @@ FailureOr<int64_t> gtc::largestBatch(ModuleOp module,
     // one error here): its batch is found without.
     ScopedDiagnosticHandler quiet(module.getContext(),
                                   [](Diagnostic &) { return success(); });
-    o.batch = 1;
-    if (failed(compileOnce(module, o))) {
+    if (failed(first = compileOnce(module, o))) {
       checkpointing = false;
       o.checkpointEvery = -1;
     }
   }
-  int64_t smallest = 0;
+  if (failed(first) && failed(first = compileOnce(module, o)))
+    return failure();
+  int64_t smallest = first->memory().peak();
+  if (smallest > budget)
+    return module.emitError("no batch fits ")
+           << mib(budget) << ": batch 1 needs " << mib(smallest)
+           << (checkpointing ? " with every repeat iteration recomputed" : "");
   auto fits = [&](int64_t batch) -> FailureOr<bool> {
     o.batch = batch;
     FailureOr<rt::Plan> plan = compileOnce(module, o);
     if (failed(plan))
       return failure();
-    if (batch == 1)
-      smallest = plan->memory().peak();
     return plan->memory().peak() <= budget;
   };
-  FailureOr<bool> one = fits(1);
-  if (failed(one))
-    return failure();
-  if (!*one)
-    return module.emitError("no batch fits ")
-           << mib(budget) << ": batch 1 needs " << mib(smallest)
-           << (checkpointing ? " with every repeat iteration recomputed" : "");
   // Doubling, then bisection: the peak grows with the batch.
   int64_t lo = 1, hi = 2;
   constexpr int64_t kMaxBatch = int64_t(1) << 24;
