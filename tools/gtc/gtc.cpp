@@ -469,10 +469,13 @@ int runModel(const Options &opts, mlir::ModuleOp module,
   const bool trains = opts.emit == Emit::None && !opts.args.dryRun &&
                       !opts.args.explain && opts.args.bench == 0;
   if (world.size > 1 && processes > 1 && processes != world.size) {
-    llvm::errs() << "gtc: error: devices = " << devices << ", but the "
-                 << world.launcher << " launch has " << world.size
-                 << " processes; give --devices " << world.size
-                 << " or launch " << devices << "\n";
+    // Every process of the launch finds this: one write each, so that
+    // their messages do not interleave on a shared stderr.
+    llvm::errs() << ("gtc: error: devices = " + devices + ", but the " +
+                     world.launcher + " launch has " +
+                     std::to_string(world.size) + " processes; give --devices " +
+                     std::to_string(world.size) + " or launch " + devices +
+                     "\n");
     return 1;
   }
   if (world.size > 1)

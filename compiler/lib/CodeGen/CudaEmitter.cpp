@@ -57,7 +57,7 @@ std::string Emitter::describe(int id) const {
 void Emitter::launch(const std::string &suffix, const std::string &what,
                      const std::vector<Arg> &args, unsigned helpers,
                      const std::string &consts, const std::string &body,
-                     int64_t grid, int64_t block) {
+                     int64_t grid, int64_t block, int minBlocks) {
   CudaLaunch l;
   l.kind = CudaLaunch::Kind::Kernel;
   l.name = "k" + str(index) + "_" + opName(k->op) +
@@ -103,7 +103,8 @@ void Emitter::launch(const std::string &suffix, const std::string &what,
     src += kArgmaxSnippet;
   src += "\n" + consts;
   src += "\nextern \"C\" __global__ void __launch_bounds__(" + str(block) +
-         ")\n" + CudaLaunch::kKernelEntry + "(";
+         (minBlocks > 0 ? ", " + str(minBlocks) : "") + ")\n" +
+         CudaLaunch::kKernelEntry + "(";
   for (size_t i = 0; i < args.size(); ++i) {
     const Arg &a = args[i];
     std::string type = a.buffer == CudaLaunch::kWorkspace ? a.wsType

@@ -455,10 +455,12 @@ private:
 
   /// Adds a kernel launch; `consts` are declarations at file scope and `body`
   /// the statements of the entry function (indented by two spaces).
+  /// `minBlocks` (0: none), the blocks an SM should hold at once, bounds
+  /// the registers a thread may take (__launch_bounds__).
   void launch(const std::string &suffix, const std::string &what,
               const std::vector<Arg> &args, unsigned helpers,
               const std::string &consts, const std::string &body,
-              int64_t grid, int64_t block = kBlock);
+              int64_t grid, int64_t block = kBlock, int minBlocks = 0);
 
   // Op families.
   /// One value of an elementwise kernel: `fn` applied to `args` (input or

@@ -22,30 +22,67 @@ int layernormThreads(int64_t d, int64_t perThread) {
   return threadsPerRow(d);
 }
 
-/// A row's mean, variance and rstd in double, as CpuExecutor's layernorm,
-/// from the row's elements in registers: xv[c] is column lane + c RT (zero
-/// past N). Inside kRowLoop.
-const char *kLayerNormStatistics = R"CU(    double s = 0.0;
+/// Constants and helpers of the layer norm row kernels, after rowConsts():
+/// each thread holds CPT = CPV * VEC columns of its row in registers, VEC
+/// consecutive ones a load (4 when rows are a multiple of 4: 16-byte loads
+/// of f32, 8-byte of 16-bit types; else 1); its c-th is column col(lane, c).
+std::string normConsts(int64_t d, int rt, double eps) {
+  int vec = d % 4 == 0 ? 4 : 1;
+  return "constexpr double EPS = " + dbl(eps) + ";\nconstexpr int VEC = " +
+         str(vec) + ";  // consecutive columns a load\nconstexpr int CPV = " +
+         str(ceilDiv(d, int64_t(rt) * vec)) +
+         ";  // loads a thread\nconstexpr int CPT = CPV * VEC;  // columns "
+         "per thread\n" +
+         R"CU(__device__ __forceinline__ int col(int lane, int c) {
+  return (lane + c / VEC * RT) * VEC + c % VEC;
+}
+template <typename T> struct alignas(sizeof(T) * VEC) pack_t { T e[VEC]; };
+// VEC elements at p (a multiple of VEC from an aligned start) as float.
+template <typename T>
+__device__ __forceinline__ void loadv(const T *p, float *v) {
+  const pack_t<T> q = *reinterpret_cast<const pack_t<T> *>(p);
+#pragma unroll
+  for (int e = 0; e < VEC; ++e)
+    v[e] = (float)q.e[e];
+}
+template <typename T>
+__device__ __forceinline__ void storev(T *p, const float *v) {
+  pack_t<T> q;
+#pragma unroll
+  for (int e = 0; e < VEC; ++e)
+    q.e[e] = v[e];
+  *reinterpret_cast<pack_t<T> *>(p) = q;
+}
+)CU";
+}
+
+/// A row's mean, variance and rstd, as CpuExecutor's layernorm, from the
+/// row's elements in registers (xv[c] is column col(lane, c), zero past N):
+/// each thread's terms added in float, the row's sums of those in double.
+/// Inside kRowLoop.
+const char *kLayerNormStatistics = R"CU(    float sf = 0.0f;
 #pragma unroll
     for (int c = 0; c < CPT; ++c)
-      s += xv[c];
-    const double mean = row_sum<RT>(s, red) / N;
-    double q = 0.0;
+      sf += xv[c];
+    const double mean = row_sum<RT>((double)sf, red) / N;
+    const float mf = (float)mean;
+    float qf = 0.0f;
 #pragma unroll
     for (int c = 0; c < CPT; ++c)
-      if (lane + c * RT < N) {
-        const double e = (double)xv[c] - mean;
-        q += e * e;
+      if (col(lane, c) < N) {
+        const float e = xv[c] - mf;
+        qf += e * e;
       }
-    const double var = row_sum<RT>(q, red) / N;
+    const double var = row_sum<RT>((double)qf, red) / N;
     const float rstd = (float)(1.0 / sqrt(var + EPS));
 )CU";
 
 } // namespace
 
-/// CpuExecutor's layernorm(): statistics in double, y in float, the row read
-/// once into registers. In a norm region, x = residual + addend is computed
-/// first and stored (rounded to x's type, as the CPU stores it).
+/// CpuExecutor's layernorm(): statistics as kLayerNormStatistics, y in
+/// float, the row read once into registers. In a norm region, x = residual
+/// + addend is computed first and stored (rounded to x's type, as the CPU
+/// stores it).
 bool Emitter::layernorm() {
   int x = k->inputs[0], w = k->inputs[1], b = k->inputs[2], y = k->outputs[0];
   const NormFusion *f = normFusion;
@@ -54,39 +91,54 @@ bool Emitter::layernorm() {
   if (count(w) != d || count(b) != d || count(y) != count(x))
     return fail("layernorm shapes do not agree");
   int rt = layernormThreads(d, 32);
-  std::string consts = rowConsts(rows, d, rt) + "constexpr double EPS = " +
-                       dbl(k->floatAttr("epsilon", 1e-5)) +
-                       ";\nconstexpr int CPT = " + str(ceilDiv(d, rt)) +
-                       ";  // columns per thread\n";
+  std::string consts = rowConsts(rows, d, rt) +
+                       normConsts(d, rt, k->floatAttr("epsilon", 1e-5));
   std::string body = "  __shared__ double red[8];\n";
   body += kRowLoop;
   body += R"CU(    float xv[CPT];
 #pragma unroll
-    for (int c = 0; c < CPT; ++c) {
-      const i64 j = lane + c * RT;
-      xv[c] = 0.0f;
+    for (int p = 0; p < CPV; ++p) {
+      const i64 j = (lane + p * RT) * VEC;
+      float *v = xv + p * VEC;
+#pragma unroll
+      for (int e = 0; e < VEC; ++e)
+        v[e] = 0.0f;
       if (active && j < N) {
 )CU";
   std::vector<Arg> args = {in(w, "w"), in(b, "b"), out(y, "y")};
   if (f) {
-    body += "        " + ctype(x) +
-            " t;\n        t = (float)r[row * N + j] + (float)a[row * N + j];\n"
-            "        x[row * N + j] = t;\n"
-            "        xv[c] = (float)t;\n";
+    body += "        float ra[VEC], aa[VEC];\n"
+            "        loadv(r + row * N + j, ra);\n"
+            "        loadv(a + row * N + j, aa);\n"
+            "        pack_t<" +
+            ctype(x) + R"CU(> t;
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+          t.e[e] = ra[e] + aa[e];
+          v[e] = (float)t.e[e];
+        }
+        *reinterpret_cast<decltype(t) *>(x + row * N + j) = t;
+)CU";
     args.insert(args.begin(), {in(f->residual, "r"), in(f->addend, "a"),
                                out(x, "x")});
   } else {
-    body += "        xv[c] = (float)x[row * N + j];\n";
+    body += "        loadv(x + row * N + j, v);\n";
     args.insert(args.begin(), in(x, "x"));
   }
   body += "      }\n    }\n";
   body += kLayerNormStatistics;
-  body += R"CU(    const float m = (float)mean;
+  body += R"CU(#pragma unroll
+    for (int p = 0; p < CPV; ++p) {
+      const i64 j = (lane + p * RT) * VEC;
+      if (active && j < N) {
+        float wv[VEC], bv[VEC], yv[VEC];
+        loadv(w + j, wv);
+        loadv(b + j, bv);
 #pragma unroll
-    for (int c = 0; c < CPT; ++c) {
-      const i64 j = lane + c * RT;
-      if (active && j < N)
-        y[row * N + j] = (xv[c] - m) * rstd * w[j] + b[j];
+        for (int e = 0; e < VEC; ++e)
+          yv[e] = (xv[p * VEC + e] - mf) * rstd * wv[e] + bv[e];
+        storev(y + row * N + j, yv);
+      }
     }
   }
 )CU";
@@ -209,8 +261,9 @@ bool Emitter::normRegion() {
 }
 
 /// CpuExecutor's layernormGrad() in one pass over the rows (launch 1): each
-/// group of RT threads loads a row of x and dy into registers once, computes
-/// the row's statistics (sums in double) and dx, and adds the row's terms of
+/// group of RT threads loads a row of x and dy into registers once (VEC
+/// columns a load), computes the row's statistics (kLayerNormStatistics;
+/// s1 and s2 likewise) and dx, and adds the row's terms of
 /// dw and db (and, in a norm region, of a bias gradient) to the sums it keeps
 /// for its columns; at most 2 kMaxGrid row groups walk the rows, and their
 /// sums go to the workspace, added up a block at a time where they fit in
@@ -235,15 +288,14 @@ bool Emitter::layernormGrad() {
   bool blockSums = kBlock / rt > 1 && (kBlock / rt) * d * 4 <= 16384;
   int64_t slots = blockSums ? grid : grid * (kBlock / rt);
   std::string consts =
-      rowConsts(rows, d, rt) + "constexpr double EPS = " +
-      dbl(k->floatAttr("epsilon", 1e-5)) +
-      ";\nconstexpr int CPT = " + str(ceilDiv(d, rt)) +
-      ";  // columns per thread\nconstexpr i64 SLOTS = " + str(slots) +
+      rowConsts(rows, d, rt) +
+      normConsts(d, rt, k->floatAttr("epsilon", 1e-5)) +
+      "constexpr i64 SLOTS = " + str(slots) +
       ";  // sets of column sums in the workspace\nconstexpr bool BLOCK_SUMS = " +
       (blockSums ? "true" : "false") + ";\n";
   std::string body = R"CU(  __shared__ double red[8];
   // This thread's share of dw, db and the bias gradient: columns
-  // lane + c * RT, over its rows (float; the sets in the workspace are
+  // col(lane, c), over its rows (float; the sets in the workspace are
   // added in double).
   float aw[CPT], ab[CPT], ag[CPT];
 #pragma unroll
@@ -253,37 +305,53 @@ bool Emitter::layernormGrad() {
   body += kRowLoop;
   body += R"CU(    float xv[CPT], gv[CPT];
 #pragma unroll
-    for (int c = 0; c < CPT; ++c) {
-      const int j = lane + c * RT;
-      const bool in = active && j < N;
-      xv[c] = in ? (float)x[row * N + j] : 0.0f;
-      gv[c] = in ? (float)dy[row * N + j] : 0.0f;
+    for (int p = 0; p < CPV; ++p) {
+      const int j = (lane + p * RT) * VEC;
+#pragma unroll
+      for (int e = 0; e < VEC; ++e)
+        xv[p * VEC + e] = gv[p * VEC + e] = 0.0f;
+      if (active && j < N) {
+        loadv(x + row * N + j, xv + p * VEC);
+        loadv(dy + row * N + j, gv + p * VEC);
+      }
     }
 )CU";
   body += kLayerNormStatistics;
-  body += R"CU(    // s1 = mean(dxhat), s2 = mean(dxhat * xhat) with dxhat = dy * w: the
-    // terms in float, their sums in double.
-    const float mf = (float)mean;
-    double s1 = 0.0, s2 = 0.0;
+  body += R"CU(    // s1 = mean(dxhat), s2 = mean(dxhat * xhat) with dxhat = dy * w: each
+    // thread's terms in float, the row's sums of those in double.
+    float s1 = 0.0f, s2 = 0.0f;
 #pragma unroll
-    for (int c = 0; c < CPT; ++c) {
-      const int j = lane + c * RT;
+    for (int p = 0; p < CPV; ++p) {
+      const int j = (lane + p * RT) * VEC;
       if (active && j < N) {
-        const float xh = (xv[c] - mf) * rstd, g = gv[c] * w[j];
-        s1 += g;
-        s2 += g * xh;
-        aw[c] += gv[c] * xh;
-        ab[c] += gv[c];
+        float wv[VEC];
+        loadv(w + j, wv);
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+          const int c = p * VEC + e;
+          const float xh = (xv[c] - mf) * rstd, g = gv[c] * wv[e];
+          s1 += g;
+          s2 += g * xh;
+          aw[c] += gv[c] * xh;
+          ab[c] += gv[c];
+        }
       }
     }
-    const float s1f = (float)(row_sum<RT>(s1, red) / N);
-    const float s2f = (float)(row_sum<RT>(s2, red) / N);
+    const float s1f = (float)(row_sum<RT>((double)s1, red) / N);
+    const float s2f = (float)(row_sum<RT>((double)s2, red) / N);
 #pragma unroll
-    for (int c = 0; c < CPT; ++c) {
-      const int j = lane + c * RT;
+    for (int p = 0; p < CPV; ++p) {
+      const int j = (lane + p * RT) * VEC;
       if (active && j < N) {
-        const float xh = (xv[c] - mf) * rstd, g = gv[c] * w[j];
-        const float d = rstd * (g - s1f - xh * s2f);
+        const i64 o = row * N + j;
+        float wv[VEC], dv[VEC], tv[VEC];
+        loadv(w + j, wv);
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+          const int c = p * VEC + e;
+          const float xh = (xv[c] - mf) * rstd, g = gv[c] * wv[e];
+          dv[e] = rstd * (g - s1f - xh * s2f);
+        }
 STORE      }
     }
   }
@@ -296,7 +364,7 @@ STORE      }
     for (int k = 0; k < NS; ++k) {
 #pragma unroll
       for (int c = 0; c < CPT; ++c) {
-        const int j = lane + c * RT;
+        const int j = col(lane, c);
         if (j < N)
           cs[group * N + j] = k == 0 ? aw[c] : k == 1 ? ab[c] : ag[c];
       }
@@ -313,7 +381,7 @@ STORE      }
     const i64 slot = (i64)blockIdx.x * RPB + threadIdx.x / RT;
 #pragma unroll
     for (int c = 0; c < CPT; ++c) {
-      const int j = lane + c * RT;
+      const int j = col(lane, c);
       if (j < N) {
         part[slot * N + j] = aw[c];
         part[(SLOTS + slot) * N + j] = ab[c];
@@ -328,31 +396,45 @@ STORE      }
   std::vector<Arg> args = {in(dy, "dy"), in(x, "x"), in(w, "w")};
   std::string store;
   if (dx >= 0) {
-    store += "        dx[row * N + j] = d;\n";
+    store += "        storev(dx + o, dv);\n";
     args.push_back(out(dx, "dx"));
   }
   bool bias = f && f->biasGrad >= 0;
   if (f) {
+    // t = the residual gradient + dx.
     if (f->residualGrad >= 0) {
-      store += "        const float t = (float)rg[row * N + j] + d;\n";
+      store += "        loadv(rg + o, tv);\n"
+               "#pragma unroll\n"
+               "        for (int e = 0; e < VEC; ++e)\n"
+               "          tv[e] += dv[e];\n";
       args.push_back(in(f->residualGrad, "rg"));
     } else {
-      store += "        const float t = d;\n";
+      store += "#pragma unroll\n"
+               "        for (int e = 0; e < VEC; ++e)\n"
+               "          tv[e] = dv[e];\n";
     }
     if (f->total >= 0) {
-      store += "        tot[row * N + j] = t;\n";
+      store += "        storev(tot + o, tv);\n";
       args.push_back(out(f->total, "tot"));
     }
     if (f->totalCast >= 0) {
-      store += "        " + ctype(f->totalCast) +
-               " tc;\n        tc = t;\n        totc[row * N + j] = tc;\n";
+      // The bias gradient sums what its sum_to reads: the stored cast's
+      // values, or t.
+      store += "        pack_t<" + ctype(f->totalCast) + "> tc;\n" +
+               "#pragma unroll\n"
+               "        for (int e = 0; e < VEC; ++e) {\n"
+               "          tc.e[e] = tv[e];\n" +
+               (bias && f->colSumOfCast
+                    ? "          ag[p * VEC + e] += (float)tc.e[e];\n"
+                    : "") +
+               "        }\n"
+               "        *reinterpret_cast<decltype(tc) *>(totc + o) = tc;\n";
       args.push_back(out(f->totalCast, "totc"));
     }
-    // The bias gradient sums what its sum_to reads: the stored cast's
-    // values, or t.
-    if (bias)
-      store += std::string("        ag[c] += ") +
-               (f->colSumOfCast ? "(float)tc" : "t") + ";\n";
+    if (bias && !f->colSumOfCast)
+      store += "#pragma unroll\n"
+               "        for (int e = 0; e < VEC; ++e)\n"
+               "          ag[p * VEC + e] += tv[e];\n";
   }
   int ns = bias ? 3 : 2; // column sums: dw, db[, the bias gradient]
   consts += "constexpr int NS = " + str(ns) + ";  // column sums\n";
@@ -367,29 +449,44 @@ STORE      }
              " sums to the workspace (" + str(slots) + " sets)",
          args, kWarpHelpers | kRowHelpers, consts, body, grid);
 
-  // 32 columns a block: thread (lane, g) sums the groups g, g + 32, ... of
-  // column lane, then lane 0's warp adds the 32 sums in order.
-  std::string b2 = R"CU(  __shared__ double sh[NS][32][33];
-  const int lane = threadIdx.x & 31, g0 = threadIdx.x >> 5;
-  const i64 j = (i64)blockIdx.x * 32 + lane;
+  // 8 columns a block of 32 warps, 128 groups: lane = column + 8 * sub,
+  // group 4 * warp + sub sums the sets g, g + 128, ... of its column (32-byte
+  // reads); the four groups of a warp are added by shuffles, then warp 0
+  // adds the 32 warps' sums the same way: a fixed order. (32 columns a
+  // block took 8.6 us for GPT-2's 768 columns, 24 blocks on 132 SMs.)
+  std::string b2 = R"CU(  __shared__ double sh[NS][32][8];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int c = lane & 7, sub = lane >> 3;
+  const i64 j = (i64)blockIdx.x * 8 + c;
   double acc[NS];
 #pragma unroll
   for (int k = 0; k < NS; ++k)
     acc[k] = 0.0;
   if (j < N)
-    for (i64 g = g0; g < SLOTS; g += 32)
+#pragma unroll 4
+    for (i64 g = warp * 4 + sub; g < SLOTS; g += 128)
 #pragma unroll
       for (int k = 0; k < NS; ++k)
         acc[k] += part[(k * SLOTS + g) * N + j];
 #pragma unroll
-  for (int k = 0; k < NS; ++k)
-    sh[k][g0][lane] = acc[k];
+  for (int k = 0; k < NS; ++k) {
+    acc[k] += __shfl_xor_sync(0xffffffffu, acc[k], 8);
+    acc[k] += __shfl_xor_sync(0xffffffffu, acc[k], 16);
+    if (sub == 0)
+      sh[k][warp][c] = acc[k];
+  }
   __syncthreads();
-  if (g0 == 0 && j < N) {
-    for (int g = 1; g < 32; ++g)
+  if (warp != 0)
+    return;
 #pragma unroll
-      for (int k = 0; k < NS; ++k)
-        acc[k] += sh[k][g][lane];
+  for (int k = 0; k < NS; ++k) {
+    double t = 0.0;
+    for (int w = sub; w < 32; w += 4)
+      t += sh[k][w][c];
+    t += __shfl_xor_sync(0xffffffffu, t, 8);
+    acc[k] = t + __shfl_xor_sync(0xffffffffu, t, 16);
+  }
+  if (sub == 0 && j < N) {
     dw[j] = (float)acc[0];
     db[j] = (float)acc[1];
 STORE  }
@@ -404,9 +501,9 @@ STORE  }
   args2.push_back(wsIn("float", "part"));
   launch("dwdb",
          std::string(bias ? "dw, db and the bias gradient" : "dw and db") +
-             ": 32 threads a column add the " + str(slots) +
-             " sets of sums, then one adds theirs, in a fixed order",
-         args2, 0, consts, b2, ceilDiv(d, 32), 1024);
+             ": 128 threads a column add the " + str(slots) +
+             " sets of sums, in a fixed order",
+         args2, 0, consts, b2, ceilDiv(d, 8), 1024);
   return true;
 }
 
