@@ -2,7 +2,7 @@
 
 // Only elementwise regions exist.
 func.func @kind(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{unknown fusion kind 'reduction'; expected 'elementwise', 'multi_tensor', 'epilogue', 'gemm', 'norm', 'loss' or 'classifier'}}
+  // expected-error @+1 {{unknown fusion kind 'reduction'; expected 'elementwise', 'multi_tensor', 'epilogue', 'gemm', 'norm', 'loss', 'classifier' or 'scatter_add'}}
   %0 = gt.fused "reduction"(%x) : (tensor<4xf32>) -> tensor<4xf32> {
   ^bb0(%a: tensor<4xf32>):
     %1 = gt.relu %a : tensor<4xf32>
@@ -303,4 +303,33 @@ func.func @classifier_other_op(%h: tensor<4x16xf32>, %w: tensor<8x16xf32>, %y: t
     gt.yield %2 : tensor<f32>
   }
   return %0 : tensor<f32>
+}
+
+// -----
+
+// A scatter_add region adds the embedding gradient to a region input of its
+// type.
+func.func @scatter_add_other(%dy: tensor<2x4x16xf32>, %ids: tensor<2x4xi32>) -> tensor<8x16xf32> {
+  // expected-error @+1 {{a scatter_add region is a gt.embedding_grad and the gt.add of its result to a region input of its type}}
+  %0 = gt.fused "scatter_add"(%dy, %ids) : (tensor<2x4x16xf32>, tensor<2x4xi32>) -> tensor<8x16xf32> {
+  ^bb0(%a: tensor<2x4x16xf32>, %i: tensor<2x4xi32>):
+    %e = gt.embedding_grad %a, %i : tensor<2x4x16xf32>, tensor<2x4xi32> -> tensor<8x16xf32>
+    %s = gt.add %e, %e : tensor<8x16xf32>, tensor<8x16xf32>
+    gt.yield %s : tensor<8x16xf32>
+  }
+  return %0 : tensor<8x16xf32>
+}
+
+// -----
+
+// It yields the sum, not the scattered table.
+func.func @scatter_add_yield(%dy: tensor<2x4x16xf32>, %ids: tensor<2x4xi32>, %dw: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  // expected-error @+1 {{a scatter_add region yields the sum}}
+  %0 = gt.fused "scatter_add"(%dy, %ids, %dw) : (tensor<2x4x16xf32>, tensor<2x4xi32>, tensor<8x16xf32>) -> tensor<8x16xf32> {
+  ^bb0(%a: tensor<2x4x16xf32>, %i: tensor<2x4xi32>, %b: tensor<8x16xf32>):
+    %e = gt.embedding_grad %a, %i : tensor<2x4x16xf32>, tensor<2x4xi32> -> tensor<8x16xf32>
+    %s = gt.add %b, %e : tensor<8x16xf32>, tensor<8x16xf32>
+    gt.yield %e : tensor<8x16xf32>
+  }
+  return %0 : tensor<8x16xf32>
 }

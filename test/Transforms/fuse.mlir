@@ -569,3 +569,43 @@ func.func @classifier_bias(%h: tensor<4x16xf32>, %w: tensor<8x16xf32>, %b: tenso
   %dw = gt.matmul %g, %h <{transpose_a = true}> : tensor<4x8xf32>, tensor<4x16xf32>
   return %loss, %dh, %dw : tensor<f32>, tensor<4x16xf32>, tensor<8x16xf32>
 }
+
+// -----
+
+// A tied embedding's gradient: the table's rows scattered onto the
+// classifier's dW (the add's other operand) in one "scatter_add" region at
+// the embedding gradient, which yields the sum.
+// CHECK-LABEL: func.func @scatter_add
+// CHECK-SAME: (%[[DY:.*]]: tensor<2x4x16xf32>, %[[IDS:.*]]: tensor<2x4xi32>, %[[DW:.*]]: tensor<8x16xf32>)
+// CHECK-NEXT: %[[S:.*]] = gt.fused "scatter_add"(%[[DY]], %[[IDS]], %[[DW]]) : (tensor<2x4x16xf32>, tensor<2x4xi32>, tensor<8x16xf32>) -> tensor<8x16xf32> {
+// CHECK-NEXT: ^bb0(%[[A:.*]]: tensor<2x4x16xf32>, %[[I:.*]]: tensor<2x4xi32>, %[[B:.*]]: tensor<8x16xf32>):
+// CHECK-NEXT:   %[[E:.*]] = gt.embedding_grad %[[A]], %[[I]]
+// CHECK-NEXT:   %[[SUM:.*]] = gt.add %[[B]], %[[E]]
+// CHECK-NEXT:   gt.yield %[[SUM]]
+// CHECK-NEXT: }
+// CHECK-NEXT: return %[[S]]
+func.func @scatter_add(%dy: tensor<2x4x16xf32>, %ids: tensor<2x4xi32>, %dw: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  %e = gt.embedding_grad %dy, %ids : tensor<2x4x16xf32>, tensor<2x4xi32> -> tensor<8x16xf32>
+  %s = gt.add %dw, %e : tensor<8x16xf32>, tensor<8x16xf32>
+  return %s : tensor<8x16xf32>
+}
+
+// -----
+
+// Not a scatter_add when the embedding gradient is read by anything else
+// (it must exist on its own), or when the add broadcasts the other operand
+// (the scatter would have to start from a broadcast table).
+// CHECK-LABEL: func.func @scatter_add_escapes
+// CHECK-NOT:  gt.fused
+// CHECK-LABEL: func.func @scatter_add_broadcast
+// CHECK-NOT:  gt.fused
+func.func @scatter_add_escapes(%dy: tensor<2x4x16xf32>, %ids: tensor<2x4xi32>, %dw: tensor<8x16xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>) {
+  %e = gt.embedding_grad %dy, %ids : tensor<2x4x16xf32>, tensor<2x4xi32> -> tensor<8x16xf32>
+  %s = gt.add %dw, %e : tensor<8x16xf32>, tensor<8x16xf32>
+  return %s, %e : tensor<8x16xf32>, tensor<8x16xf32>
+}
+func.func @scatter_add_broadcast(%dy: tensor<2x4x16xf32>, %ids: tensor<2x4xi32>, %b: tensor<16xf32>) -> tensor<8x16xf32> {
+  %e = gt.embedding_grad %dy, %ids : tensor<2x4x16xf32>, tensor<2x4xi32> -> tensor<8x16xf32>
+  %s = gt.add %e, %b : tensor<8x16xf32>, tensor<16xf32>
+  return %s : tensor<8x16xf32>
+}

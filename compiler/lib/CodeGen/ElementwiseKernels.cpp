@@ -433,7 +433,8 @@ bool Emitter::fused() {
       {"gemm", &Emitter::gemmRegion},
       {"norm", &Emitter::normRegion},
       {"loss", &Emitter::lossRegion},
-      {"classifier", &Emitter::classifierRegion}};
+      {"classifier", &Emitter::classifierRegion},
+      {"scatter_add", &Emitter::scatterAddRegion}};
   const std::string kind = k->strAttr("kind", "");
   for (const auto &[name, emit] : kinds)
     if (kind == name)

@@ -55,18 +55,49 @@ bool Emitter::embedding() {
 /// thread, as the earlier kernel did; indices outside the table are skipped,
 /// as on the CPU.
 bool Emitter::embeddingGrad() {
-  int dy = k->inputs[0], ids = k->inputs[1], dt = k->outputs[0];
+  return scatterRows(k->inputs[0], k->inputs[1], k->outputs[0], true);
+}
+
+/// A "scatter_add" region (gt-fuse's foldScatterAdds): the embedding
+/// gradient's rows scattered onto the value the region adds, in place when
+/// the plan made the sum a view of it (PlanBuilder's scatteredOnto), else
+/// after a copy of that value to the sum.
+bool Emitter::scatterAddRegion() {
+  if (k->body.size() != 2 || k->body[0].op != OpKind::EmbeddingGrad ||
+      k->body[1].op != OpKind::Add || k->body[0].inputs.size() != 2 ||
+      k->body[1].inputs.size() != 2 || k->outputs.size() != 1)
+    return fail("a scatter_add region is an embedding_grad and an add");
+  const Kernel &scatter = k->body[0], &add = k->body[1];
+  int e = scatter.outputs[0], sum = k->outputs[0];
+  int onto = add.inputs[0] == e ? add.inputs[1] : add.inputs[0];
+  if (count(onto) != count(sum) || !isF32(onto) || !isF32(sum))
+    return fail("a scatter_add region adds an f32 table of its size");
+  if (!plan.buffers[sum].overlaps(plan.buffers[onto])) {
+    if (!elementwise({{onto, "x"}}, sum, "r = x;",
+                     "copy of the table the scatter adds to"))
+      return false;
+  } else if (plan.buffers[sum].offset != plan.buffers[onto].offset) {
+    return fail("the sum of a scatter_add region overlaps the table it "
+                "adds but is not it");
+  }
+  return scatterRows(scatter.inputs[0], scatter.inputs[1], sum, false);
+}
+
+/// Adds row i of dy into row ids[i] of dt (zeroed first when `zero`).
+bool Emitter::scatterRows(int dy, int ids, int dt, bool zero) {
   const auto &ts = shape(dt);
   if (isF32(ids) || ts.size() != 2)
     return fail("embedding_grad takes i32 indices and gives a [V, D] table");
   int64_t v = ts[0], d = ts[1], n = count(ids);
   if (count(dy) != n * d)
     return fail("embedding_grad gradient size does not match");
-  CudaLaunch clear;
-  clear.kind = CudaLaunch::Kind::Memset;
-  clear.name = "k" + str(index) + "_embedding_grad_zero";
-  clear.c = dt;
-  launches.push_back(clear);
+  if (zero) {
+    CudaLaunch clear;
+    clear.kind = CudaLaunch::Kind::Memset;
+    clear.name = "k" + str(index) + "_embedding_grad_zero";
+    clear.c = dt;
+    launches.push_back(clear);
+  }
 
   int vec = d % 4 == 0 ? 4 : 1;
   int64_t dv = d / vec;

@@ -511,6 +511,9 @@ private:
                           bool causal);
   bool embedding();
   bool embeddingGrad();
+  bool scatterAddRegion();
+  /// Adds row i of `dy` into row ids[i] of `dt` (zeroed first when `zero`).
+  bool scatterRows(int dy, int ids, int dt, bool zero);
   bool crossEntropy();
   bool crossEntropyGrad();
   bool crossEntropyKernel(int x, int lab, int y, int g, int dx);

@@ -303,7 +303,10 @@ bool Emitter::layernormGrad() {
     aw[c] = ab[c] = ag[c] = 0.0f;
 )CU";
   body += kRowLoop;
-  body += R"CU(    float xv[CPT], gv[CPT];
+  // The row's residual gradient, when there is one, is loaded with x and dy
+  // (rv, PREFETCH): loaded with the stores, after the row's reductions, its
+  // latency showed.
+  body += R"CU(    float xv[CPT], gv[CPT], rv[RG ? CPT : 1];
 #pragma unroll
     for (int p = 0; p < CPV; ++p) {
       const int j = (lane + p * RT) * VEC;
@@ -313,7 +316,7 @@ bool Emitter::layernormGrad() {
       if (active && j < N) {
         loadv(x + row * N + j, xv + p * VEC);
         loadv(dy + row * N + j, gv + p * VEC);
-      }
+PREFETCH      }
     }
 )CU";
   body += kLayerNormStatistics;
@@ -403,10 +406,9 @@ STORE      }
   if (f) {
     // t = the residual gradient + dx.
     if (f->residualGrad >= 0) {
-      store += "        loadv(rg + o, tv);\n"
-               "#pragma unroll\n"
+      store += "#pragma unroll\n"
                "        for (int e = 0; e < VEC; ++e)\n"
-               "          tv[e] += dv[e];\n";
+               "          tv[e] = rv[p * VEC + e] + dv[e];\n";
       args.push_back(in(f->residualGrad, "rg"));
     } else {
       store += "#pragma unroll\n"
@@ -437,10 +439,17 @@ STORE      }
                "          ag[p * VEC + e] += tv[e];\n";
   }
   int ns = bias ? 3 : 2; // column sums: dw, db[, the bias gradient]
-  consts += "constexpr int NS = " + str(ns) + ";  // column sums\n";
+  consts += "constexpr int NS = " + str(ns) + ";  // column sums\n"
+            "constexpr bool RG = " +
+            (f && f->residualGrad >= 0 ? "true" : "false") +
+            ";  // a residual gradient rg\n";
   needWorkspace(4 * ns * slots * d);
   args.push_back(ws("float", "part"));
   body.replace(body.find("STORE"), 5, store);
+  body.replace(body.find("PREFETCH"), 8,
+               f && f->residualGrad >= 0
+                   ? "        loadv(rg + row * N + j, rv + p * VEC);\n"
+                   : "");
   launch("dx",
          rowWhat(rows, d, rt) +
              (f && f->residualGrad >= 0 ? "; plus the residual gradient"

@@ -311,6 +311,28 @@ FailureOr<rt::Plan> PlanBuilder::build() {
         !isa<ParamOp, ConstantOp, InputOp, LabelOp, PositionsOp>(def))
       inPlaceGrad[v] = g;
   });
+  // A scatter_add region whose sum is such a gradient scatters onto the
+  // value it adds in place when that value is computed by a kernel and
+  // read by nothing else: the value is the gradient (written in place by
+  // its kernel), and the sum a view of it.
+  DenseMap<Value, Value> scatteredOnto; // the region's sum -> that value
+  if (views)
+    func.walk([&](FusedOp f) {
+      auto g = inPlaceGrad.find(f->getNumResults() == 1 ? f.getResult(0)
+                                                        : Value());
+      if (f.getKind() != "scatter_add" || g == inPlaceGrad.end())
+        return;
+      auto add = cast<AddOp>(f.getYield().getValues()[0].getDefiningOp());
+      auto arg = dyn_cast<BlockArgument>(
+          isa<BlockArgument>(add.getLhs()) ? add.getLhs() : add.getRhs());
+      Value onto = f.getInputs()[arg.getArgNumber()];
+      Operation *def = onto.getDefiningOp();
+      if (def && onto.hasOneUse() && !isa<ReshapeOp>(def) &&
+          !isa<ParamOp, ConstantOp, InputOp, LabelOp, PositionsOp>(def)) {
+        inPlaceGrad[onto] = g->second;
+        scatteredOnto[f.getResult(0)] = onto;
+      }
+    });
   llvm::StringMap<int> paramIndex;
 
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
@@ -380,7 +402,7 @@ FailureOr<rt::Plan> PlanBuilder::build() {
         return g.emitError("parameter '") << g.getName()
                                           << "' has two gradients";
       if (inPlaceGrad.count(g.getGrad())) {
-        param.grad = bufferOf(g.getGrad());
+        param.grad = storageOf(bufferOf(g.getGrad()));
       } else {
         FailureOr<int> id =
             addBuffer(Value(), MemRegion::Grad, "grad " + param.name);
@@ -414,6 +436,9 @@ FailureOr<rt::Plan> PlanBuilder::build() {
     if (overLogits)
       addView(fusedOp.getResult(1), bufferOf(overLogits),
               "cross_entropy_grad");
+    if (fusedOp && scatteredOnto.count(fusedOp.getResult(0)))
+      addView(fusedOp.getResult(0),
+              bufferOf(scatteredOnto.lookup(fusedOp.getResult(0))), "add");
     for (Value r : op.getResults()) {
       if (buffers.count(r))
         continue;

@@ -36,7 +36,9 @@
 // GEMM. Then the elementwise ops still alone that read only parameters (in mixed
 // precision, the cast of each parameter to bf16/fp16) become one
 // `multi_tensor` region: a single launch that converts every parameter, as
-// a multi-tensor optimizer updates them all at once.
+// a multi-tensor optimizer updates them all at once. An embedding gradient
+// added to another gradient of its table (a tied embedding) becomes a
+// `scatter_add` region: the scatter onto that gradient.
 //===----------------------------------------------------------------------===//
 
 #include "gtc/Dialect/GT/GTOps.h"
@@ -82,6 +84,7 @@ public:
   void run() {
     foldClassifiers();
     foldLosses();
+    foldScatterAdds();
     foldNorms(); // before the GEMMs: it takes bias gradients of a norm's total
     foldGemmEpilogues();
     foldCasts();
@@ -296,6 +299,28 @@ private:
     }
     for (Group &g : folds)
       outline(g, "loss");
+  }
+
+  /// An embedding gradient read by nothing but a gt.add with another
+  /// value of its type (a tied embedding: GPT-2's table also receives the
+  /// classifier's dW) becomes a "scatter_add" region at the embedding
+  /// gradient: the table's rows are scattered onto the other value (in
+  /// place when the plan can), instead of zeroing a table, scattering into
+  /// it and adding two tables (for GPT-2, 154 MB each in f32: 277 us of an
+  /// H100's step, 211 of them the zeroing and the add).
+  void foldScatterAdds() {
+    SmallVector<Group> folds;
+    for (auto scatter : block.getOps<EmbeddingGradOp>()) {
+      auto add = dyn_cast_or_null<AddOp>(soleUser(scatter.getResult()));
+      if (!add || add.getLhs().getType() != add.getRhs().getType() ||
+          add.getType() != scatter.getType())
+        continue;
+      Group g{scatter, {scatter, add}};
+      if (readsOnlyAvailable(g))
+        folds.push_back(g);
+    }
+    for (Group &g : folds)
+      outline(g, "scatter_add");
   }
 
   /// What cuBLASLt computes in a GEMM's epilogue joins the GEMM as a "gemm"

@@ -619,12 +619,13 @@ LogicalResult FusedOp::verify() {
   bool epilogue = getKind() == "epilogue";
   bool gemm = getKind() == "gemm", norm = getKind() == "norm";
   bool loss = getKind() == "loss", classifier = getKind() == "classifier";
+  bool scatterAdd = getKind() == "scatter_add";
   if (getKind() != "elementwise" && !multi && !epilogue && !gemm && !norm &&
-      !loss && !classifier)
+      !loss && !classifier && !scatterAdd)
     return emitOpError("unknown fusion kind '")
            << getKind()
            << "'; expected 'elementwise', 'multi_tensor', 'epilogue', 'gemm', "
-              "'norm', 'loss' or 'classifier'";
+              "'norm', 'loss', 'classifier' or 'scatter_add'";
   Block &body = getBody().front();
   if (body.getNumArguments() != getInputs().size())
     return emitOpError("has ") << getInputs().size() << " inputs but its body "
@@ -723,6 +724,30 @@ LogicalResult FusedOp::verify() {
     Value dx = narrowing ? narrowing.getResult() : grad.getResult();
     if (yield.getValues() != ValueRange{ce.getResult(), dx})
       return emitOpError("a loss region yields the loss and the gradient");
+    return success();
+  }
+  if (scatterAdd) {
+    // gt.embedding_grad and the gt.add of its result to a region input of
+    // the same type (no broadcasting); yields the sum.
+    SmallVector<Operation *> ops;
+    for (Operation &op : body.without_terminator())
+      ops.push_back(&op);
+    auto scatter = ops.size() == 2 ? dyn_cast<EmbeddingGradOp>(ops[0])
+                                   : EmbeddingGradOp();
+    auto add = ops.size() == 2 ? dyn_cast<AddOp>(ops[1]) : AddOp();
+    Value other;
+    if (scatter && add)
+      other = add.getLhs() == scatter.getResult()   ? add.getRhs()
+              : add.getRhs() == scatter.getResult() ? add.getLhs()
+                                                    : Value();
+    if (!other || !isa<BlockArgument>(other) ||
+        other.getType() != scatter.getType() ||
+        add.getType() != scatter.getType())
+      return emitOpError("a scatter_add region is a gt.embedding_grad and "
+                         "the gt.add of its result to a region input of its "
+                         "type");
+    if (yield.getValues() != ValueRange(add.getResult()))
+      return emitOpError("a scatter_add region yields the sum");
     return success();
   }
   if (classifier) {

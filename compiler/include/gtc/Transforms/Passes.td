@@ -149,8 +149,10 @@ def GtFusePass : Pass<"gt-fuse", "mlir::func::FuncOp"> {
     gradient's GEMMs, run by the GPU a chunk of rows at a time), `loss`
     (cross-entropy and its gradient in one row kernel), `gemm` (cuBLASLt
     epilogues), `norm` (residual add + layernorm and its backward),
-    `epilogue` (a cast folded into the op before it), `multi_tensor` (the
-    casts of all parameters in one launch) and `elementwise`.
+    `epilogue` (a cast folded into the op before it), `scatter_add` (an
+    embedding gradient added to another gradient of its table: a tied
+    embedding's), `multi_tensor` (the casts of all parameters in one
+    launch) and `elementwise`.
 
     Replaces each chain of elementwise ops (the `GT_Elementwise` trait:
     arithmetic, activations and their gradients, casts, broadcasts) over one

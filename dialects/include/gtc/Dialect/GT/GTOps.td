@@ -498,7 +498,12 @@ def GT_FusedOp : GT_Op<"fused", [IsolatedFromAbove, SingleBlock,
     model's classifier: the GEMM of the logits (h W^T), the loss region's
     ops, and the GEMMs of the logits' gradient (dh = dlogits W, dW =
     dlogits^T h); it yields the loss, dh and dW, never the logits or their
-    gradient, which the GPU computes a chunk of rows at a time. The CPU executor runs the
+    gradient, which the GPU computes a chunk of rows at a time.
+    `scatter_add` is a gt.embedding_grad and the gt.add of its result to a
+    region input of its type (a tied embedding's gradient: the table's rows
+    scattered onto the classifier's dW, in place when that is dW's only
+    use, instead of zeroing a table, scattering, and adding two tables).
+    The CPU executor runs the
     body op by op; the CUDA emitter generates one kernel (or GEMM).
 
     Example:
