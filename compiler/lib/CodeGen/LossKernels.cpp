@@ -26,9 +26,9 @@ struct RowLoss {
 /// thread. Long rows, such as a vocabulary, take a block of 512 threads a
 /// row, at most 42 registers a thread so that an SM holds three (minBlocks):
 /// 396 rows in flight on an H100, 40 MB for GPT-2's 100 KB rows, so a row's
-/// second pass finds it in L2 (50 MB; 60 MB on an H200). Measured on an H200
-/// over 4096 x 50304 bf16 logits: 336 us, against 346 with two blocks an SM
-/// and 394 with one of 1024 threads.
+/// second pass finds it in L2 (50 MB). Measured on an H200 over 4096 x 50304
+/// bf16 logits: 336 us, against 346 with two blocks an SM and 394 with one of
+/// 1024 threads.
 struct LossShape {
   int rt, block, vec, minBlocks;
   int64_t ppt;
@@ -50,7 +50,10 @@ struct LossShape {
 /// again from L2). GRAD_ROWS, the count of the mean that the gradient
 /// scales by, is the kernel's rows, or all rows when it covers a chunk.
 /// store_pack() writes VEC gradient values, bf16 two at a time (one
-/// cvt.rn.bf16x2, rounding as two cvt.rn.bf16).
+/// cvt.rn.bf16x2, rounding as two cvt.rn.bf16); 16-byte packs are written
+/// with st.global.cs (evict first): they are not read again soon, and
+/// leaving L2 to the rows pass 2 re-reads took GPT-2's classifier row kernel
+/// from 374 to 344 us on an H100.
 std::string lossConsts(int64_t rows, int64_t n, const LossShape &ls,
                        const std::string &xt, const std::string &dt,
                        int64_t gradRows = 0) {
@@ -64,14 +67,20 @@ std::string lossConsts(int64_t rows, int64_t n, const LossShape &ls,
       "constexpr float LOG2E = 1.4426950408889634f;\n"
       "struct __align__(sizeof(xt) * VEC) xpack { xt e[VEC]; };\n"
       "struct __align__(sizeof(dt) * VEC) dpack { dt e[VEC]; };\n";
-  if (dt == "bf16_t" && ls.vec % 2 == 0)
-    return s + R"CU(struct __align__(sizeof(dt) * VEC) dwords { unsigned w[VEC / 2]; };
-__device__ __forceinline__ void store_pack(dt *p, const float *v) {
-  dwords q;
+  if (dt == "bf16_t" && ls.vec == 8)
+    return s + R"CU(__device__ __forceinline__ void store_pack(dt *p, const float *v) {
+  unsigned w[4];
 #pragma unroll
-  for (int e = 0; e < VEC; e += 2)
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(q.w[e / 2]) : "f"(v[e + 1]), "f"(v[e]));
-  *reinterpret_cast<dwords *>(p) = q;
+  for (int e = 0; e < 8; e += 2)
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w[e / 2]) : "f"(v[e + 1]), "f"(v[e]));
+  asm volatile("st.global.cs.v4.b32 [%0], {%1, %2, %3, %4};" :: "l"(p),
+               "r"(w[0]), "r"(w[1]), "r"(w[2]), "r"(w[3]) : "memory");
+}
+)CU";
+  if (dt == "float" && ls.vec == 4)
+    return s + R"CU(__device__ __forceinline__ void store_pack(dt *p, const float *v) {
+  asm volatile("st.global.cs.v4.f32 [%0], {%1, %2, %3, %4};" :: "l"(p),
+               "f"(v[0]), "f"(v[1]), "f"(v[2]), "f"(v[3]) : "memory");
 }
 )CU";
   return s + R"CU(__device__ __forceinline__ void store_pack(dt *p, const float *v) {
@@ -89,8 +98,10 @@ __device__ __forceinline__ void store_pack(dt *p, const float *v) {
 /// maximum, taken a load at a time, and the sum of exponentials scaled to
 /// it (the online softmax), combined over the row's threads (the sum in
 /// double). Pass 2, for the gradient, writes (softmax - onehot) * grad /
-/// GRAD_ROWS, as CpuExecutor's crossEntropyGrad(): softmax * grad /
-/// GRAD_ROWS everywhere, then the thread whose loads hold the label
+/// GRAD_ROWS, as CpuExecutor's crossEntropyGrad(), walking the row
+/// backwards: what pass 1 read last is likeliest still in L2 (GPT-2's
+/// classifier row kernel on an H100: 413 -> 376 us). It writes softmax *
+/// grad / GRAD_ROWS everywhere, then the thread whose loads hold the label
 /// overwrites its entry with (p - 1) * grad / GRAD_ROWS in double (it
 /// cancels when p -> 1), from the logit it read before the row was written.
 /// The row's loss is lse - x[label], stored by that thread with the
@@ -139,10 +150,10 @@ std::string crossEntropyRows(const RowLoss &what) {
       const float mxl = mx * LOG2E;
       dt *dr = dx + row * N;
 #pragma unroll 4
-      for (int k = 0; k < PPT; ++k) {
+      for (int k = PPT - 1; k >= 0; --k) {
         const int j = (lane + k * RT) * VEC;
         if (j >= N)
-          break;
+          continue;
         const xpack p = KEEP ? kept[KEEP ? k : 0]
                              : *reinterpret_cast<const xpack *>(xr + j);
         float d[VEC];
