@@ -330,3 +330,30 @@ func.func @pad_type(%x: tensor<4x8xf32>) -> tensor<4x16xbf16> {
   %y = gt.pad %x : tensor<4x8xf32> -> tensor<4x16xbf16>
   return %y : tensor<4x16xbf16>
 }
+
+// -----
+
+// gt.all_reduce gives back its operands' types, in order.
+func.func @all_reduce_types(%a: tensor<4xf32>, %b: tensor<2xf32>) -> (tensor<2xf32>, tensor<4xf32>) {
+  // expected-error @+1 {{'gt.all_reduce' op results must have the types of its operands, in order}}
+  %r:2 = gt.all_reduce %a, %b {bucket = 0 : i64} : (tensor<4xf32>, tensor<2xf32>) -> (tensor<2xf32>, tensor<4xf32>)
+  return %r#0, %r#1 : tensor<2xf32>, tensor<4xf32>
+}
+
+// -----
+
+// It reduces something.
+func.func @all_reduce_nothing() {
+  // expected-error @+1 {{'gt.all_reduce' op reduces at least one gradient}}
+  gt.all_reduce {bucket = 0 : i64} : () -> ()
+  return
+}
+
+// -----
+
+// Buckets are numbered from 0.
+func.func @all_reduce_bucket(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{attribute 'bucket' failed to satisfy constraint}}
+  %r = gt.all_reduce %a {bucket = -1 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  return %r : tensor<4xf32>
+}

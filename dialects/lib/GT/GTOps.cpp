@@ -837,6 +837,15 @@ LogicalResult FusedOp::verify() {
   return success();
 }
 
+LogicalResult AllReduceOp::verify() {
+  if (getGrads().empty())
+    return emitOpError("reduces at least one gradient");
+  if (getGrads().getTypes() != getResults().getTypes())
+    return emitOpError("results must have the types of its operands, in "
+                       "order");
+  return success();
+}
+
 LogicalResult ActivationGradOp::verify() {
   static const StringRef kinds[] = {"relu", "gelu", "gelu_tanh", "tanh",
                                     "sigmoid", "exp", "log", "sqrt"};

@@ -169,4 +169,28 @@ def GtFusePass : Pass<"gt-fuse", "mlir::func::FuncOp"> {
   let dependentDialects = ["mlir::gt::GTDialect"];
 }
 
+def GtBucketPass : Pass<"gt-bucket", "mlir::func::FuncOp"> {
+  let summary = "Groups gradients into buckets, each all-reduced when produced";
+  let description = [{
+    For data parallelism: in a training step (a function with `gt.step`),
+    takes the values that `gt.gradient` ops hand to the optimizer in the
+    order the backward computes them (the position of their defining ops),
+    groups them into buckets of at most `bucket-bytes` bytes (a gradient
+    larger than that is a bucket alone; a value handed over twice counts
+    once), and inserts one `gt.all_reduce` per bucket right after the op
+    that computes its last gradient, so that a bucket's communication can
+    start while the backward goes on; the `gt.gradient` ops move after
+    their bucket and read its results. Like PyTorch DDP's gradient buckets
+    (25 MiB by default). Runs last, after gt-fuse; gtc runs it only in
+    processes of a data-parallel run without gradient accumulation.
+
+    Example: `gtc-opt --gt-bucket=bucket-bytes=1048576`.
+  }];
+  let options = [
+    Option<"bucketBytes", "bucket-bytes", "int64_t", "int64_t(25) << 20",
+           "The largest bucket, in bytes (a larger gradient is a bucket alone)">
+  ];
+  let dependentDialects = ["mlir::gt::GTDialect"];
+}
+
 #endif // GTC_TRANSFORMS_PASSES

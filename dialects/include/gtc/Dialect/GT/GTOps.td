@@ -800,6 +800,32 @@ def GT_GradientOp : GT_Op<"gradient", [MemoryEffects<[MemWrite]>]> {
   let assemblyFormat = "$name `,` $grad attr-dict `:` type($grad)";
 }
 
+def GT_AllReduceOp : GT_Op<"all_reduce"> {
+  let summary = "the mean over data-parallel processes of a bucket of gradients";
+  let description = [{
+    Made by gt-bucket in the training step of a data-parallel run: each
+    process computes the gradients of its share of the global batch, and
+    `all_reduce` gives every process the mean over all processes of each
+    operand (a bucket of gradients, in the order the backward produces
+    them), which the `gt.gradient` ops then hand to the optimizer. It has
+    effects beyond its results (it communicates): it is never folded,
+    moved or removed. `bucket` numbers the buckets in the order they are
+    reduced. The plan reduces each operand in place.
+
+    Example:
+
+    ```mlir
+    %r:2 = gt.all_reduce %dw, %db {bucket = 0 : i64}
+        : (tensor<10x1024xf32>, tensor<10xf32>) -> (tensor<10x1024xf32>, tensor<10xf32>)
+    ```
+  }];
+  let arguments = (ins Variadic<GT_FloatTensor>:$grads,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$bucket);
+  let results = (outs Variadic<GT_FloatTensor>:$results);
+  let assemblyFormat = "$grads attr-dict `:` functional-type($grads, $results)";
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Training configuration
 //===----------------------------------------------------------------------===//
