@@ -952,6 +952,24 @@ template <typename T> void transpose(Exec<T> &e, const Kernel &k) {
   }, 4096);
 }
 
+/// gt-bucket's all-reduce: each output is the mean over the processes of
+/// its input (copied first unless the plan reduces it in place), through the
+/// executor's allReduceMean (none: one process, the mean is the value).
+template <typename T> void allReduce(Exec<T> &e, const Kernel &k) {
+  const Plan &p = e.plan();
+  if (k.inputs.size() != k.outputs.size())
+    throw RuntimeError("an all_reduce reduces each input into one output");
+  for (size_t i = 0; i < k.inputs.size(); ++i) {
+    const T *x = e.floats(k.inputs[i]);
+    T *y = e.floats(k.outputs[i]);
+    const int64_t n = countOf(p, k.outputs[i]);
+    if (x != y)
+      std::copy(x, x + n, y);
+    if (e.allReduceMean)
+      e.allReduceMean(y, static_cast<size_t>(n));
+  }
+}
+
 /// The CPU kernel of each op; null for a fusion region (its ops run one by
 /// one). A switch without default: the compiler names a kind left out.
 template <typename T> void (*cpuKernel(OpKind kind))(Exec<T> &, const Kernel &) {
@@ -1026,6 +1044,8 @@ template <typename T> void (*cpuKernel(OpKind kind))(Exec<T> &, const Kernel &) 
     return meanK<T>;
   case OpKind::SumTo:
     return sumTo<T>;
+  case OpKind::AllReduce:
+    return allReduce<T>;
   case OpKind::Fused:
     return nullptr;
   }

@@ -40,6 +40,9 @@ const char *const gtc::rt::kRunOptionsHelp =
   --rendezvous file:DIR  meet the other ranks through files in DIR (new or
                  empty, on a file system all ranks share) instead of TCP
                  at MASTER_ADDR:MASTER_PORT
+  --bucket-size SIZE  data parallel: gradients are all-reduced in buckets
+                 of at most SIZE (default 25MiB), each as soon as the
+                 backward has computed it
   --no-pad       keep GEMM dimensions as written (no gt-pad-dims)
   --no-fuse      one kernel per op (no gt-fuse; for comparisons)
   --data PATH    the training data instead of the train block's file
@@ -53,6 +56,25 @@ const char *const gtc::rt::kRunOptionsHelp =
 )";
 
 namespace {
+
+/// A size with a unit as in the language (KiB ... TiB, KB ... TB, B or
+/// none: bytes), at least one byte; false if `text` is not one.
+bool parseBytes(const std::string &text, int64_t &bytes) {
+  char *end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  static const std::pair<const char *, double> units[] = {
+      {"", 1},           {"B", 1},      {"KiB", 1024.0},
+      {"MiB", 1048576.0}, {"GiB", 1073741824.0},
+      {"TiB", 1099511627776.0}, {"KB", 1e3}, {"MB", 1e6},
+      {"GB", 1e9},       {"TB", 1e12}};
+  for (auto [unit, scale] : units)
+    if (end != text.c_str() && std::string(end) == unit && v * scale >= 1 &&
+        v * scale < 9.2e18) {
+      bytes = static_cast<int64_t>(v * scale);
+      return true;
+    }
+  return false;
+}
 
 /// --checkpoint's value: none, every(N), auto(budget: SIZE) with SIZE a
 /// number and a unit as in the language (KiB ... TiB, KB ... TB, or bytes).
@@ -76,17 +98,8 @@ bool parseCheckpoint(std::string value, RunArgs &out, std::string &error) {
       return true;
     }
   } else if (auto b = inside("auto(budget:")) {
-    double v = std::strtod(b->c_str(), &end);
-    static const std::pair<const char *, double> units[] = {
-        {"", 1},           {"B", 1},      {"KiB", 1024.0},
-        {"MiB", 1048576.0}, {"GiB", 1073741824.0},
-        {"TiB", 1099511627776.0}, {"KB", 1e3}, {"MB", 1e6},
-        {"GB", 1e9},       {"TB", 1e12}};
-    for (auto [unit, scale] : units)
-      if (end != b->c_str() && std::string(end) == unit && v * scale >= 1) {
-        out.checkpointBudget = static_cast<int64_t>(v * scale);
-        return true;
-      }
+    if (parseBytes(*b, out.checkpointBudget))
+      return true;
   } else if (value == "auto") {
     out.checkpointBudget = -1; // the device's free memory
     return true;
@@ -129,7 +142,7 @@ ArgResult gtc::rt::parseRunArg(const std::vector<std::string> &args,
       "--threads", "--log",      "--save",   "--resume",    "--log-every",
       "--bench",  "--precision", "--data",   "--eval",      "--profile",
       "--init",   "--checkpoint", "--micro-batch", "--devices",
-      "--rendezvous"};
+      "--rendezvous", "--bucket-size"};
   std::string name = a.substr(0, a.find('='));
   if (std::find(std::begin(valued), std::end(valued), name) ==
       std::end(valued))
@@ -185,6 +198,12 @@ ArgResult gtc::rt::parseRunArg(const std::vector<std::string> &args,
     out.microBatch = -1;
   } else if (name == "--devices" && (value == "all" || value == "cpu")) {
     out.devices = value;
+  } else if (name == "--bucket-size") {
+    if (!parseBytes(value, out.bucketBytes)) {
+      error = "--bucket-size needs a size such as 25MiB or 1048576 (bytes), "
+              "got '" + value + "'";
+      return ArgResult::Error;
+    }
   } else if (name == "--rendezvous") {
     if (value.rfind("file:", 0) != 0 || value.size() == 5) {
       error = "--rendezvous needs file:DIR (a new or empty directory on a "

@@ -273,7 +273,17 @@ public:
 class CpuBackend : public Backend {
 public:
   CpuBackend(const Plan &plan, Communicator *comm)
-      : plan(plan), exec(plan), comm(comm) {}
+      : plan(plan), exec(plan), comm(comm) {
+    // gt-bucket's all_reduce kernels reduce the gradients a bucket at a
+    // time during the step; a plan without them (one process, or gradient
+    // accumulation) has its gradients reduced after it, all at once.
+    for (const Kernel &k : plan.kernels)
+      reducesInStep = reducesInStep || k.op == OpKind::AllReduce;
+    if (comm && reducesInStep)
+      exec.allReduceMean = [comm](float *data, size_t n) {
+        comm->allReduceMean(data, n);
+      };
+  }
   void *feed(int id) override { return exec.data(id); }
   void run(double lr, int64_t, bool, int part, int parts) override {
     const bool scaling = plan.scalesLoss();
@@ -304,7 +314,8 @@ public:
     if (comm) {
       // The mean over processes of their batch shares' means: the mean
       // over the global batch (the shares are equal).
-      comm->allReduceMean(grads, static_cast<size_t>(n));
+      if (!reducesInStep)
+        comm->allReduceMean(grads, static_cast<size_t>(n));
       comm->allReduceMean(&lastLoss, 1);
     }
     if (scaling) {
@@ -356,6 +367,8 @@ public:
   std::vector<float> accumulated; ///< gradients summed over micro-batches
   float lossSum = 0, lastLoss = 0;
   Communicator *comm;
+  /// Whether the plan all-reduces its gradients itself (gt-bucket).
+  bool reducesInStep = false;
 };
 
 /// Runs evaluation batches on the same kind of device as training.

@@ -97,3 +97,29 @@ func.func @model() -> tensor<f32> attributes {gt.model} {
   %l = gt.constant dense<0.0> : tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// One op computes two gradients that go to two buckets (a 1 KiB weight
+// gradient, larger than a bucket, and its bias gradient): the buckets are
+// reduced in their order, the second after the first.
+// CHECK-LABEL: func.func @one_op_two_buckets
+// CHECK:      %[[G:[0-9]+]]:2 = gt.fused "gemm"
+// CHECK:      %[[R0:.*]] = gt.all_reduce %[[G]]#0 {bucket = 0 : i64}
+// CHECK-NEXT: gt.gradient "w", %[[R0]]
+// CHECK-NEXT: %[[R1:.*]] = gt.all_reduce %[[G]]#1 {bucket = 1 : i64}
+// CHECK-NEXT: gt.gradient "b", %[[R1]]
+func.func @one_op_two_buckets() -> tensor<f32> attributes {gt.step} {
+  %dy = gt.input "dy" : tensor<4x16xf32>
+  %x = gt.input "x" : tensor<4x16xf32>
+  %g:2 = gt.fused "gemm"(%dy, %x) : (tensor<4x16xf32>, tensor<4x16xf32>) -> (tensor<16x16xf32>, tensor<16xf32>) {
+  ^bb0(%a: tensor<4x16xf32>, %b: tensor<4x16xf32>):
+    %w = gt.matmul %a, %b <{transpose_a = true}> : tensor<4x16xf32>, tensor<4x16xf32>
+    %s = gt.sum_to %a : tensor<4x16xf32> -> tensor<16xf32>
+    gt.yield %w, %s : tensor<16x16xf32>, tensor<16xf32>
+  }
+  gt.gradient "w", %g#0 : tensor<16x16xf32>
+  gt.gradient "b", %g#1 : tensor<16xf32>
+  %l = gt.constant dense<0.0> : tensor<f32>
+  return %l : tensor<f32>
+}

@@ -20,7 +20,8 @@ inline std::optional<rt::Plan> compilePlan(const std::string &source,
                                            bool eval = false,
                                            const std::string &name = "t.gt",
                                            const std::string &precision = "",
-                                           bool fuse = true) {
+                                           bool fuse = true,
+                                           int64_t bucketBytes = 0) {
   mlir::MLIRContext context;
   llvm::SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(
@@ -36,6 +37,7 @@ inline std::optional<rt::Plan> compilePlan(const std::string &source,
   options.batch = batch;
   options.precision = precision;
   options.fuse = fuse;
+  options.bucketBytes = bucketBytes;
   mlir::FailureOr<rt::Plan> plan =
       eval ? compileEval(*module, options) : compileStep(*module, options);
   if (mlir::failed(plan))

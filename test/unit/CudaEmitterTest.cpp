@@ -339,10 +339,34 @@ TEST(CudaEmitterTest, EveryOp) {
   for (int i = 0; i < rt::kOpKinds; ++i) {
     auto kind = static_cast<rt::OpKind>(i);
     EXPECT_TRUE(rt::cpuRuns(kind)) << "no CPU kernel for " << rt::opName(kind);
+    if (kind == rt::OpKind::AllReduce)
+      continue; // a collective, not a kernel: AllReduceNeedsNccl
     EXPECT_TRUE(stats.ops.count(rt::opName(kind)))
         << "no plan of the test uses " << rt::opName(kind)
         << ": add it to kEveryOp so its CUDA kernels are generated";
   }
+}
+
+/// gt-bucket's all-reduce is a collective, which on GPUs needs NCCL: the
+/// emitter says so (the trainer refuses a data-parallel GPU run before).
+TEST(CudaEmitterTest, AllReduceNeedsNccl) {
+  std::string errors;
+  std::optional<rt::Plan> plan =
+      test::compilePlan(readExample("mlp.gt"), 4, errors, false, "t.gt", "",
+                        true, /*bucketBytes=*/1 << 20);
+  ASSERT_TRUE(plan.has_value()) << errors;
+  int reduces = 0;
+  for (const rt::Kernel &k : plan->kernels)
+    reduces += k.op == rt::OpKind::AllReduce;
+  // {fc3's weight and bias}, fc2's weight, fc2's bias, fc1's weight, fc1's
+  // bias (each weight larger than 1 MiB is a bucket alone).
+  EXPECT_EQ(reduces, 5);
+  rt::CudaProgram program;
+  std::string error;
+  EXPECT_FALSE(codegen::emitCuda(*plan, program, error));
+  EXPECT_NE(error.find("needs NCCL, which is not built yet"),
+            std::string::npos)
+      << error;
 }
 
 /// Autocast plans: 16-bit GEMMs, attention, elementwise ops, reductions and

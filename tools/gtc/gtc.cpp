@@ -520,6 +520,16 @@ int runModel(const Options &opts, mlir::ModuleOp module,
       return 1;
     compile.batch /= processes;
   }
+  if (opts.args.bucketBytes > 0 && processes == 1) {
+    llvm::errs() << "gtc: error: --bucket-size applies to data-parallel "
+                    "runs (--devices N, devices = N, or a launcher's "
+                    "processes); this run has one process\n";
+    return 1;
+  }
+  // Each process all-reduces its gradients in buckets (gt-bucket).
+  if (processes > 1)
+    compile.bucketBytes =
+        opts.args.bucketBytes > 0 ? opts.args.bucketBytes : int64_t(25) << 20;
   std::unique_ptr<gtc::rt::Communicator> comm;
   if (world.size > 1 && trains) {
     if (!(comm = gtc::rt::connectCpu(world, error))) {
@@ -692,6 +702,12 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
     llvm::errs() << "gtc: warning: devices = all: a compiled executable "
                     "trains on one device (the first GPU, or the CPU); train "
                     "on every GPU with gtc run\n";
+  if (opts.args.bucketBytes > 0) {
+    llvm::errs() << "gtc: error: --bucket-size applies to data-parallel "
+                    "runs, and a compiled executable trains in one process; "
+                    "train data-parallel with gtc run --devices N\n";
+    return 1;
+  }
   // The executable runs elsewhere: no device memory to plan for.
   gtc::CompileOptions compile;
   if (!compileOptions(opts, module, trainOp, /*deviceMemory=*/0, compile))

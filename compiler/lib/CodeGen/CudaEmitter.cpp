@@ -151,6 +151,11 @@ bool Emitter::emitKernel() {
   switch (k->op) {
   case OpKind::Fused:
     return fused();
+  case OpKind::AllReduce:
+    // The trainer refuses a data-parallel run on GPUs before it compiles.
+    return fail("data parallelism on GPUs (gt-bucket's all_reduce) needs "
+                "NCCL, which is not built yet; train on one GPU, or on the "
+                "CPU with --device cpu --devices N");
   case OpKind::Relu:
   case OpKind::Neg:
   case OpKind::Tanh:

@@ -57,6 +57,11 @@ FailureOr<OwningOpRef<ModuleOp>> specialize(ModuleOp module,
   }
   if (differentiate && options.fuse)
     pm.addNestedPass<func::FuncOp>(createGtFusePass());
+  if (differentiate && options.bucketBytes > 0) {
+    GtBucketPassOptions bucket;
+    bucket.bucketBytes = options.bucketBytes;
+    pm.addNestedPass<func::FuncOp>(createGtBucketPass(bucket));
+  }
   if (failed(pm.run(*clone)))
     return failure();
   return clone;
@@ -293,8 +298,12 @@ FailureOr<rt::Plan> accumulate(ModuleOp module, CompileOptions &options) {
              << micro << " does not divide the batch of " << batch
              << "; give a divisor of it (or auto)";
     options.batch = micro;
+    // The accumulated mean is all-reduced after the last micro-batch.
+    const int64_t bucketBytes = options.bucketBytes;
+    options.bucketBytes = 0;
     FailureOr<rt::Plan> plan = resolve(module, options);
     options.batch = batch;
+    options.bucketBytes = bucketBytes;
     if (succeeded(plan))
       plan->microBatches = batch / micro;
     return plan;
@@ -311,6 +320,8 @@ FailureOr<rt::Plan> accumulate(ModuleOp module, CompileOptions &options) {
       continue;
     CompileOptions o = options;
     o.batch = m;
+    if (m < batch)
+      o.bucketBytes = 0; // as above
     FailureOr<rt::Plan> plan;
     {
       // A micro-batch too large for a checkpoint budget is one to skip.
@@ -353,6 +364,8 @@ gtc::lowerToStep(ModuleOp module, const CompileOptions &options) {
     if (failed(plan))
       return failure();
     o.batch = plan->batch;
+    if (plan->microBatches > 1)
+      o.bucketBytes = 0;
   } else if (checkpointBudget(module, o) != 0 ||
              isAuto(trainCheckpoint(module, o))) {
     if (failed(resolve(module, o)))

@@ -302,37 +302,45 @@ FailureOr<rt::Plan> PlanBuilder::build() {
     cursor[r] = 0;
 
   // Gradients that can be written in place: a value computed by a kernel,
-  // read by nothing but its gt.gradient.
+  // read by nothing but its gt.gradient. Under such a value, what it is
+  // computed over in place can be the gradient instead, when that too is
+  // computed by a kernel and read by nothing else: the operand of a
+  // gt.all_reduce (gt-bucket reduces it in place), the value a scatter_add
+  // region scatters onto (a tied embedding's dW). That value is then the
+  // gradient, written in place by its kernel, and the results above it are
+  // views of it (viewOf).
   DenseMap<Value, GradientOp> inPlaceGrad;
+  DenseMap<Value, Value> viewOf; // a result -> the value it is a view of
+  auto computed = [](Value v) {
+    Operation *def = v.getDefiningOp();
+    return def && v.hasOneUse() &&
+           !isa<ParamOp, ConstantOp, InputOp, LabelOp, PositionsOp>(def);
+  };
+  auto under = [&](Value v) -> Value {
+    if (!views)
+      return {};
+    if (auto reduce = v.getDefiningOp<AllReduceOp>())
+      return reduce.getGrads()[cast<OpResult>(v).getResultNumber()];
+    auto f = v.getDefiningOp<FusedOp>();
+    if (!f || f.getKind() != "scatter_add")
+      return {};
+    auto add = cast<AddOp>(f.getYield().getValues()[0].getDefiningOp());
+    auto arg = dyn_cast<BlockArgument>(
+        isa<BlockArgument>(add.getLhs()) ? add.getLhs() : add.getRhs());
+    return f.getInputs()[arg.getArgNumber()];
+  };
   func.walk([&](GradientOp g) {
     Value v = g.getGrad();
-    Operation *def = v.getDefiningOp();
-    if (def && v.hasOneUse() &&
-        !isa<ParamOp, ConstantOp, InputOp, LabelOp, PositionsOp>(def))
-      inPlaceGrad[v] = g;
+    if (!computed(v))
+      return;
+    inPlaceGrad[v] = g;
+    for (Value u = under(v);
+         u && computed(u) && !u.getDefiningOp<ReshapeOp>(); u = under(u)) {
+      inPlaceGrad[u] = g;
+      viewOf[v] = u;
+      v = u;
+    }
   });
-  // A scatter_add region whose sum is such a gradient scatters onto the
-  // value it adds in place when that value is computed by a kernel and
-  // read by nothing else: the value is the gradient (written in place by
-  // its kernel), and the sum a view of it.
-  DenseMap<Value, Value> scatteredOnto; // the region's sum -> that value
-  if (views)
-    func.walk([&](FusedOp f) {
-      auto g = inPlaceGrad.find(f->getNumResults() == 1 ? f.getResult(0)
-                                                        : Value());
-      if (f.getKind() != "scatter_add" || g == inPlaceGrad.end())
-        return;
-      auto add = cast<AddOp>(f.getYield().getValues()[0].getDefiningOp());
-      auto arg = dyn_cast<BlockArgument>(
-          isa<BlockArgument>(add.getLhs()) ? add.getLhs() : add.getRhs());
-      Value onto = f.getInputs()[arg.getArgNumber()];
-      Operation *def = onto.getDefiningOp();
-      if (def && onto.hasOneUse() && !isa<ReshapeOp>(def) &&
-          !isa<ParamOp, ConstantOp, InputOp, LabelOp, PositionsOp>(def)) {
-        inPlaceGrad[onto] = g->second;
-        scatteredOnto[f.getResult(0)] = onto;
-      }
-    });
   llvm::StringMap<int> paramIndex;
 
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
@@ -436,9 +444,9 @@ FailureOr<rt::Plan> PlanBuilder::build() {
     if (overLogits)
       addView(fusedOp.getResult(1), bufferOf(overLogits),
               "cross_entropy_grad");
-    if (fusedOp && scatteredOnto.count(fusedOp.getResult(0)))
-      addView(fusedOp.getResult(0),
-              bufferOf(scatteredOnto.lookup(fusedOp.getResult(0))), "add");
+    for (Value r : op.getResults())
+      if (Value of = viewOf.lookup(r))
+        addView(r, bufferOf(of), op.getName().stripDialect().str());
     for (Value r : op.getResults()) {
       if (buffers.count(r))
         continue;

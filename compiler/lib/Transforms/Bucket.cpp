@@ -81,11 +81,18 @@ struct GtBucketPass : public mlir::gt::impl::GtBucketPassBase<GtBucketPass> {
     }
 
     OpBuilder b(f.getContext());
+    Operation *placed = nullptr; // the previous bucket's last op
     for (auto [index, bucket] : llvm::enumerate(buckets)) {
-      // Right after the op that computes the bucket's last gradient.
+      // Right after the op that computes the bucket's last gradient, or
+      // after the previous bucket when that op computes its gradients too
+      // (one op, such as a GEMM with its bias gradient, may fill several).
       Value last = bucket.back();
-      if (Operation *def = last.getDefiningOp();
-          def && def->getBlock() == &block)
+      Operation *def = last.getDefiningOp();
+      if (def && def->getBlock() != &block)
+        def = nullptr;
+      if (placed && (!def || !placed->isBeforeInBlock(def)))
+        b.setInsertionPointAfter(placed);
+      else if (def)
         b.setInsertionPointAfter(def);
       else
         b.setInsertionPointToStart(&block);
@@ -101,6 +108,7 @@ struct GtBucketPass : public mlir::gt::impl::GtBucketPassBase<GtBucketPass> {
           g->moveAfter(after);
           after = g;
         }
+      placed = after;
     }
   }
 };

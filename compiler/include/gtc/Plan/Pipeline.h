@@ -33,12 +33,17 @@ struct CompileOptions {
   /// 0: the train block's `micro_batch` (absent: the whole batch), -1:
   /// auto, the largest divisor whose plan fits memoryBudget().
   int64_t microBatch = 0;
+  /// > 0: a process of a data-parallel run: gt-bucket groups the gradients
+  /// into buckets of at most this many bytes, each all-reduced once the
+  /// backward has computed it. Not with gradient accumulation (the
+  /// accumulated mean is all-reduced after the last micro-batch instead).
+  int64_t bucketBytes = 0;
 };
 
 /// Compiles the training step of the module's model at a fixed batch size:
 /// gt-shape-inference{batch}, canonicalize, gt-autocast{precision},
 /// gt-pad-dims (unless !pad), gt-autodiff, gt-checkpoint, gt-fuse (unless
-/// !fuse), then the plan. With a checkpoint budget (the options' or the
+/// !fuse), gt-bucket (with bucketBytes), then the plan. With a checkpoint budget (the options' or the
 /// train block's `auto(budget: SIZE)`) it recomputes the fewest repeat
 /// iterations whose predicted peak fits it. With a micro-batch smaller than
 /// the batch the plan is compiled at the micro-batch and runs

@@ -71,6 +71,10 @@ public:
   /// Runs all kernels in order. With `spans`, appends each kernel's start
   /// and end (steady-clock microseconds) for profiles.
   void run(std::vector<double> *spans = nullptr);
+  /// The collective of a data-parallel run (set by the trainer): in place,
+  /// the mean over the processes; an all_reduce kernel calls it for each of
+  /// its buffers. Empty in a single process.
+  std::function<void(T *, size_t)> allReduceMean;
 
 private:
   using KernelFn = void (*)(CpuExecutor &, const Kernel &);

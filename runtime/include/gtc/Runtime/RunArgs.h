@@ -32,6 +32,9 @@ struct RunArgs {
   std::string devices;
   /// --rendezvous file:DIR (else TCP at MASTER_ADDR:MASTER_PORT).
   std::string rendezvous;
+  /// --bucket-size: bytes of a gradient bucket of a data-parallel run
+  /// (gt-bucket); 0 when not given (25 MiB).
+  int64_t bucketBytes = 0;
   int64_t bench = 0;     ///< --bench N: time N steps instead of training
   bool explain = false, noPad = false, noFuse = false, dryRun = false;
   /// --data / --eval: replace the train block's files ("PATH", or
