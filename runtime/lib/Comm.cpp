@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #ifdef GTC_HAVE_GLOO
+#include <gloo/allgatherv.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/math.h>
@@ -386,6 +387,19 @@ public:
   }
   void allReduceSum(double *data, size_t n) override {
     sum(data, n);
+  }
+  void allGather(float *data, const std::vector<size_t> &counts) override {
+    size_t offset = 0;
+    for (int r = 0; r < context->rank; ++r)
+      offset += counts[r];
+    // Gloo reads the input while it writes the output: a copy of ours.
+    std::vector<float> mine(data + offset, data + offset + counts[context->rank]);
+    run("an all-gather", [&] {
+      gloo::AllgathervOptions o(context);
+      o.setInput(mine.data(), mine.size());
+      o.setOutput(data, counts);
+      gloo::allgatherv(o);
+    });
   }
   void barrier() override {
     run("a barrier", [&] {

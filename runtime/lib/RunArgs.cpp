@@ -40,6 +40,9 @@ const char *const gtc::rt::kRunOptionsHelp =
   --rendezvous file:DIR  meet the other ranks through files in DIR (new or
                  empty, on a file system all ranks share) instead of TCP
                  at MASTER_ADDR:MASTER_PORT
+  --shard S      data parallel: optimizer (ZeRO-1: each process keeps and
+                 updates 1/N of the optimizer state, then the parameters
+                 are gathered) or none; overrides the train block's shard
   --bucket-size SIZE  data parallel: gradients are all-reduced in buckets
                  of at most SIZE (default 25MiB), each as soon as the
                  backward has computed it
@@ -142,7 +145,7 @@ ArgResult gtc::rt::parseRunArg(const std::vector<std::string> &args,
       "--threads", "--log",      "--save",   "--resume",    "--log-every",
       "--bench",  "--precision", "--data",   "--eval",      "--profile",
       "--init",   "--checkpoint", "--micro-batch", "--devices",
-      "--rendezvous", "--bucket-size"};
+      "--rendezvous", "--bucket-size", "--shard"};
   std::string name = a.substr(0, a.find('='));
   if (std::find(std::begin(valued), std::end(valued), name) ==
       std::end(valued))
@@ -198,6 +201,12 @@ ArgResult gtc::rt::parseRunArg(const std::vector<std::string> &args,
     out.microBatch = -1;
   } else if (name == "--devices" && (value == "all" || value == "cpu")) {
     out.devices = value;
+  } else if (name == "--shard") {
+    if (value != "optimizer" && value != "none") {
+      error = "--shard needs optimizer or none, got '" + value + "'";
+      return ArgResult::Error;
+    }
+    out.shard = value;
   } else if (name == "--bucket-size") {
     if (!parseBytes(value, out.bucketBytes)) {
       error = "--bucket-size needs a size such as 25MiB or 1048576 (bytes), "

@@ -272,8 +272,17 @@ public:
 
 class CpuBackend : public Backend {
 public:
-  CpuBackend(const Plan &plan, Communicator *comm)
+  CpuBackend(const Plan &plan, Communicator *comm, bool shard)
       : plan(plan), exec(plan), comm(comm) {
+    // ZeRO-1: rank r owns the r-th of N contiguous parts of the flat
+    // parameters (the last one shorter), their optimizer state and update.
+    const int64_t n = exec.regionElements(Region::Param);
+    const int ranks = comm && shard ? comm->size() : 1;
+    const int64_t part = (n + ranks - 1) / ranks;
+    for (int r = 0; r < ranks; ++r)
+      shares.push_back(static_cast<size_t>(
+          std::max<int64_t>(0, std::min(n, (r + 1) * part) - r * part)));
+    ownFrom = std::min(n, (comm && shard ? comm->rank() : 0) * part);
     // gt-bucket's all_reduce kernels reduce the gradients a bucket at a
     // time during the step; a plan without them (one process, or gradient
     // accumulation) has its gradients reduced after it, all at once.
@@ -331,7 +340,11 @@ public:
     norm = plan.config.gradClip > 0
                ? clipGradNorm(grads, n, plan.config.gradClip)
                : -1;
-    optimizerStep(plan.config, lr, exec.region(Region::Param), grads, n, opt);
+    float *params = exec.region(Region::Param);
+    optimizerStep(plan.config, lr, params + ownFrom, grads + ownFrom,
+                  static_cast<int64_t>(own()), opt);
+    if (sharded())
+      comm->allGather(params, shares);
   }
   bool lossScale(double &scale, int64_t &skipped) override {
     scale = scaler.scale;
@@ -347,16 +360,38 @@ public:
   void setParams(const std::vector<float> &p) override {
     std::copy(p.begin(), p.end(), exec.region(Region::Param));
   }
+  /// With ZeRO-1 a collective: every rank's part of the state, gathered.
   void getState(std::vector<float> &first,
                 std::vector<float> &second) override {
-    first = opt.first;
-    second = opt.second;
+    first = gathered(opt.first);
+    second = gathered(opt.second);
   }
   void setState(const std::vector<float> &first,
                 const std::vector<float> &second, int64_t steps) override {
-    opt.first = first;
-    opt.second = second;
+    opt.first = ownPart(first);
+    opt.second = ownPart(second);
     opt.step = steps;
+  }
+  bool sharded() const { return shares.size() > 1; }
+  size_t own() const {
+    return shares[sharded() ? static_cast<size_t>(comm->rank()) : 0];
+  }
+  /// The whole of a state vector this rank holds its part of (empty while
+  /// the optimizer has not made it: the same on every rank).
+  std::vector<float> gathered(const std::vector<float> &mine) {
+    if (!sharded() || mine.empty())
+      return mine;
+    std::vector<float> all(static_cast<size_t>(
+        exec.regionElements(Region::Param)));
+    std::copy(mine.begin(), mine.end(), all.begin() + ownFrom);
+    comm->allGather(all.data(), shares);
+    return all;
+  }
+  std::vector<float> ownPart(const std::vector<float> &all) const {
+    if (!sharded() || all.empty())
+      return all;
+    return std::vector<float>(all.begin() + ownFrom,
+                              all.begin() + ownFrom + own());
   }
 
   const Plan &plan;
@@ -369,6 +404,10 @@ public:
   Communicator *comm;
   /// Whether the plan all-reduces its gradients itself (gt-bucket).
   bool reducesInStep = false;
+  /// ZeRO-1: the parameters' elements each rank owns, and where this
+  /// rank's start (one part of all of them, from 0, without sharding).
+  std::vector<size_t> shares;
+  int64_t ownFrom = 0;
 };
 
 /// Runs evaluation batches on the same kind of device as training.
@@ -568,7 +607,8 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
     backend = std::make_unique<CudaBackend>(step, *program, tf32);
   } else {
     StartupPhase phase("memory");
-    backend = std::make_unique<CpuBackend>(step, options.comm);
+    backend = std::make_unique<CpuBackend>(step, options.comm,
+                                           options.shardOptimizer);
   }
   auto paramPhase = std::make_optional<StartupPhase>("parameters");
   const int64_t paramElements = step.regionSize.at(Region::Param);
@@ -659,8 +699,14 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
   }
 
   auto save = [&](int64_t stepsDone) -> bool {
-    if (options.savePath.empty() || rank != 0)
-      return true; // the ranks' parameters and state are the same
+    if (options.savePath.empty())
+      return true;
+    // The ranks' parameters are the same; with ZeRO-1 each holds a part of
+    // the optimizer state, which every rank gathers (a collective).
+    if (options.shardOptimizer && comm)
+      backend->getState(first, second);
+    if (rank != 0)
+      return true;
     std::map<std::string, std::string> meta = {
         {"format", "gtc-checkpoint-1"},
         {"model", step.model},
@@ -672,7 +718,8 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
         {"rng", "stateless: batches and windows derive from (seed, epoch, "
                 "index)"}};
     backend->getParams(params);
-    backend->getState(first, second);
+    if (!(options.shardOptimizer && comm))
+      backend->getState(first, second);
     if (!writeSafetensors(options.savePath,
                           checkpointTensors(step, params, first, second),
                           meta, error)) {

@@ -92,6 +92,15 @@ func.func @m() -> tensor<f32> attributes {gt.model} {
   %0 = gt.constant dense<1.0> : tensor<f32>
   return %0 : tensor<f32>
 }
+// expected-error @+1 {{setting 'shard' must be one of "none", "optimizer"}}
+gt.train @m {shard = "params"}
+
+// -----
+
+func.func @m() -> tensor<f32> attributes {gt.model} {
+  %0 = gt.constant dense<1.0> : tensor<f32>
+  return %0 : tensor<f32>
+}
 // expected-error @+1 {{setting 'grad_clip' must be a number > 0}}
 gt.train @m {grad_clip = -1.0 : f64}
 

@@ -107,10 +107,12 @@ int main(int argc, char **argv) {
                                             ? "--micro-batch"
                                             : "--explain") +
                                 " applies when compiling: gtc run/compile");
-  if (opts.bucketBytes != 0)
-    return usageError(self, "--bucket-size applies to data-parallel runs: a "
-                            "compiled executable trains in one process; "
-                            "use gtc run --devices N");
+  if (opts.bucketBytes != 0 || !opts.shard.empty())
+    return usageError(self, std::string(opts.bucketBytes ? "--bucket-size"
+                                                         : "--shard") +
+                                " applies to data-parallel runs: a compiled "
+                                "executable trains in one process; use gtc "
+                                "run --devices N");
   // Data parallelism is gtc run's for now: an executable's plan is one
   // process's whole batch.
   rt::World world;

@@ -381,6 +381,16 @@ std::string devicesSetting(const Options &opts, mlir::gt::TrainOp trainOp) {
   return "";
 }
 
+/// `shard`: --shard, else the train block's setting ("optimizer", "none" or
+/// empty).
+std::string shardSetting(const Options &opts, mlir::gt::TrainOp trainOp) {
+  if (!opts.args.shard.empty() || !trainOp)
+    return opts.args.shard;
+  if (auto s = trainOp->getAttrOfType<mlir::StringAttr>("shard"))
+    return s.getValue().str();
+  return "";
+}
+
 /// The compile options of gtc run and gtc compile: the train block's batch
 /// unless --batch says, and the options' precision, padding, fusion and
 /// checkpointing; `deviceMemory` is what the step may use (0: unknown).
@@ -526,6 +536,8 @@ int runModel(const Options &opts, mlir::ModuleOp module,
                     "processes); this run has one process\n";
     return 1;
   }
+  const std::string shard = shardSetting(opts, trainOp);
+  run.shardOptimizer = shard == "optimizer" && processes > 1;
   // Each process all-reduces its gradients in buckets (gt-bucket).
   if (processes > 1)
     compile.bucketBytes =
@@ -600,11 +612,31 @@ int runModel(const Options &opts, mlir::ModuleOp module,
         fp32 = std::move(*plan);
     }
     explainPrecision(*step, fp32 ? &*fp32 : nullptr, llvm::outs());
-    if (processes > 1)
+    if (processes > 1) {
       llvm::outs() << "data parallel: " << processes << " processes of batch "
                    << step->batch * step->microBatches << " (global batch "
                    << step->batch * step->microBatches * processes
                    << "); the plan above is one process's\n";
+      // ZeRO-1: the optimizer state of one process's part of the
+      // parameters (the parts of gtc's CpuBackend: N equal ones, the last
+      // shorter).
+      const gtc::rt::Plan::Memory m = step->memory();
+      const int64_t part = (m.optimizerState + processes - 1) / processes;
+      auto mib = [](int64_t b) {
+        return llvm::format("%.2f MiB", static_cast<double>(b) / 1048576.0);
+      };
+      if (run.shardOptimizer)
+        llvm::outs() << "shard = optimizer (ZeRO-1): optimizer state "
+                     << mib(part) << " a process instead of "
+                     << mib(m.optimizerState) << "; predicted peak "
+                     << mib(m.peak() - m.optimizerState + part)
+                     << " a process instead of " << mib(m.peak()) << "\n";
+      else
+        llvm::outs() << "shard = none: every process keeps the whole "
+                        "optimizer state (" << mib(m.optimizerState)
+                     << "); shard = optimizer would keep "
+                     << mib(part) << " a process\n";
+    }
     if (gtc::checkpointRequested(module, compile)) {
       gtc::CompileOptions n = compile;
       n.checkpointEvery = -1;

@@ -941,7 +941,7 @@ ArrayRef<StringRef> mlir::gt::trainSettingNames() {
       "data",    "eval",      "batch",      "epochs",    "steps",
       "seed",    "optimizer", "schedule",   "precision", "checkpoint",
       "devices", "grad_clip", "log_every",  "eval_every", "shuffle",
-      "micro_batch"};
+      "micro_batch", "shard"};
   return names;
 }
 
@@ -1059,6 +1059,8 @@ public:
         return positiveInt(key, v);
       return oneOf(key, v, {"all", "cpu"});
     }
+    if (key == "shard")
+      return oneOf(key, v, {"none", "optimizer"});
     if (key == "micro_batch") {
       if (isa<IntegerAttr>(v))
         return positiveInt(key, v);

@@ -45,6 +45,9 @@ public:
   virtual void allReduceMean(float *data, size_t n) = 0;
   /// In place: every process ends with the sum over processes.
   virtual void allReduceSum(double *data, size_t n) = 0;
+  /// In place: `data` holds consecutive segments of counts[r] elements, one
+  /// per rank; every process ends with every rank's own segment.
+  virtual void allGather(float *data, const std::vector<size_t> &counts) = 0;
   virtual void barrier() = 0;
 };
 

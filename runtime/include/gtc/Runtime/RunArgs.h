@@ -32,6 +32,8 @@ struct RunArgs {
   std::string devices;
   /// --rendezvous file:DIR (else TCP at MASTER_ADDR:MASTER_PORT).
   std::string rendezvous;
+  /// --shard: "optimizer" or "none"; empty for the train block's setting.
+  std::string shard;
   /// --bucket-size: bytes of a gradient bucket of a data-parallel run
   /// (gt-bucket); 0 when not given (25 MiB).
   int64_t bucketBytes = 0;

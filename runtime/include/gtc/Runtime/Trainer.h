@@ -45,6 +45,10 @@ struct RunOptions {
   /// Each takes its share of every batch; gradients, the loss and
   /// evaluation are averaged over them; rank 0 alone logs and saves.
   Communicator *comm = nullptr;
+  /// ZeRO-1 (shard = optimizer) with `comm`: each process keeps the
+  /// optimizer state of, and updates, a contiguous 1/N of the parameters,
+  /// then the parameters are all-gathered.
+  bool shardOptimizer = false;
 };
 
 /// Returns the evaluation plan for a batch of `batch` examples (the last
