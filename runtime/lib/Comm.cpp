@@ -607,13 +607,22 @@ int gtc::rt::spawnWorkers(int n, char **argv) {
   for (int fd : errFds)
     open += fd >= 0;
   bool stopping = false;
+  // Workers asked to stop (SIGTERM, and SIGCONT for a stopped one, which
+  // cannot act on it otherwise) get kGrace to finish their step; then they
+  // are killed, so a hung worker cannot keep the run from ending.
+  constexpr auto kGrace = std::chrono::seconds(10);
+  std::chrono::steady_clock::time_point stoppedAt;
+  bool killed = false;
   auto stopOthers = [&](int failed) {
     if (stopping)
       return;
     stopping = true;
+    stoppedAt = std::chrono::steady_clock::now();
     for (int r = 0; r < n; ++r)
-      if (r != failed && pids[r] > 0)
+      if (r != failed && pids[r] > 0) {
         ::kill(pids[r], SIGTERM);
+        ::kill(pids[r], SIGCONT);
+      }
   };
   int running = 0;
   for (pid_t p : pids)
@@ -657,6 +666,16 @@ int gtc::rt::spawnWorkers(int n, char **argv) {
       }
     } else if (fds.empty()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    if (stopping && !killed &&
+        std::chrono::steady_clock::now() - stoppedAt > kGrace) {
+      killed = true;
+      for (int r = 0; r < n; ++r)
+        if (pids[r] > 0) {
+          std::cerr << "gtc: error: rank " << r << " did not stop within "
+                    << kGrace.count() << " s; killing it\n";
+          ::kill(pids[r], SIGKILL);
+        }
     }
     int ws;
     pid_t done;
