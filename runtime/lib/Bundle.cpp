@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "gtc/Runtime/Bundle.h"
+#include <algorithm>
 #include "gtc/Runtime/Rng.h"
 #include <cerrno>
 #include <cstdio>
@@ -65,6 +66,10 @@ std::string gtc::rt::kernelKey(const std::string &source,
 std::string gtc::rt::packBundle(const Bundle &b) {
   std::string records;
   putRecord(records, "step", b.step);
+  if (b.processes > 1)
+    putRecord(records, "processes", std::to_string(b.processes));
+  if (b.shardOptimizer)
+    putRecord(records, "shard", "optimizer");
   for (const auto &[batch, plan] : b.evals)
     putRecord(records, "eval " + std::to_string(batch), plan);
   for (const std::string &arch : b.archs)
@@ -141,6 +146,10 @@ bool gtc::rt::readBundle(const std::string &path, Bundle &b,
       b.archs.push_back(tag.substr(5));
     else if (tag.rfind("kernel ", 0) == 0)
       b.kernels[tag.substr(7)] = std::move(data);
+    else if (tag == "processes")
+      b.processes = std::max(1, std::atoi(data.c_str()));
+    else if (tag == "shard")
+      b.shardOptimizer = data == "optimizer";
   }
   if (b.step.empty()) {
     error = path + ": the payload has no training step" + rebuild;

@@ -81,9 +81,12 @@ int main(int argc, char **argv) {
   }
   if (!rt::checkRunArgs(opts, error))
     return usageError(self, error);
-  if (opts.batch && *opts.batch != step.batch)
+  // The global batch: the plan's rows, times its micro-batches and the
+  // processes that each run it.
+  const int64_t batch = step.batch * step.microBatches * bundle.processes;
+  if (opts.batch && *opts.batch != batch)
     return usageError(self, "this executable was compiled for batch " +
-                                std::to_string(step.batch) +
+                                std::to_string(batch) +
                                 "; for batch " + std::to_string(*opts.batch) +
                                 " run gtc compile --batch " +
                                 std::to_string(*opts.batch));
@@ -110,19 +113,36 @@ int main(int argc, char **argv) {
   if (opts.bucketBytes != 0 || !opts.shard.empty())
     return usageError(self, std::string(opts.bucketBytes ? "--bucket-size"
                                                          : "--shard") +
-                                " applies to data-parallel runs: a compiled "
-                                "executable trains in one process; use gtc "
-                                "run --devices N");
-  // Data parallelism is gtc run's for now: an executable's plan is one
-  // process's whole batch.
+                                " applies when compiling: gtc compile "
+                                "--devices N " +
+                                (opts.bucketBytes ? "--bucket-size SIZE"
+                                                  : "--shard optimizer"));
+  // Data parallelism: an executable compiled with devices = N trains with N
+  // processes, each with its plan of batch / N rows: it starts them itself,
+  // or joins a launcher's N (torchrun, srun, mpirun).
   rt::World world;
   if (!rt::worldFromEnvironment(world, opts.rendezvous, error))
     return usageError(self, error);
-  if (world.size > 1 ||
-      (!opts.devices.empty() && opts.devices != "1" && opts.devices != "cpu"))
-    return usageError(self, "a compiled executable trains in one process; "
-                            "for data parallelism use gtc run --devices N "
-                            "(or gtc run under the launcher)");
+  const int processes = bundle.processes;
+  const std::string compiled =
+      "this executable was compiled for " + std::to_string(processes) +
+      (processes == 1 ? " process" : " processes");
+  if (opts.devices == "all")
+    return usageError(self, compiled + "; --devices all is gtc run's (every "
+                                       "GPU); compile with devices = N");
+  if (!opts.devices.empty() && opts.devices != "cpu" &&
+      std::stoi(opts.devices) != processes)
+    return usageError(self, compiled + "; for --devices " + opts.devices +
+                                " compile with --devices " + opts.devices);
+  if (world.size > 1 && world.size != processes)
+    return usageError(self, compiled + ", but the " + world.launcher +
+                                " launch has " + std::to_string(world.size) +
+                                (processes == 1
+                                     ? "; for data parallelism compile with "
+                                       "devices = N (or use gtc run under "
+                                       "the launcher)"
+                                     : "; launch " +
+                                           std::to_string(processes)));
   if (!rt::applyDataPaths(opts, step.config, error))
     return usageError(self, error);
 
@@ -130,6 +150,25 @@ int main(int argc, char **argv) {
   if (!rt::chooseDevice(opts.device, run, error)) {
     std::cerr << self << ": error: " << error << "\n";
     return 1;
+  }
+  if (processes > 1 && run.device == "cuda")
+    return usageError(self, compiled + ": data parallelism on GPUs needs "
+                                       "NCCL, which is not built yet; run "
+                                       "it with --device cpu");
+  if (processes > 1 && (opts.bench || !run.profilePath.empty()))
+    return usageError(self, "--bench and --profile time one process; this "
+                            "executable trains with " +
+                                std::to_string(processes));
+  if (processes > 1 && world.size == 1)
+    return rt::spawnWorkers(processes, argv);
+  std::unique_ptr<rt::Communicator> comm;
+  if (world.size > 1) {
+    if (!(comm = rt::connectCpu(world, error))) {
+      std::cerr << self << ": error: " << error << "\n";
+      return 1;
+    }
+    run.comm = comm.get();
+    run.shardOptimizer = bundle.shardOptimizer;
   }
   run.programFor = codegen::programCache(self);
   rt::setPrebuiltKernels(&bundle.kernels);

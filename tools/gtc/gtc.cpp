@@ -719,37 +719,48 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
                     "frontend/LANGUAGE.md)\n";
     return 1;
   }
-  // An executable trains in one process on one device (data parallelism
-  // is gtc run's).
+  // devices = N: the executable trains with N processes (it starts them,
+  // or joins a launcher's N), each with the plan of batch / N rows, its
+  // gradients all-reduced in buckets. devices = all: one device.
   const std::string devices = devicesSetting(opts, trainOp);
-  if (!devices.empty() && devices != "1" && devices != "cpu" &&
-      devices != "all") {
-    llvm::errs() << "gtc: error: devices = " << devices
-                 << ": a compiled executable trains in one process; train "
-                    "data-parallel with gtc run --devices N, or compile "
-                    "with --devices 1\n";
-    return 1;
-  }
+  int processes = 1;
+  if (!devices.empty() && devices != "cpu" && devices != "all")
+    processes = std::stoi(devices);
   if (devices == "all")
     llvm::errs() << "gtc: warning: devices = all: a compiled executable "
                     "trains on one device (the first GPU, or the CPU); train "
-                    "on every GPU with gtc run\n";
-  if (opts.args.bucketBytes > 0) {
+                    "on every GPU with gtc run, or compile with devices = N\n";
+  if (opts.args.bucketBytes > 0 && processes == 1) {
     llvm::errs() << "gtc: error: --bucket-size applies to data-parallel "
-                    "runs, and a compiled executable trains in one process; "
-                    "train data-parallel with gtc run --devices N\n";
+                    "executables (devices = N, --devices N); this one trains "
+                    "in one process\n";
     return 1;
   }
   // The executable runs elsewhere: no device memory to plan for.
   gtc::CompileOptions compile;
   if (!compileOptions(opts, module, trainOp, /*deviceMemory=*/0, compile))
     return 1;
+  if (processes > 1) {
+    if (compile.batch % processes != 0) {
+      llvm::errs() << "gtc: error: the batch of " << compile.batch
+                   << " does not split over " << processes
+                   << " processes; give a batch divisible by " << processes
+                   << "\n";
+      return 1;
+    }
+    compile.batch /= processes;
+    compile.bucketBytes =
+        opts.args.bucketBytes > 0 ? opts.args.bucketBytes : int64_t(25) << 20;
+  }
   mlir::FailureOr<gtc::rt::Plan> step = gtc::compileStep(module, compile);
   if (mlir::failed(step))
     return 1;
   std::vector<gtc::rt::Plan> plans{*step};
   gtc::rt::Bundle bundle;
   bundle.step = gtc::rt::serialize(*step);
+  bundle.processes = processes;
+  bundle.shardOptimizer =
+      processes > 1 && shardSetting(opts, trainOp) == "optimizer";
   // Evaluation plans: full batches (micro-batches, with gradient
   // accumulation), and the remainder of the eval data as it is now (an
   // executable given other eval data says so).

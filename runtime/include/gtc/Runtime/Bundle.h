@@ -25,6 +25,11 @@ struct Bundle {
   /// ("ptx", for newer GPUs).
   std::map<std::string, std::string> kernels;
   std::vector<std::string> archs; ///< what `kernels` was built for
+  /// Data parallelism: the processes the executable trains with (the step
+  /// plan is one process's share of the batch), and whether they shard the
+  /// optimizer state (ZeRO-1).
+  int processes = 1;
+  bool shardOptimizer = false;
 };
 
 /// The key of a kernel binary: a hash of its CUDA source and the arch.
