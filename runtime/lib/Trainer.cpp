@@ -843,7 +843,9 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
       << "  " << step.parameterCount() << " parameters, batch " << batch;
   if (ranks > 1)
     out << " (" << ranks << " processes of " << micro * parts
-        << ", gradients averaged)";
+        << ", gradients averaged"
+        << (options.shardOptimizer ? ", optimizer state sharded" : "")
+        << ")";
   if (parts > 1)
     out << " (" << parts << " micro-batches of " << micro
         << ", gradients accumulated)";
