@@ -22,6 +22,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "gtc/Frontend/Parser.h"
+#include <algorithm>
 
 using namespace gtc;
 
@@ -76,6 +77,21 @@ bool Parser::enter(Loc loc) {
     return fail(loc, "nesting is too deep (more than " +
                          llvm::Twine(kMaxDepth) +
                          " levels); split the expression");
+  return true;
+}
+
+bool Parser::measure(Expr &e, Loc at) {
+  unsigned below = 0;
+  for (const ExprPtr &o : e.operands)
+    below = std::max(below, o->height);
+  for (const Arg &a : e.args)
+    below = std::max(below, a.value->height);
+  e.height = below + 1;
+  if (e.height > kMaxDepth)
+    return fail(at, "this expression is too deep (more than " +
+                        llvm::Twine(kMaxDepth) +
+                        " operations inside one another, a chain of binary "
+                        "operators included); split it into named parts");
   return true;
 }
 
@@ -341,6 +357,8 @@ ExprPtr Parser::parseAdditive() {
     if (!rhs)
       return nullptr;
     lhs = makeBinary(op.loc, op.text, std::move(lhs), std::move(rhs));
+    if (!measure(*lhs, op.loc))
+      return nullptr;
   }
   return lhs;
 }
@@ -354,6 +372,8 @@ ExprPtr Parser::parseMultiplicative() {
     if (!rhs)
       return nullptr;
     lhs = makeBinary(op.loc, op.text, std::move(lhs), std::move(rhs));
+    if (!measure(*lhs, op.loc))
+      return nullptr;
   }
   return lhs;
 }
@@ -380,7 +400,7 @@ ExprPtr Parser::parseUnary() {
   auto e = std::make_unique<Expr>(Expr::Kind::Unary, loc);
   e->text = "-";
   e->operands.push_back(std::move(operand));
-  return e;
+  return measure(*e, loc) ? std::move(e) : nullptr;
 }
 
 ExprPtr Parser::parsePrimary() {
@@ -426,7 +446,7 @@ ExprPtr Parser::parsePrimary() {
         return nullptr;
       e->operands.push_back(std::move(next));
     }
-    if (!expect(TokenKind::RParen, "to close the tuple"))
+    if (!expect(TokenKind::RParen, "to close the tuple") || !measure(*e, loc))
       return nullptr;
     break;
   }
@@ -445,7 +465,7 @@ ExprPtr Parser::parsePrimary() {
       return nullptr;
     }
     e->kind = Expr::Kind::Call;
-    if (!parseCallArgs(*e))
+    if (!parseCallArgs(*e) || !measure(*e, e->loc))
       return nullptr;
     if (tok.kind == TokenKind::LParen) {
       fail(tok.loc, "the result of a call cannot be called");

@@ -944,6 +944,44 @@ int main(int argc, char **argv) {
   sourceMgr.AddNewSourceBuffer(std::move(*buffer), llvm::SMLoc());
   mlir::MLIRContext context;
   mlir::SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  // A diagnostic on a long line (generated code, minified files) shows at
+  // most 120 characters around its column, not the whole line: this
+  // handler, registered later, sees diagnostics first and passes on the
+  // others.
+  mlir::ScopedDiagnosticHandler longLines(
+      &context, [&](mlir::Diagnostic &d) -> mlir::LogicalResult {
+        constexpr size_t kExcerpt = 120;
+        auto loc = llvm::dyn_cast<mlir::FileLineColLoc>(d.getLocation());
+        if (!loc || loc.getFilename() != path || loc.getLine() == 0)
+          return mlir::failure();
+        llvm::StringRef rest =
+            sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID())->getBuffer();
+        for (unsigned l = 1; l < loc.getLine() && !rest.empty(); ++l)
+          rest = rest.split('\n').second;
+        llvm::StringRef line = rest.split('\n').first.rtrim('\r');
+        if (line.size() <= kExcerpt)
+          return mlir::failure();
+        size_t col = std::min<size_t>(loc.getColumn() ? loc.getColumn() - 1 : 0,
+                                      line.size());
+        size_t from = col > kExcerpt / 2 ? col - kExcerpt / 2 : 0;
+        size_t to = std::min(line.size(), from + kExcerpt);
+        const char *kind = d.getSeverity() == mlir::DiagnosticSeverity::Error
+                               ? "error"
+                           : d.getSeverity() == mlir::DiagnosticSeverity::Warning
+                               ? "warning"
+                           : d.getSeverity() == mlir::DiagnosticSeverity::Note
+                               ? "note"
+                               : "remark";
+        llvm::errs() << path << ":" << loc.getLine() << ":" << loc.getColumn()
+                     << ": " << kind << ": " << d.str() << "\n"
+                     << (from ? "..." : "") << line.slice(from, to)
+                     << (to < line.size() ? "..." : "") << "\n"
+                     << std::string((from ? 3 : 0) + col - from, ' ')
+                     << "^\n";
+        for (mlir::Diagnostic &note : d.getNotes())
+          llvm::errs() << path << ": note: " << note.str() << "\n";
+        return mlir::success();
+      });
 
   std::string error;
   // -o names the executable for compile, the --emit output otherwise.

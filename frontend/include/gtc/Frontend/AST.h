@@ -41,6 +41,9 @@ struct Expr {
   std::string text;        ///< String value, Name, callee, or operator.
   std::vector<ExprPtr> operands; ///< Unary (1), Binary (2), Tuple elements.
   std::vector<Arg> args;   ///< Call arguments in source order.
+  /// Levels of the tree from here down (1 for a leaf): the parser bounds
+  /// it, so the passes that walk a tree recursively have bounded depth.
+  unsigned height = 1;
 };
 
 /// A tensor type: `f32[B, 784]`, or a scalar `f32`.

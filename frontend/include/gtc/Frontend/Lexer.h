@@ -61,7 +61,10 @@ struct Token {
 /// an Error token whose `value` says what is wrong.
 class Lexer {
 public:
-  explicit Lexer(llvm::StringRef buffer) : buffer(buffer) {}
+  /// A UTF-8 byte-order mark at the start is skipped (columns count from
+  /// what follows it).
+  explicit Lexer(llvm::StringRef buffer)
+      : buffer(buffer), pos(buffer.starts_with("\xEF\xBB\xBF") ? 3 : 0) {}
 
   /// Returns the next token; Eof at the end (and forever after).
   Token next();

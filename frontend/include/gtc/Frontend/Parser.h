@@ -18,7 +18,8 @@ using ErrorFn = std::function<void(Loc, const llvm::Twine &)>;
 /// through `onError`, and returns nullopt then.
 class Parser {
 public:
-  /// Parentheses, brackets and blocks nest at most this deep.
+  /// Parentheses, brackets and blocks nest at most this deep, and so do
+  /// expression trees (a chain of n binary operators is n deep).
   static constexpr unsigned kMaxDepth = 200;
 
   Parser(llvm::StringRef path, llvm::StringRef buffer, ErrorFn onError);
@@ -54,6 +55,9 @@ private:
 
   /// Counts nesting; reports an error when too deep.
   bool enter(Loc loc);
+  /// Sets e's height from its operands and arguments; fails (at `at`) when
+  /// it exceeds kMaxDepth.
+  bool measure(Expr &e, Loc at);
   void leave() { --depth; }
 
   std::string path;
