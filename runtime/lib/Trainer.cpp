@@ -917,10 +917,12 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
       interrupted = stop > 0;
     }
     if (interrupted) {
-      err << "\ninterrupted at step " << s << "\n";
+      // Rank 0 speaks for all (it alone writes the checkpoint).
+      if (rank == 0)
+        err << "\ninterrupted at step " << s << "\n";
       if (!save(s))
         return 1;
-      if (!options.savePath.empty())
+      if (!options.savePath.empty() && rank == 0)
         err << "saved " << options.savePath << " (resume with --resume "
             << options.savePath << ")\n";
       return 130;
