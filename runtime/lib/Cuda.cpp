@@ -1175,7 +1175,30 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
       accumulatorAt = take(I.accumulatorBytes);
     }
   }
-  CU(cuMemAlloc(&I.device, bytesTotal));
+  if (CUresult r = L.cuMemAlloc(&I.device, bytesTotal); r != CUDA_SUCCESS) {
+    if (r != CUDA_ERROR_OUT_OF_MEMORY)
+      throw RuntimeError("CUDA: cuMemAlloc: " + cuError(r));
+    // Out of memory: what the plan needed, what the GPU had, and the ways
+    // to need less.
+    const Plan::Memory m = plan.memory();
+    auto mib = [](double b) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.1f MiB", b / 1048576.0);
+      return std::string(buf);
+    };
+    throw RuntimeError(
+        "out of GPU memory: the step of " + plan.model + " at batch " +
+        std::to_string(plan.batch) + " needs " +
+        mib(static_cast<double>(bytesTotal)) + " and " + L.info.name +
+        " has " + mib(static_cast<double>(freeBefore)) +
+        " free (memory plan: weights " + mib(m.weights) + ", gradients " +
+        mib(m.gradients) + ", optimizer state " + mib(m.optimizerState) +
+        ", activations and temporaries " + mib(m.temporaries) +
+        "); lower the batch (--batch N), let gtc choose it (--batch auto), "
+        "or recompute activations (checkpoint = auto, or --checkpoint "
+        "auto); gtc run --dry-run --explain --batch N shows a plan without "
+        "training");
+  }
   I.arena = I.device;
   for (int s = 0; s < 2; ++s) {
     I.inputs[s] = I.device + inputAt[s];

@@ -672,6 +672,13 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
       seed = std::strtoull(meta["seed"].c_str(), nullptr, 10);
     if (!options.steps && !options.epochs && !meta["total_steps"].empty())
       total = std::strtoll(meta["total_steps"].c_str(), nullptr, 10);
+    if (start >= total) {
+      err << "gtc: error: " << options.resumePath << " is at step " << start
+          << ", and this run trains " << total
+          << " steps in all (resumed ones included); give --steps larger "
+             "than " << start << " to train on\n";
+      return 1;
+    }
     backend->setParams(params);
     backend->setState(first, second, hasState ? start : 0);
     out << "resumed " << options.resumePath << " at step " << start << "\n";
@@ -698,8 +705,12 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
     }
   }
 
+  // Where checkpoints go: --save, or, when training is interrupted without
+  // it (Ctrl-C, a scheduler's SIGTERM), MODEL-interrupted.safetensors here,
+  // so that no progress is lost.
+  std::string savePath = options.savePath;
   auto save = [&](int64_t stepsDone) -> bool {
-    if (options.savePath.empty())
+    if (savePath.empty())
       return true;
     // The ranks' parameters are the same; with ZeRO-1 each holds a part of
     // the optimizer state, which every rank gathers (a collective).
@@ -720,7 +731,7 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
     backend->getParams(params);
     if (!(options.shardOptimizer && comm))
       backend->getState(first, second);
-    if (!writeSafetensors(options.savePath,
+    if (!writeSafetensors(savePath,
                           checkpointTensors(step, params, first, second),
                           meta, error)) {
       err << "gtc: error: " << error << "\n";
@@ -920,11 +931,13 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
       // Rank 0 speaks for all (it alone writes the checkpoint).
       if (rank == 0)
         err << "\ninterrupted at step " << s << "\n";
+      if (savePath.empty())
+        savePath = step.model + "-interrupted.safetensors";
       if (!save(s))
         return 1;
-      if (!options.savePath.empty() && rank == 0)
-        err << "saved " << options.savePath << " (resume with --resume "
-            << options.savePath << ")\n";
+      if (rank == 0)
+        err << "saved " << savePath << " (resume with --resume " << savePath
+            << ")\n";
       return 130;
     }
     int64_t epoch = s / perEpoch, b = s % perEpoch;

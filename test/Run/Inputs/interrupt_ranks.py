@@ -12,6 +12,9 @@ import sys
 import time
 
 gtc, model, how, ckpt, log = sys.argv[1:6]
+for stale in (ckpt, log):  # from an earlier run of the test
+    if os.path.exists(stale):
+        os.remove(stale)
 with open(log + ".err", "w") as err:
     p = subprocess.Popen([gtc, "run", model, "--device", "cpu", "--devices",
                           "2", "--steps", "1000000", "--log-every", "1",
