@@ -94,3 +94,26 @@ func.func @attention_statistics() -> tensor<f32> attributes {gt.model} {
   %l = gt.cast %m : tensor<bf16> -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// A parameter declared bf16 is trained as an f32 master weight used through
+// one cast to bf16, at every precision (here tf32, which changes nothing
+// else): the optimizer updates f32.
+// KEEP-LABEL: func.func @bf16_param
+// KEEP:      %[[P:.*]] = gt.param "w" = "zeros" [] : tensor<4x3xf32>
+// KEEP-NEXT: %[[C:.*]] = gt.cast %[[P]] : tensor<4x3xf32> -> tensor<4x3xbf16>
+// KEEP-NEXT: %[[Y:.*]] = gt.matmul %{{.*}}, %[[C]]
+// CHECK-LABEL: func.func @bf16_param
+// CHECK:      gt.param "w" = "zeros" [] : tensor<4x3xf32>
+// CHECK-NEXT: gt.cast {{.*}} : tensor<4x3xf32> -> tensor<4x3xbf16>
+// F16-LABEL: func.func @bf16_param
+// F16:      gt.param "w" = "zeros" [] : tensor<4x3xf32>
+func.func @bf16_param() -> tensor<f32> attributes {gt.model} {
+  %x = gt.input "x" : tensor<2x4xbf16>
+  %w = gt.param "w" = "zeros" [] : tensor<4x3xbf16>
+  %y = gt.matmul %x, %w : tensor<2x4xbf16>, tensor<4x3xbf16>
+  %m = gt.mean %y : tensor<2x3xbf16>
+  %l = gt.cast %m : tensor<bf16> -> tensor<f32>
+  return %l : tensor<f32>
+}

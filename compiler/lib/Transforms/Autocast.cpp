@@ -160,10 +160,29 @@ struct GtAutocastPass
     : public mlir::gt::impl::GtAutocastPassBase<GtAutocastPass> {
   using GtAutocastPassBase::GtAutocastPassBase;
 
+  /// A parameter declared in a 16-bit type is trained as an f32 master
+  /// weight (the optimizer's precision) used through one cast to its type,
+  /// whatever the precision: what a model declares, it trains.
+  static void masterWeights(func::FuncOp func) {
+    OpBuilder b(func.getContext());
+    for (ParamOp p : llvm::make_early_inc_range(func.getOps<ParamOp>())) {
+      RankedTensorType type = p.getType();
+      if (type.getElementType().isF32())
+        continue;
+      p.getResult().setType(type.clone(b.getF32Type()));
+      b.setInsertionPointAfter(p);
+      auto cast = CastOp::create(b, p.getLoc(), type, p.getResult());
+      p.getResult().replaceAllUsesExcept(cast.getResult(), cast);
+    }
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (printPolicy)
       printPolicyTable(&getContext(), llvm::errs());
+    for (auto func : module.getOps<func::FuncOp>())
+      if (func->hasAttr(kModelAttrName))
+        masterWeights(func);
     std::string mode = precision;
     if (mode.empty())
       for (auto train : module.getOps<TrainOp>())

@@ -127,7 +127,9 @@ def GtAutocastPass : Pass<"gt-autocast", "mlir::ModuleOp"> {
     right after its declaration, shared by all its low-precision uses, so
     the backward's cast rule returns f32 gradients to the optimizer. Integer
     tensors and ops already in the chosen type are left alone. fp32 and tf32
-    change nothing (tf32 is a GEMM mode of the runtime).
+    change nothing (tf32 is a GEMM mode of the runtime), except that, at
+    any precision, a parameter declared bf16 or f16 becomes an f32 master
+    weight used through a cast to its declared type.
     `--gt-autocast=print-policy=1` prints the table.
 
     Example: `gtc-opt --gt-autocast=precision=bf16`.
