@@ -734,7 +734,12 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
     if (!writeSafetensors(savePath,
                           checkpointTensors(step, params, first, second),
                           meta, error)) {
-      err << "gtc: error: " << error << "\n";
+      // The writer replaces the file only once the new one is complete.
+      err << "gtc: error: " << error
+          << (error.find("was replaced") == std::string::npos
+                  ? "; the checkpoint there before, if any, is unchanged"
+                  : "")
+          << "\n";
       return false;
     }
     return true;

@@ -14,6 +14,7 @@
 #include "gtc/Runtime/Startup.h"
 #include "gtc/Runtime/Bundle.h"
 #include "gtc/Runtime/RunArgs.h"
+#include <csignal>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -48,6 +49,9 @@ int usageError(const std::string &self, const std::string &message) {
 } // namespace
 
 int main(int argc, char **argv) {
+  // A file-size limit (or a quota) makes a write fail with EFBIG, which the
+  // checkpoint writer reports, instead of killing the process.
+  std::signal(SIGXFSZ, SIG_IGN);
   gtc::rt::Startup::get(); // the clock of "first step: ... from start"
   std::string self = argv[0];
   if (size_t slash = self.rfind('/'); slash != std::string::npos)

@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cmath>
 #include <set>
+#include <csignal>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -920,6 +921,9 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
 } // namespace
 
 int main(int argc, char **argv) {
+  // A file-size limit (or a quota) makes a write fail with EFBIG, which the
+  // checkpoint writer reports, instead of killing the process.
+  std::signal(SIGXFSZ, SIG_IGN);
   gtc::rt::Startup::get(); // the clock of "first step: ... from start"
   llvm::InitLLVM init(argc, argv);
   Options opts;
