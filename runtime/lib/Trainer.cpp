@@ -1030,8 +1030,13 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
       lastPrint = now;
       std::ostringstream line;
       line << "step " << s + 1 << "/" << total << " | epoch " << epoch + 1
-           << " | loss " << std::fixed << std::setprecision(4) << lossEma
-           << " | " << std::setprecision(0) << rate << " samples/s | "
+           << " | loss " << std::fixed << std::setprecision(4) << lossEma;
+      // fp16: the steps skipped on an overflow so far, as the log has them.
+      double scale = 0;
+      int64_t skipped = 0;
+      if (backend->lossScale(scale, skipped) && skipped > 0)
+        line << " | " << skipped << " skipped";
+      line << " | " << std::setprecision(0) << rate << " samples/s | "
            << formatDuration(elapsed) << " elapsed | ETA "
            << formatDuration(eta);
       if (tty)
