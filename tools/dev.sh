@@ -5,6 +5,7 @@
 #   tools/dev.sh test   install what is missing (apt), build, run every test
 #   tools/dev.sh build  install what is missing (apt), build
 #   tools/dev.sh gpu-bundle  portable binaries and data for test/gpu/run.sh
+#   tools/dev.sh sanitize    every test again in an ASan+UBSan build (build-asan)
 #
 # BUILD_DIR (default: build) chooses the build directory.
 set -euo pipefail
@@ -74,6 +75,26 @@ case "${1:-}" in
     cp ../shared/bench/torch_reference.py gpu-bundle/ 2>/dev/null || true
     du -sh gpu-bundle
     ;;
+  sanitize)
+    # The whole suite under AddressSanitizer and UndefinedBehaviorSanitizer.
+    # Debian's LLVM is not instrumented: container-overflow checks, which
+    # need every caller instrumented, are off, and so is leak checking (it
+    # reports allocations still held at exit, e.g. after a front-end error;
+    # not sorted out yet).
+    BUILD_DIR=build-asan
+    install_missing
+    if [ ! -f "$BUILD_DIR/build.ninja" ]; then
+      cmake -G Ninja -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DGTC_SANITIZE=ON \
+        -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
+        -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit
+    fi
+    ninja -C "$BUILD_DIR" gtc gtc-opt gtc-unittests
+    export ASAN_OPTIONS=detect_container_overflow=0:detect_leaks=0:abort_on_error=1
+    export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+    ninja -C "$BUILD_DIR" check-gtc
+    ctest --test-dir "$BUILD_DIR" --output-on-failure
+    ;;
   test)
     build
     echo "== lit tests (check-gtc)"
@@ -82,7 +103,7 @@ case "${1:-}" in
     ctest --test-dir "$BUILD_DIR" --output-on-failure
     ;;
   *)
-    echo "usage: tools/dev.sh demo|test|build|gpu-bundle" >&2
+    echo "usage: tools/dev.sh demo|test|build|gpu-bundle|sanitize" >&2
     exit 2
     ;;
 esac
