@@ -392,6 +392,44 @@ std::string shardSetting(const Options &opts, mlir::gt::TrainOp trainOp) {
   return "";
 }
 
+/// Whether `batch` splits over `processes`; else prints the error.
+bool batchSplits(int64_t batch, int processes) {
+  if (batch % processes == 0)
+    return true;
+  llvm::errs() << "gtc: error: the batch of " << batch << " does not split over "
+               << processes << " processes; give a batch divisible by "
+               << processes << " (each process takes batch / " << processes
+               << " rows)\n";
+  return false;
+}
+
+/// The compile options of one of `processes` processes, for gtc run's
+/// workers and gtc compile's executables alike: batch / N rows (--batch auto
+/// has chosen a process's batch already), the gradients all-reduced in
+/// buckets (gt-bucket). --bucket-size and --shard need several processes.
+/// False after printing the error.
+bool perProcess(const Options &opts, int processes,
+                gtc::CompileOptions &compile) {
+  if (processes == 1) {
+    if (opts.args.bucketBytes == 0 && opts.args.shard.empty())
+      return true;
+    llvm::errs() << "gtc: error: "
+                 << (opts.args.bucketBytes ? "--bucket-size" : "--shard")
+                 << " applies to data parallelism (--devices N, devices = N, "
+                    "or a launcher's processes), and this trains in one "
+                    "process\n";
+    return false;
+  }
+  if (!opts.args.batchAuto) {
+    if (!batchSplits(compile.batch, processes))
+      return false;
+    compile.batch /= processes;
+  }
+  compile.bucketBytes = opts.args.bucketBytes > 0 ? opts.args.bucketBytes
+                                                  : gtc::kDefaultBucketBytes;
+  return true;
+}
+
 /// The compile options of gtc run and gtc compile: the train block's batch
 /// unless --batch says, and the options' precision, padding, fusion and
 /// checkpointing; `deviceMemory` is what the step may use (0: unknown).
@@ -504,18 +542,9 @@ int runModel(const Options &opts, mlir::ModuleOp module,
     return 1;
   }
   // `batch` is the global batch: each process takes batch / N rows.
-  auto splits = [&](int64_t batch) {
-    if (batch % processes == 0)
-      return true;
-    llvm::errs() << "gtc: error: the batch of " << batch
-                 << " does not split over " << processes
-                 << " processes; give a batch divisible by " << processes
-                 << " (each process takes batch / " << processes
-                 << " rows)\n";
-    return false;
-  };
   if (processes > 1 && world.size == 1 && trains) {
-    if (!opts.args.batchAuto && !splits(trainBatch(opts, trainOp)))
+    if (!opts.args.batchAuto &&
+        !batchSplits(trainBatch(opts, trainOp), processes))
       return 1;
     return gtc::rt::spawnWorkers(processes, opts.argv);
   }
@@ -526,23 +555,10 @@ int runModel(const Options &opts, mlir::ModuleOp module,
                                           : run.deviceFreeMemory,
                       compile))
     return 1;
-  if (processes > 1 && !opts.args.batchAuto) {
-    if (!splits(compile.batch))
-      return 1;
-    compile.batch /= processes;
-  }
-  if (opts.args.bucketBytes > 0 && processes == 1) {
-    llvm::errs() << "gtc: error: --bucket-size applies to data-parallel "
-                    "runs (--devices N, devices = N, or a launcher's "
-                    "processes); this run has one process\n";
+  if (!perProcess(opts, processes, compile))
     return 1;
-  }
-  const std::string shard = shardSetting(opts, trainOp);
-  run.shardOptimizer = shard == "optimizer" && processes > 1;
-  // Each process all-reduces its gradients in buckets (gt-bucket).
-  if (processes > 1)
-    compile.bucketBytes =
-        opts.args.bucketBytes > 0 ? opts.args.bucketBytes : int64_t(25) << 20;
+  run.shardOptimizer =
+      processes > 1 && shardSetting(opts, trainOp) == "optimizer";
   std::unique_ptr<gtc::rt::Communicator> comm;
   if (world.size > 1 && trains) {
     if (!(comm = gtc::rt::connectCpu(world, error))) {
@@ -731,28 +747,12 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
     llvm::errs() << "gtc: warning: devices = all: a compiled executable "
                     "trains on one device (the first GPU, or the CPU); train "
                     "on every GPU with gtc run, or compile with devices = N\n";
-  if (opts.args.bucketBytes > 0 && processes == 1) {
-    llvm::errs() << "gtc: error: --bucket-size applies to data-parallel "
-                    "executables (devices = N, --devices N); this one trains "
-                    "in one process\n";
-    return 1;
-  }
   // The executable runs elsewhere: no device memory to plan for.
   gtc::CompileOptions compile;
   if (!compileOptions(opts, module, trainOp, /*deviceMemory=*/0, compile))
     return 1;
-  if (processes > 1) {
-    if (compile.batch % processes != 0) {
-      llvm::errs() << "gtc: error: the batch of " << compile.batch
-                   << " does not split over " << processes
-                   << " processes; give a batch divisible by " << processes
-                   << "\n";
-      return 1;
-    }
-    compile.batch /= processes;
-    compile.bucketBytes =
-        opts.args.bucketBytes > 0 ? opts.args.bucketBytes : int64_t(25) << 20;
-  }
+  if (!perProcess(opts, processes, compile))
+    return 1;
   mlir::FailureOr<gtc::rt::Plan> step = gtc::compileStep(module, compile);
   if (mlir::failed(step))
     return 1;

@@ -8,6 +8,10 @@
 
 namespace gtc {
 
+/// gt-bucket's bucket size for data parallelism unless --bucket-size says
+/// (PyTorch DDP's default).
+inline constexpr int64_t kDefaultBucketBytes = int64_t(25) << 20;
+
 /// What to compile a module for.
 struct CompileOptions {
   int64_t batch = 32;
