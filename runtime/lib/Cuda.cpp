@@ -463,7 +463,7 @@ extern "C" __global__ void gtc_sumsq(const float *__restrict__ g, long long n,
   double acc = 0.0;
   if ((n & 3) == 0) {
     // 16-byte loads (regions start 64-byte aligned), all issued before the
-    // first is used: 4.3 TB/s on an H200, against 2.2 a float at a time.
+    // first is used: 4.3 TB/s on an H200, against 2.3 a float at a time.
     const float4 *g4 = reinterpret_cast<const float4 *>(g + base);
     const long long left = (n - base) / 4;
     float4 v[CHUNK / 1024];

@@ -51,7 +51,9 @@ const char *const gtc::rt::kRunOptionsHelp =
   --data PATH    the training data instead of the train block's file
                  (idx sources: IMAGES,LABELS)
   --eval PATH    the evaluation data, likewise
-  --save FILE    write a safetensors checkpoint at the end (and on Ctrl-C)
+  --save FILE    write a safetensors checkpoint at the end (and on Ctrl-C
+                 or SIGTERM; without --save an interrupted run writes
+                 MODEL-interrupted.safetensors in the current directory)
   --resume FILE  continue from a checkpoint written by --save
   --init FILE    start from the weights of a safetensors file (matched by
                  name: a gtc checkpoint, a nanoGPT state_dict, ...; f32,

@@ -101,6 +101,8 @@ void Emitter::launch(const std::string &suffix, const std::string &what,
     src += kRowSnippet;
   if (helpers & kArgmaxHelpers)
     src += kArgmaxSnippet;
+  if (helpers & kPackHelpers)
+    src += kPackSnippet;
   src += "\n" + consts;
   src += "\nextern \"C\" __global__ void __launch_bounds__(" + str(block) +
          (minBlocks > 0 ? ", " + str(minBlocks) : "") + ")\n" +

@@ -60,7 +60,7 @@ bool Emitter::embeddingGrad() {
 
 /// A "scatter_add" region (gt-fuse's foldScatterAdds): the embedding
 /// gradient's rows scattered onto the value the region adds, in place when
-/// the plan made the sum a view of it (PlanBuilder's scatteredOnto), else
+/// the plan made the sum a view of it (PlanBuilder's viewOf), else
 /// after a copy of that value to the sum.
 bool Emitter::scatterAddRegion() {
   if (k->body.size() != 2 || k->body[0].op != OpKind::EmbeddingGrad ||

@@ -116,6 +116,7 @@ enum Helper : unsigned {
   kWarpHelpers = 1,   ///< warp_sum (float, double), warp_max
   kRowHelpers = 2,    ///< row_sum, row_max (needs kWarpHelpers)
   kArgmaxHelpers = 4, ///< row_argmax (needs kWarpHelpers)
+  kPackHelpers = 8,   ///< pack_t, loadv, storev
 };
 
 inline const char *const kPrelude = R"CU(typedef long long i64;
@@ -227,6 +228,27 @@ __device__ __forceinline__ void row_argmax(float &v, int &i, float *shv,
     for (int w = 1; w < RT / 32; ++w)
       argmax_combine(v, i, shv[first + w], shi[first + w]);
   }
+}
+)CU";
+
+inline const char *const kPackSnippet = R"CU(
+// V consecutive elements of type T in one aligned access of V * sizeof(T)
+// bytes (callers index them at multiples of V from an aligned start).
+template <typename T, int V> struct alignas(sizeof(T) * V) pack_t { T e[V]; };
+template <int V, typename T>
+__device__ __forceinline__ void loadv(const T *p, float *v) {
+  const pack_t<T, V> q = *reinterpret_cast<const pack_t<T, V> *>(p);
+#pragma unroll
+  for (int e = 0; e < V; ++e)
+    v[e] = (float)q.e[e];
+}
+template <int V, typename T>
+__device__ __forceinline__ void storev(T *p, const float *v) {
+  pack_t<T, V> q;
+#pragma unroll
+  for (int e = 0; e < V; ++e)
+    q.e[e] = v[e];
+  *reinterpret_cast<pack_t<T, V> *>(p) = q;
 }
 )CU";
 

@@ -26,9 +26,10 @@ struct RowLoss {
 /// thread. Long rows, such as a vocabulary, take a block of 512 threads a
 /// row, at most 42 registers a thread so that an SM holds three (minBlocks):
 /// 396 rows in flight on an H100, 40 MB for GPT-2's 100 KB rows, so a row's
-/// second pass finds it in L2 (50 MB). Measured on an H200 over 4096 x 50304
-/// bf16 logits: 336 us, against 346 with two blocks an SM and 394 with one of
-/// 1024 threads.
+/// second pass finds it in L2 (50 MB). Measured on an H200 in a standalone
+/// harness over 4096 x 50304 bf16 logits (before the backward pass 2 and
+/// the streaming stores below): 336 us, against 346 with two blocks an SM
+/// and 394 with one of 1024 threads.
 struct LossShape {
   int rt, block, vec, minBlocks;
   int64_t ppt;
@@ -65,8 +66,7 @@ std::string lossConsts(int64_t rows, int64_t n, const LossShape &ls,
       ";  // elements per load\nconstexpr int PPT = " + str(ls.ppt) +
       ";  // loads per thread\nconstexpr bool KEEP = PPT <= 4;\n"
       "constexpr float LOG2E = 1.4426950408889634f;\n"
-      "struct __align__(sizeof(xt) * VEC) xpack { xt e[VEC]; };\n"
-      "struct __align__(sizeof(dt) * VEC) dpack { dt e[VEC]; };\n";
+      "typedef pack_t<xt, VEC> xpack;\n";
   if (dt == "bf16_t" && ls.vec == 8)
     return s + R"CU(__device__ __forceinline__ void store_pack(dt *p, const float *v) {
   unsigned w[4];
@@ -83,14 +83,8 @@ std::string lossConsts(int64_t rows, int64_t n, const LossShape &ls,
                "f"(v[0]), "f"(v[1]), "f"(v[2]), "f"(v[3]) : "memory");
 }
 )CU";
-  return s + R"CU(__device__ __forceinline__ void store_pack(dt *p, const float *v) {
-  dpack q;
-#pragma unroll
-  for (int e = 0; e < VEC; ++e)
-    q.e[e] = v[e];
-  *reinterpret_cast<dpack *>(p) = q;
-}
-)CU";
+  return s + "__device__ __forceinline__ void store_pack(dt *p, const float "
+             "*v) {\n  storev<VEC>(p, v);\n}\n";
 }
 
 /// The row loop shared by the cross-entropy kernels. Pass 1 reads the row
@@ -237,7 +231,7 @@ bool Emitter::crossEntropyKernel(int x, int lab, int y, int g, int dx) {
                       : inPlace   ? ": loss and gradient, over the logits"
                                   : ": loss and gradient");
   if (y < 0) {
-    launch("", what, args, kWarpHelpers | kRowHelpers, consts,
+    launch("", what, args, kWarpHelpers | kRowHelpers | kPackHelpers, consts,
            head + crossEntropyRows({"", true}), rowGrid(rows, rt, ls.block),
            ls.block, ls.minBlocks);
     return true;
@@ -245,7 +239,7 @@ bool Emitter::crossEntropyKernel(int x, int lab, int y, int g, int dx) {
   if (rows <= kOneBlockRows && count(x) <= kOneBlockLogits) {
     args.push_back(out(y, "y"));
     launch("", what + ", in one block, then the mean", args,
-           kWarpHelpers | kRowHelpers, consts,
+           kWarpHelpers | kRowHelpers | kPackHelpers, consts,
            head + "  __shared__ double rl[" + str(rows) + "];\n" +
                crossEntropyRows({"rl[row] = ", dx >= 0}) + kMeanOfRowLosses,
            1, ls.block, ls.minBlocks);
@@ -254,7 +248,7 @@ bool Emitter::crossEntropyKernel(int x, int lab, int y, int g, int dx) {
   needWorkspace(8 * rows);
   args.push_back(ws("double", "loss"));
   launch("rows", what + "; row losses to the workspace", args,
-         kWarpHelpers | kRowHelpers, consts,
+         kWarpHelpers | kRowHelpers | kPackHelpers, consts,
          head + crossEntropyRows({"loss[row] = ", dx >= 0}),
          rowGrid(rows, rt, ls.block), ls.block, ls.minBlocks);
   finalSum("mean", y, rows, "double", "(float)(s / " + str(rows) + ")");
@@ -395,7 +389,7 @@ bool Emitter::classifierRegion() {
            "gradient over the logits; row losses to the workspace",
            {in(g, "grad"), out(chunk, "x"), in(labels, "labels"),
             ws("double", "loss")},
-           kWarpHelpers | kRowHelpers,
+           kWarpHelpers | kRowHelpers | kPackHelpers,
            lossConsts(rc, v, ls, ctype(chunk), ctype(chunk), rows),
            std::string(kCrossEntropyShared) + kGradScale + kInPlace +
                crossEntropyRows({"loss[row] = ", true}),

@@ -25,7 +25,8 @@ int layernormThreads(int64_t d, int64_t perThread) {
 /// Constants and helpers of the layer norm row kernels, after rowConsts():
 /// each thread holds CPT = CPV * VEC columns of its row in registers, VEC
 /// consecutive ones a load (4 when rows are a multiple of 4: 16-byte loads
-/// of f32, 8-byte of 16-bit types; else 1); its c-th is column col(lane, c).
+/// of f32, 8-byte of 16-bit types, through kPackSnippet's loadv and storev;
+/// else 1); its c-th is column col(lane, c).
 std::string normConsts(int64_t d, int rt, double eps) {
   int vec = d % 4 == 0 ? 4 : 1;
   return "constexpr double EPS = " + dbl(eps) + ";\nconstexpr int VEC = " +
@@ -35,23 +36,6 @@ std::string normConsts(int64_t d, int rt, double eps) {
          "per thread\n" +
          R"CU(__device__ __forceinline__ int col(int lane, int c) {
   return (lane + c / VEC * RT) * VEC + c % VEC;
-}
-template <typename T> struct alignas(sizeof(T) * VEC) pack_t { T e[VEC]; };
-// VEC elements at p (a multiple of VEC from an aligned start) as float.
-template <typename T>
-__device__ __forceinline__ void loadv(const T *p, float *v) {
-  const pack_t<T> q = *reinterpret_cast<const pack_t<T> *>(p);
-#pragma unroll
-  for (int e = 0; e < VEC; ++e)
-    v[e] = (float)q.e[e];
-}
-template <typename T>
-__device__ __forceinline__ void storev(T *p, const float *v) {
-  pack_t<T> q;
-#pragma unroll
-  for (int e = 0; e < VEC; ++e)
-    q.e[e] = v[e];
-  *reinterpret_cast<pack_t<T> *>(p) = q;
 }
 )CU";
 }
@@ -108,10 +92,10 @@ bool Emitter::layernorm() {
   std::vector<Arg> args = {in(w, "w"), in(b, "b"), out(y, "y")};
   if (f) {
     body += "        float ra[VEC], aa[VEC];\n"
-            "        loadv(r + row * N + j, ra);\n"
-            "        loadv(a + row * N + j, aa);\n"
+            "        loadv<VEC>(r + row * N + j, ra);\n"
+            "        loadv<VEC>(a + row * N + j, aa);\n"
             "        pack_t<" +
-            ctype(x) + R"CU(> t;
+            ctype(x) + R"CU(, VEC> t;
 #pragma unroll
         for (int e = 0; e < VEC; ++e) {
           t.e[e] = ra[e] + aa[e];
@@ -122,7 +106,7 @@ bool Emitter::layernorm() {
     args.insert(args.begin(), {in(f->residual, "r"), in(f->addend, "a"),
                                out(x, "x")});
   } else {
-    body += "        loadv(x + row * N + j, v);\n";
+    body += "        loadv<VEC>(x + row * N + j, v);\n";
     args.insert(args.begin(), in(x, "x"));
   }
   body += "      }\n    }\n";
@@ -132,18 +116,19 @@ bool Emitter::layernorm() {
       const i64 j = (lane + p * RT) * VEC;
       if (active && j < N) {
         float wv[VEC], bv[VEC], yv[VEC];
-        loadv(w + j, wv);
-        loadv(b + j, bv);
+        loadv<VEC>(w + j, wv);
+        loadv<VEC>(b + j, bv);
 #pragma unroll
         for (int e = 0; e < VEC; ++e)
           yv[e] = (xv[p * VEC + e] - mf) * rstd * wv[e] + bv[e];
-        storev(y + row * N + j, yv);
+        storev<VEC>(y + row * N + j, yv);
       }
     }
   }
 )CU";
   launch("", (f ? "residual add, " : "") + rowWhat(rows, d, rt), args,
-         kWarpHelpers | kRowHelpers, consts, body, rowGrid(rows, rt));
+         kWarpHelpers | kRowHelpers | kPackHelpers, consts, body,
+         rowGrid(rows, rt));
   return true;
 }
 
@@ -314,8 +299,8 @@ bool Emitter::layernormGrad() {
       for (int e = 0; e < VEC; ++e)
         xv[p * VEC + e] = gv[p * VEC + e] = 0.0f;
       if (active && j < N) {
-        loadv(x + row * N + j, xv + p * VEC);
-        loadv(dy + row * N + j, gv + p * VEC);
+        loadv<VEC>(x + row * N + j, xv + p * VEC);
+        loadv<VEC>(dy + row * N + j, gv + p * VEC);
 PREFETCH      }
     }
 )CU";
@@ -328,7 +313,7 @@ PREFETCH      }
       const int j = (lane + p * RT) * VEC;
       if (active && j < N) {
         float wv[VEC];
-        loadv(w + j, wv);
+        loadv<VEC>(w + j, wv);
 #pragma unroll
         for (int e = 0; e < VEC; ++e) {
           const int c = p * VEC + e;
@@ -348,7 +333,7 @@ PREFETCH      }
       if (active && j < N) {
         const i64 o = row * N + j;
         float wv[VEC], dv[VEC], tv[VEC];
-        loadv(w + j, wv);
+        loadv<VEC>(w + j, wv);
 #pragma unroll
         for (int e = 0; e < VEC; ++e) {
           const int c = p * VEC + e;
@@ -399,7 +384,7 @@ STORE      }
   std::vector<Arg> args = {in(dy, "dy"), in(x, "x"), in(w, "w")};
   std::string store;
   if (dx >= 0) {
-    store += "        storev(dx + o, dv);\n";
+    store += "        storev<VEC>(dx + o, dv);\n";
     args.push_back(out(dx, "dx"));
   }
   bool bias = f && f->biasGrad >= 0;
@@ -416,13 +401,13 @@ STORE      }
                "          tv[e] = dv[e];\n";
     }
     if (f->total >= 0) {
-      store += "        storev(tot + o, tv);\n";
+      store += "        storev<VEC>(tot + o, tv);\n";
       args.push_back(out(f->total, "tot"));
     }
     if (f->totalCast >= 0) {
       // The bias gradient sums what its sum_to reads: the stored cast's
       // values, or t.
-      store += "        pack_t<" + ctype(f->totalCast) + "> tc;\n" +
+      store += "        pack_t<" + ctype(f->totalCast) + ", VEC> tc;\n" +
                "#pragma unroll\n"
                "        for (int e = 0; e < VEC; ++e) {\n"
                "          tc.e[e] = tv[e];\n" +
@@ -448,7 +433,7 @@ STORE      }
   body.replace(body.find("STORE"), 5, store);
   body.replace(body.find("PREFETCH"), 8,
                f && f->residualGrad >= 0
-                   ? "        loadv(rg + row * N + j, rv + p * VEC);\n"
+                   ? "        loadv<VEC>(rg + row * N + j, rv + p * VEC);\n"
                    : "");
   launch("dx",
          rowWhat(rows, d, rt) +
@@ -456,7 +441,7 @@ STORE      }
                                         : "") +
              (bias ? "; dw, db and a bias gradient's" : "; dw and db") +
              " sums to the workspace (" + str(slots) + " sets)",
-         args, kWarpHelpers | kRowHelpers, consts, body, grid);
+         args, kWarpHelpers | kRowHelpers | kPackHelpers, consts, body, grid);
 
   // 8 columns a block of 32 warps, 128 groups: lane = column + 8 * sub,
   // group 4 * warp + sub sums the sets g, g + 128, ... of its column (32-byte
