@@ -926,13 +926,17 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
   bool haveEma = false;
   int64_t sinceStart = 0;
   for (int64_t s = start; s < total; ++s) {
+    // All ranks stop at the same step when one is interrupted. The decision
+    // is the reduced value alone: a signal that lands during the reduction
+    // stays in the flag for the next step (overwriting the flag with the
+    // result lost it, and the run went on).
+    bool stop = interrupted;
     if (comm) {
-      // All ranks stop at the same step when one is interrupted.
-      double stop = interrupted ? 1 : 0;
-      comm->allReduceSum(&stop, 1);
-      interrupted = stop > 0;
+      double votes = stop ? 1 : 0;
+      comm->allReduceSum(&votes, 1);
+      stop = votes > 0;
     }
-    if (interrupted) {
+    if (stop) {
       // Rank 0 speaks for all (it alone writes the checkpoint).
       if (rank == 0)
         err << "\ninterrupted at step " << s << "\n";

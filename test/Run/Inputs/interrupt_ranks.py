@@ -32,12 +32,18 @@ with open(log + ".err", "w") as err:
         os.killpg(p.pid, signal.SIGINT)
     try:
         p.wait(timeout=90)
+    except subprocess.TimeoutExpired:
+        pass
     finally:
-        if p.poll() is None:
+        if p.poll() is None:  # hung: say so, with what it printed
             os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+            print("still running after 90 s; killed")
 elapsed = time.time() - t0
 print(f"status {p.returncode}; ended {'within' if elapsed < 60 else 'after'} 60 s")
 print(open(log + ".err").read().strip())
+if not os.path.exists(ckpt):
+    sys.exit("no checkpoint at " + ckpt)
 data = open(ckpt, "rb").read()
 (n,) = struct.unpack("<Q", data[:8])
 print("checkpoint at step", json.loads(data[8:8 + n])["__metadata__"]["step"])
