@@ -5,7 +5,10 @@
 #   tools/dev.sh test   install what is missing (apt), build, run every test
 #   tools/dev.sh build  install what is missing (apt), build
 #   tools/dev.sh gpu-bundle  portable binaries and data for test/gpu/run.sh
-#   tools/dev.sh sanitize    every test again in an ASan+UBSan build (build-asan)
+#   tools/dev.sh sanitize    every test again in an ASan+UBSan build (build-asan,
+#                            clang), then a short run of every fuzz target
+#   tools/dev.sh fuzz [SECONDS] [TARGET...]  fuzz (libFuzzer, build-asan);
+#                            test/fuzz/run.sh says more
 #
 # BUILD_DIR (default: build) chooses the build directory.
 set -euo pipefail
@@ -21,9 +24,12 @@ PACKAGES=(
   python3-torch python3-numpy
 )
 
+# The sanitizer and fuzzing build (build-asan) is compiled by clang.
+SANITIZE_PACKAGES=(clang-22 libfuzzer-22-dev)
+
 install_missing() {
   local missing=()
-  for p in "${PACKAGES[@]}"; do
+  for p in "${PACKAGES[@]}" "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
       || missing+=("$p")
   done
@@ -75,25 +81,36 @@ case "${1:-}" in
     cp ../shared/bench/torch_reference.py gpu-bundle/ 2>/dev/null || true
     du -sh gpu-bundle
     ;;
-  sanitize)
-    # The whole suite under AddressSanitizer and UndefinedBehaviorSanitizer.
+  sanitize|fuzz)
     # Debian's LLVM is not instrumented: container-overflow checks, which
     # need every caller instrumented, are off, and so is leak checking (it
     # reports allocations still held at exit, e.g. after a front-end error;
     # not sorted out yet).
     BUILD_DIR=build-asan
-    install_missing
+    install_missing "${SANITIZE_PACKAGES[@]}"
+    if [ -f "$BUILD_DIR/CMakeCache.txt" ] &&
+       ! grep -q '^CMAKE_CXX_COMPILER:.*clang' "$BUILD_DIR/CMakeCache.txt"; then
+      rm -rf "$BUILD_DIR" # an older build-asan made by g++
+    fi
     if [ ! -f "$BUILD_DIR/build.ninja" ]; then
       cmake -G Ninja -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-        -DGTC_SANITIZE=ON \
+        -DCMAKE_C_COMPILER=clang-22 -DCMAKE_CXX_COMPILER=clang++-22 \
+        -DGTC_SANITIZE=ON -DGTC_FUZZ=ON \
         -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
         -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit
     fi
-    ninja -C "$BUILD_DIR" gtc gtc-opt gtc-unittests
+    ninja -C "$BUILD_DIR" gtc gtc-opt gtc-unittests gtc-fuzzers
+    if [ "$1" = fuzz ]; then
+      shift
+      test/fuzz/run.sh "$BUILD_DIR" "${1:-600}" "${@:2}"
+      exit
+    fi
     export ASAN_OPTIONS=detect_container_overflow=0:detect_leaks=0:abort_on_error=1
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
     ninja -C "$BUILD_DIR" check-gtc
     ctest --test-dir "$BUILD_DIR" --output-on-failure
+    echo "== fuzz smoke (10 s a target)"
+    test/fuzz/run.sh "$BUILD_DIR" 10
     ;;
   test)
     build
@@ -103,7 +120,7 @@ case "${1:-}" in
     ctest --test-dir "$BUILD_DIR" --output-on-failure
     ;;
   *)
-    echo "usage: tools/dev.sh demo|test|build|gpu-bundle|sanitize" >&2
+    echo "usage: tools/dev.sh demo|test|build|gpu-bundle|sanitize|fuzz" >&2
     exit 2
     ;;
 esac

@@ -76,6 +76,10 @@ std::string gtc::rt::packBundle(const Bundle &b) {
     putRecord(records, "arch " + arch, "");
   for (const auto &[key, binary] : b.kernels)
     putRecord(records, "kernel " + key, binary);
+  return sealPayload(records);
+}
+
+std::string gtc::rt::sealPayload(const std::string &records) {
   std::string out = records;
   putU64(out, records.size());
   putU64(out, fnv1a(records));

@@ -38,6 +38,11 @@ std::string kernelKey(const std::string &source, const std::string &arch);
 /// The payload (records, then the trailer) to append to the runner.
 std::string packBundle(const Bundle &bundle);
 
+/// `records` (encoded records) followed by the trailer that seals them: their
+/// length, checksum and the magic. packBundle's last step; the payload
+/// fuzzer seals arbitrary records with it.
+std::string sealPayload(const std::string &records);
+
 /// Reads the payload at the end of the file `path` (a compiled executable);
 /// on failure returns false with a message (no payload, truncated, checksum
 /// mismatch) that says to rebuild the executable.
