@@ -1424,14 +1424,38 @@ double CudaExecutor::accuracy() {
   return static_cast<float *>(impl->pinnedOut)[1];
 }
 
-void CudaExecutor::setSchedule(int64_t done, int64_t total) {
+void CudaExecutor::setSchedule(int64_t done, int64_t total, int64_t updates) {
   impl->totalSteps = std::max<int64_t>(1, total);
   if (!impl->counter)
     return;
   CU(cuStreamSynchronize(impl->compute));
   unsigned long long c[kCounters] = {static_cast<unsigned long long>(done), 0,
-                                     static_cast<unsigned long long>(done)};
+                                     static_cast<unsigned long long>(updates)};
   CU(cuMemcpyHtoD(impl->counter, c, sizeof c));
+}
+
+bool CudaExecutor::downloadScaler(LossScaler &scaler) {
+  Impl &I = *impl;
+  if (!I.plan.scalesLoss() || !I.counter)
+    return false;
+  CU(cuStreamSynchronize(I.compute));
+  unsigned long long c[kCounters];
+  CU(cuMemcpyDtoH(c, I.counter, sizeof c));
+  CU(cuMemcpyDtoH(&scaler.scale, I.ptr(I.plan.lossScale, 0), 4));
+  scaler.skipped = static_cast<int64_t>(c[3]);
+  scaler.goodSteps = static_cast<int64_t>(c[4]);
+  return true;
+}
+
+void CudaExecutor::uploadScaler(const LossScaler &scaler) {
+  Impl &I = *impl;
+  if (!I.plan.scalesLoss() || !I.counter)
+    return;
+  CU(cuStreamSynchronize(I.compute));
+  unsigned long long c[2] = {static_cast<unsigned long long>(scaler.skipped),
+                            static_cast<unsigned long long>(scaler.goodSteps)};
+  CU(cuMemcpyHtoD(I.counter + 3 * 8, c, sizeof c));
+  upload(I.plan.lossScale, &scaler.scale);
 }
 
 void CudaExecutor::downloadState(std::vector<float> &first,

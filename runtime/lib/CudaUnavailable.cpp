@@ -51,9 +51,11 @@ void CudaExecutor::downloadRegion(Region, void *) {}
 void *CudaExecutor::stagedInput(int, int) { return nullptr; }
 void CudaExecutor::step(int, bool, bool) {}
 double CudaExecutor::loss() { return 0; }
-void CudaExecutor::setSchedule(int64_t, int64_t) {}
+void CudaExecutor::setSchedule(int64_t, int64_t, int64_t) {}
 double CudaExecutor::accuracy() { return 0; }
 bool CudaExecutor::lossScale(double &, int64_t &) { return false; }
+bool CudaExecutor::downloadScaler(LossScaler &) { return false; }
+void CudaExecutor::uploadScaler(const LossScaler &) {}
 void CudaExecutor::waitSlot(int) {}
 void CudaExecutor::downloadState(std::vector<float> &, std::vector<float> &) {}
 void CudaExecutor::uploadState(const std::vector<float> &,

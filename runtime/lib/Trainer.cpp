@@ -10,6 +10,7 @@
 #include "gtc/Runtime/Optimizer.h"
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -258,6 +259,10 @@ public:
   /// With dynamic loss scaling: the scale for the next step and the steps
   /// skipped so far (as of the last step whose loss was read).
   virtual bool lossScale(double &scale, int64_t &skipped) { return false; }
+  /// Dynamic loss scaling's whole state, for checkpoints; false without
+  /// scaling.
+  virtual bool getScaler(LossScaler &s) { return false; }
+  virtual void setScaler(const LossScaler &s) {}
   virtual void getParams(std::vector<float> &params) = 0;
   virtual void setParams(const std::vector<float> &params) = 0;
   virtual void getState(std::vector<float> &first,
@@ -265,8 +270,8 @@ public:
   virtual void setState(const std::vector<float> &first,
                         const std::vector<float> &second,
                         int64_t stepsDone) = 0;
-  /// The schedule's length and the updates done (devices that compute the
-  /// learning rate themselves).
+  /// The steps done and the schedule's length (devices that compute the
+  /// learning rate themselves; setState gave the updates applied).
   virtual void setSchedule(int64_t done, int64_t total) {}
 };
 
@@ -351,6 +356,11 @@ public:
     skipped = scaler.skipped;
     return plan.scalesLoss();
   }
+  bool getScaler(LossScaler &s) override {
+    s = scaler;
+    return plan.scalesLoss();
+  }
+  void setScaler(const LossScaler &s) override { scaler = s; }
   double loss() override { return lastLoss; }
   double gradNorm() override { return norm; }
   void getParams(std::vector<float> &p) override {
@@ -472,6 +482,8 @@ public:
   bool lossScale(double &scale, int64_t &skipped) override {
     return exec.lossScale(scale, skipped);
   }
+  bool getScaler(LossScaler &s) override { return exec.downloadScaler(s); }
+  void setScaler(const LossScaler &s) override { exec.uploadScaler(s); }
   void getParams(std::vector<float> &p) override {
     p.resize(plan.regionSize.at(Region::Param));
     exec.downloadRegion(Region::Param, p.data());
@@ -489,15 +501,17 @@ public:
     }
   }
   void setState(const std::vector<float> &first,
-                const std::vector<float> &second, int64_t) override {
+                const std::vector<float> &second, int64_t steps) override {
     exec.uploadState(first, second);
+    updates = steps;
   }
   void setSchedule(int64_t done, int64_t total) override {
-    exec.setSchedule(done, total);
+    exec.setSchedule(done, total, updates);
   }
   const Plan &plan;
   CudaExecutor exec;
   int slot = 0;
+  int64_t updates = 0; ///< applied before this run (setState)
 };
 
 class CudaEval : public EvalBackend {
@@ -614,6 +628,8 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
   const int64_t paramElements = step.regionSize.at(Region::Param);
   std::vector<float> params(paramElements), first, second;
   int64_t start = 0;
+  LossScaler resumedScaler; // fp16: the checkpoint's, if it has one
+  bool haveScaler = false;
 
   if (!options.resumePath.empty()) {
     std::vector<StoredTensor> tensors;
@@ -622,9 +638,19 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
       err << "gtc: error: cannot resume: " << error << "\n";
       return 1;
     }
-    if (meta["format"] != "gtc-checkpoint-1" || meta["model"] != step.model) {
+    if (meta["format"] != "gtc-checkpoint-1") {
       err << "gtc: error: cannot resume: " << options.resumePath
-          << " is not a checkpoint of model '" << step.model << "'\n";
+          << " is not a gtc checkpoint (its metadata lacks format "
+             "'gtc-checkpoint-1'); to start from its weights instead, use "
+             "--init\n";
+      return 1;
+    }
+    if (meta["model"] != step.model) {
+      err << "gtc: error: cannot resume: " << options.resumePath
+          << " is a checkpoint of model '" << meta["model"]
+          << "', not of model '" << step.model
+          << "'; to start from its weights instead, use --init (every "
+             "parameter must match by name and shape)\n";
       return 1;
     }
     std::map<std::string, const StoredTensor *> byName;
@@ -637,15 +663,25 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
     } else if (hasState && c.momentum != 0) {
       first.assign(paramElements, 0.0f);
     }
-    auto load = [&](const std::string &name, const Buffer &b,
-                    float *dst) -> bool {
+    // Every tensor that is missing or differs, named (a model edited
+    // since the checkpoint usually differs in several).
+    std::vector<std::string> differ;
+    auto load = [&](const std::string &name, const Buffer &b, float *dst) {
       auto it = byName.find(name);
-      if (it == byName.end() || it->second->dtype != "F32" ||
-          it->second->shape != b.shape) {
-        err << "gtc: error: cannot resume: " << options.resumePath
-            << (it == byName.end() ? " lacks '" : " has a different '")
-            << name << "' (the model expects "
-            << typeText(DType::F32, b.shape) << ")\n";
+      if (it == byName.end()) {
+        differ.push_back("'" + name + "' is missing (the model has " +
+                         typeText(DType::F32, b.shape) + ")");
+        return false;
+      }
+      if (it->second->dtype != "F32" || it->second->shape != b.shape) {
+        std::string dtype = it->second->dtype;
+        for (char &ch : dtype)
+          ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+        std::string have = dtype + "[";
+        for (size_t i = 0; i < it->second->shape.size(); ++i)
+          have += (i ? ", " : "") + std::to_string(it->second->shape[i]);
+        differ.push_back("'" + name + "' is " + have + "] there, " +
+                         typeText(DType::F32, b.shape) + " in the model");
         return false;
       }
       std::memcpy(dst, it->second->bytes.data(), it->second->bytes.size());
@@ -656,14 +692,24 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
     for (const Param &p : step.params) {
       const Buffer &b = step.buffers[p.buffer];
       if (!load(p.name, b, params.data() + b.offset))
-        return 1;
-      if (!first.empty() &&
-          !load(std::string("optimizer.") + firstName + "." + p.name, b,
-                first.data() + b.offset))
-        return 1;
-      if (!second.empty() && !load("optimizer.exp_avg_sq." + p.name, b,
-                                   second.data() + b.offset))
-        return 1;
+        continue; // its optimizer state differs alike
+      if (!first.empty())
+        load(std::string("optimizer.") + firstName + "." + p.name, b,
+             first.data() + b.offset);
+      if (!second.empty())
+        load("optimizer.exp_avg_sq." + p.name, b, second.data() + b.offset);
+    }
+    if (!differ.empty()) {
+      constexpr size_t kShown = 8;
+      err << "gtc: error: cannot resume: " << options.resumePath
+          << " does not fit model '" << step.model << "' (was the model "
+          << "changed since it was saved?): " << differ.size()
+          << " tensor" << (differ.size() == 1 ? "" : "s") << " differ:\n";
+      for (size_t i = 0; i < differ.size() && i < kShown; ++i)
+        err << "  " << differ[i] << "\n";
+      if (differ.size() > kShown)
+        err << "  ... and " << differ.size() - kShown << " more\n";
+      return 1;
     }
     start = std::strtoll(meta["step"].c_str(), nullptr, 10);
     // Continue the same sequence of batches unless a seed is given again,
@@ -679,8 +725,18 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
              "than " << start << " to train on\n";
       return 1;
     }
+    // Skipped fp16 steps did not update: Adam's t counts the others. The
+    // scaler itself resumes where it was (fp16 runs only).
+    int64_t skipped = std::strtoll(meta["skipped_steps"].c_str(), nullptr, 10);
+    if (step.scalesLoss() && !meta["loss_scale"].empty()) {
+      haveScaler = true;
+      resumedScaler.scale = std::strtof(meta["loss_scale"].c_str(), nullptr);
+      resumedScaler.goodSteps =
+          std::strtoll(meta["loss_scale_good_steps"].c_str(), nullptr, 10);
+      resumedScaler.skipped = skipped;
+    }
     backend->setParams(params);
-    backend->setState(first, second, hasState ? start : 0);
+    backend->setState(first, second, hasState ? start - skipped : 0);
     out << "resumed " << options.resumePath << " at step " << start << "\n";
   } else if (!options.initPath.empty()) {
     if (!loadInitialWeights(step, options.initPath, params, out, err))
@@ -694,6 +750,8 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
 
   Loader loader(*data, batch, seed, c.shuffle, /*dropLast=*/true);
   backend->setSchedule(start, total);
+  if (haveScaler)
+    backend->setScaler(resumedScaler);
 
   std::ofstream log;
   if (!options.logPath.empty() && rank == 0) {
@@ -728,6 +786,15 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
         {"batch", std::to_string(batch)},
         {"rng", "stateless: batches and windows derive from (seed, epoch, "
                 "index)"}};
+    // fp16: the loss scaler, so that a resumed run scales as this one would.
+    LossScaler scaler;
+    if (backend->getScaler(scaler)) {
+      char scale[32];
+      std::snprintf(scale, sizeof scale, "%.9g", scaler.scale);
+      meta["loss_scale"] = scale;
+      meta["loss_scale_good_steps"] = std::to_string(scaler.goodSteps);
+      meta["skipped_steps"] = std::to_string(scaler.skipped);
+    }
     backend->getParams(params);
     if (!(options.shardOptimizer && comm))
       backend->getState(first, second);

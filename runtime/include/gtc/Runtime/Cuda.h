@@ -14,6 +14,7 @@
 
 #include "gtc/Runtime/CpuExecutor.h"
 #include "gtc/Runtime/CudaProgram.h"
+#include "gtc/Runtime/Optimizer.h"
 #include "gtc/Runtime/Plan.h"
 #include "gtc/Runtime/Profile.h"
 #include <memory>
@@ -109,9 +110,10 @@ public:
   /// the last call updates with their mean.
   void step(int slot, bool update, bool wantLoss = true, int part = 0,
             int parts = 1);
-  /// Sets the optimizer's step counter (updates done, e.g. when resuming)
-  /// and the schedule's length; call before the first step.
-  void setSchedule(int64_t done, int64_t total);
+  /// Sets the step counters (steps done and updates applied, e.g. when
+  /// resuming: fewer when fp16 steps were skipped) and the schedule's
+  /// length; call before the first step.
+  void setSchedule(int64_t done, int64_t total, int64_t updates);
   /// Waits for everything enqueued and returns the last step's loss (and
   /// accuracy of an eval plan, if it has one).
   double loss();
@@ -120,6 +122,10 @@ public:
   /// steps skipped, as of the last step that copied its loss back; false
   /// without scaling.
   bool lossScale(double &scale, int64_t &skipped);
+  /// Dynamic loss scaling's whole state (waits for the device), for
+  /// checkpoints; false without scaling.
+  bool downloadScaler(LossScaler &scaler);
+  void uploadScaler(const LossScaler &scaler);
   /// Waits until the staged input of `slot` may be overwritten.
   void waitSlot(int slot);
   /// Optimizer state (same layout as the parameters) for checkpoints.
