@@ -1186,6 +1186,8 @@ template <typename T> void CpuExecutor<T>::run(std::vector<double> *spans) {
       const Kernel &op = k.op == OpKind::Fused ? k.body[j] : k;
       fns_[i][j](*this, op);
       roundHalfOutputs(op);
+      if (afterOp)
+        afterOp(i, op);
     }
     if (spans)
       spans->push_back(now());

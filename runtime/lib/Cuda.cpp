@@ -962,9 +962,22 @@ struct CudaExecutor::Impl {
   }
 
   void enqueueKernels(int slot) {
-    for (Launch &l : launches)
-      enqueueLaunch(l, slot);
+    // With afterKernel: each plan kernel once its launches are done (one
+    // without launches, whose work an earlier launch did, with the next).
+    size_t reported = 0;
+    for (size_t i = 0; i < launches.size(); ++i) {
+      enqueueLaunch(launches[i], slot);
+      if (afterKernel && (i + 1 == launches.size() ||
+                          launches[i + 1].planKernel != launches[i].planKernel))
+        for (; reported <= static_cast<size_t>(launches[i].planKernel);
+             ++reported)
+          afterKernel(reported, slot);
+    }
+    for (; afterKernel && reported < plan.kernels.size(); ++reported)
+      afterKernel(reported, slot);
   }
+  /// CudaExecutor::afterKernel.
+  std::function<void(size_t, int)> afterKernel;
 
   /// While profiling: events around each launch, in order (begin, end).
   struct Timed {
@@ -1323,10 +1336,11 @@ void CudaExecutor::upload(int id, const void *data) {
     CU(cuMemcpyHtoD(impl->ptr(id, s), data, b.elements() * dtypeBytes(b.dtype)));
 }
 
-void CudaExecutor::download(int id, void *data) {
+void CudaExecutor::download(int id, void *data, int slot) {
   CU(cuStreamSynchronize(impl->compute));
   const Buffer &b = impl->plan.buffers[id];
-  CU(cuMemcpyDtoH(data, impl->ptr(id, 0), b.elements() * dtypeBytes(b.dtype)));
+  CU(cuMemcpyDtoH(data, impl->ptr(id, slot),
+                  b.elements() * dtypeBytes(b.dtype)));
 }
 
 void CudaExecutor::uploadRegion(Region r, const void *data) {
@@ -1378,7 +1392,8 @@ void CudaExecutor::step(int slot, bool update, bool wantLoss, int part,
     if (update)
       I.enqueueUpdate();
   };
-  bool useGraph = std::getenv("GTC_NO_GRAPH") == nullptr;
+  I.afterKernel = afterKernel;
+  bool useGraph = std::getenv("GTC_NO_GRAPH") == nullptr && !afterKernel;
   CUgraphExec &exec = I.graphs[slot][Impl::microPhase(part, parts)];
   if (useGraph && !exec) {
     CUgraph graph;

@@ -45,7 +45,7 @@ CudaExecutor::CudaExecutor(const Plan &, const CudaProgram &, bool) {
 CudaExecutor::~CudaExecutor() = default;
 const Plan &CudaExecutor::plan() const { throw RuntimeError(kMessage); }
 void CudaExecutor::upload(int, const void *) {}
-void CudaExecutor::download(int, void *) {}
+void CudaExecutor::download(int, void *, int) {}
 void CudaExecutor::uploadRegion(Region, const void *) {}
 void CudaExecutor::downloadRegion(Region, void *) {}
 void *CudaExecutor::stagedInput(int, int) { return nullptr; }

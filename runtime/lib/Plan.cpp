@@ -339,6 +339,15 @@ std::string gtc::rt::serialize(const Plan &plan) {
     for (const Kernel &sub : k.body)
       writeKernel("subkernel", sub);
   }
+  // Source locations: kernel index, body index (-1: the kernel itself).
+  for (size_t i = 0; i < plan.kernels.size(); ++i) {
+    const Kernel &k = plan.kernels[i];
+    if (!k.loc.empty())
+      os << "loc " << i << " -1 " << encode(k.loc) << '\n';
+    for (size_t j = 0; j < k.body.size(); ++j)
+      if (!k.body[j].loc.empty())
+        os << "loc " << i << ' ' << j << ' ' << encode(k.body[j].loc) << '\n';
+  }
   for (const Param &p : plan.params) {
     os << "param " << p.buffer << ' ' << p.grad << ' ' << encode(p.init) << ' '
        << p.args.size();
@@ -666,6 +675,17 @@ bool gtc::rt::deserialize(const std::string &text, Plan &plan,
         return fail("a 'subkernel' record before any 'kernel'");
       else
         plan.kernels.back().body.push_back(std::move(k));
+    } else if (tag == "loc") {
+      int64_t i, j;
+      std::string text;
+      ok = in.number(i) && in.number(j) && in.str(text) && i >= 0 &&
+           static_cast<size_t>(i) < plan.kernels.size() && j >= -1 &&
+           (j < 0 ||
+            static_cast<size_t>(j) < plan.kernels[static_cast<size_t>(i)].body.size());
+      if (ok) {
+        Kernel &k = plan.kernels[static_cast<size_t>(i)];
+        (j < 0 ? k : k.body[static_cast<size_t>(j)]).loc = text;
+      }
     } else if (tag == "param") {
       Param p;
       size_t n;

@@ -46,6 +46,11 @@ const char *const gtc::rt::kRunOptionsHelp =
   --bucket-size SIZE  data parallel: gradients are all-reduced in buckets
                  of at most SIZE (default 25MiB), each as soon as the
                  backward has computed it
+  --check-numerics  after every op of every step, check that its output is
+                 finite; the first that is not stops the run with its op,
+                 source location, layer and phase (slow: for debugging; with
+                 fp16 loss scaling, whose gradients may overflow by design,
+                 the forward pass only)
   --no-pad       keep GEMM dimensions as written (no gt-pad-dims)
   --no-fuse      one kernel per op (no gt-fuse; for comparisons)
   --data PATH    the training data instead of the train block's file
@@ -134,11 +139,12 @@ ArgResult gtc::rt::parseRunArg(const std::vector<std::string> &args,
                                size_t &i, RunArgs &out, std::string &error) {
   const std::string &a = args[i];
   if (a == "--explain" || a == "--no-pad" || a == "--no-fuse" ||
-      a == "--dry-run") {
-    (a == "--explain"  ? out.explain
-     : a == "--no-pad" ? out.noPad
-     : a == "--no-fuse" ? out.noFuse
-                        : out.dryRun) = true;
+      a == "--dry-run" || a == "--check-numerics") {
+    (a == "--explain"    ? out.explain
+     : a == "--no-pad"   ? out.noPad
+     : a == "--no-fuse"  ? out.noFuse
+     : a == "--dry-run"  ? out.dryRun
+                         : out.run.checkNumerics) = true;
     out.given = true;
     return ArgResult::Ok;
   }
@@ -282,6 +288,7 @@ bool gtc::rt::checkRunArgs(const RunArgs &args, std::string &error) {
                          : !r.initPath.empty() ? "--init"
                          : !args.data.empty()  ? "--data"
                          : !args.eval.empty()  ? "--eval"
+                         : r.checkNumerics     ? "--check-numerics"
                                                : nullptr;
   if (training) {
     error = std::string(mode) + " trains nothing, so " + training +

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iomanip>
 #include <map>
 #include <memory>
@@ -239,6 +240,97 @@ bool loadInitialWeights(const Plan &plan, const std::string &path,
   return true;
 }
 
+/// --check-numerics: stops a step at the first op whose output is not
+/// finite, naming the op, its output, source location, phase and layer, and
+/// which of its inputs already were not finite.
+class NumericsCheck {
+public:
+  /// The values of buffer `id` as floats (`scratch` may hold them).
+  using Reader = std::function<const float *(int id, std::vector<float> &)>;
+
+  explicit NumericsCheck(const Plan &plan)
+      : plan(plan), contexts(kernelContexts(plan)),
+        forwardOnly(plan.scalesLoss()) {}
+
+  /// fp16 loss scaling: the backward pass may overflow by design (the step
+  /// is then skipped), so only the forward pass is checked.
+  bool checksForwardOnly() const { return forwardOnly; }
+
+  /// After op `op` of plan kernel `kernel` (the kernel itself, or an op of
+  /// its fusion region on the CPU) has run.
+  void after(size_t kernel, const Kernel &op, const Reader &read) const {
+    if (forwardOnly && contexts[kernel].phase == "backward")
+      return;
+    std::vector<float> scratch;
+    for (int id : op.outputs) {
+      std::string bad = nonFinite(id, read, scratch);
+      if (bad.empty())
+        continue;
+      std::string inputs;
+      for (int in : op.inputs) {
+        std::string was = nonFinite(in, read, scratch);
+        if (!was.empty())
+          inputs += (inputs.empty() ? "" : ", ") + ("'" +
+                    plan.buffers[in].name + "' (" + was + ")");
+      }
+      const KernelContext &c = contexts[kernel];
+      std::string loc = op.loc;
+      for (const Kernel &sub : op.body)
+        if (loc.empty())
+          loc = sub.loc;
+      throw RuntimeError(
+          "--check-numerics: " + describe(op) +
+          (loc.empty() ? "" : " at " + loc) + " (" + c.phase +
+          (c.layer.empty() ? "" : ", layer " + c.layer) +
+          ") is the step's first op whose output is not finite: '" +
+          plan.buffers[id].name + "' " +
+          typeText(plan.buffers[id].dtype, plan.buffers[id].shape) + " has " +
+          bad +
+          (inputs.empty()
+               ? "; its inputs are finite, so it made them (an overflow, a "
+                 "log or a division of 0?)"
+               : "; inputs already not finite: " + inputs +
+                     (c.phase == "forward"
+                          ? " (a parameter made so by the last update: lower "
+                            "the learning rate or add grad_clip)"
+                          : "")));
+    }
+  }
+
+private:
+  /// "3 NaN and 0 inf among 4096 values", or "" when all are finite.
+  static std::string count(const float *v, int64_t n) {
+    int64_t nan = 0, inf = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      nan += std::isnan(v[i]);
+      inf += std::isinf(v[i]);
+    }
+    if (nan == 0 && inf == 0)
+      return "";
+    return std::to_string(nan) + " NaN and " + std::to_string(inf) +
+           " inf among " + std::to_string(n) + " values";
+  }
+  std::string nonFinite(int id, const Reader &read,
+                        std::vector<float> &scratch) const {
+    if (id < 0 || !isFloat(plan.buffers[id].dtype))
+      return "";
+    return count(read(id, scratch), plan.buffers[id].elements());
+  }
+  static std::string describe(const Kernel &op) {
+    std::string s = opName(op.op);
+    if (op.body.empty())
+      return s;
+    s += "(";
+    for (size_t i = 0; i < op.body.size(); ++i)
+      s += (i ? ", " : "") + std::string(opName(op.body[i].op));
+    return s + ")";
+  }
+
+  const Plan &plan;
+  std::vector<KernelContext> contexts;
+  bool forwardOnly;
+};
+
 /// Where a training step runs. The trainer writes each batch into feed(),
 /// then calls run(); loss() may wait for the device.
 class Backend {
@@ -263,6 +355,8 @@ public:
   /// scaling.
   virtual bool getScaler(LossScaler &s) { return false; }
   virtual void setScaler(const LossScaler &s) {}
+  /// --check-numerics: check every op's outputs with `check` as it runs.
+  virtual void checkNumerics(const NumericsCheck &check) = 0;
   virtual void getParams(std::vector<float> &params) = 0;
   virtual void setParams(const std::vector<float> &params) = 0;
   virtual void getState(std::vector<float> &first,
@@ -361,6 +455,13 @@ public:
     return plan.scalesLoss();
   }
   void setScaler(const LossScaler &s) override { scaler = s; }
+  void checkNumerics(const NumericsCheck &check) override {
+    exec.afterOp = [this, &check](size_t kernel, const Kernel &op) {
+      check.after(kernel, op, [this](int id, std::vector<float> &) {
+        return static_cast<const float *>(exec.floats(id));
+      });
+    };
+  }
   double loss() override { return lastLoss; }
   double gradNorm() override { return norm; }
   void getParams(std::vector<float> &p) override {
@@ -484,6 +585,24 @@ public:
   }
   bool getScaler(LossScaler &s) override { return exec.downloadScaler(s); }
   void setScaler(const LossScaler &s) override { exec.uploadScaler(s); }
+  void checkNumerics(const NumericsCheck &check) override {
+    exec.afterKernel = [this, &check](size_t kernel, int slot) {
+      check.after(kernel, plan.kernels[kernel],
+                  [this, slot](int id, std::vector<float> &values) {
+                    const Buffer &b = plan.buffers[id];
+                    values.resize(static_cast<size_t>(b.elements()));
+                    if (b.dtype == DType::F32) {
+                      exec.download(id, values.data(), slot);
+                    } else {
+                      std::vector<uint16_t> bits(values.size());
+                      exec.download(id, bits.data(), slot);
+                      for (size_t i = 0; i < bits.size(); ++i)
+                        values[i] = fromHalfBits(bits[i], b.dtype);
+                    }
+                    return static_cast<const float *>(values.data());
+                  });
+    };
+  }
   void getParams(std::vector<float> &p) override {
     p.resize(plan.regionSize.at(Region::Param));
     exec.downloadRegion(Region::Param, p.data());
@@ -972,6 +1091,17 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
       std::getenv("GTC_INJECT_OVERFLOW")
           ? std::atoll(std::getenv("GTC_INJECT_OVERFLOW"))
           : 0;
+  std::optional<NumericsCheck> numerics;
+  if (options.checkNumerics) {
+    numerics.emplace(step);
+    backend->checkNumerics(*numerics);
+    out << "  --check-numerics: every op's output is checked as it runs ("
+        << (numerics->checksForwardOnly()
+                ? "the forward pass only: fp16 gradients may overflow by "
+                  "design; "
+                : "")
+        << (cuda ? "no CUDA graph, slow" : "slow") << ")\n";
+  }
   if (injectOverflowAt > 0)
     out << "  test hook GTC_INJECT_OVERFLOW: step " << injectOverflowAt
         << "'s inputs times 1e30"
@@ -1049,7 +1179,7 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
         Startup::get().close();
       }
     } catch (const RuntimeError &e) {
-      err << "\ngtc: error: at step " << s << ": " << e.what() << "\n";
+      err << "\ngtc: error: at step " << s + 1 << ": " << e.what() << "\n";
       return 1;
     }
     ++sinceStart;

@@ -171,6 +171,16 @@ done
 GTC_INJECT_OVERFLOW=4 "$GTC" run examples/mlp.gt --device cuda --precision fp16 --batch 16 --steps 8 --log-every 1 --log "$OUT/ovf-inj.jsonl" > "$OUT/ovf-inj.txt" 2>&1
 python3 test/Run/Inputs/check_scaling.py "$OUT/ovf-clean.jsonl" "$OUT/ovf-inj.jsonl" 4 > "$OUT/ovf.txt" 2>&1; s=$?
 row "fp16 injected overflow: $(tail -1 "$OUT/ovf.txt" | cut -c1-70)" "$(verdict $s)"
+# An fp16 run interrupted after a skipped step resumes bit for bit (the
+# loss scaler and Adam's update count are in the checkpoint).
+GTC_INJECT_OVERFLOW=2 python3 test/Run/Inputs/kill_resume.py "$GTC" examples/mlp.gt "$OUT/kr" 60 --device cuda --precision fp16 --batch 16 > "$OUT/resume.txt" 2>&1; s=$?
+row "fp16 resume: $(tail -1 "$OUT/resume.txt" | cut -c1-70)" "$(verdict $s)"
+# --check-numerics names the first op whose output is not finite (eager,
+# each plan kernel's outputs downloaded).
+sed "s|h = relu(linear(h, 1024))|h = log(relu(linear(h, 1024)) - 1.0)|" examples/mlp.gt > "$OUT/log.gt"
+"$GTC" run "$OUT/log.gt" --device cuda --batch 8 --steps 3 --check-numerics > "$OUT/numerics.txt" 2>&1
+grep -q "check-numerics: log at .*log.gt:7:7 (forward, layer fc2) is the step's first op whose output is not finite" "$OUT/numerics.txt"; s=$?
+row "--check-numerics on the GPU: $(grep -o "log at.*is the step" "$OUT/numerics.txt" | cut -c1-60)" "$(verdict $s)"
 fi
 if [ "$ONLY" = all ] || [ "$ONLY" = pad ]; then
 # gt-pad-dims keeps the function: the odd-sized MLP (hidden 1001) trains

@@ -112,6 +112,21 @@ FailureOr<int> PlanBuilder::addBuffer(Value v, MemRegion region,
   return id;
 }
 
+/// "file:line:col" of the first file location in `loc` (inside fused, named
+/// or call-site locations), or "".
+static std::string sourceLocation(Location loc) {
+  std::string text;
+  loc->walk([&](Location inner) {
+    if (auto file = dyn_cast<FileLineColLoc>(inner)) {
+      text = (file.getFilename().str() + ":" + std::to_string(file.getLine()) +
+              ":" + std::to_string(file.getColumn()));
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  return text;
+}
+
 /// Converts an op's attributes into kernel attributes (the ones the kernels
 /// read: flags, axes, epsilon, heads, kinds, permutations).
 FailureOr<rt::Kernel> PlanBuilder::makeKernel(Operation *op) const {
@@ -119,6 +134,7 @@ FailureOr<rt::Kernel> PlanBuilder::makeKernel(Operation *op) const {
   if (!rt::parseOpKind(op->getName().stripDialect().str(), k.op))
     return op->emitOpError("has no runtime kernel (runtime/include/gtc/"
                            "Runtime/Ops.def)");
+  k.loc = sourceLocation(op->getLoc());
   for (Value v : op->getOperands())
     k.inputs.push_back(bufferOf(v));
   for (Value v : op->getResults())

@@ -75,6 +75,9 @@ public:
   /// the mean over the processes; an all_reduce kernel calls it for each of
   /// its buffers. Empty in a single process.
   std::function<void(T *, size_t)> allReduceMean;
+  /// Called after each op (each op of a fusion region too) with the plan
+  /// kernel's index and the op; --check-numerics looks at its outputs.
+  std::function<void(size_t, const Kernel &)> afterOp;
 
 private:
   using KernelFn = void (*)(CpuExecutor &, const Kernel &);

@@ -17,6 +17,7 @@
 #include "gtc/Runtime/Optimizer.h"
 #include "gtc/Runtime/Plan.h"
 #include "gtc/Runtime/Profile.h"
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -89,9 +90,10 @@ public:
 
   const Plan &plan() const;
   /// Copies host data into buffer `id` / out of it (synchronous): its
-  /// elements as stored (16-bit buffers as BF16/F16 bits).
+  /// elements as stored (16-bit buffers as BF16/F16 bits); an input buffer
+  /// from input slot `slot`.
   void upload(int id, const void *data);
-  void download(int id, void *data);
+  void download(int id, void *data, int slot = 0);
   void uploadRegion(Region r, const void *data);
   void downloadRegion(Region r, void *data);
 
@@ -122,6 +124,10 @@ public:
   /// steps skipped, as of the last step that copied its loss back; false
   /// without scaling.
   bool lossScale(double &scale, int64_t &skipped);
+  /// When set, steps run launch by launch (no CUDA graph) and this is
+  /// called after each plan kernel's launches with its index and the input
+  /// slot (--check-numerics downloads its outputs).
+  std::function<void(size_t, int)> afterKernel;
   /// Dynamic loss scaling's whole state (waits for the device), for
   /// checkpoints; false without scaling.
   bool downloadScaler(LossScaler &scaler);

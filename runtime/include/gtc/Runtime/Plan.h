@@ -97,6 +97,9 @@ struct Kernel {
   /// inputs and Local buffers and writing Local buffers and the kernel's
   /// outputs.
   std::vector<Kernel> body;
+  /// Where in the .gt source the op comes from ("model.gt:6:7"; a gradient
+  /// op has its forward op's), or "" (--check-numerics names it).
+  std::string loc;
 
   int64_t intAttr(const std::string &key, int64_t fallback) const;
   double floatAttr(const std::string &key, double fallback) const;

@@ -41,6 +41,8 @@ struct RunOptions {
   int64_t logEvery = 0;   ///< 0: the train block's log_every
   bool progress = true;   ///< live progress line on a terminal
   std::string profilePath; ///< --profile: Chrome trace of a few steps
+  /// --check-numerics: stop at the first op whose output is not finite.
+  bool checkNumerics = false;
   /// Data parallelism: the processes this one trains with (null: alone).
   /// Each takes its share of every batch; gradients, the loss and
   /// evaluation are averaged over them; rank 0 alone logs and saves.
