@@ -2,7 +2,8 @@
 # Sets up, builds and exercises gtc on a fresh Debian 12 machine.
 #
 #   tools/dev.sh demo   install what is missing (apt), build, train the default example
-#   tools/dev.sh test   install what is missing (apt), build, run every test
+#   tools/dev.sh test   install what is missing (apt), build, run every test;
+#                       then again in an ASan+UBSan build, and a fuzz smoke
 #   tools/dev.sh build  install what is missing (apt), build
 #   tools/dev.sh gpu-bundle  portable binaries and data for test/gpu/run.sh
 #   tools/dev.sh sanitize    every test again in an ASan+UBSan build (build-asan,
@@ -52,6 +53,38 @@ build() {
   ninja -C "$BUILD_DIR" gtc gtc-opt gtc-unittests
 }
 
+# The sanitizer and fuzzing build: clang-22, ASan + UBSan, libFuzzer targets.
+# Debian's LLVM is not instrumented: container-overflow checks, which need
+# every caller instrumented, are off, and so is leak checking (it reports
+# allocations the front end keeps to the end of the process after an error).
+sanitize_build() {
+  install_missing "${SANITIZE_PACKAGES[@]}"
+  local dir=build-asan
+  if [ -f "$dir/CMakeCache.txt" ] &&
+     ! grep -q '^CMAKE_CXX_COMPILER:.*clang' "$dir/CMakeCache.txt"; then
+    rm -rf "$dir" # an older build-asan made by g++
+  fi
+  if [ ! -f "$dir/build.ninja" ]; then
+    cmake -G Ninja -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DCMAKE_C_COMPILER=clang-22 -DCMAKE_CXX_COMPILER=clang++-22 \
+      -DGTC_SANITIZE=ON -DGTC_FUZZ=ON \
+      -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
+      -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit
+  fi
+  ninja -C "$dir" gtc gtc-opt gtc-unittests gtc-fuzzers
+}
+
+sanitize_test() {
+  export ASAN_OPTIONS=detect_container_overflow=0:detect_leaks=0:abort_on_error=1
+  export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  echo "== lit tests under ASan + UBSan (build-asan)"
+  ninja -C build-asan check-gtc
+  echo "== unit tests under ASan + UBSan"
+  ctest --test-dir build-asan --output-on-failure
+  echo "== fuzz smoke (10 s a target)"
+  test/fuzz/run.sh build-asan 10
+}
+
 case "${1:-}" in
   build)
     build
@@ -81,36 +114,14 @@ case "${1:-}" in
     cp ../shared/bench/torch_reference.py gpu-bundle/ 2>/dev/null || true
     du -sh gpu-bundle
     ;;
-  sanitize|fuzz)
-    # Debian's LLVM is not instrumented: container-overflow checks, which
-    # need every caller instrumented, are off, and so is leak checking (it
-    # reports allocations still held at exit, e.g. after a front-end error;
-    # not sorted out yet).
-    BUILD_DIR=build-asan
-    install_missing "${SANITIZE_PACKAGES[@]}"
-    if [ -f "$BUILD_DIR/CMakeCache.txt" ] &&
-       ! grep -q '^CMAKE_CXX_COMPILER:.*clang' "$BUILD_DIR/CMakeCache.txt"; then
-      rm -rf "$BUILD_DIR" # an older build-asan made by g++
-    fi
-    if [ ! -f "$BUILD_DIR/build.ninja" ]; then
-      cmake -G Ninja -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-        -DCMAKE_C_COMPILER=clang-22 -DCMAKE_CXX_COMPILER=clang++-22 \
-        -DGTC_SANITIZE=ON -DGTC_FUZZ=ON \
-        -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
-        -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit
-    fi
-    ninja -C "$BUILD_DIR" gtc gtc-opt gtc-unittests gtc-fuzzers
-    if [ "$1" = fuzz ]; then
-      shift
-      test/fuzz/run.sh "$BUILD_DIR" "${1:-600}" "${@:2}"
-      exit
-    fi
-    export ASAN_OPTIONS=detect_container_overflow=0:detect_leaks=0:abort_on_error=1
-    export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-    ninja -C "$BUILD_DIR" check-gtc
-    ctest --test-dir "$BUILD_DIR" --output-on-failure
-    echo "== fuzz smoke (10 s a target)"
-    test/fuzz/run.sh "$BUILD_DIR" 10
+  sanitize)
+    sanitize_build
+    sanitize_test
+    ;;
+  fuzz)
+    sanitize_build
+    shift
+    test/fuzz/run.sh build-asan "${1:-600}" "${@:2}"
     ;;
   test)
     build
@@ -118,6 +129,8 @@ case "${1:-}" in
     ninja -C "$BUILD_DIR" check-gtc
     echo "== unit tests (ctest)"
     ctest --test-dir "$BUILD_DIR" --output-on-failure
+    sanitize_build
+    sanitize_test
     ;;
   *)
     echo "usage: tools/dev.sh demo|test|build|gpu-bundle|sanitize|fuzz" >&2

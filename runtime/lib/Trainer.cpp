@@ -7,6 +7,7 @@
 #include "gtc/Runtime/CpuExecutor.h"
 #include "gtc/Runtime/Cuda.h"
 #include "gtc/Runtime/Data.h"
+#include "gtc/Runtime/Numerics.h"
 #include "gtc/Runtime/Optimizer.h"
 #include <algorithm>
 #include <atomic>
@@ -239,97 +240,6 @@ bool loadInitialWeights(const Plan &plan, const std::string &path,
   }
   return true;
 }
-
-/// --check-numerics: stops a step at the first op whose output is not
-/// finite, naming the op, its output, source location, phase and layer, and
-/// which of its inputs already were not finite.
-class NumericsCheck {
-public:
-  /// The values of buffer `id` as floats (`scratch` may hold them).
-  using Reader = std::function<const float *(int id, std::vector<float> &)>;
-
-  explicit NumericsCheck(const Plan &plan)
-      : plan(plan), contexts(kernelContexts(plan)),
-        forwardOnly(plan.scalesLoss()) {}
-
-  /// fp16 loss scaling: the backward pass may overflow by design (the step
-  /// is then skipped), so only the forward pass is checked.
-  bool checksForwardOnly() const { return forwardOnly; }
-
-  /// After op `op` of plan kernel `kernel` (the kernel itself, or an op of
-  /// its fusion region on the CPU) has run.
-  void after(size_t kernel, const Kernel &op, const Reader &read) const {
-    if (forwardOnly && contexts[kernel].phase == "backward")
-      return;
-    std::vector<float> scratch;
-    for (int id : op.outputs) {
-      std::string bad = nonFinite(id, read, scratch);
-      if (bad.empty())
-        continue;
-      std::string inputs;
-      for (int in : op.inputs) {
-        std::string was = nonFinite(in, read, scratch);
-        if (!was.empty())
-          inputs += (inputs.empty() ? "" : ", ") + ("'" +
-                    plan.buffers[in].name + "' (" + was + ")");
-      }
-      const KernelContext &c = contexts[kernel];
-      std::string loc = op.loc;
-      for (const Kernel &sub : op.body)
-        if (loc.empty())
-          loc = sub.loc;
-      throw RuntimeError(
-          "--check-numerics: " + describe(op) +
-          (loc.empty() ? "" : " at " + loc) + " (" + c.phase +
-          (c.layer.empty() ? "" : ", layer " + c.layer) +
-          ") is the step's first op whose output is not finite: '" +
-          plan.buffers[id].name + "' " +
-          typeText(plan.buffers[id].dtype, plan.buffers[id].shape) + " has " +
-          bad +
-          (inputs.empty()
-               ? "; its inputs are finite, so it made them (an overflow, a "
-                 "log or a division of 0?)"
-               : "; inputs already not finite: " + inputs +
-                     (c.phase == "forward"
-                          ? " (a parameter made so by the last update: lower "
-                            "the learning rate or add grad_clip)"
-                          : "")));
-    }
-  }
-
-private:
-  /// "3 NaN and 0 inf among 4096 values", or "" when all are finite.
-  static std::string count(const float *v, int64_t n) {
-    int64_t nan = 0, inf = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      nan += std::isnan(v[i]);
-      inf += std::isinf(v[i]);
-    }
-    if (nan == 0 && inf == 0)
-      return "";
-    return std::to_string(nan) + " NaN and " + std::to_string(inf) +
-           " inf among " + std::to_string(n) + " values";
-  }
-  std::string nonFinite(int id, const Reader &read,
-                        std::vector<float> &scratch) const {
-    if (id < 0 || !isFloat(plan.buffers[id].dtype))
-      return "";
-    return count(read(id, scratch), plan.buffers[id].elements());
-  }
-  static std::string describe(const Kernel &op) {
-    std::string s = opName(op.op);
-    if (op.body.empty())
-      return s;
-    s += "(";
-    for (size_t i = 0; i < op.body.size(); ++i)
-      s += (i ? ", " : "") + std::string(opName(op.body[i].op));
-    return s + ")";
-  }
-
-  const Plan &plan;
-  std::vector<KernelContext> contexts;
-  bool forwardOnly;
-};
 
 /// Where a training step runs. The trainer writes each batch into feed(),
 /// then calls run(); loss() may wait for the device.
