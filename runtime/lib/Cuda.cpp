@@ -961,9 +961,11 @@ struct CudaExecutor::Impl {
     checkLaunch(s);
   }
 
-  void enqueueKernels(int slot) {
-    // With afterKernel: each plan kernel once its launches are done (one
-    // without launches, whose work an earlier launch did, with the next).
+  /// The step's launches in order; with `afterKernel`, which waits for the
+  /// device, called for each plan kernel once its launches are done (one
+  /// without launches, whose work an earlier launch did, with the next).
+  void enqueueKernels(int slot,
+                      const std::function<void(size_t, int)> &afterKernel) {
     size_t reported = 0;
     for (size_t i = 0; i < launches.size(); ++i) {
       enqueueLaunch(launches[i], slot);
@@ -976,8 +978,6 @@ struct CudaExecutor::Impl {
     for (; afterKernel && reported < plan.kernels.size(); ++reported)
       afterKernel(reported, slot);
   }
-  /// CudaExecutor::afterKernel.
-  std::function<void(size_t, int)> afterKernel;
 
   /// While profiling: events around each launch, in order (begin, end).
   struct Timed {
@@ -1386,13 +1386,12 @@ void CudaExecutor::step(int slot, bool update, bool wantLoss, int part,
     throw RuntimeError("this executor's plan does not accumulate gradients");
   update = update && part + 1 == parts;
   auto enqueue = [&] {
-    I.enqueueKernels(slot);
+    I.enqueueKernels(slot, afterKernel);
     if (parts > 1 && I.plan.kind == "step")
       I.enqueueAccumulate(part, parts);
     if (update)
       I.enqueueUpdate();
   };
-  I.afterKernel = afterKernel;
   bool useGraph = std::getenv("GTC_NO_GRAPH") == nullptr && !afterKernel;
   CUgraphExec &exec = I.graphs[slot][Impl::microPhase(part, parts)];
   if (useGraph && !exec) {
