@@ -38,7 +38,7 @@ for t in "${targets[@]}"; do
   # plans (and payloads holding them) need more.
   maxlen=4096
   case $t in plan|bundle) maxlen=16384 ;; esac
-  if "$bin" -max_total_time="$seconds" -max_len=$maxlen -timeout=20 -rss_limit_mb=4096 \
+  if "$bin" -max_total_time="$seconds" -max_len=$maxlen -timeout=60 -rss_limit_mb=4096 \
       -artifact_prefix="$artifacts/" -print_final_stats=1 \
       "$corpus" "$work/seeds/$t" > "$work/$t.log" 2>&1; then
     result=ok
