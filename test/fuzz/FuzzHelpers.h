@@ -8,6 +8,7 @@
 #ifndef GTC_TEST_FUZZ_FUZZHELPERS_H
 #define GTC_TEST_FUZZ_FUZZHELPERS_H
 
+#include "gtc/Runtime/Plan.h"
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -42,6 +43,24 @@ inline std::string writeScratch(const std::string &name, const void *bytes,
 inline uint32_t readU32(const uint8_t *data) {
   return uint32_t(data[0]) | uint32_t(data[1]) << 8 | uint32_t(data[2]) << 16 |
          uint32_t(data[3]) << 24;
+}
+
+/// A plan's text as the runner reads it: deserialize must accept it or say
+/// which line is wrong, and a plan it accepts must serialize and read back
+/// unchanged. Traps otherwise.
+inline void checkPlanText(const std::string &text) {
+  gtc::rt::Plan plan;
+  std::string error;
+  if (!gtc::rt::deserialize(text, plan, error)) {
+    if (error.empty())
+      __builtin_trap(); // a failure must say why
+    return;
+  }
+  std::string again = gtc::rt::serialize(plan);
+  gtc::rt::Plan reread;
+  if (!gtc::rt::deserialize(again, reread, error) ||
+      gtc::rt::serialize(reread) != again)
+    __builtin_trap(); // serialize's output must read back unchanged
 }
 
 } // namespace gtc::fuzz
