@@ -39,16 +39,60 @@ func.func @not_elementwise(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 
 // -----
 
-// Every op of the region iterates over the results' shape.
+// Every op of the region iterates over one shape, its first op's.
 func.func @shape(%x: tensor<8xf32>, %m: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %0 = gt.fused "elementwise"(%x, %m) : (tensor<8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32> {
   ^bb0(%a: tensor<8xf32>, %b: tensor<4x8xf32>):
+    %1 = gt.relu %b : tensor<4x8xf32>
     // expected-error @+1 {{'gt.relu' op result shape differs from the fusion region's iteration shape 'tensor<4x8xf32>'}}
-    %1 = gt.relu %a : tensor<8xf32>
-    %2 = gt.add %b, %1 : tensor<4x8xf32>, tensor<8xf32>
-    gt.yield %2 : tensor<4x8xf32>
+    %2 = gt.relu %a : tensor<8xf32>
+    %3 = gt.add %1, %2 : tensor<4x8xf32>, tensor<8xf32>
+    gt.yield %3 : tensor<4x8xf32>
   }
   return %0 : tensor<4x8xf32>
+}
+
+// -----
+
+// A column sum in an elementwise region sums a value the region computes.
+func.func @column_sum_of_input(%m: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>) {
+  %0:2 = gt.fused "elementwise"(%m) : (tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>) {
+  ^bb0(%a: tensor<4x8xf32>):
+    %1 = gt.relu %a : tensor<4x8xf32>
+    // expected-error @+1 {{'gt.sum_to' op in an elementwise region sums a value the region computes over its rows, to its last dimension}}
+    %2 = gt.sum_to %a : tensor<4x8xf32> -> tensor<8xf32>
+    gt.yield %1, %2 : tensor<4x8xf32>, tensor<8xf32>
+  }
+  return %0#0, %0#1 : tensor<4x8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// ... over all its rows (a bias gradient), not to another shape.
+func.func @column_sum_shape(%m: tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<4x8xf32>) {
+  %0:2 = gt.fused "elementwise"(%m) : (tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<4x8xf32>) {
+  ^bb0(%a: tensor<2x4x8xf32>):
+    %1 = gt.relu %a : tensor<2x4x8xf32>
+    // expected-error @+1 {{'gt.sum_to' op in an elementwise region sums a value the region computes over its rows, to its last dimension}}
+    %2 = gt.sum_to %1 : tensor<2x4x8xf32> -> tensor<4x8xf32>
+    gt.yield %1, %2 : tensor<2x4x8xf32>, tensor<4x8xf32>
+  }
+  return %0#0, %0#1 : tensor<2x4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// Column sums end the region: only their casts follow them.
+func.func @after_column_sum(%m: tensor<4x8xf32>) -> (tensor<8xf32>, tensor<4x8xf32>) {
+  %0:2 = gt.fused "elementwise"(%m) : (tensor<4x8xf32>) -> (tensor<8xf32>, tensor<4x8xf32>) {
+  ^bb0(%a: tensor<4x8xf32>):
+    %1 = gt.relu %a : tensor<4x8xf32>
+    %2 = gt.sum_to %1 : tensor<4x8xf32> -> tensor<8xf32>
+    // expected-error @+1 {{'gt.exp' op follows the column sums of its elementwise region: only their casts may}}
+    %3 = gt.exp %1 : tensor<4x8xf32>
+    gt.yield %2, %3 : tensor<8xf32>, tensor<4x8xf32>
+  }
+  return %0#0, %0#1 : tensor<8xf32>, tensor<4x8xf32>
 }
 
 // -----

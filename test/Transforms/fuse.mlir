@@ -182,6 +182,54 @@ func.func @bias_gradient(%dy: tensor<4x8xbf16>, %x: tensor<4x16xbf16>) -> (tenso
 
 // -----
 
+// Over few rows (at most 512), the bias gradient of a dy that an elementwise
+// op computes (a ReLU gradient) joins that op's region instead, with its
+// cast: one kernel stores dy and sums its columns, and the dW GEMM needs no
+// BGRADB epilogue (cuBLASLt's separate bias kernel).
+// CHECK-LABEL: func.func @bias_gradient_column_sum
+// CHECK-SAME: (%[[G:.*]]: tensor<64x8xbf16>, %[[H:.*]]: tensor<64x8xbf16>, %[[X:.*]]: tensor<64x16xbf16>)
+// CHECK:      %[[E:.*]]:2 = gt.fused "elementwise"(%[[G]], %[[H]]) : (tensor<64x8xbf16>, tensor<64x8xbf16>) -> (tensor<64x8xbf16>, tensor<8xf32>) {
+// CHECK-NEXT: ^bb0(%[[A:.*]]: tensor<64x8xbf16>, %[[B:.*]]: tensor<64x8xbf16>):
+// CHECK-NEXT:   %[[DY:.*]] = gt.activation_grad %[[A]], %[[B]] <{kind = "relu"}>
+// CHECK-NEXT:   %[[S:.*]] = gt.sum_to %[[DY]] : tensor<64x8xbf16> -> tensor<8xbf16>
+// CHECK-NEXT:   %[[SC:.*]] = gt.cast %[[S]] : tensor<8xbf16> -> tensor<8xf32>
+// CHECK-NEXT:   gt.yield %[[DY]], %[[SC]]
+// CHECK:      %[[W:.*]] = gt.fused "epilogue"(%[[E]]#0, %[[X]])
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   gt.matmul
+// CHECK-NEXT:   gt.cast
+// CHECK-NEXT:   gt.yield
+// CHECK:      return %[[W]], %[[E]]#1
+func.func @bias_gradient_column_sum(%g: tensor<64x8xbf16>, %h: tensor<64x8xbf16>, %x: tensor<64x16xbf16>) -> (tensor<8x16xf32>, tensor<8xf32>) {
+  %dy = gt.activation_grad %g, %h <{kind = "relu"}> : tensor<64x8xbf16>
+  %0 = gt.sum_to %dy : tensor<64x8xbf16> -> tensor<8xbf16>
+  %1 = gt.cast %0 : tensor<8xbf16> -> tensor<8xf32>
+  %2 = gt.matmul %dy, %x <{transpose_a = true}> : tensor<64x8xbf16>, tensor<64x16xbf16>
+  %3 = gt.cast %2 : tensor<8x16xbf16> -> tensor<8x16xf32>
+  return %3, %1 : tensor<8x16xf32>, tensor<8xf32>
+}
+
+// -----
+
+// Over more rows a kernel that walks each column's rows would run on too few
+// blocks: the bias gradient stays with the dW GEMM (BGRADB).
+// CHECK-LABEL: func.func @bias_gradient_many_rows
+// CHECK:      gt.activation_grad
+// CHECK-NOT:  gt.fused "elementwise"
+// CHECK:      gt.fused "gemm"
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   gt.matmul
+// CHECK-NEXT:   gt.sum_to
+// CHECK-NEXT:   gt.yield
+func.func @bias_gradient_many_rows(%g: tensor<1024x8xf32>, %h: tensor<1024x8xf32>, %x: tensor<1024x16xf32>) -> (tensor<8x16xf32>, tensor<8xf32>) {
+  %dy = gt.activation_grad %g, %h <{kind = "relu"}> : tensor<1024x8xf32>
+  %0 = gt.sum_to %dy : tensor<1024x8xf32> -> tensor<8xf32>
+  %2 = gt.matmul %dy, %x <{transpose_a = true}> : tensor<1024x8xf32>, tensor<1024x16xf32>
+  return %2, %0 : tensor<8x16xf32>, tensor<8xf32>
+}
+
+// -----
+
 // cuBLASLt writes the bias gradient in the GEMM output's type: with only
 // one of the two cast, they stay apart (the cast folds as an epilogue).
 // CHECK-LABEL: func.func @bias_gradient_types

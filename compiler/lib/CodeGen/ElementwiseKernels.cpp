@@ -15,43 +15,16 @@ using namespace gtc::codegen::detail;
 // Elementwise kernels
 //===----------------------------------------------------------------------===//
 
-/// One thread per output element (per 4 with vector accesses), grid-stride:
-/// loads the inputs (broadcast by their access), computes the steps in
-/// order in registers, stores the outputs. A step's value is rounded to
-/// its 16-bit type when it has one, as the CPU executor stores it.
-bool Emitter::elementwise(const std::vector<Operand> &ops,
-                          const std::vector<Step> &steps,
-                          const std::vector<std::pair<int, std::string>> &outs,
-                          const std::string &what) {
-  int64_t n = count(outs.front().first);
-  bool vec = n % 4 == 0;
-  bool strided = false;
-  for (const Operand &o : ops) {
-    if (o.access == Access::Strided)
-      strided = true;
-    if (o.access == Access::Strided ||
-        (o.access == Access::Trailing && o.period % 4 != 0))
-      vec = false;
-  }
-  int64_t items = vec ? n / 4 : n;
-  bool wide = n > (int64_t(1) << 30);
-  std::string it = wide ? "i64" : "int";
-  int64_t grid = std::min(ceilDiv(items, kBlock), kMaxGrid);
-
-  std::string consts = "constexpr " + it + " N = " + str(n) + ";\n";
-  std::vector<Arg> args;
-  std::map<std::string, std::string> typeOf; // value name -> compute type
-  for (const Operand &o : ops) {
-    args.push_back(in(o.buffer, "p_" + o.name));
+/// The device function of each step (f0, f1, ...: CpuExecutor's lambdas)
+/// and the rounding helpers they need; fills `typeOf` (value name ->
+/// compute type) for the operands and steps.
+std::string
+Emitter::stepFunctions(const std::vector<Operand> &ops,
+                       const std::vector<Step> &steps,
+                       std::map<std::string, std::string> &typeOf) {
+  std::string consts;
+  for (const Operand &o : ops)
     typeOf[o.name] = computeType(o.buffer);
-    if (o.access == Access::Trailing)
-      consts += "constexpr " + it + " P_" + o.name + " = " + str(o.period) +
-                ";  // period of " + o.name + "\n";
-  }
-  for (const auto &[buffer, value] : outs)
-    args.push_back(out(buffer, "p_" + value));
-
-  // The function of one element, per step; rounding to 16-bit types.
   bool roundBf16 = false, roundF16 = false;
   for (size_t j = 0; j < steps.size(); ++j) {
     const Step &st = steps[j];
@@ -71,27 +44,110 @@ bool Emitter::elementwise(const std::vector<Operand> &ops,
   if (roundF16)
     consts += "__device__ __forceinline__ float round_f16(float f) {\n"
               "  f16_t t;\n  t = f;\n  return t;\n}\n";
-  // The steps, given how each input is read: `load(name)`.
+  return consts;
+}
+
+/// Statements that load each operand (`load(operand)`) and compute the
+/// steps in order for one element, each value rounded to its 16-bit type
+/// when it has one, as the CPU executor stores it.
+std::string Emitter::computeSteps(
+    const std::vector<Operand> &ops, const std::vector<Step> &steps,
+    const std::map<std::string, std::string> &typeOf,
+    const std::function<std::string(const Operand &)> &load,
+    const std::string &indent) {
+  std::string c;
+  for (const Operand &o : ops)
+    c += indent + "const " + typeOf.at(o.name) + " " + o.name + " = " +
+         load(o) + ";\n";
+  for (size_t j = 0; j < steps.size(); ++j) {
+    const Step &st = steps[j];
+    std::string call = "f" + str(j) + "(";
+    for (size_t a = 0; a < st.args.size(); ++a)
+      call += (a ? ", " : "") + st.args[a];
+    call += ")";
+    if (st.dtype == DType::BF16)
+      call = "round_bf16(" + call + ")";
+    else if (st.dtype == DType::F16)
+      call = "round_f16(" + call + ")";
+    c += indent + "const " + typeOf.at(st.result) + " " + st.result + " = " +
+         call + ";\n";
+  }
+  return c;
+}
+
+/// How an operand is read at element `i` in the element-at-a-time loops
+/// (strided operands at their gathered offset `o_NAME`).
+static std::string loadAt(const Operand &o) {
+  std::string idx = o.access == Access::Full       ? "i"
+                    : o.access == Access::Scalar   ? "0"
+                    : o.access == Access::Trailing ? "i % P_" + o.name
+                                                   : "o_" + o.name;
+  return "p_" + o.name + "[" + idx + "]";
+}
+
+/// The kernel parameters of the operands (p_NAME) and outputs, and the
+/// periods of trailing operands (P_NAME).
+std::string
+Emitter::operandArgs(const std::vector<Operand> &ops,
+                     const std::vector<std::pair<int, std::string>> &outs,
+                     const std::string &it, std::vector<Arg> &args) {
+  std::string consts;
+  for (const Operand &o : ops) {
+    args.push_back(in(o.buffer, "p_" + o.name));
+    if (o.access == Access::Trailing)
+      consts += "constexpr " + it + " P_" + o.name + " = " + str(o.period) +
+                ";  // period of " + o.name + "\n";
+  }
+  for (const auto &[buffer, value] : outs)
+    args.push_back(out(buffer, "p_" + value));
+  return consts;
+}
+
+/// The gather of the strided operands' offsets at element `i`, or "".
+std::string Emitter::gatherStrided(const std::vector<Operand> &ops,
+                                   const std::vector<int64_t> &ys,
+                                   const std::string &it,
+                                   const std::string &indent) {
+  std::vector<std::vector<int64_t>> strides;
+  std::vector<std::string> offs;
+  for (const Operand &o : ops)
+    if (o.access == Access::Strided) {
+      strides.push_back(o.strides);
+      offs.push_back("o_" + o.name);
+    }
+  if (offs.empty())
+    return "";
+  return emitGather(makeGather(ys, strides), "i", offs, it, indent);
+}
+
+/// One thread per output element (per 4 with vector accesses), grid-stride:
+/// loads the inputs (broadcast by their access), computes the steps in
+/// order in registers, stores the outputs. A step's value is rounded to
+/// its 16-bit type when it has one, as the CPU executor stores it.
+bool Emitter::elementwise(const std::vector<Operand> &ops,
+                          const std::vector<Step> &steps,
+                          const std::vector<std::pair<int, std::string>> &outs,
+                          const std::string &what) {
+  int64_t n = count(outs.front().first);
+  bool vec = n % 4 == 0;
+  for (const Operand &o : ops) {
+    if (o.access == Access::Strided ||
+        (o.access == Access::Trailing && o.period % 4 != 0))
+      vec = false;
+  }
+  int64_t items = vec ? n / 4 : n;
+  bool wide = n > (int64_t(1) << 30);
+  std::string it = wide ? "i64" : "int";
+  int64_t grid = std::min(ceilDiv(items, kBlock), kMaxGrid);
+
+  std::vector<Arg> args;
+  std::map<std::string, std::string> typeOf; // value name -> compute type
+  std::string consts = "constexpr " + it + " N = " + str(n) + ";\n" +
+                       operandArgs(ops, outs, it, args) +
+                       stepFunctions(ops, steps, typeOf);
   auto compute = [&](const std::function<std::string(const Operand &)> &load,
                      const std::string &indent) {
-    std::string c;
-    for (const Operand &o : ops)
-      c += indent + "const " + typeOf[o.name] + " " + o.name + " = " +
-           load(o) + ";\n";
-    for (size_t j = 0; j < steps.size(); ++j) {
-      const Step &st = steps[j];
-      std::string call = "f" + str(j) + "(";
-      for (size_t a = 0; a < st.args.size(); ++a)
-        call += (a ? ", " : "") + st.args[a];
-      call += ")";
-      if (st.dtype == DType::BF16)
-        call = "round_bf16(" + call + ")";
-      else if (st.dtype == DType::F16)
-        call = "round_f16(" + call + ")";
-      c += indent + "const " + typeOf[st.result] + " " + st.result + " = " +
-           call + ";\n";
-    }
-    return c;
+    return computeSteps(ops, steps, typeOf, load, indent);
   };
 
   std::string body;
@@ -140,29 +196,9 @@ bool Emitter::elementwise(const std::vector<Operand> &ops,
       body += "    w_" + value + "[i] = o_" + value + ";\n";
     body += "  }\n";
   } else {
-    Gather g;
-    std::vector<std::string> offs;
-    if (strided) {
-      std::vector<std::vector<int64_t>> strides;
-      for (const Operand &o : ops)
-        if (o.access == Access::Strided) {
-          strides.push_back(o.strides);
-          offs.push_back("o_" + o.name);
-        }
-      g = makeGather(shape(outs.front().first), strides);
-    }
     body += loopHead;
-    if (strided)
-      body += emitGather(g, "i", offs, it, "    ");
-    body += compute(
-        [&](const Operand &o) {
-          std::string idx = o.access == Access::Full       ? "i"
-                            : o.access == Access::Scalar   ? "0"
-                            : o.access == Access::Trailing ? "i % P_" + o.name
-                                                           : "o_" + o.name;
-          return "p_" + o.name + "[" + idx + "]";
-        },
-        "    ");
+    body += gatherStrided(ops, shape(outs.front().first), it, "    ");
+    body += compute(loadAt, "    ");
     for (const auto &[buffer, value] : outs)
       body += "    p_" + value + "[i] = " + value + ";\n";
     body += "  }\n";
@@ -441,13 +477,11 @@ bool Emitter::fused() {
       return (this->*emit)();
   if (kind != "elementwise")
     return fail("unknown fusion kind '" + kind + "'");
-  if (k->outputs.empty() || k->body.empty())
+  if (k->outputs.empty() || k->body.empty() || k->body[0].outputs.empty())
     return fail("a fusion region needs ops and outputs");
-  const std::vector<int64_t> &ys = shape(k->outputs[0]);
-  for (int o : k->outputs)
-    if (shape(o) != ys)
-      return fail("the outputs of a fused elementwise kernel differ in "
-                  "shape");
+  // The iteration shape is the first op's (gt.fused's verifier); the
+  // region may end with column sums of its values and their casts.
+  const std::vector<int64_t> ys = shape(k->body[0].outputs[0]);
   std::map<int, std::string> name; // buffer -> value name
   std::vector<Operand> ops;
   for (size_t i = 0; i < k->inputs.size(); ++i) {
@@ -458,9 +492,29 @@ bool Emitter::fused() {
     ops.push_back(operand(id, name[id], ys));
   }
   std::vector<Step> steps;
+  std::vector<std::pair<int, std::string>> sums; // stored buffer, summed value
   std::string what;
   for (size_t j = 0; j < k->body.size(); ++j) {
     const Kernel &sub = k->body[j];
+    if (sub.op == OpKind::SumTo && sub.inputs.size() == 1 &&
+        sub.outputs.size() == 1) {
+      auto it = name.find(sub.inputs[0]);
+      if (it == name.end() || it->second[0] != 'v' || ys.size() < 2 ||
+          shape(sub.outputs[0]) != std::vector<int64_t>{ys.back()})
+        return fail("a fused column sum reads " + describe(sub.inputs[0]) +
+                    ", not a value of the region over its rows");
+      sums.push_back({sub.outputs[0], it->second});
+      what += " -> sum_to";
+      continue;
+    }
+    if (sub.op == OpKind::Cast && !sums.empty() && sub.inputs.size() == 1 &&
+        sub.outputs.size() == 1 && sub.inputs[0] == sums.back().first) {
+      sums.back().first = sub.outputs[0]; // stored as the cast's type
+      continue;
+    }
+    if (!sums.empty())
+      return fail(std::string("fused op '") + opName(sub.op) +
+                  "' follows the region's column sums");
     if (sub.outputs.size() != 1)
       return fail(std::string("fused op '") + opName(sub.op) + "' has " +
                   str(sub.outputs.size()) + " outputs");
@@ -489,14 +543,82 @@ bool Emitter::fused() {
   }
   std::vector<std::pair<int, std::string>> outs;
   for (int o : k->outputs) {
+    if (std::any_of(sums.begin(), sums.end(),
+                    [&](const auto &s) { return s.first == o; }))
+      continue;
     auto it = name.find(o);
     if (it == name.end() || it->second[0] != 'v')
       return fail("no op of the region computes its output " + describe(o));
+    if (shape(o) != ys)
+      return fail("the outputs of a fused elementwise kernel differ in "
+                  "shape");
     outs.push_back({o, it->second});
   }
+  if (sums.size() + outs.size() != k->outputs.size())
+    return fail("a fused column sum is not an output of its region");
+  if (!sums.empty())
+    return columnSums(ops, steps, outs, sums, ys,
+                      "fused " + what + " over " + str(product(ys)) +
+                          " elements, a thread a column of each warp's rows");
   return elementwise(ops, steps, outs,
                      "fused " + what + " over " + str(product(ys)) +
                          " elements");
+}
+
+/// An elementwise region that also sums values it computes over their rows
+/// (gt-fuse's addColumnSums: a small batch's bias gradient with the ReLU
+/// gradient it sums). A block takes 32 columns and its eight warps every
+/// eighth row, a lane a column (a warp's loads and stores are 32
+/// consecutive elements of a row); each thread computes and stores its
+/// elements and adds the summed values in float, then the eight warps'
+/// partial sums are added in order in double and stored once. One kernel
+/// instead of the elementwise one and cuBLASLt's separate bias-gradient
+/// kernel (BGRADB); meant for few rows (kColumnSumRows in gt-fuse), as
+/// only COLS / 32 blocks run.
+bool Emitter::columnSums(const std::vector<Operand> &ops,
+                         const std::vector<Step> &steps,
+                         const std::vector<std::pair<int, std::string>> &outs,
+                         const std::vector<std::pair<int, std::string>> &sums,
+                         const std::vector<int64_t> &ys,
+                         const std::string &what) {
+  constexpr int kWarps = kBlock / 32;
+  const int64_t cols = ys.back(), n = product(ys), rows = n / cols;
+  const std::string it = n > (int64_t(1) << 30) ? "i64" : "int";
+  std::vector<Arg> args;
+  std::map<std::string, std::string> typeOf;
+  std::string consts = "constexpr " + it + " ROWS = " + str(rows) +
+                       ";\nconstexpr " + it + " COLS = " + str(cols) +
+                       ";\nconstexpr int WARPS = " + str(kWarps) + ";\n" +
+                       operandArgs(ops, outs, it, args) +
+                       stepFunctions(ops, steps, typeOf);
+  for (size_t s = 0; s < sums.size(); ++s)
+    args.push_back(out(sums[s].first, "p_sum" + str(s)));
+  std::string body = "  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;\n"
+                     "  const " + it + " c = (" + it + ")blockIdx.x * 32 + lane;\n";
+  for (size_t s = 0; s < sums.size(); ++s)
+    body += "  __shared__ float part" + str(s) + "[WARPS][32];\n"
+            "  float acc" + str(s) + " = 0.0f;\n";
+  body += "  if (c < COLS) {\n#pragma unroll 4\n"
+          "    for (" + it + " r = w; r < ROWS; r += WARPS) {\n"
+          "      const " + it + " i = r * COLS + c;\n";
+  body += gatherStrided(ops, ys, it, "      ");
+  body += computeSteps(ops, steps, typeOf, loadAt, "      ");
+  for (const auto &[buffer, value] : outs)
+    body += "      p_" + value + "[i] = " + value + ";\n";
+  for (size_t s = 0; s < sums.size(); ++s)
+    body += "      acc" + str(s) + " += (float)" + sums[s].second + ";\n";
+  body += "    }\n  }\n";
+  for (size_t s = 0; s < sums.size(); ++s)
+    body += "  part" + str(s) + "[w][lane] = acc" + str(s) + ";\n";
+  body += "  __syncthreads();\n  if (w == 0 && c < COLS) {\n";
+  for (size_t s = 0; s < sums.size(); ++s)
+    body += "    double t" + str(s) + " = 0.0;\n"
+            "    for (int j = 0; j < WARPS; ++j)\n"
+            "      t" + str(s) + " += part" + str(s) + "[j][lane];\n"
+            "    p_sum" + str(s) + "[c] = (float)t" + str(s) + ";\n";
+  body += "  }\n";
+  launch("", what, args, 0, consts, body, ceilDiv(cols, int64_t(32)));
+  return true;
 }
 
 bool Emitter::unary() {

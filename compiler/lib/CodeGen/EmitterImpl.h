@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <iostream>
@@ -151,17 +152,19 @@ struct __align__(8) f16_t4 { f16_t x, y, z, w; };
 )CU";
 
 inline const char *const kWarpSnippet = R"CU(
-// Butterfly reductions: every lane gets the same, deterministic result.
+// Butterfly reductions: every lane gets the same, deterministic result. Over
+// the W lanes of an aligned group (W a power of two up to 32): the lanes of
+// a warp all take part, each group reducing its own values.
 struct Add {
   template <typename T> __device__ T operator()(T a, T b) const { return a + b; }
 };
 struct Max {
   __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
 };
-template <typename T, typename Op>
+template <int W = 32, typename T, typename Op>
 __device__ __forceinline__ T warp_reduce(T v, Op op) {
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1)
+  for (int o = W / 2; o > 0; o >>= 1)
     v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
@@ -171,13 +174,13 @@ __device__ __forceinline__ float warp_max(float v) { return warp_reduce(v, Max()
 )CU";
 
 inline const char *const kRowSnippet = R"CU(
-// Reductions over the RT threads that share a row: one warp (RT = 32) or
-// RT / 32 consecutive warps. Every thread of the block must call them (they
+// Reductions over the RT threads that share a row: part of a warp (RT a
+// power of two below 32), one warp (RT = 32) or RT / 32 consecutive warps. Every thread of the block must call them (they
 // synchronize the block when RT > 32); every thread of the row gets the
 // result, combined in a fixed order. `sh` holds one value per warp.
 template <int RT, typename T, typename Op>
 __device__ __forceinline__ T row_reduce(T v, T *sh, Op op) {
-  v = warp_reduce(v, op);
+  v = warp_reduce<(RT < 32 ? RT : 32)>(v, op);
   if (RT > 32) {
     __syncthreads();
     if ((threadIdx.x & 31) == 0)
@@ -499,6 +502,25 @@ private:
                    const std::string &what);
   bool elementwise(const std::vector<Operand> &ops, int outBuf,
                    const std::string &expr, const std::string &what);
+  bool columnSums(const std::vector<Operand> &ops,
+                  const std::vector<Step> &steps,
+                  const std::vector<std::pair<int, std::string>> &outs,
+                  const std::vector<std::pair<int, std::string>> &sums,
+                  const std::vector<int64_t> &ys, const std::string &what);
+  std::string operandArgs(const std::vector<Operand> &ops,
+                          const std::vector<std::pair<int, std::string>> &outs,
+                          const std::string &it, std::vector<Arg> &args);
+  std::string stepFunctions(const std::vector<Operand> &ops,
+                            const std::vector<Step> &steps,
+                            std::map<std::string, std::string> &typeOf);
+  std::string
+  computeSteps(const std::vector<Operand> &ops, const std::vector<Step> &steps,
+               const std::map<std::string, std::string> &typeOf,
+               const std::function<std::string(const Operand &)> &load,
+               const std::string &indent);
+  std::string gatherStrided(const std::vector<Operand> &ops,
+                            const std::vector<int64_t> &ys,
+                            const std::string &it, const std::string &indent);
   Operand operand(int buffer, const std::string &name,
                   const std::vector<int64_t> &ys) const;
   bool elementFn(const Kernel &kernel, ElementFn &fn);

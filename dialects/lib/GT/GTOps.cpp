@@ -810,8 +810,36 @@ LogicalResult FusedOp::verify() {
     }
     return success();
   }
-  auto shape = cast<RankedTensorType>(getResult(0).getType()).getShape();
+  // The iteration shape is the first op's. An elementwise region may end
+  // with the column sums of values it computes (sums over all rows to the
+  // last dimension: gt-fuse's addColumnSums), each with the cast of its
+  // result.
+  Operation &first = *body.without_terminator().begin();
+  Type iteration = multi || first.getNumResults() != 1
+                       ? getResult(0).getType()
+                       : first.getResult(0).getType();
+  auto shape = cast<RankedTensorType>(iteration).getShape();
+  llvm::SmallPtrSet<Operation *, 4> sums;
   for (Operation &op : body.without_terminator()) {
+    if (auto sum = dyn_cast<SumToOp>(op); sum && !multi) {
+      Operation *from = sum.getInput().getDefiningOp();
+      if (!from || from->getBlock() != &body || sums.count(from) ||
+          cast<ShapedType>(sum.getInput().getType()).getShape() != shape ||
+          shape.size() < 2 || sum.getType().getShape() != shape.take_back())
+        return op.emitOpError("in an elementwise region sums a value the "
+                              "region computes over its rows, to its last "
+                              "dimension");
+      sums.insert(&op);
+      continue;
+    }
+    if (auto c = dyn_cast<CastOp>(op);
+        c && sums.count(c.getInput().getDefiningOp())) {
+      sums.insert(&op);
+      continue;
+    }
+    if (!sums.empty())
+      return op.emitOpError("follows the column sums of its elementwise "
+                            "region: only their casts may");
     if (!op.hasTrait<OpTrait::gt::Elementwise>())
       return op.emitOpError("cannot be fused elementwise: it is not "
                             "elementwise (GT_Elementwise)");
@@ -829,7 +857,7 @@ LogicalResult FusedOp::verify() {
       if (cast<RankedTensorType>(t).getShape() != shape)
         return op.emitOpError("result shape differs from the fusion "
                               "region's iteration shape ")
-               << getResult(0).getType();
+               << iteration;
   }
   for (Value v : yield.getValues())
     if (isa<BlockArgument>(v))
