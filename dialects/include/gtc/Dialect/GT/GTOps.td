@@ -478,8 +478,12 @@ def GT_FusedOp : GT_Op<"fused", [IsolatedFromAbove, SingleBlock,
     kernel, reading the region's operands (the body's arguments) and
     writing the values its `gt.yield` returns; no other value of the body is
     stored in memory. `kind` says how: `elementwise` is one loop over the
-    elements of the results, which all have one shape; each body op has the
-    `GT_Elementwise` trait, and each operand broadcasts to that shape.
+    elements of one shape, its first op's; each body op has the
+    `GT_Elementwise` trait and that result shape, and each operand
+    broadcasts to it. It may end with column sums: gt.sum_to ops of values
+    it computes over all their rows to the last dimension (a small batch's
+    bias gradient), each with the cast of its result; the kernel then walks
+    each column's rows.
     `multi_tensor` runs independent elementwise ops, each over its own
     elements and reading only region inputs of its shape (the casts of all
     parameters to the low precision, in one launch). `epilogue` is an op
