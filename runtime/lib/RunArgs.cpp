@@ -52,6 +52,9 @@ const char *const gtc::rt::kRunOptionsHelp =
                  fp16 loss scaling, whose gradients may overflow by design,
                  the forward pass only)
   --no-pad       keep GEMM dimensions as written (no gt-pad-dims)
+  --pad-all      pad small 16-bit GEMMs too (by default those of fewer than
+                 2^28 multiply-adds keep their sizes: padding them costs
+                 more pad and slice kernels than it saves)
   --no-fuse      one kernel per op (no gt-fuse; for comparisons)
   --data PATH    the training data instead of the train block's file
                  (idx sources: IMAGES,LABELS)
@@ -138,10 +141,11 @@ bool parseCount(const std::string &name, const std::string &value,
 ArgResult gtc::rt::parseRunArg(const std::vector<std::string> &args,
                                size_t &i, RunArgs &out, std::string &error) {
   const std::string &a = args[i];
-  if (a == "--explain" || a == "--no-pad" || a == "--no-fuse" ||
-      a == "--dry-run" || a == "--check-numerics") {
+  if (a == "--explain" || a == "--no-pad" || a == "--pad-all" ||
+      a == "--no-fuse" || a == "--dry-run" || a == "--check-numerics") {
     (a == "--explain"    ? out.explain
      : a == "--no-pad"   ? out.noPad
+     : a == "--pad-all"  ? out.padAll
      : a == "--no-fuse"  ? out.noFuse
      : a == "--dry-run"  ? out.dryRun
                          : out.run.checkNumerics) = true;
@@ -256,6 +260,11 @@ bool gtc::rt::checkRunArgs(const RunArgs &args, std::string &error) {
   const RunOptions &r = args.run;
   if (r.steps && r.epochs) {
     error = "give --steps or --epochs, not both";
+    return false;
+  }
+  if (args.noPad && args.padAll) {
+    error = "give --no-pad (pad nothing) or --pad-all (pad small GEMMs "
+            "too), not both";
     return false;
   }
   if (!r.resumePath.empty() && !r.initPath.empty()) {

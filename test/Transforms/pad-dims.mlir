@@ -1,5 +1,12 @@
-// RUN: gtc-opt %s --gt-pad-dims --split-input-file | FileCheck %s
-// RUN: gtc-opt %s --gt-pad-dims=multiple=16 --split-input-file | FileCheck %s --check-prefix=M16
+// RUN: gtc-opt %s --gt-pad-dims=min-macs=0 --split-input-file | FileCheck %s
+// RUN: gtc-opt %s --gt-pad-dims="multiple=16 min-macs=0" --split-input-file | FileCheck %s --check-prefix=M16
+// RUN: gtc-opt %s --gt-pad-dims --split-input-file | FileCheck %s --check-prefix=SMALL
+
+// By default GEMMs of fewer than 2^28 multiply-adds (all of this file's
+// small shapes) keep their sizes: padding them would cost more pad and slice
+// kernels than the aligned GEMM saves.
+// SMALL-NOT: gt.pad
+// SMALL-NOT: gt.slice
 
 // An odd output size (1001 -> 1008) and reduction size (12 -> 16): the
 // input, weight and bias are padded with zeros, the result sliced back, and
@@ -98,6 +105,22 @@ func.func @chain() -> tensor<f32> attributes {gt.model} {
   %s2 = gt.sum %y2 : tensor<4x16xbf16>
   %s3 = gt.sum %y3 : tensor<4x16xbf16>
   %s = gt.add %s2, %s3 : tensor<bf16>, tensor<bf16>
+  %l = gt.cast %s : tensor<bf16> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// A large GEMM (4096 x 1001 x 1024: 4.2 G multiply-adds) is padded by
+// default.
+// SMALL-LABEL: func.func @large
+// SMALL:       gt.pad %{{.*}} : tensor<1001x1024xbf16> -> tensor<1008x1024xbf16>
+// SMALL:       gt.slice %{{.*}} : tensor<4096x1008xbf16> -> tensor<4096x1001xbf16>
+func.func @large() -> tensor<f32> attributes {gt.model} {
+  %x = gt.input "x" : tensor<4096x1024xbf16>
+  %w = gt.param "w" = "zeros" [] : tensor<1001x1024xbf16>
+  %y = gt.linear %x, %w : tensor<4096x1024xbf16>, tensor<1001x1024xbf16>
+  %s = gt.sum %y : tensor<4096x1001xbf16>
   %l = gt.cast %s : tensor<bf16> -> tensor<f32>
   return %l : tensor<f32>
 }

@@ -1,9 +1,10 @@
 //===- gpu_check.cpp - Every op's GPU kernels against the CPU oracle ------===//
 //
-//   gtc-gpu-check GTC [--precision fp32|tf32|bf16|fp16] [--only MODEL]
+//   gtc-gpu-check GTC [--precision fp32|tf32|bf16|fp16] [--pad-all] [--only MODEL]
 //
 // For every model of test/unit/OpModels.h: compiles its training step with
-// `GTC run - --emit=plan --precision P`, runs the step on the CPU (float32;
+// `GTC run - --emit=plan --precision P` (with --pad-all, the models' small
+// 16-bit GEMMs padded, so pad and slice kernels run too), runs the step on the CPU (float32;
 // 16-bit buffers emulated by rounding) and on the GPU from the same
 // parameters and inputs, and compares the loss and every parameter's
 // gradient by ||gpu - cpu|| / ||cpu||. Prints one line per model and exits
@@ -29,7 +30,7 @@ namespace {
 
 /// Runs `gtc run - --emit=plan --batch N` on `source`.
 bool compilePlan(const std::string &gtc, const test::OpModel &m,
-                 const std::string &precision, rt::Plan &plan,
+                 const std::string &precision, bool padAll, rt::Plan &plan,
                  std::string &error) {
   char path[] = "/tmp/gtc-gpu-check-XXXXXX";
   int fd = mkstemp(path);
@@ -42,7 +43,7 @@ bool compilePlan(const std::string &gtc, const test::OpModel &m,
   std::fclose(f);
   std::string cmd = gtc + " run " + path + " --emit=plan --batch " +
                     std::to_string(m.batch) + " --precision " + precision +
-                    " 2>&1";
+                    (padAll ? " --pad-all" : "") + " 2>&1";
   FILE *p = popen(cmd.c_str(), "r");
   std::string text;
   char buf[4096];
@@ -73,13 +74,17 @@ double relError(const float *a, const float *b, int64_t n) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    std::cerr << "usage: gtc-gpu-check GTC [--precision P] [--only MODEL]\n";
+    std::cerr << "usage: gtc-gpu-check GTC [--precision P] [--pad-all] "
+                 "[--only MODEL]\n";
     return 2;
   }
   std::string gtc = argv[1], only, precision = "fp32";
+  bool padAll = false;
   for (int i = 2; i < argc; ++i) {
     if (std::strcmp(argv[i], "--precision") == 0 && i + 1 < argc)
       precision = argv[++i];
+    else if (std::strcmp(argv[i], "--pad-all") == 0)
+      padAll = true;
     else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc)
       only = argv[++i];
   }
@@ -101,7 +106,7 @@ int main(int argc, char **argv) {
     if (!only.empty() && m.name != only)
       continue;
     rt::Plan plan;
-    if (!compilePlan(gtc, m, precision, plan, error)) {
+    if (!compilePlan(gtc, m, precision, padAll, plan, error)) {
       std::printf("%-30s compile failed: %s\n", m.name.c_str(), error.c_str());
       ++failures;
       continue;

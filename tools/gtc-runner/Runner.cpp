@@ -103,9 +103,10 @@ int main(int argc, char **argv) {
                                 " run gtc compile --precision " +
                                 opts.precision);
   bool checkpoint = opts.checkpointEvery != 0 || opts.checkpointBudget != 0;
-  if (opts.noPad || opts.noFuse || opts.explain || opts.dryRun || checkpoint ||
-      opts.batchAuto || opts.microBatch != 0)
+  if (opts.noPad || opts.padAll || opts.noFuse || opts.explain ||
+      opts.dryRun || checkpoint || opts.batchAuto || opts.microBatch != 0)
     return usageError(self, std::string(opts.noPad       ? "--no-pad"
+                                        : opts.padAll    ? "--pad-all"
                                         : opts.noFuse    ? "--no-fuse"
                                         : opts.dryRun    ? "--dry-run"
                                         : checkpoint     ? "--checkpoint"

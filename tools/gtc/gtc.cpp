@@ -215,7 +215,7 @@ void explainPrecision(const gtc::rt::Plan &plan, const gtc::rt::Plan *fp32,
     os << llvm::format("  %-20s%s\n", op.c_str(), line.c_str());
   }
   if (pads.empty()) {
-    os << "padding: none (every GEMM dimension is aligned, or --no-pad)\n";
+    os << "padding: none (every GEMM dimension is aligned or its GEMM small, or --no-pad)\n";
   } else {
     os << "padding (gt-pad-dims; results sliced back):\n";
     for (const std::string &p : pads)
@@ -443,6 +443,7 @@ bool compileOptions(const Options &opts, mlir::ModuleOp module,
   compile.batch = trainBatch(opts, trainOp);
   compile.precision = opts.args.precision;
   compile.pad = !opts.args.noPad;
+  compile.padAll = opts.args.padAll;
   compile.fuse = !opts.args.noFuse;
   compile.checkpointEvery = opts.args.checkpointEvery;
   compile.checkpointBudget = opts.args.checkpointBudget;

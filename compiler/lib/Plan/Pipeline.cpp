@@ -45,8 +45,12 @@ FailureOr<OwningOpRef<ModuleOp>> specialize(ModuleOp module,
   GtAutocastPassOptions autocast;
   autocast.precision = options.precision;
   pm.addPass(createGtAutocastPass(autocast));
-  if (options.pad)
-    pm.addPass(createGtPadDimsPass());
+  if (options.pad) {
+    GtPadDimsPassOptions pad;
+    if (options.padAll)
+      pad.minMacs = 0;
+    pm.addPass(createGtPadDimsPass(pad));
+  }
   if (differentiate) {
     pm.addPass(createGtAutodiffPass());
     GtCheckpointPassOptions checkpoint;

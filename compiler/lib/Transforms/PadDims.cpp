@@ -3,7 +3,9 @@
 // cuBLASLt's 16-bit tensor-core kernels want every matrix dimension a
 // multiple of 8 elements, so rows start 16-byte aligned; large dimensions (a
 // vocabulary) tile better at multiples of 64. This pass pads the output and
-// reduction dimensions of every 16-bit gt.linear (f32 ones are left alone:
+// reduction dimensions of every 16-bit gt.linear of at least `min-macs`
+// multiply-adds (smaller GEMMs run in about a microsecond aligned or not,
+// less than the pad and slice kernels would add; f32 ones are left alone:
 // the gain is not measured there, and unpadded fp32 GEMMs stay comparable
 // with the CPU's; see README.md): the weight (and
 // bias) get zero rows/columns, the input zero columns, and the result is
@@ -84,6 +86,9 @@ struct GtPadDimsPass : public mlir::gt::impl::GtPadDimsPassBase<GtPadDimsPass> {
       }
       Type et = w.getElementType();
       int64_t n = w.getDimSize(0), k = w.getDimSize(1);
+      int64_t rows = op.getInput().getType().getNumElements() / k;
+      if (rows * n * k < minMacs)
+        continue; // small: the padding would cost more launches than it saves
       int64_t np = padded(n, et), kp = padded(k, et);
       if (np == n && kp == k)
         continue; // already aligned: unchanged

@@ -17,8 +17,9 @@ struct CompileOptions {
   int64_t batch = 32;
   /// fp32, tf32, bf16 or fp16; empty: the gt.train setting (else fp32).
   std::string precision;
-  /// Pad GEMM dimensions to tensor-core multiples (gt-pad-dims).
-  bool pad = true;
+  /// Pad GEMM dimensions to tensor-core multiples (gt-pad-dims), and with
+  /// padAll those of small GEMMs too (gt-pad-dims' min-macs=0).
+  bool pad = true, padAll = false;
   /// Fuse ops into kernels (gt-fuse).
   bool fuse = true;
   /// gt-checkpoint: keep the input of every n-th repeat iteration (0: the

@@ -38,7 +38,8 @@ struct RunArgs {
   /// (gt-bucket); 0 when not given (25 MiB).
   int64_t bucketBytes = 0;
   int64_t bench = 0;     ///< --bench N: time N steps instead of training
-  bool explain = false, noPad = false, noFuse = false, dryRun = false;
+  bool explain = false, noPad = false, padAll = false, noFuse = false,
+       dryRun = false;
   /// --data / --eval: replace the train block's files ("PATH", or
   /// "IMAGES,LABELS" for idx sources).
   std::string data, eval;
