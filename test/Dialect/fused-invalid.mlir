@@ -110,6 +110,19 @@ func.func @yield_types(%x: tensor<4xf32>) -> tensor<4xbf16> {
 
 // -----
 
+// A region with no ops at all (the verifier takes its iteration shape from
+// the results then).
+func.func @empty(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{yields its own input; use the value directly}}
+  %0 = gt.fused "elementwise"(%x) : (tensor<4xf32>) -> tensor<4xf32> {
+  ^bb0(%a: tensor<4xf32>):
+    gt.yield %a : tensor<4xf32>
+  }
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
 // A region that returns an input computes nothing for it.
 func.func @passthrough(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
   // expected-error @+1 {{yields its own input; use the value directly}}

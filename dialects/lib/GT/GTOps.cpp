@@ -814,10 +814,11 @@ LogicalResult FusedOp::verify() {
   // with the column sums of values it computes (sums over all rows to the
   // last dimension: gt-fuse's addColumnSums), each with the cast of its
   // result.
-  Operation &first = *body.without_terminator().begin();
-  Type iteration = multi || first.getNumResults() != 1
+  auto ops = body.without_terminator();
+  Operation *first = ops.empty() ? nullptr : &*ops.begin();
+  Type iteration = multi || !first || first->getNumResults() != 1
                        ? getResult(0).getType()
-                       : first.getResult(0).getType();
+                       : first->getResult(0).getType();
   auto shape = cast<RankedTensorType>(iteration).getShape();
   llvm::SmallPtrSet<Operation *, 4> sums;
   for (Operation &op : body.without_terminator()) {
