@@ -52,9 +52,9 @@ const char *const gtc::rt::kRunOptionsHelp =
                  fp16 loss scaling, whose gradients may overflow by design,
                  the forward pass only)
   --no-pad       keep GEMM dimensions as written (no gt-pad-dims)
-  --pad-all      pad small 16-bit GEMMs too (by default those of fewer than
-                 2^28 multiply-adds keep their sizes: padding them costs
-                 more pad and slice kernels than it saves)
+  --pad-all      with bf16 or fp16, pad small GEMMs too (by default those
+                 of fewer than 2^28 multiply-adds keep their sizes: padding
+                 them costs more pad and slice kernels than it saves)
   --no-fuse      one kernel per op (no gt-fuse; for comparisons)
   --data PATH    the training data instead of the train block's file
                  (idx sources: IMAGES,LABELS)

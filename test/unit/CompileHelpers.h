@@ -14,8 +14,9 @@ namespace gtc::test {
 /// Compiles `source` (named `name` in diagnostics) into the training step at
 /// `batch`, or its evaluation pass with `eval`, at `precision` (empty: the
 /// train block's), with or without gt-fuse; on failure returns nullopt with
-/// the diagnostics in `errors`. 16-bit GEMMs are padded whatever their size
-/// (--pad-all), so the tests' small models have pad and slice kernels.
+/// the diagnostics in `errors`. At bf16 and fp16, GEMMs are padded whatever
+/// their size (--pad-all), so the tests' small models have pad and slice
+/// kernels.
 inline std::optional<rt::Plan> compilePlan(const std::string &source,
                                            int64_t batch, std::string &errors,
                                            bool eval = false,
@@ -38,7 +39,7 @@ inline std::optional<rt::Plan> compilePlan(const std::string &source,
   options.batch = batch;
   options.precision = precision;
   options.fuse = fuse;
-  options.padAll = true;
+  options.padAll = precision == "bf16" || precision == "fp16";
   options.bucketBytes = bucketBytes;
   mlir::FailureOr<rt::Plan> plan =
       eval ? compileEval(*module, options) : compileStep(*module, options);

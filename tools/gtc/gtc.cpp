@@ -626,6 +626,7 @@ int runModel(const Options &opts, mlir::ModuleOp module,
                                           });
       gtc::CompileOptions f = compile;
       f.precision = "fp32";
+      f.padAll = false; // nothing to pad at fp32
       if (auto plan = gtc::compileStep(module, f); mlir::succeeded(plan))
         fp32 = std::move(*plan);
     }

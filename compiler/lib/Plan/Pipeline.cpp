@@ -81,6 +81,13 @@ FailureOr<rt::Plan> finishPlan(func::FuncOp func, ModuleOp lowered,
       !rt::parse(options.precision, plan->config.precision))
     return func.emitError("unknown precision '")
            << options.precision << "'; expected fp32, tf32, bf16 or fp16";
+  if (succeeded(plan) && options.padAll &&
+      plan->config.precision != rt::Precision::Bf16 &&
+      plan->config.precision != rt::Precision::Fp16)
+    return func.emitError("--pad-all pads 16-bit GEMMs, and this step "
+                          "computes in ")
+           << rt::name(plan->config.precision)
+           << "; give --precision bf16 or fp16, or drop --pad-all";
   return plan;
 }
 
