@@ -1662,6 +1662,7 @@ void CudaExecutor::profile(int warmup, int steps, Profile &out) {
       } else {
         for (int id : spec.buffers)
           bytes += bufferBytes(I.plan, id);
+        flops = spec.gemmFlops();
         tensorCore = spec.tensorCores;
       }
       I.timedLaunch(name, kind, l.planKernel, flops, bytes, tensorCore,

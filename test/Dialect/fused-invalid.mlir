@@ -203,7 +203,7 @@ func.func @gemm_grad_kind(%dy: tensor<4x8xf32>, %w: tensor<8x8xf32>, %z: tensor<
   %0 = gt.fused "gemm"(%dy, %w, %z) : (tensor<4x8xf32>, tensor<8x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32> {
   ^bb0(%a: tensor<4x8xf32>, %b: tensor<8x8xf32>, %c: tensor<4x8xf32>):
     %1 = gt.matmul %a, %b : tensor<4x8xf32>, tensor<8x8xf32>
-    // expected-error @+1 {{'gt.activation_grad' op cannot run in a GEMM epilogue: cuBLASLt computes the gradient of gelu_tanh only}}
+    // expected-error @+1 {{'gt.activation_grad' op cannot run in a GEMM epilogue: only the gradients of gelu_tanh (cuBLASLt) and relu (gtc's small-M GEMM) do}}
     %2 = gt.activation_grad %1, %c <{kind = "tanh"}> : tensor<4x8xf32>
     gt.yield %2 : tensor<4x8xf32>
   }
@@ -216,11 +216,26 @@ func.func @gemm_bias_grad(%dy: tensor<4x8xf32>, %x: tensor<4x8xf32>) -> (tensor<
   %0:2 = gt.fused "gemm"(%dy, %x) : (tensor<4x8xf32>, tensor<4x8xf32>) -> (tensor<8x8xf32>, tensor<8xf32>) {
   ^bb0(%a: tensor<4x8xf32>, %b: tensor<4x8xf32>):
     %1 = gt.matmul %a, %b <{transpose_a = true}> : tensor<4x8xf32>, tensor<4x8xf32>
-    // expected-error @+1 {{'gt.sum_to' op in a gemm region sums the GEMM's first operand (the bias gradient)}}
+    // expected-error @+1 {{'gt.sum_to' op in a gemm region sums the GEMM's first operand (the bias gradient) or the columns of a value the epilogue computes}}
     %2 = gt.sum_to %b : tensor<4x8xf32> -> tensor<8xf32>
     gt.yield %1, %2 : tensor<8x8xf32>, tensor<8xf32>
   }
   return %0#0, %0#1 : tensor<8x8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// Column sums in a gemm region sum a value of its epilogue (the ReLU
+// gradient), not the GEMM's own result.
+func.func @gemm_column_sum_of_product(%dy: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>) {
+  %0:2 = gt.fused "gemm"(%dy, %w) : (tensor<4x8xf32>, tensor<8x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>) {
+  ^bb0(%a: tensor<4x8xf32>, %b: tensor<8x8xf32>):
+    %1 = gt.matmul %a, %b : tensor<4x8xf32>, tensor<8x8xf32>
+    // expected-error @+1 {{'gt.sum_to' op in a gemm region sums the GEMM's first operand (the bias gradient) or the columns of a value the epilogue computes}}
+    %2 = gt.sum_to %1 : tensor<4x8xf32> -> tensor<8xf32>
+    gt.yield %1, %2 : tensor<4x8xf32>, tensor<8xf32>
+  }
+  return %0#0, %0#1 : tensor<4x8xf32>, tensor<8xf32>
 }
 
 // -----

@@ -325,6 +325,54 @@ func.func @relu_not(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>) -> (tensor<4x16xf
 
 // -----
 
+// dh = dy W of at most 64 rows, the ReLU gradient of dh and its column sums
+// (the bias gradient of the linear below) are one gemm region: gtc's
+// small-M GEMM masks and sums in its epilogue. The dW GEMM then needs no
+// BGRADB epilogue.
+// CHECK-LABEL: func.func @relu_gradient_gemm
+// CHECK-SAME: (%[[DY:.*]]: tensor<64x16xbf16>, %[[W:.*]]: tensor<16x8xbf16>, %[[H:.*]]: tensor<64x8xbf16>, %[[X:.*]]: tensor<64x4xbf16>)
+// CHECK:      %[[R:.*]]:2 = gt.fused "gemm"(%[[DY]], %[[W]], %[[H]]) : (tensor<64x16xbf16>, tensor<16x8xbf16>, tensor<64x8xbf16>) -> (tensor<64x8xbf16>, tensor<8xf32>) {
+// CHECK-NEXT: ^bb0(%[[A:.*]]: tensor<64x16xbf16>, %[[B:.*]]: tensor<16x8xbf16>, %[[C:.*]]: tensor<64x8xbf16>):
+// CHECK-NEXT:   %[[DH:.*]] = gt.matmul %[[A]], %[[B]]
+// CHECK-NEXT:   %[[DZ:.*]] = gt.activation_grad %[[DH]], %[[C]] <{kind = "relu"}>
+// CHECK-NEXT:   %[[S:.*]] = gt.sum_to %[[DZ]] : tensor<64x8xbf16> -> tensor<8xbf16>
+// CHECK-NEXT:   %[[SC:.*]] = gt.cast %[[S]] : tensor<8xbf16> -> tensor<8xf32>
+// CHECK-NEXT:   gt.yield %[[DZ]], %[[SC]]
+// CHECK:      gt.fused "epilogue"(%[[R]]#0, %[[X]])
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   gt.matmul
+// CHECK-NEXT:   gt.cast
+func.func @relu_gradient_gemm(%dy: tensor<64x16xbf16>, %w: tensor<16x8xbf16>, %h: tensor<64x8xbf16>, %x: tensor<64x4xbf16>) -> (tensor<8x4xf32>, tensor<8xf32>) {
+  %dh = gt.matmul %dy, %w : tensor<64x16xbf16>, tensor<16x8xbf16>
+  %dz = gt.activation_grad %dh, %h <{kind = "relu"}> : tensor<64x8xbf16>
+  %0 = gt.sum_to %dz : tensor<64x8xbf16> -> tensor<8xbf16>
+  %1 = gt.cast %0 : tensor<8xbf16> -> tensor<8xf32>
+  %2 = gt.matmul %dz, %x <{transpose_a = true}> : tensor<64x8xbf16>, tensor<64x4xbf16>
+  %3 = gt.cast %2 : tensor<8x4xbf16> -> tensor<8x4xf32>
+  return %3, %1 : tensor<8x4xf32>, tensor<8xf32>
+}
+
+// -----
+
+// Over more than 64 rows the GEMM is cuBLASLt's, which has no epilogue for a
+// ReLU gradient of a saved output: the gradient and its column sums stay an
+// elementwise region (over at most 512 rows).
+// CHECK-LABEL: func.func @relu_gradient_gemm_many_rows
+// CHECK:      %[[DH:.*]] = gt.matmul
+// CHECK-NEXT: gt.fused "elementwise"(%[[DH]],
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   gt.activation_grad
+// CHECK-NEXT:   gt.sum_to
+// CHECK-NEXT:   gt.yield
+func.func @relu_gradient_gemm_many_rows(%dy: tensor<128x16xf32>, %w: tensor<16x8xf32>, %h: tensor<128x8xf32>) -> (tensor<128x8xf32>, tensor<8xf32>) {
+  %dh = gt.matmul %dy, %w : tensor<128x16xf32>, tensor<16x8xf32>
+  %dz = gt.activation_grad %dh, %h <{kind = "relu"}> : tensor<128x8xf32>
+  %0 = gt.sum_to %dz : tensor<128x8xf32> -> tensor<8xf32>
+  return %dz, %0 : tensor<128x8xf32>, tensor<8xf32>
+}
+
+// -----
+
 // Residual add + layernorm: the cast of the branch, the add (the residual
 // stream, stored too), the layernorm and the cast of its rows are one row
 // kernel; the parameters it reads are declared before it, in their order.

@@ -268,6 +268,54 @@ TEST(CudaEmitterTest, Mlp) {
   EXPECT_TRUE(stats.ops.count("accuracy"));
 }
 
+/// examples/mlp.gt at batch 64: every GEMM of at most 64 rows is gtc's
+/// small-M kernel (K split over clusters where the grid is small), the dX
+/// GEMMs mask with the ReLU and sum the bias gradient's columns, and only
+/// the dW GEMMs (1024 rows, or 10 with a BGRADB bias gradient) stay
+/// cuBLASLt's.
+TEST(CudaEmitterTest, SmallGemm) {
+  for (const char *precision : {"fp32", "tf32", "bf16"}) {
+    SCOPED_TRACE(precision);
+    Stats stats;
+    std::map<std::string, std::string> seen;
+    std::string errors;
+    std::optional<rt::Plan> plan = test::compilePlan(
+        readExample("mlp.gt"), 64, errors, false, "t.gt", precision, true);
+    ASSERT_TRUE(plan.has_value()) << errors;
+    checkPlan(*plan, stats, seen);
+    rt::CudaProgram program;
+    std::string error;
+    ASSERT_TRUE(codegen::emitCuda(*plan, program, error)) << error;
+    int own = 0, masked = 0, cublas = 0;
+    for (const auto &launches : program.kernels)
+      for (const rt::CudaLaunch &l : launches) {
+        if (l.kind == rt::CudaLaunch::Kind::Gemm) {
+          ++cublas; // dW = dy^T x: 1024 rows, or with its bias gradient
+          EXPECT_TRUE(l.m > 64 || l.biasGrad >= 0);
+          EXPECT_TRUE(l.transA);
+          continue;
+        }
+        if (l.gemmFlops() == 0)
+          continue;
+        ++own;
+        EXPECT_LE(l.m, 64);
+        EXPECT_EQ(l.block, 128);
+        EXPECT_EQ(l.tensorCores, std::string(precision) != "fp32");
+        if (l.m == 64 && l.n == 1024 && l.k >= 784) { // K split in 8
+          EXPECT_EQ(l.grid, 16 * 8);
+          EXPECT_NE(l.source.find("S = 8"), std::string::npos);
+        }
+        if (l.source.find("mask[") != std::string::npos) {
+          ++masked;
+          EXPECT_NE(l.source.find("#define COLSUM 1"), std::string::npos);
+        }
+      }
+    EXPECT_EQ(own, 5); // 3 forward, dX3, dX2
+    EXPECT_EQ(masked, 2);
+    EXPECT_EQ(cublas, 3);
+  }
+}
+
 TEST(CudaEmitterTest, CharGpt) {
   Stats stats;
   std::map<std::string, std::string> seen;
@@ -358,10 +406,11 @@ TEST(CudaEmitterTest, AllReduceNeedsNccl) {
   int reduces = 0;
   for (const rt::Kernel &k : plan->kernels)
     reduces += k.op == rt::OpKind::AllReduce;
-  // In the order the backward computes them: {fc3's weight and bias, fc2's
-  // bias (the ReLU gradient's column sums)}, fc2's weight, fc1's bias, fc1's
-  // weight (each weight larger than 1 MiB is a bucket alone).
-  EXPECT_EQ(reduces, 4);
+  // In the order the backward computes them: {fc2's bias (the column sums
+  // in the epilogue of the small-M dX GEMM), fc3's weight and bias, fc1's
+  // bias}, fc2's weight, fc1's weight (each weight larger than 1 MiB is a
+  // bucket alone).
+  EXPECT_EQ(reduces, 3);
   rt::CudaProgram program;
   std::string error;
   EXPECT_FALSE(codegen::emitCuda(*plan, program, error));

@@ -169,6 +169,17 @@ inline const std::vector<OpModel> &opModels() {
     h = relu(linear(h, 16))
     loss = cross_entropy(linear(h, 4), y)
   })", 4, 4, 24},
+      // GEMMs of gtc's small-M kernel with K split over clusters (K =
+      // 301, 520: uneven slices), several column tiles, K not a multiple
+      // of the vector width, ReLU gradients and column sums in the dX
+      // GEMM's epilogue.
+      {"WideMlp", R"(model wide {
+    input x: f32[B, 301]
+    label y: i32[B]
+    h = relu(linear(x, 200))
+    h = relu(linear(h, 520))
+    loss = cross_entropy(linear(h, 7), y)
+  })", 40, 7, 24},
       {"WholeTwoLayerCharGpt", R"(model char_gpt {
     let V = 11, T = 6, D = 8, H = 2, L = 2
     input  tokens: i32[B, T]

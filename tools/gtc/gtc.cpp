@@ -322,12 +322,17 @@ void explainKernels(const gtc::rt::Plan &plan,
     flops += f;
     std::string where;
     if (program) {
-      int gemms = 0, others = 0;
-      for (const gtc::rt::CudaLaunch &l : program->kernels[i])
+      int gemms = 0, others = 0, own = 0;
+      for (const gtc::rt::CudaLaunch &l : program->kernels[i]) {
         (l.kind == gtc::rt::CudaLaunch::Kind::Gemm ? gemms : others) += 1;
+        own += l.kind == gtc::rt::CudaLaunch::Kind::Kernel &&
+               l.gemmFlops() > 0;
+      }
       launches += gemms + others;
       if (gemms + others == 0)
         where = "  (done by an earlier launch)";
+      else if (own == 1 && gemms + others == 1)
+        where = "  (gtc's small-M GEMM)";
       else if (gemms)
         where = "  (" + std::to_string(gemms) + " cuBLASLt GEMM" +
                 (others ? " + " + std::to_string(others) + " kernels" : "") +

@@ -57,7 +57,8 @@ std::string Emitter::describe(int id) const {
 void Emitter::launch(const std::string &suffix, const std::string &what,
                      const std::vector<Arg> &args, unsigned helpers,
                      const std::string &consts, const std::string &body,
-                     int64_t grid, int64_t block, int minBlocks) {
+                     int64_t grid, int64_t block, int minBlocks,
+                     const std::string &attributes) {
   CudaLaunch l;
   l.kind = CudaLaunch::Kind::Kernel;
   l.name = "k" + str(index) + "_" + opName(k->op) +
@@ -105,7 +106,8 @@ void Emitter::launch(const std::string &suffix, const std::string &what,
     src += kPackSnippet;
   src += "\n" + consts;
   src += "\nextern \"C\" __global__ void __launch_bounds__(" + str(block) +
-         (minBlocks > 0 ? ", " + str(minBlocks) : "") + ")\n" +
+         (minBlocks > 0 ? ", " + str(minBlocks) : "") + ")" +
+         (attributes.empty() ? "" : " " + attributes) + "\n" +
          CudaLaunch::kKernelEntry + "(";
   for (size_t i = 0; i < args.size(); ++i) {
     const Arg &a = args[i];
@@ -189,9 +191,10 @@ bool Emitter::emitKernel() {
   case OpKind::Slice:
     return arity(1, 1) ? padOrSlice() : wrong();
   case OpKind::Matmul:
-    return arity(2, 1) ? matmul() : wrong();
+    return arity(2, 1) ? matmul() && preferSmallGemm() : wrong();
   case OpKind::Linear:
-    return (arity(2, 1) || arity(3, 1)) ? linear() : wrong();
+    return (arity(2, 1) || arity(3, 1)) ? linear() && preferSmallGemm()
+                                        : wrong();
   case OpKind::Sum:
   case OpKind::Mean:
     return arity(1, 1) ? sumOrMean(k->op == OpKind::Mean) : wrong();

@@ -33,6 +33,10 @@ inline constexpr int kBlock = 256;
 /// spread the rows over the GPU (a 512 x 50257 one took 55 ms in one block).
 inline constexpr int64_t kOneBlockRows = 1024, kOneBlockLogits = 1 << 16;
 
+/// Rows up to which GEMMs run as gtc's own kernel (one 64-row tile; gt-fuse's
+/// kSmallGemmRows folds ReLU gradients and column sums into such GEMMs).
+inline constexpr int64_t kSmallGemmRows = 64;
+
 /// Grid cap of grid-stride elementwise kernels: 8 blocks per SM of an H100.
 inline constexpr int64_t kMaxGrid = 132 * 8;
 /// Grid cap of kernels with one block (or a few threads) per row or tile.
@@ -444,8 +448,9 @@ private:
   bool isF32(int id) const { return plan.buffers[id].dtype == DType::F32; }
   bool isFloat(int id) const { return rt::isFloat(plan.buffers[id].dtype); }
   /// The C type a kernel stores the buffer's elements in.
-  std::string ctype(int id) const {
-    switch (plan.buffers[id].dtype) {
+  std::string ctype(int id) const { return ctypeOf(plan.buffers[id].dtype); }
+  static std::string ctypeOf(DType dtype) {
+    switch (dtype) {
     case DType::F32:
       return "float";
     case DType::I32:
@@ -481,11 +486,14 @@ private:
   /// Adds a kernel launch; `consts` are declarations at file scope and `body`
   /// the statements of the entry function (indented by two spaces).
   /// `minBlocks` (0: none), the blocks an SM should hold at once, bounds
-  /// the registers a thread may take (__launch_bounds__).
+  /// the registers a thread may take (__launch_bounds__); `attributes`
+  /// follow it in the declaration (a macro of `consts`, such as
+  /// __cluster_dims__ where the architecture has clusters).
   void launch(const std::string &suffix, const std::string &what,
               const std::vector<Arg> &args, unsigned helpers,
               const std::string &consts, const std::string &body,
-              int64_t grid, int64_t block = kBlock, int minBlocks = 0);
+              int64_t grid, int64_t block = kBlock, int minBlocks = 0,
+              const std::string &attributes = "");
 
   // Op families.
   /// One value of an elementwise kernel: `fn` applied to `args` (input or
@@ -567,6 +575,21 @@ private:
   /// batching, epilogues and offsets on the result.
   CudaLaunch &gemm(const std::string &suffix, int a, int b, int c, bool ta,
                    bool tb, int64_t m, int64_t n, int64_t kk);
+  /// Whether gtc's own GEMM for few rows (GemmKernels.cpp) computes the
+  /// cuBLASLt GEMM `l`: at most kSmallGemmRows rows, one matrix, operands
+  /// of one float type, no epilogue but a bias and a ReLU.
+  bool smallGemmFits(const CudaLaunch &l) const;
+  /// Replaces the GEMM `l`, the last launch, by that kernel; its epilogue
+  /// also multiplies by (mask > 0) when `mask` >= 0 (a ReLU gradient) and
+  /// writes the column sums of the result, rounded to `sumType`, to
+  /// `colSum` when >= 0. Fails when the kernel cannot compute `l`.
+  bool smallGemm(const CudaLaunch &l, int mask = -1, int colSum = -1,
+                 DType sumType = DType::F32);
+  /// Replaces the last launch by gtc's own kernel when it is a GEMM that
+  /// kernel computes.
+  bool preferSmallGemm() {
+    return !smallGemmFits(launches.back()) || smallGemm(launches.back());
+  }
   bool classifierRegion();
   bool accuracy();
   bool columnTiles(int x, int y, int64_t a, int64_t r, int64_t kk, int vec,

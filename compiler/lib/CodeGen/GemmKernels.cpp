@@ -1,7 +1,8 @@
-//===- GemmKernels.cpp - cuBLASLt GEMMs for matmul and linear -------------===//
+//===- GemmKernels.cpp - GEMMs for matmul and linear ----------------------===//
 //
-// matmul and linear become cuBLASLt GEMMs (no NVRTC source); a "gemm"
-// fusion region becomes one GEMM with a cuBLASLt epilogue.
+// matmul and linear become cuBLASLt GEMMs (no NVRTC source), or gtc's own
+// kernel when they have at most 64 rows (see "gtc's own GEMM for few rows"
+// below); a "gemm" fusion region becomes one GEMM with its epilogue.
 //===----------------------------------------------------------------------===//
 
 #include "EmitterImpl.h"
@@ -120,6 +121,8 @@ bool Emitter::gemmRegion() {
     return std::count(k->outputs.begin(), k->outputs.end(), id) > 0;
   };
   int result = body[0].outputs[0], biasGrad = -1, aux = -1;
+  int mask = -1, colSum = -1; // the ReLU gradient's input, column sums
+  DType sumType = DType::F32;
   auto act = CudaLaunch::Activation::None;
   bool dgelu = false;
   for (size_t j = 1; j < body.size(); ++j) {
@@ -130,6 +133,11 @@ bool Emitter::gemmRegion() {
       biasGrad = out;
     } else if (sub.op == OpKind::Cast && in == biasGrad) {
       biasGrad = out;
+    } else if (sub.op == OpKind::SumTo && in == result && colSum < 0) {
+      colSum = out; // the column sums of the result (gtc's kernel only)
+      sumType = plan.buffers[out].dtype;
+    } else if (sub.op == OpKind::Cast && in == colSum) {
+      colSum = out;
     } else if (in != result) {
       return fail(std::string("'") + opName(sub.op) +
                   "' in a gemm region does not read the GEMM's result");
@@ -148,6 +156,11 @@ bool Emitter::gemmRegion() {
       }
       result = out;
     } else if (sub.op == OpKind::ActivationGrad &&
+               sub.strAttr("kind", "") == "relu" && mask < 0 && !dgelu &&
+               act == CudaLaunch::Activation::None) {
+      mask = sub.inputs[1]; // gtc's kernel only
+      result = out;
+    } else if (sub.op == OpKind::ActivationGrad &&
                sub.strAttr("kind", "") == "gelu_tanh" && !dgelu &&
                act == CudaLaunch::Activation::None) {
       dgelu = true;
@@ -158,7 +171,8 @@ bool Emitter::gemmRegion() {
                   "' cannot run in a GEMM epilogue");
     }
   }
-  if (!isOutput(result) || (biasGrad >= 0 && !isOutput(biasGrad)))
+  if (!isOutput(result) || (biasGrad >= 0 && !isOutput(biasGrad)) ||
+      (colSum >= 0 && !isOutput(colSum)))
     return fail("a gemm region must yield the value its GEMM computes");
   int64_t n = shape(result).empty() ? 1 : shape(result).back();
   if (aux >= 0 && (n % 8 != 0 || count(aux) != count(result)))
@@ -182,5 +196,474 @@ bool Emitter::gemmRegion() {
   l.biasGrad = biasGrad;
   if (biasGrad >= 0 && (l.batch != 1 || count(biasGrad) != l.m))
     return fail("a bias gradient sums the rows of one GEMM's first operand");
+  if (colSum >= 0 && count(colSum) != l.n)
+    return fail("column sums in a gemm region sum the result to its last "
+                "dimension");
+  if (mask >= 0 && count(mask) != count(result))
+    return fail("a ReLU gradient's input has the GEMM result's size");
+  if (mask >= 0 || colSum >= 0)
+    return smallGemm(l, mask, colSum, sumType);
+  return preferSmallGemm();
+}
+
+//===----------------------------------------------------------------------===//
+// gtc's own GEMM for few rows
+//===----------------------------------------------------------------------===//
+//
+// At M <= 64 (a small batch's linears and their input gradients) cuBLASLt
+// runs a split-K kernel plus a reduction kernel, about 5 us each on an H100
+// whatever the work (test/bench/NOTES.md, eleventh session). This kernel
+// does the same work in one launch: a 64 x 64 tile of C per cluster of S
+// CTAs (sm_90 thread-block clusters), each CTA a slice of K; the partial
+// tiles are added through distributed shared memory in a fixed order (S
+// CTAs, rank 0 first: bitwise reproducible), each CTA finishing BN / S of
+// the tile's columns with the epilogue: bias, ReLU, the ReLU gradient
+// (times mask > 0) and the column sums of the result (a bias gradient,
+// summed in double as the CPU's sum_to). Products run on tensor cores
+// (mma.sync m16n8k8 tf32 at --precision tf32, m16n8k16 for bf16/fp16) or,
+// at fp32, as fp32 FMAs with the same register layout. Below sm_90 (no
+// clusters) each CTA of a cluster computes all of K itself and finishes
+// its columns: the same results, S times the products.
+
+namespace {
+
+const char *const kSmallGemmSource = R"CU(
+typedef unsigned u32;
+constexpr int BM = 64, BN = 64, BK = 32, THREADS = 128;
+// Shared tiles hold float, or the raw 16 bits of bf16/fp16, in the layout
+// of the global matrix: a tile of op(A) (rows m) or op(B) (rows n) is
+// [row][k] when k is contiguous in memory (KC), else [k][row].
+typedef SMEM_T S_T;
+constexpr int PAD = sizeof(S_T) == 4 ? 4 : 8; // no bank conflicts
+constexpr int LDK = BK + PAD, LDR = 64 + 8;
+constexpr int TILE = 64 * LDK > BK * LDR ? 64 * LDK : BK * LDR; // elements
+constexpr int CHUNKS = (K + BK - 1) / BK;
+constexpr int KPER = (CHUNKS + S - 1) / S * BK; // K of one CTA
+constexpr int STAGES = KPER / BK < 4 ? KPER / BK : 4;
+constexpr int NT = (N + BN - 1) / BN;           // column tiles
+constexpr int CW = BN / S;                      // columns a CTA finishes
+constexpr int LDC = BN + 4;
+// The slices' bytes (the emitter's figure: they also hold the column sums'
+// rows at the end), then the partial tile cs.
+static_assert(TILES_BYTES >= STAGES * 2 * TILE * (int)sizeof(S_T), "slices");
+static_assert(!COLSUM || TILES_BYTES >= BM * CW * 4, "column sums");
+
+__device__ __forceinline__ u32 smem_u32(const void *p) {
+  return static_cast<u32>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N_> __device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" :: "n"(N_));
+}
+// V elements global -> shared, zeros when !ok: asynchronously where the
+// copy is 4, 8 or 16 bytes, else (a 16-bit element) with a plain load.
+template <int V>
+__device__ __forceinline__ void copy(S_T *dst, const E *src, bool ok) {
+  constexpr int B = V * (int)sizeof(E);
+  if (B >= 4) {
+    if (B == 16)
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                   :: "r"(smem_u32(dst)), "l"(src), "r"(ok ? 16 : 0));
+    else
+      asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n"
+                   :: "r"(smem_u32(dst)), "l"(src), "n"(B), "r"(ok ? B : 0));
+  } else {
+    *reinterpret_cast<unsigned short *>(dst) =
+        ok ? *reinterpret_cast<const unsigned short *>(src) : 0;
+  }
+}
+
+// A 64-row x BK tile of a matrix whose element (r, k) is at g[r * LD + k]
+// (KC) or g[k * LD + r]; V elements a copy along the contiguous side.
+template <bool KC, int V, int LD, int ROWS> struct Tile {
+  static constexpr int PER = (KC ? BK : 64) / V; // copies per line
+  static constexpr int COPIES = 64 * BK / V / THREADS;
+  static __device__ __forceinline__ void load(S_T *s, const E *g, int r0,
+                                              int k0, int kend) {
+#pragma unroll
+    for (int i = 0; i < COPIES; ++i) {
+      const int q = threadIdx.x + i * THREADS;
+      const int line = q / PER, at = q % PER * V;
+      const int r = KC ? line : at, k = KC ? at : line;
+      const bool ok = r0 + r < ROWS && k0 + k < kend;
+      const i64 off = KC ? (i64)(r0 + r) * LD + k0 + k : (i64)(k0 + k) * LD + r0 + r;
+      copy<V>(s + (KC ? r * LDK + k : k * LDR + r), g + (ok ? off : 0), ok);
+    }
+  }
+  // Element (r, k) of a float tile.
+  static __device__ __forceinline__ S_T at(const S_T *s, int r, int k) {
+    return s[KC ? r * LDK + k : k * LDR + r];
+  }
+  // Elements (r, k) and (r, k + 1) of a 16-bit tile, k even: one mma register.
+  static __device__ __forceinline__ u32 pair(const S_T *s, int r, int k) {
+    if (KC)
+      return *reinterpret_cast<const u32 *>(s + r * LDK + k);
+    return (u32)s[k * LDR + r] | (u32)s[(k + 1) * LDR + r] << 16;
+  }
+};
+
+__device__ __forceinline__ u32 tf32(float x) {
+  u32 r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+
+#if __CUDA_ARCH__ >= 900
+#define CLUSTERS 1
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n"
+               "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ u32 cluster_rank() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+// The float at p in the shared memory of the cluster's CTA `rank` (after a
+// cluster_sync; loads of several ranks stay in flight together).
+__device__ __forceinline__ float remote(const float *p, u32 rank) {
+  u32 r;
+  float v;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(smem_u32(p)), "r"(rank));
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(r));
+  return v;
+}
+#define GTC_CLUSTER __cluster_dims__(S, 1, 1)
+#else
+#define CLUSTERS 0
+#define GTC_CLUSTER
+#endif
+)CU";
+
+const char *const kMultiplyFma = R"CU(
+// fp32: FMAs in the mma accumulator layout.
+// acc[mi][ni][c]: rows wm + 16 mi + g (+8 for c >= 2), columns
+// wn + 8 ni + 2 t (+1 for odd c): the mma accumulator layout.
+template <typename TA, typename TB>
+__device__ __forceinline__ void multiply(float (&acc)[2][4][4], const S_T *as,
+                                         const S_T *bs, int wm, int wn) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll 4
+  for (int k = 0; k < BK; ++k) {
+    float a[2][2], b[4][2];
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        a[mi][h] = TA::at(as, wm + 16 * mi + g + 8 * h, k);
+#pragma unroll
+    for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+        b[ni][j] = TB::at(bs, wn + 8 * ni + 2 * t + j, k);
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+        for (int c = 0; c < 4; ++c)
+          acc[mi][ni][c] = fmaf(a[mi][c >> 1], b[ni][c & 1], acc[mi][ni][c]);
+  }
+}
+
+)CU";
+
+const char *const kMultiplyTf32 = R"CU(
+// tf32: mma.sync m16n8k8.
+// acc[mi][ni][c]: rows wm + 16 mi + g (+8 for c >= 2), columns
+// wn + 8 ni + 2 t (+1 for odd c): the mma accumulator layout.
+template <typename TA, typename TB>
+__device__ __forceinline__ void multiply(float (&acc)[2][4][4], const S_T *as,
+                                         const S_T *bs, int wm, int wn) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int k = 0; k < BK; k += 8) {
+    u32 a[2][4];
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi) {
+      const int r = wm + 16 * mi + g;
+      a[mi][0] = tf32(TA::at(as, r, k + t));
+      a[mi][1] = tf32(TA::at(as, r + 8, k + t));
+      a[mi][2] = tf32(TA::at(as, r, k + t + 4));
+      a[mi][3] = tf32(TA::at(as, r + 8, k + t + 4));
+    }
+#pragma unroll
+    for (int ni = 0; ni < 4; ++ni) {
+      const int c = wn + 8 * ni + g;
+      const u32 b0 = tf32(TB::at(bs, c, k + t)), b1 = tf32(TB::at(bs, c, k + t + 4));
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+        asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(acc[mi][ni][0]), "+f"(acc[mi][ni][1]),
+                       "+f"(acc[mi][ni][2]), "+f"(acc[mi][ni][3])
+                     : "r"(a[mi][0]), "r"(a[mi][1]), "r"(a[mi][2]),
+                       "r"(a[mi][3]), "r"(b0), "r"(b1));
+    }
+  }
+}
+
+)CU";
+
+const char *const kMultiply16 = R"CU(
+// bf16 / fp16: mma.sync m16n8k16.
+// acc[mi][ni][c]: rows wm + 16 mi + g (+8 for c >= 2), columns
+// wn + 8 ni + 2 t (+1 for odd c): the mma accumulator layout.
+template <typename TA, typename TB>
+__device__ __forceinline__ void multiply(float (&acc)[2][4][4], const S_T *as,
+                                         const S_T *bs, int wm, int wn) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int k = 0; k < BK; k += 16) {
+    u32 a[2][4];
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi) {
+      const int r = wm + 16 * mi + g;
+      a[mi][0] = TA::pair(as, r, k + 2 * t);
+      a[mi][1] = TA::pair(as, r + 8, k + 2 * t);
+      a[mi][2] = TA::pair(as, r, k + 2 * t + 8);
+      a[mi][3] = TA::pair(as, r + 8, k + 2 * t + 8);
+    }
+#pragma unroll
+    for (int ni = 0; ni < 4; ++ni) {
+      const int c = wn + 8 * ni + g;
+      const u32 b0 = TB::pair(bs, c, k + 2 * t), b1 = TB::pair(bs, c, k + 2 * t + 8);
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.MMA_T.MMA_T.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(acc[mi][ni][0]), "+f"(acc[mi][ni][1]),
+                       "+f"(acc[mi][ni][2]), "+f"(acc[mi][ni][3])
+                     : "r"(a[mi][0]), "r"(a[mi][1]), "r"(a[mi][2]),
+                       "r"(a[mi][3]), "r"(b0), "r"(b1));
+    }
+  }
+}
+
+)CU";
+
+const char *const kSmallGemmBody = R"CU(
+  // STAGES slices of K in flight (cp.async), then this CTA's partial tile;
+  // the column sums' rows reuse the slices' memory.
+  extern __shared__ __align__(16) unsigned char smem[];
+  S_T *tiles = reinterpret_cast<S_T *>(smem); // [STAGES][A, B][TILE]
+  float (*cs)[LDC] = reinterpret_cast<float (*)[LDC]>(smem + TILES_BYTES);
+  const int tile = blockIdx.x / S, m0 = tile / NT * BM, n0 = tile % NT * BN;
+#if CLUSTERS
+  const int rank = S > 1 ? (int)cluster_rank() : 0;
+  const int kbegin = rank * KPER, kend = min(K, kbegin + KPER);
+#else
+  const int rank = blockIdx.x % S, kbegin = 0, kend = K;
+#endif
+  const int nk = kend > kbegin ? (kend - kbegin + BK - 1) / BK : 0;
+  const int warp = threadIdx.x >> 5, wm = (warp >> 1) * 32, wn = (warp & 1) * 32;
+  float acc[2][4][4];
+#pragma unroll
+  for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+      for (int c = 0; c < 4; ++c)
+        acc[mi][ni][c] = 0.0f;
+  auto issue = [&](int i) {
+    S_T *st = tiles + (i % STAGES) * 2 * TILE;
+    TileA::load(st, a, m0, kbegin + i * BK, kend);
+    TileB::load(st + TILE, b, n0, kbegin + i * BK, kend);
+  };
+#pragma unroll
+  for (int i = 0; i < STAGES - 1; ++i) {
+    if (i < nk)
+      issue(i);
+    cp_async_commit();
+  }
+  for (int i = 0; i < nk; ++i) {
+    if (i + STAGES - 1 < nk)
+      issue(i + STAGES - 1);
+    cp_async_commit();
+    cp_async_wait<STAGES - 1>(); // slice i has landed
+    __syncthreads();
+    const S_T *st = tiles + (i % STAGES) * 2 * TILE;
+    multiply<TileA, TileB>(acc, st, st + TILE, wm, wn);
+    __syncthreads();
+  }
+  {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+      for (int ni = 0; ni < 4; ++ni)
+#pragma unroll
+        for (int c = 0; c < 4; ++c)
+          cs[wm + 16 * mi + g + 8 * (c >> 1)][wn + 8 * ni + 2 * t + (c & 1)] =
+              acc[mi][ni][c];
+  }
+#if CLUSTERS
+  if (S > 1)
+    cluster_sync();
+  else
+#endif
+    __syncthreads();
+  // This CTA's columns of the tile: the partial tiles added in rank order
+  // (all of an element's loads issued first), then the epilogue.
+#if COLSUM
+  float (*vs)[CW] = reinterpret_cast<float (*)[CW]>(smem);
+#endif
+  const int c0 = rank * CW;
+  constexpr int EPT = (BM * CW + THREADS - 1) / THREADS;
+#pragma unroll
+  for (int q = 0; q < EPT; ++q) {
+    const int e = threadIdx.x + q * THREADS;
+    if (e >= BM * CW)
+      break;
+    const int r = e / CW, j = e % CW, row = m0 + r, col = n0 + c0 + j;
+    float v = 0.0f;
+    if (row < M && col < N) {
+#if CLUSTERS
+      if (S > 1) {
+        float part[S];
+#pragma unroll
+        for (int s = 0; s < S; ++s)
+          part[s] = s == rank ? cs[r][c0 + j] : remote(&cs[r][c0 + j], s);
+#pragma unroll
+        for (int s = 0; s < S; ++s)
+          v += part[s];
+      } else
+#endif
+        v = cs[r][c0 + j];
+      EPILOGUE
+      c[(i64)row * N + col] = v;
+    }
+#if COLSUM
+    vs[r][j] = v;
+#endif
+  }
+#if COLSUM // M <= BM: this CTA holds whole columns
+  __syncthreads();
+  if (threadIdx.x < CW && n0 + c0 + threadIdx.x < N) {
+    double s = 0.0;
+    for (int r = 0; r < M; ++r)
+      s += (double)vs[r][threadIdx.x];
+    SUM_T t; // the sum's type, then the stored one (a folded cast)
+    t = (float)s;
+    colsum[n0 + c0 + threadIdx.x] = (float)t;
+  }
+#endif
+#if CLUSTERS
+  if (S > 1)
+    cluster_sync(); // the others may still read this CTA's partial tile
+#endif
+)CU";
+
+} // namespace
+
+bool Emitter::smallGemmFits(const CudaLaunch &l) const {
+  DType a = plan.buffers[l.a].dtype;
+  return l.kind == CudaLaunch::Kind::Gemm && l.m >= 1 &&
+         l.m <= kSmallGemmRows && l.n >= 1 && l.k >= 1 && l.batch == 1 &&
+         l.aux < 0 && !l.dgelu && l.biasGrad < 0 &&
+         l.act != CudaLaunch::Activation::Gelu && l.alpha == 1.0f &&
+         l.beta == 0.0f && l.offsetA == 0 && l.offsetB == 0 &&
+         l.offsetC == 0 && rt::isFloat(a) && plan.buffers[l.b].dtype == a &&
+         isFloat(l.c) && (l.bias < 0 || isFloat(l.bias));
+}
+
+bool Emitter::smallGemm(const CudaLaunch &l, int mask, int colSum,
+                        DType sumType) {
+  if (!smallGemmFits(l))
+    return fail("the GEMM " + str(l.m) + "x" + str(l.n) + "x" + str(l.k) +
+                " with a ReLU gradient or column sums in its epilogue needs "
+                "gtc's small-M kernel (at most " + str(kSmallGemmRows) +
+                " rows, one matrix, no other epilogue)");
+  const DType dt = plan.buffers[l.a].dtype;
+  const int bytes = dt == DType::F32 ? 4 : 2;
+  const bool tf32 = plan.config.precision == Precision::Tf32;
+  const int mode = dt != DType::F32 ? 2 : tf32 ? 1 : 0;
+  auto vec = [&](int64_t extent) {
+    int v = 16 / bytes;
+    while (v > 1 && extent % v != 0)
+      v /= 2;
+    return v;
+  };
+  // op(A) is m x k: stored [m][k], or [k][m] when transposed; op(B) is
+  // k x n: stored [n][k] when transposed (a linear's weight), else [k][n].
+  const bool aK = !l.transA, bK = l.transB;
+  const int va = vec(aK ? l.k : l.m), vb = vec(bK ? l.k : l.n);
+  // Clusters of S CTAs split K while the grid stays within one wave and
+  // each CTA keeps at least two 32-wide slices of K.
+  const int64_t tiles = ceilDiv(l.m, 64) * ceilDiv(l.n, 64);
+  const int64_t chunks = ceilDiv(l.k, 32);
+  int s = 1;
+  while (s < 8 && tiles * s * 2 <= 132 && chunks >= 4 * s)
+    s *= 2;
+  // The kernel's shared memory (its constants, computed alike): STAGES
+  // slices of K for A and B, each 64 x BK in either layout, or the column
+  // sums' rows if more, then the 64 x (64 + 4) partial tile.
+  const int64_t ldk = 32 + (bytes == 4 ? 4 : 8), ldr = 64 + 8;
+  const int64_t tile = std::max(64 * ldk, 32 * ldr);
+  const int64_t stages = std::min<int64_t>(ceilDiv(chunks, s), 4);
+  const int64_t tilesBytes =
+      std::max<int64_t>(stages * 2 * tile * bytes, colSum >= 0 ? 64 * (64 / s) * 4 : 0);
+  const std::string et = ctype(l.a);
+  std::string consts =
+      "constexpr int M = " + str(l.m) + ", N = " + str(l.n) +
+      ", K = " + str(l.k) + ", S = " + str(s) + ";\n" +
+      "constexpr int TILES_BYTES = " + str(tilesBytes) + ";\n" +
+      "typedef " + et + " E;\n" +
+      "#define SMEM_T " + std::string(bytes == 4 ? "float" : "unsigned short") +
+      "\n" +
+      "#define COLSUM " + (colSum >= 0 ? "1" : "0") + "\n" +
+      (colSum >= 0 ? "typedef " + ctypeOf(sumType) + " SUM_T;\n" : "") +
+      kSmallGemmSource +
+      (mode == 0 ? kMultiplyFma : mode == 1 ? kMultiplyTf32 : kMultiply16) +
+      "typedef Tile<" + (aK ? "true, " : "false, ") + str(va) + ", " +
+      str(aK ? l.k : l.m) + ", M> TileA;\n" +
+      "typedef Tile<" + (bK ? "true, " : "false, ") + str(vb) + ", " +
+      str(bK ? l.k : l.n) + ", N> TileB;\n";
+  for (size_t at; (at = consts.find("MMA_T")) != std::string::npos;)
+    consts.replace(at, 5, dt == DType::BF16 ? "bf16" : "f16");
+  // The epilogue on v, the element (row, col) of the product, which ends
+  // stored in c's type (and summed as stored).
+  std::string epi;
+  std::vector<Arg> args = {in(l.a, "a"), in(l.b, "b")};
+  std::string what = "gtc's small-M GEMM " + str(l.m) + "x" + str(l.n) +
+                     "x" + str(l.k) + " (" + dtypeName(dt) +
+                     (mode == 1 ? ", tf32" : "") + "), " + str(tiles) +
+                     " tile(s) of 64x64";
+  if (s > 1)
+    what += ", K split over clusters of " + str(s) + " CTAs";
+  if (l.bias >= 0) {
+    args.push_back(in(l.bias, "bias"));
+    epi += "      v += (float)bias[col];\n";
+    what += " +bias";
+  }
+  if (l.act == CudaLaunch::Activation::Relu) {
+    epi += "      v = fmaxf(v, 0.0f);\n";
+    what += " +relu";
+  }
+  if (mask >= 0) {
+    args.push_back(in(mask, "mask"));
+    epi += "      v *= (float)mask[(i64)row * N + col] > 0.f ? 1.f : 0.f;\n";
+    what += " *relu'";
+  }
+  epi += "      { " + ctype(l.c) + " t; t = v; v = (float)t; }\n";
+  args.push_back(out(l.c, "c"));
+  if (colSum >= 0) {
+    args.push_back(out(colSum, "colsum"));
+    what += " +column sums";
+  }
+  std::string body = kSmallGemmBody;
+  body.replace(body.find("EPILOGUE"), 8, epi);
+  const int64_t m = l.m, n = l.n, kk = l.k;
+  launches.pop_back(); // the cuBLASLt description it replaces
+  launch("gemm", what, args, kPackHelpers, consts, body, tiles * s, 128, 0,
+         "GTC_CLUSTER");
+  CudaLaunch &own = launches.back();
+  own.shared = tilesBytes + 64 * (64 + 4) * 4;
+  own.m = m;
+  own.n = n;
+  own.k = kk;
+  own.tensorCores = mode != 0;
   return true;
 }

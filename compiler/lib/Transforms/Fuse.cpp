@@ -382,6 +382,12 @@ private:
   ///  - matmul (dy W, rows by a matrix) -> [reshape] -> activation_grad of
   ///    gelu_tanh: the GELU gradient of a saved input (DGELU);
   ///    (cuBLASLt keeps saved inputs in rows of a multiple of 8 elements);
+  ///  - matmul (dy W) of at most kSmallGemmRows rows -> [reshape] ->
+  ///    activation_grad of relu, and the column sums of that gradient with
+  ///    their cast (the bias gradient of the linear below): gtc's own
+  ///    small-M GEMM applies the ReLU mask and sums the columns it holds
+  ///    (examples/mlp.gt at batch 64: one kernel instead of the GEMM, its
+  ///    split-K reduction and the ReLU-gradient kernel);
   ///  - matmul (dy^T x) and sum_to(dy) over the rows of the same dy, each
   ///    with the cast of its result: the weight and bias gradients of a
   ///    linear (BGRADB), so dy is read once.
@@ -439,10 +445,23 @@ private:
           next = soleUser(r.getResult());
         }
         auto ag = dyn_cast_or_null<ActivationGradOp>(next);
-        if (!mm.getTransposeA() && ag && ag.getKind() == "gelu_tanh" &&
-            ag.getGrad() == g.ops.back()->getResult(0) &&
-            availableAt(ag.getInput(), &op) && rowsOf8(ag.getInput())) {
+        bool feeds = ag && ag.getGrad() == g.ops.back()->getResult(0) &&
+                     availableAt(ag.getInput(), &op);
+        if (!mm.getTransposeA() && feeds && ag.getKind() == "gelu_tanh" &&
+            rowsOf8(ag.getInput())) {
           g.ops.push_back(ag);
+        } else if (!mm.getTransposeA() && feeds && ag.getKind() == "relu" &&
+                   rowsOf(mm.getResult()) <= kSmallGemmRows) {
+          g.ops.push_back(ag);
+          // Its column sums (the bias gradient of the linear below).
+          for (Operation *u : ag.getResult().getUsers())
+            if (auto sum = dyn_cast<SumToOp>(u);
+                sum && sum->getBlock() == &block && !taken.count(sum) &&
+                sum.getType().getShape() ==
+                    cast<RankedTensorType>(ag.getType()).getShape().take_back()) {
+              addWithCast(sum, g.ops);
+              break;
+            }
         } else if (!mm.getTransposeA()) {
           continue;
         } else {
@@ -478,6 +497,14 @@ private:
       outline(g, "gemm");
   }
 
+  /// Rows up to which a GEMM runs as gtc's own kernel on the GPU (one tile
+  /// of 64 rows: the CUDA emitter's kSmallGemmRows), whose epilogue also
+  /// computes a ReLU gradient and the column sums of its result.
+  static constexpr int64_t kSmallGemmRows = 64;
+  static int64_t rowsOf(Value v) {
+    auto type = cast<RankedTensorType>(v.getType());
+    return type.getNumElements() / std::max<int64_t>(1, type.getShape().back());
+  }
   static bool rowsOf8(Value v) {
     return cast<RankedTensorType>(v.getType()).getShape().back() % 8 == 0;
   }

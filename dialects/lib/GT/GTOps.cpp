@@ -797,13 +797,23 @@ LogicalResult FusedOp::verify() {
         return op.emitOpError("cannot run in a GEMM epilogue: cuBLASLt "
                               "computes the tanh approximation only");
       if (auto ag = dyn_cast<ActivationGradOp>(op);
-          ag && ag.getKind() != "gelu_tanh")
-        return op.emitOpError("cannot run in a GEMM epilogue: cuBLASLt "
-                              "computes the gradient of gelu_tanh only");
-      if (auto s = dyn_cast<SumToOp>(op);
-          s && s.getInput() != first.getOperand(0))
-        return op.emitOpError("in a gemm region sums the GEMM's first "
-                              "operand (the bias gradient)");
+          ag && ag.getKind() != "gelu_tanh" && ag.getKind() != "relu")
+        return op.emitOpError("cannot run in a GEMM epilogue: only the "
+                              "gradients of gelu_tanh (cuBLASLt) and relu "
+                              "(gtc's small-M GEMM) do");
+      // The bias gradient of the GEMM's first operand (BGRADB), or the
+      // column sums of a value the region computes (gtc's small-M GEMM).
+      if (auto s = dyn_cast<SumToOp>(op)) {
+        Operation *from = s.getInput().getDefiningOp();
+        auto in = cast<ShapedType>(s.getInput().getType());
+        bool columns = from && from->getBlock() == &body && from != &first &&
+                       in.getRank() >= 2 &&
+                       s.getType().getShape() == in.getShape().take_back();
+        if (s.getInput() != first.getOperand(0) && !columns)
+          return op.emitOpError("in a gemm region sums the GEMM's first "
+                                "operand (the bias gradient) or the columns "
+                                "of a value the epilogue computes");
+      }
       if (!isa<CastOp, ReshapeOp, ReluOp, GeluOp, ActivationGradOp, SumToOp>(
               op))
         return op.emitOpError("cannot run in a GEMM epilogue");

@@ -73,11 +73,10 @@ struct CudaLaunch {
   /// `biasGrad`: the bias gradient next to a weight gradient (BGRADB).
   int biasGrad = -1;
 
-  /// A GEMM's multiply-adds times 2 (0 for other launches).
+  /// A GEMM's multiply-adds times 2: cuBLASLt's, or a kernel's that
+  /// computes one (gtc's small-M GEMM sets m, n and k); 0 for others.
   double gemmFlops() const {
-    return kind == Kind::Gemm ? 2.0 * double(m) * double(n) * double(k) *
-                                    double(batch)
-                              : 0.0;
+    return 2.0 * double(m) * double(n) * double(k) * double(batch);
   }
 
   /// The epilogue in words (" +bias +gelu"), for profiles and listings.
