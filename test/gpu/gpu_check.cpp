@@ -162,7 +162,9 @@ int main(int argc, char **argv) {
           worstName = p.name;
         }
       }
-      bool ok = lossErr <= tolerance && worst <= tolerance;
+      const double tol = tf32 && m.tf32Tolerance > 0 ? m.tf32Tolerance
+                                                     : tolerance;
+      bool ok = lossErr <= tol && worst <= tol;
       failures += !ok;
       std::printf("%-30s %12.3e %12.3e %s%s\n", m.name.c_str(), lossErr,
                   worst, ok ? "PASS" : "FAIL ", ok ? "" : worstName.c_str());

@@ -229,7 +229,10 @@ namespace {
 
 const char *const kSmallGemmSource = R"CU(
 typedef unsigned u32;
-constexpr int BM = 64, BN = 64, BK = 32, THREADS = 128;
+constexpr int BM = 64, BN = 64, BK = 32, THREADS = 256;
+// 8 warps, 2 x 4 over the tile: 32 rows x 16 columns each, NI = 2 mma
+// tiles of 8 columns.
+constexpr int NI = 2;
 // Shared tiles hold float, or the raw 16 bits of bf16/fp16, in the layout
 // of the global matrix: a tile of op(A) (rows m) or op(B) (rows n) is
 // [row][k] when k is contiguous in memory (KC), else [k][row].
@@ -242,11 +245,16 @@ constexpr int KPER = (CHUNKS + S - 1) / S * BK; // K of one CTA
 constexpr int STAGES = KPER / BK < 4 ? KPER / BK : 4;
 constexpr int NT = (N + BN - 1) / BN;           // column tiles
 constexpr int CW = BN / S;                      // columns a CTA finishes
-constexpr int LDC = BN + 4;
-// The slices' bytes (the emitter's figure: they also hold the column sums'
-// rows at the end), then the partial tile cs.
+// Without clusters (below sm_90) each CTA has the whole sum itself.
+#if __CUDA_ARCH__ >= 900
+constexpr int PARTS = S;
+#else
+constexpr int PARTS = 1;
+#endif
+// The slices' bytes (the emitter's figure), then the partial tiles that
+// the cluster's CTAs send this one: [PARTS][BM][CW] floats, and the column
+// sums' partial sums.
 static_assert(TILES_BYTES >= STAGES * 2 * TILE * (int)sizeof(S_T), "slices");
-static_assert(!COLSUM || TILES_BYTES >= BM * CW * 4, "column sums");
 
 __device__ __forceinline__ u32 smem_u32(const void *p) {
   return static_cast<u32>(__cvta_generic_to_shared(p));
@@ -321,14 +329,11 @@ __device__ __forceinline__ u32 cluster_rank() {
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
   return r;
 }
-// The float at p in the shared memory of the cluster's CTA `rank` (after a
-// cluster_sync; loads of several ranks stay in flight together).
-__device__ __forceinline__ float remote(const float *p, u32 rank) {
+// Stores (x, y) at p in the shared memory of the cluster's CTA `rank`.
+__device__ __forceinline__ void store_remote(float *p, u32 rank, float x, float y) {
   u32 r;
-  float v;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(smem_u32(p)), "r"(rank));
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(r));
-  return v;
+  asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};" :: "r"(r), "f"(x), "f"(y) : "memory");
 }
 #define GTC_CLUSTER __cluster_dims__(S, 1, 1)
 #else
@@ -342,26 +347,26 @@ const char *const kMultiplyFma = R"CU(
 // acc[mi][ni][c]: rows wm + 16 mi + g (+8 for c >= 2), columns
 // wn + 8 ni + 2 t (+1 for odd c): the mma accumulator layout.
 template <typename TA, typename TB>
-__device__ __forceinline__ void multiply(float (&acc)[2][4][4], const S_T *as,
+__device__ __forceinline__ void multiply(float (&acc)[2][NI][4], const S_T *as,
                                          const S_T *bs, int wm, int wn) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll 4
   for (int k = 0; k < BK; ++k) {
-    float a[2][2], b[4][2];
+    float a[2][2], b[NI][2];
 #pragma unroll
     for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
         a[mi][h] = TA::at(as, wm + 16 * mi + g + 8 * h, k);
 #pragma unroll
-    for (int ni = 0; ni < 4; ++ni)
+    for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
       for (int j = 0; j < 2; ++j)
         b[ni][j] = TB::at(bs, wn + 8 * ni + 2 * t + j, k);
 #pragma unroll
     for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
-      for (int ni = 0; ni < 4; ++ni)
+      for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
         for (int c = 0; c < 4; ++c)
           acc[mi][ni][c] = fmaf(a[mi][c >> 1], b[ni][c & 1], acc[mi][ni][c]);
@@ -375,7 +380,7 @@ const char *const kMultiplyTf32 = R"CU(
 // acc[mi][ni][c]: rows wm + 16 mi + g (+8 for c >= 2), columns
 // wn + 8 ni + 2 t (+1 for odd c): the mma accumulator layout.
 template <typename TA, typename TB>
-__device__ __forceinline__ void multiply(float (&acc)[2][4][4], const S_T *as,
+__device__ __forceinline__ void multiply(float (&acc)[2][NI][4], const S_T *as,
                                          const S_T *bs, int wm, int wn) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
@@ -390,7 +395,7 @@ __device__ __forceinline__ void multiply(float (&acc)[2][4][4], const S_T *as,
       a[mi][3] = tf32(TA::at(as, r + 8, k + t + 4));
     }
 #pragma unroll
-    for (int ni = 0; ni < 4; ++ni) {
+    for (int ni = 0; ni < NI; ++ni) {
       const int c = wn + 8 * ni + g;
       const u32 b0 = tf32(TB::at(bs, c, k + t)), b1 = tf32(TB::at(bs, c, k + t + 4));
 #pragma unroll
@@ -412,7 +417,7 @@ const char *const kMultiply16 = R"CU(
 // acc[mi][ni][c]: rows wm + 16 mi + g (+8 for c >= 2), columns
 // wn + 8 ni + 2 t (+1 for odd c): the mma accumulator layout.
 template <typename TA, typename TB>
-__device__ __forceinline__ void multiply(float (&acc)[2][4][4], const S_T *as,
+__device__ __forceinline__ void multiply(float (&acc)[2][NI][4], const S_T *as,
                                          const S_T *bs, int wm, int wn) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
@@ -427,7 +432,7 @@ __device__ __forceinline__ void multiply(float (&acc)[2][4][4], const S_T *as,
       a[mi][3] = TA::pair(as, r + 8, k + 2 * t + 8);
     }
 #pragma unroll
-    for (int ni = 0; ni < 4; ++ni) {
+    for (int ni = 0; ni < NI; ++ni) {
       const int c = wn + 8 * ni + g;
       const u32 b0 = TB::pair(bs, c, k + 2 * t), b1 = TB::pair(bs, c, k + 2 * t + 8);
 #pragma unroll
@@ -445,11 +450,10 @@ __device__ __forceinline__ void multiply(float (&acc)[2][4][4], const S_T *as,
 )CU";
 
 const char *const kSmallGemmBody = R"CU(
-  // STAGES slices of K in flight (cp.async), then this CTA's partial tile;
-  // the column sums' rows reuse the slices' memory.
+  // STAGES slices of K in flight (cp.async); then the partial tiles.
   extern __shared__ __align__(16) unsigned char smem[];
   S_T *tiles = reinterpret_cast<S_T *>(smem); // [STAGES][A, B][TILE]
-  float (*cs)[LDC] = reinterpret_cast<float (*)[LDC]>(smem + TILES_BYTES);
+  float (*parts)[BM][CW] = reinterpret_cast<float (*)[BM][CW]>(smem + TILES_BYTES);
   const int tile = blockIdx.x / S, m0 = tile / NT * BM, n0 = tile % NT * BN;
 #if CLUSTERS
   const int rank = S > 1 ? (int)cluster_rank() : 0;
@@ -458,12 +462,12 @@ const char *const kSmallGemmBody = R"CU(
   const int rank = blockIdx.x % S, kbegin = 0, kend = K;
 #endif
   const int nk = kend > kbegin ? (kend - kbegin + BK - 1) / BK : 0;
-  const int warp = threadIdx.x >> 5, wm = (warp >> 1) * 32, wn = (warp & 1) * 32;
-  float acc[2][4][4];
+  const int warp = threadIdx.x >> 5, wm = (warp >> 2) * 32, wn = (warp & 3) * 16;
+  float acc[2][NI][4];
 #pragma unroll
   for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
-    for (int ni = 0; ni < 4; ++ni)
+    for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
       for (int c = 0; c < 4; ++c)
         acc[mi][ni][c] = 0.0f;
@@ -488,71 +492,84 @@ const char *const kSmallGemmBody = R"CU(
     multiply<TileA, TileB>(acc, st, st + TILE, wm, wn);
     __syncthreads();
   }
+  // Each 8-column mma tile goes to the CTA that finishes its columns
+  // (column / CW), as part `rank` of its sum: stores into the cluster's
+  // shared memory need no round trip.
   {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
-      for (int ni = 0; ni < 4; ++ni)
+      for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
-        for (int c = 0; c < 4; ++c)
-          cs[wm + 16 * mi + g + 8 * (c >> 1)][wn + 8 * ni + 2 * t + (c & 1)] =
-              acc[mi][ni][c];
+        for (int h = 0; h < 2; ++h) {
+          const int row = wm + 16 * mi + g + 8 * h, col = wn + 8 * ni + 2 * t;
+          const int owner = col / CW;
+          const float x = acc[mi][ni][2 * h], y = acc[mi][ni][2 * h + 1];
+#if CLUSTERS
+          if (S > 1) {
+            store_remote(&parts[rank][row][col % CW], owner, x, y);
+            continue;
+          }
+#endif
+          if (owner == rank) {
+            parts[0][row][col % CW] = x;
+            parts[0][row][col % CW + 1] = y;
+          }
+        }
   }
 #if CLUSTERS
   if (S > 1)
-    cluster_sync();
+    cluster_sync(); // every part has arrived; nothing is read remotely after
   else
 #endif
     __syncthreads();
-  // This CTA's columns of the tile: the partial tiles added in rank order
-  // (all of an element's loads issued first), then the epilogue.
-#if COLSUM
-  float (*vs)[CW] = reinterpret_cast<float (*)[CW]>(smem);
-#endif
+  // This CTA's columns of the tile, EPT elements a thread, all in one
+  // column (THREADS is a multiple of CW): the epilogue's operands loaded
+  // first, then the parts added in rank order and the epilogue applied.
   const int c0 = rank * CW;
-  constexpr int EPT = (BM * CW + THREADS - 1) / THREADS;
+  constexpr int EPT = BM * CW / THREADS;
+  static_assert(BM * CW % THREADS == 0 && THREADS % CW == 0, "whole columns");
+  const int j = threadIdx.x % CW, col = n0 + c0 + j;
+  LOAD_DECLS
 #pragma unroll
   for (int q = 0; q < EPT; ++q) {
-    const int e = threadIdx.x + q * THREADS;
-    if (e >= BM * CW)
-      break;
-    const int r = e / CW, j = e % CW, row = m0 + r, col = n0 + c0 + j;
-    float v = 0.0f;
-    if (row < M && col < N) {
-#if CLUSTERS
-      if (S > 1) {
-        float part[S];
-#pragma unroll
-        for (int s = 0; s < S; ++s)
-          part[s] = s == rank ? cs[r][c0 + j] : remote(&cs[r][c0 + j], s);
-#pragma unroll
-        for (int s = 0; s < S; ++s)
-          v += part[s];
-      } else
-#endif
-        v = cs[r][c0 + j];
-      EPILOGUE
-      c[(i64)row * N + col] = v;
-    }
-#if COLSUM
-    vs[r][j] = v;
-#endif
+    const int r = threadIdx.x / CW + q * (THREADS / CW), row = m0 + r;
+    const bool ok = row < M && col < N;
+    LOADS
   }
-#if COLSUM // M <= BM: this CTA holds whole columns
+#if COLSUM
+  double sum = 0.0; // rows threadIdx.x / CW, + THREADS / CW, ...
+#endif
+#pragma unroll
+  for (int q = 0; q < EPT; ++q) {
+    const int r = threadIdx.x / CW + q * (THREADS / CW), row = m0 + r;
+    const bool ok = row < M && col < N;
+    float v = 0.0f;
+#pragma unroll
+    for (int s = 0; s < PARTS; ++s)
+      v += parts[s][r][j];
+    EPILOGUE
+    if (ok) {
+      c[(i64)row * N + col] = v;
+#if COLSUM
+      sum += (double)v;
+#endif
+    }
+  }
+#if COLSUM // M <= BM: this CTA holds whole columns. THREADS / CW partial
+           // sums a column, added in order.
+  double *sums = reinterpret_cast<double *>(smem); // the slices are done
+  sums[threadIdx.x] = sum;
   __syncthreads();
-  if (threadIdx.x < CW && n0 + c0 + threadIdx.x < N) {
+  if (threadIdx.x < CW && col < N) {
     double s = 0.0;
-    for (int r = 0; r < M; ++r)
-      s += (double)vs[r][threadIdx.x];
+    for (int p = 0; p < THREADS / CW; ++p)
+      s += sums[p * CW + threadIdx.x];
     SUM_T t; // the sum's type, then the stored one (a folded cast)
     t = (float)s;
-    colsum[n0 + c0 + threadIdx.x] = (float)t;
+    colsum[col] = (float)t;
   }
-#endif
-#if CLUSTERS
-  if (S > 1)
-    cluster_sync(); // the others may still read this CTA's partial tile
 #endif
 )CU";
 
@@ -604,7 +621,7 @@ bool Emitter::smallGemm(const CudaLaunch &l, int mask, int colSum,
   const int64_t tile = std::max(64 * ldk, 32 * ldr);
   const int64_t stages = std::min<int64_t>(ceilDiv(chunks, s), 4);
   const int64_t tilesBytes =
-      std::max<int64_t>(stages * 2 * tile * bytes, colSum >= 0 ? 64 * (64 / s) * 4 : 0);
+      std::max<int64_t>(stages * 2 * tile * bytes, colSum >= 0 ? 256 * 8 : 0);
   const std::string et = ctype(l.a);
   std::string consts =
       "constexpr int M = " + str(l.m) + ", N = " + str(l.n) +
@@ -633,34 +650,41 @@ bool Emitter::smallGemm(const CudaLaunch &l, int mask, int colSum,
                      " tile(s) of 64x64";
   if (s > 1)
     what += ", K split over clusters of " + str(s) + " CTAs";
+  std::string decls, loads;
   if (l.bias >= 0) {
     args.push_back(in(l.bias, "bias"));
-    epi += "      v += (float)bias[col];\n";
+    decls += "float bv[EPT];\n";
+    loads += "    bv[q] = ok ? (float)bias[col] : 0.0f;\n";
+    epi += "    v += bv[q];\n";
     what += " +bias";
   }
   if (l.act == CudaLaunch::Activation::Relu) {
-    epi += "      v = fmaxf(v, 0.0f);\n";
+    epi += "    v = fmaxf(v, 0.0f);\n";
     what += " +relu";
   }
   if (mask >= 0) {
     args.push_back(in(mask, "mask"));
-    epi += "      v *= (float)mask[(i64)row * N + col] > 0.f ? 1.f : 0.f;\n";
+    decls += "float mv[EPT];\n";
+    loads += "    mv[q] = ok ? (float)mask[(i64)row * N + col] : 0.0f;\n";
+    epi += "    v *= mv[q] > 0.f ? 1.f : 0.f;\n";
     what += " *relu'";
   }
-  epi += "      { " + ctype(l.c) + " t; t = v; v = (float)t; }\n";
+  epi += "    { " + ctype(l.c) + " t; t = v; v = (float)t; }\n";
   args.push_back(out(l.c, "c"));
   if (colSum >= 0) {
     args.push_back(out(colSum, "colsum"));
     what += " +column sums";
   }
   std::string body = kSmallGemmBody;
+  body.replace(body.find("LOAD_DECLS"), 10, decls);
+  body.replace(body.find("LOADS"), 5, loads);
   body.replace(body.find("EPILOGUE"), 8, epi);
   const int64_t m = l.m, n = l.n, kk = l.k;
   launches.pop_back(); // the cuBLASLt description it replaces
-  launch("gemm", what, args, kPackHelpers, consts, body, tiles * s, 128, 0,
+  launch("gemm", what, args, kPackHelpers, consts, body, tiles * s, 256, 0,
          "GTC_CLUSTER");
   CudaLaunch &own = launches.back();
-  own.shared = tilesBytes + 64 * (64 + 4) * 4;
+  own.shared = tilesBytes + 64 * 64 * 4; // + the parts: S x 64 x 64 / S
   own.m = m;
   own.n = n;
   own.k = kk;
