@@ -203,7 +203,7 @@ func.func @gemm_grad_kind(%dy: tensor<4x8xf32>, %w: tensor<8x8xf32>, %z: tensor<
   %0 = gt.fused "gemm"(%dy, %w, %z) : (tensor<4x8xf32>, tensor<8x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32> {
   ^bb0(%a: tensor<4x8xf32>, %b: tensor<8x8xf32>, %c: tensor<4x8xf32>):
     %1 = gt.matmul %a, %b : tensor<4x8xf32>, tensor<8x8xf32>
-    // expected-error @+1 {{'gt.activation_grad' op cannot run in a GEMM epilogue: only the gradients of gelu_tanh (cuBLASLt) and relu (gtc's small-M GEMM) do}}
+    // expected-error @+1 {{'gt.activation_grad' op cannot run in a GEMM epilogue: only the gradients of gelu_tanh (cuBLASLt) and relu (gtc's small GEMM) do}}
     %2 = gt.activation_grad %1, %c <{kind = "tanh"}> : tensor<4x8xf32>
     gt.yield %2 : tensor<4x8xf32>
   }

@@ -327,7 +327,7 @@ func.func @relu_not(%x: tensor<4x8xf32>, %w: tensor<16x8xf32>) -> (tensor<4x16xf
 
 // dh = dy W of at most 64 rows, the ReLU gradient of dh and its column sums
 // (the bias gradient of the linear below) are one gemm region: gtc's
-// small-M GEMM masks and sums in its epilogue. The dW GEMM then needs no
+// small GEMM masks and sums in its epilogue. The dW GEMM then needs no
 // BGRADB epilogue.
 // CHECK-LABEL: func.func @relu_gradient_gemm
 // CHECK-SAME: (%[[DY:.*]]: tensor<64x16xbf16>, %[[W:.*]]: tensor<16x8xbf16>, %[[H:.*]]: tensor<64x8xbf16>, %[[X:.*]]: tensor<64x4xbf16>)

@@ -268,11 +268,10 @@ TEST(CudaEmitterTest, Mlp) {
   EXPECT_TRUE(stats.ops.count("accuracy"));
 }
 
-/// examples/mlp.gt at batch 64: every GEMM of at most 64 rows is gtc's
-/// small-M kernel (K split over clusters where the grid is small), the dX
-/// GEMMs mask with the ReLU and sum the bias gradient's columns, and only
-/// the dW GEMMs (1024 rows, or 10 with a BGRADB bias gradient) stay
-/// cuBLASLt's.
+/// examples/mlp.gt at batch 64: every GEMM is gtc's small-GEMM kernel (64
+/// rows, or a K of 64 in the dW GEMMs), K split over clusters where the
+/// grid is small, the dX GEMMs masking with the ReLU and summing the bias
+/// gradient's columns, the head's dW GEMM summing its bias gradient's rows.
 TEST(CudaEmitterTest, SmallGemm) {
   for (const char *precision : {"fp32", "tf32", "bf16"}) {
     SCOPED_TRACE(precision);
@@ -286,20 +285,15 @@ TEST(CudaEmitterTest, SmallGemm) {
     rt::CudaProgram program;
     std::string error;
     ASSERT_TRUE(codegen::emitCuda(*plan, program, error)) << error;
-    int own = 0, masked = 0, cublas = 0;
+    int own = 0, masked = 0, rowSums = 0, cublas = 0;
     for (const auto &launches : program.kernels)
       for (const rt::CudaLaunch &l : launches) {
-        if (l.kind == rt::CudaLaunch::Kind::Gemm) {
-          ++cublas; // dW = dy^T x: 1024 rows, or with its bias gradient
-          EXPECT_TRUE(l.m > 64 || l.biasGrad >= 0);
-          EXPECT_TRUE(l.transA);
-          continue;
-        }
-        if (l.gemmFlops() == 0)
+        cublas += l.kind == rt::CudaLaunch::Kind::Gemm;
+        if (l.kind != rt::CudaLaunch::Kind::Kernel || l.gemmFlops() == 0)
           continue;
         ++own;
-        EXPECT_LE(l.m, 64);
-        EXPECT_EQ(l.block, 128);
+        EXPECT_TRUE(l.m <= 64 || l.k <= 64);
+        EXPECT_EQ(l.block, 256);
         EXPECT_EQ(l.tensorCores, std::string(precision) != "fp32");
         if (l.m == 64 && l.n == 1024 && l.k >= 784) { // K split in 8
           EXPECT_EQ(l.grid, 16 * 8);
@@ -309,10 +303,16 @@ TEST(CudaEmitterTest, SmallGemm) {
           ++masked;
           EXPECT_NE(l.source.find("#define COLSUM 1"), std::string::npos);
         }
+        if (l.source.find("#define ROWSUM 1") != std::string::npos) {
+          ++rowSums;
+          EXPECT_LE(l.m, 16); // 10 classes (16 where the tests pad)
+          EXPECT_NE(l.source.find("S = 1;"), std::string::npos);
+        }
       }
-    EXPECT_EQ(own, 5); // 3 forward, dX3, dX2
+    EXPECT_EQ(own, 8); // 3 forward, dX3, dX2 and the three dW
     EXPECT_EQ(masked, 2);
-    EXPECT_EQ(cublas, 3);
+    EXPECT_EQ(rowSums, 1);
+    EXPECT_EQ(cublas, 0);
   }
 }
 
@@ -407,7 +407,7 @@ TEST(CudaEmitterTest, AllReduceNeedsNccl) {
   for (const rt::Kernel &k : plan->kernels)
     reduces += k.op == rt::OpKind::AllReduce;
   // In the order the backward computes them: {fc2's bias (the column sums
-  // in the epilogue of the small-M dX GEMM), fc3's weight and bias, fc1's
+  // in the epilogue of the small GEMM of dX), fc3's weight and bias, fc1's
   // bias}, fc2's weight, fc1's weight (each weight larger than 1 MiB is a
   // bucket alone).
   EXPECT_EQ(reduces, 3);

@@ -173,7 +173,7 @@ inline const std::vector<OpModel> &opModels() {
     h = relu(linear(h, 16))
     loss = cross_entropy(linear(h, 4), y)
   })", 4, 4, 24},
-      // GEMMs of gtc's small-M kernel with K split over clusters (K =
+      // GEMMs of gtc's small-GEMM kernel with K split over clusters (K =
       // 301, 520: uneven slices), several column tiles, K not a multiple
       // of the vector width, ReLU gradients and column sums in the dX
       // GEMM's epilogue. At tf32 a few of its 8000 first-layer ReLU inputs

@@ -332,7 +332,7 @@ void explainKernels(const gtc::rt::Plan &plan,
       if (gemms + others == 0)
         where = "  (done by an earlier launch)";
       else if (own == 1 && gemms + others == 1)
-        where = "  (gtc's small-M GEMM)";
+        where = "  (gtc's small GEMM)";
       else if (gemms)
         where = "  (" + std::to_string(gemms) + " cuBLASLt GEMM" +
                 (others ? " + " + std::to_string(others) + " kernels" : "") +

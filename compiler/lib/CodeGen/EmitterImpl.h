@@ -576,15 +576,18 @@ private:
   CudaLaunch &gemm(const std::string &suffix, int a, int b, int c, bool ta,
                    bool tb, int64_t m, int64_t n, int64_t kk);
   /// Whether gtc's own GEMM for few rows (GemmKernels.cpp) computes the
-  /// cuBLASLt GEMM `l`: at most kSmallGemmRows rows, one matrix, operands
-  /// of one float type, no epilogue but a bias and a ReLU.
+  /// cuBLASLt GEMM `l`: at most kSmallGemmRows rows or a K of at most
+  /// kSmallGemmRows, one matrix, operands of one float type, no epilogue but
+  /// a bias, a ReLU and the bias gradient (BGRADB).
   bool smallGemmFits(const CudaLaunch &l) const;
   /// Replaces the GEMM `l`, the last launch, by that kernel; its epilogue
   /// also multiplies by (mask > 0) when `mask` >= 0 (a ReLU gradient) and
   /// writes the column sums of the result, rounded to `sumType`, to
-  /// `colSum` when >= 0. Fails when the kernel cannot compute `l`.
+  /// `colSum` when >= 0; l's bias gradient is rounded to `rowSumType`.
+  /// Fails when the kernel cannot compute `l`.
   bool smallGemm(const CudaLaunch &l, int mask = -1, int colSum = -1,
-                 DType sumType = DType::F32);
+                 DType sumType = DType::F32,
+                 DType rowSumType = DType::F32);
   /// Replaces the last launch by gtc's own kernel when it is a GEMM that
   /// kernel computes.
   bool preferSmallGemm() {

@@ -122,7 +122,7 @@ bool Emitter::gemmRegion() {
   };
   int result = body[0].outputs[0], biasGrad = -1, aux = -1;
   int mask = -1, colSum = -1; // the ReLU gradient's input, column sums
-  DType sumType = DType::F32;
+  DType sumType = DType::F32, biasType = DType::F32;
   auto act = CudaLaunch::Activation::None;
   bool dgelu = false;
   for (size_t j = 1; j < body.size(); ++j) {
@@ -131,6 +131,7 @@ bool Emitter::gemmRegion() {
     int out = sub.outputs.empty() ? -1 : sub.outputs[0];
     if (sub.op == OpKind::SumTo && in == body[0].inputs[0] && biasGrad < 0) {
       biasGrad = out;
+      biasType = plan.buffers[out].dtype;
     } else if (sub.op == OpKind::Cast && in == biasGrad) {
       biasGrad = out;
     } else if (sub.op == OpKind::SumTo && in == result && colSum < 0) {
@@ -201,9 +202,9 @@ bool Emitter::gemmRegion() {
                 "dimension");
   if (mask >= 0 && count(mask) != count(result))
     return fail("a ReLU gradient's input has the GEMM result's size");
-  if (mask >= 0 || colSum >= 0)
-    return smallGemm(l, mask, colSum, sumType);
-  return preferSmallGemm();
+  if (mask >= 0 || colSum >= 0 || smallGemmFits(l))
+    return smallGemm(l, mask, colSum, sumType, biasType);
+  return true;
 }
 
 //===----------------------------------------------------------------------===//
@@ -312,6 +313,14 @@ template <bool KC, int V, int LD, int ROWS> struct Tile {
   }
 };
 
+// A shared-memory element as float.
+__device__ __forceinline__ float value(float v) { return v; }
+template <typename T, typename EE = E>
+__device__ __forceinline__ float value(T raw) {
+  EE e;
+  e.u = raw;
+  return (float)e;
+}
 __device__ __forceinline__ u32 tf32(float x) {
   u32 r;
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
@@ -471,6 +480,10 @@ const char *const kSmallGemmBody = R"CU(
 #pragma unroll
       for (int c = 0; c < 4; ++c)
         acc[mi][ni][c] = 0.0f;
+#if ROWSUM
+  static_assert(S == 1, "the bias gradient's row sums are not split");
+  double rowsum_part = 0.0; // row threadIdx.x / 4, its quarter of each slice
+#endif
   auto issue = [&](int i) {
     S_T *st = tiles + (i % STAGES) * 2 * TILE;
     TileA::load(st, a, m0, kbegin + i * BK, kend);
@@ -490,6 +503,12 @@ const char *const kSmallGemmBody = R"CU(
     __syncthreads();
     const S_T *st = tiles + (i % STAGES) * 2 * TILE;
     multiply<TileA, TileB>(acc, st, st + TILE, wm, wn);
+#if ROWSUM // the first column tile's CTAs: 4 threads a row of op(A)
+    if (tile % NT == 0)
+#pragma unroll
+      for (int k = 0; k < BK / 4; ++k)
+        rowsum_part += value(TileA::at(st, threadIdx.x / 4, threadIdx.x % 4 * (BK / 4) + k));
+#endif
     __syncthreads();
   }
   // Each 8-column mma tile goes to the CTA that finishes its columns
@@ -557,6 +576,19 @@ const char *const kSmallGemmBody = R"CU(
 #endif
     }
   }
+#if ROWSUM // the 4 partial sums of each row of op(A), in order
+  double *rows = reinterpret_cast<double *>(smem); // the slices are done
+  rows[threadIdx.x] = rowsum_part;
+  __syncthreads();
+  if (tile % NT == 0 && threadIdx.x < BM && m0 + threadIdx.x < M) {
+    double s = 0.0;
+    for (int p = 0; p < 4; ++p)
+      s += rows[threadIdx.x * 4 + p];
+    ROWSUM_T t; // the sum's type, then the stored one (a folded cast)
+    t = (float)s;
+    rowsum[m0 + threadIdx.x] = (float)t;
+  }
+#endif
 #if COLSUM // M <= BM: this CTA holds whole columns. THREADS / CW partial
            // sums a column, added in order.
   double *sums = reinterpret_cast<double *>(smem); // the slices are done
@@ -577,9 +609,14 @@ const char *const kSmallGemmBody = R"CU(
 
 bool Emitter::smallGemmFits(const CudaLaunch &l) const {
   DType a = plan.buffers[l.a].dtype;
+  // Few rows (a small batch's linears and dX GEMMs), or a short K (their
+  // dW GEMMs: K is the batch) over at most 512 tiles.
+  const bool fewRows = l.m <= kSmallGemmRows,
+             shortK = l.k <= kSmallGemmRows &&
+                      ceilDiv(l.m, 64) * ceilDiv(l.n, 64) <= 512;
   return l.kind == CudaLaunch::Kind::Gemm && l.m >= 1 &&
-         l.m <= kSmallGemmRows && l.n >= 1 && l.k >= 1 && l.batch == 1 &&
-         l.aux < 0 && !l.dgelu && l.biasGrad < 0 &&
+         (fewRows || shortK) && l.n >= 1 && l.k >= 1 && l.batch == 1 &&
+         l.aux < 0 && !l.dgelu &&
          l.act != CudaLaunch::Activation::Gelu && l.alpha == 1.0f &&
          l.beta == 0.0f && l.offsetA == 0 && l.offsetB == 0 &&
          l.offsetC == 0 && rt::isFloat(a) && plan.buffers[l.b].dtype == a &&
@@ -587,11 +624,11 @@ bool Emitter::smallGemmFits(const CudaLaunch &l) const {
 }
 
 bool Emitter::smallGemm(const CudaLaunch &l, int mask, int colSum,
-                        DType sumType) {
+                        DType sumType, DType rowSumType) {
   if (!smallGemmFits(l))
     return fail("the GEMM " + str(l.m) + "x" + str(l.n) + "x" + str(l.k) +
                 " with a ReLU gradient or column sums in its epilogue needs "
-                "gtc's small-M kernel (at most " + str(kSmallGemmRows) +
+                "gtc's small-GEMM kernel (at most " + str(kSmallGemmRows) +
                 " rows, one matrix, no other epilogue)");
   const DType dt = plan.buffers[l.a].dtype;
   const int bytes = dt == DType::F32 ? 4 : 2;
@@ -611,8 +648,11 @@ bool Emitter::smallGemm(const CudaLaunch &l, int mask, int colSum,
   // each CTA keeps at least two 32-wide slices of K.
   const int64_t tiles = ceilDiv(l.m, 64) * ceilDiv(l.n, 64);
   const int64_t chunks = ceilDiv(l.k, 32);
+  if (colSum >= 0 && l.m > 64)
+    return fail("column sums in a GEMM's epilogue need at most 64 rows");
+  // (The bias gradient's row sums are not split.)
   int s = 1;
-  while (s < 8 && tiles * s * 2 <= 132 && chunks >= 4 * s)
+  while (l.biasGrad < 0 && s < 8 && tiles * s * 2 <= 132 && chunks >= 4 * s)
     s *= 2;
   // The kernel's shared memory (its constants, computed alike): STAGES
   // slices of K for A and B, each 64 x BK in either layout, or the column
@@ -621,7 +661,8 @@ bool Emitter::smallGemm(const CudaLaunch &l, int mask, int colSum,
   const int64_t tile = std::max(64 * ldk, 32 * ldr);
   const int64_t stages = std::min<int64_t>(ceilDiv(chunks, s), 4);
   const int64_t tilesBytes =
-      std::max<int64_t>(stages * 2 * tile * bytes, colSum >= 0 ? 256 * 8 : 0);
+      std::max<int64_t>(stages * 2 * tile * bytes,
+                        colSum >= 0 || l.biasGrad >= 0 ? 256 * 8 : 0);
   const std::string et = ctype(l.a);
   std::string consts =
       "constexpr int M = " + str(l.m) + ", N = " + str(l.n) +
@@ -632,6 +673,9 @@ bool Emitter::smallGemm(const CudaLaunch &l, int mask, int colSum,
       "\n" +
       "#define COLSUM " + (colSum >= 0 ? "1" : "0") + "\n" +
       (colSum >= 0 ? "typedef " + ctypeOf(sumType) + " SUM_T;\n" : "") +
+      "#define ROWSUM " + (l.biasGrad >= 0 ? "1" : "0") + "\n" +
+      (l.biasGrad >= 0 ? "typedef " + ctypeOf(rowSumType) + " ROWSUM_T;\n"
+                       : "") +
       kSmallGemmSource +
       (mode == 0 ? kMultiplyFma : mode == 1 ? kMultiplyTf32 : kMultiply16) +
       "typedef Tile<" + (aK ? "true, " : "false, ") + str(va) + ", " +
@@ -644,7 +688,7 @@ bool Emitter::smallGemm(const CudaLaunch &l, int mask, int colSum,
   // stored in c's type (and summed as stored).
   std::string epi;
   std::vector<Arg> args = {in(l.a, "a"), in(l.b, "b")};
-  std::string what = "gtc's small-M GEMM " + str(l.m) + "x" + str(l.n) +
+  std::string what = "gtc's small GEMM " + str(l.m) + "x" + str(l.n) +
                      "x" + str(l.k) + " (" + dtypeName(dt) +
                      (mode == 1 ? ", tf32" : "") + "), " + str(tiles) +
                      " tile(s) of 64x64";
@@ -674,6 +718,10 @@ bool Emitter::smallGemm(const CudaLaunch &l, int mask, int colSum,
   if (colSum >= 0) {
     args.push_back(out(colSum, "colsum"));
     what += " +column sums";
+  }
+  if (l.biasGrad >= 0) {
+    args.push_back(out(l.biasGrad, "rowsum"));
+    what += " +bias gradient (row sums of A)";
   }
   std::string body = kSmallGemmBody;
   body.replace(body.find("LOAD_DECLS"), 10, decls);

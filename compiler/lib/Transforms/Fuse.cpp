@@ -385,7 +385,7 @@ private:
   ///  - matmul (dy W) of at most kSmallGemmRows rows -> [reshape] ->
   ///    activation_grad of relu, and the column sums of that gradient with
   ///    their cast (the bias gradient of the linear below): gtc's own
-  ///    small-M GEMM applies the ReLU mask and sums the columns it holds
+  ///    small GEMM applies the ReLU mask and sums the columns it holds
   ///    (examples/mlp.gt at batch 64: one kernel instead of the GEMM, its
   ///    split-K reduction and the ReLU-gradient kernel);
   ///  - matmul (dy^T x) and sum_to(dy) over the rows of the same dy, each

@@ -800,9 +800,9 @@ LogicalResult FusedOp::verify() {
           ag && ag.getKind() != "gelu_tanh" && ag.getKind() != "relu")
         return op.emitOpError("cannot run in a GEMM epilogue: only the "
                               "gradients of gelu_tanh (cuBLASLt) and relu "
-                              "(gtc's small-M GEMM) do");
+                              "(gtc's small GEMM) do");
       // The bias gradient of the GEMM's first operand (BGRADB), or the
-      // column sums of a value the region computes (gtc's small-M GEMM).
+      // column sums of a value the region computes (gtc's small GEMM).
       if (auto s = dyn_cast<SumToOp>(op)) {
         Operation *from = s.getInput().getDefiningOp();
         auto in = cast<ShapedType>(s.getInput().getType());

@@ -74,7 +74,7 @@ struct CudaLaunch {
   int biasGrad = -1;
 
   /// A GEMM's multiply-adds times 2: cuBLASLt's, or a kernel's that
-  /// computes one (gtc's small-M GEMM sets m, n and k); 0 for others.
+  /// computes one (gtc's small GEMM sets m, n and k); 0 for others.
   double gemmFlops() const {
     return 2.0 * double(m) * double(n) * double(k) * double(batch);
   }
