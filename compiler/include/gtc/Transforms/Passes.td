@@ -155,8 +155,9 @@ def GtFusePass : Pass<"gt-fuse", "mlir::func::FuncOp"> {
     Makes `gt.fused` regions (see gt.fused for each kind): a language
     model's `classifier` (logits GEMM, cross-entropy, its gradient and the
     gradient's GEMMs, run by the GPU a chunk of rows at a time), `loss`
-    (cross-entropy and its gradient in one row kernel), `gemm` (cuBLASLt
-    epilogues), `norm` (residual add + layernorm and its backward),
+    (cross-entropy and its gradient in one row kernel), `gemm` (GEMM
+    epilogues: cuBLASLt's, and over at most 64 rows a ReLU gradient and its
+    column sums, which gtc's small-GEMM kernel computes), `norm` (residual add + layernorm and its backward),
     `epilogue` (a cast folded into the op before it), `scatter_add` (an
     embedding gradient added to another gradient of its table: a tied
     embedding's), `multi_tensor` (the casts of all parameters in one

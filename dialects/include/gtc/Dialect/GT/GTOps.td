@@ -489,11 +489,14 @@ def GT_FusedOp : GT_Op<"fused", [IsolatedFromAbove, SingleBlock,
     parameters to the low precision, in one launch). `epilogue` is an op
     with the `GT_CastEpilogue` trait and the gt.cast of its result: the
     op's kernel stores the cast's type directly. `gemm` is a GEMM
-    (`GT_Contraction`) and what cuBLASLt applies in its epilogue: a ReLU or
+    (`GT_Contraction`) and what its epilogue applies: a ReLU or
     tanh-approximated GELU (whose input the region may also yield, for the
     backward), the GELU gradient of a saved input, the bias gradient (a
     gt.sum_to of the GEMM's first operand), casts and reshapes of the
-    results. `norm` is one gt.layernorm or gt.layernorm_grad with
+    results (cuBLASLt's epilogues); and the ReLU gradient of a saved output
+    with the column sums of that gradient (gt.sum_to of a value the
+    epilogue computes to its last dimension), which gtc's small-GEMM kernel
+    computes (at most 64 rows). `norm` is one gt.layernorm or gt.layernorm_grad with
     elementwise ops over the same rows before and after it (the residual
     add, casts): one row kernel. `loss` is a gt.cross_entropy and the
     gt.cross_entropy_grad of the same logits and labels, with the widening
