@@ -33,8 +33,9 @@ inline constexpr int kBlock = 256;
 /// spread the rows over the GPU (a 512 x 50257 one took 55 ms in one block).
 inline constexpr int64_t kOneBlockRows = 1024, kOneBlockLogits = 1 << 16;
 
-/// Rows up to which GEMMs run as gtc's own kernel (one 64-row tile; gt-fuse's
-/// kSmallGemmRows folds ReLU gradients and column sums into such GEMMs).
+/// Rows (or K) up to which GEMMs run as gtc's own kernel (one 64-row tile;
+/// gt-fuse's kSmallGemmRows folds ReLU gradients and column sums into such
+/// GEMMs).
 inline constexpr int64_t kSmallGemmRows = 64;
 
 /// Grid cap of grid-stride elementwise kernels: 8 blocks per SM of an H100.

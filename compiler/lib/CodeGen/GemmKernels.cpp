@@ -1,8 +1,9 @@
 //===- GemmKernels.cpp - GEMMs for matmul and linear ----------------------===//
 //
 // matmul and linear become cuBLASLt GEMMs (no NVRTC source), or gtc's own
-// kernel when they have at most 64 rows (see "gtc's own GEMM for few rows"
-// below); a "gemm" fusion region becomes one GEMM with its epilogue.
+// kernel when they have at most 64 rows or a K of at most 64 (see "gtc's own
+// GEMM for few rows" below); a "gemm" fusion region becomes one GEMM with
+// its epilogue.
 //===----------------------------------------------------------------------===//
 
 #include "EmitterImpl.h"
@@ -213,14 +214,19 @@ bool Emitter::gemmRegion() {
 //
 // At M <= 64 (a small batch's linears and their input gradients) cuBLASLt
 // runs a split-K kernel plus a reduction kernel, about 5 us each on an H100
-// whatever the work (test/bench/NOTES.md, eleventh session). This kernel
-// does the same work in one launch: a 64 x 64 tile of C per cluster of S
-// CTAs (sm_90 thread-block clusters), each CTA a slice of K; the partial
-// tiles are added through distributed shared memory in a fixed order (S
-// CTAs, rank 0 first: bitwise reproducible), each CTA finishing BN / S of
-// the tile's columns with the epilogue: bias, ReLU, the ReLU gradient
-// (times mask > 0) and the column sums of the result (a bias gradient,
-// summed in double as the CPU's sum_to). Products run on tensor cores
+// whatever the work (test/bench/NOTES.md, eleventh session), and a BGRADB
+// bias gradient is a kernel of its own. This kernel does the work in one
+// launch: a 64 x 64 tile of C per cluster of S CTAs (sm_90 thread-block
+// clusters), each CTA a slice of K, all of its slices in flight at once
+// (cp.async). Each CTA sends the columns of its partial tile to the CTA
+// that finishes them (stores into the cluster's distributed shared memory,
+// one cluster barrier), which adds the S parts in rank order (bitwise
+// reproducible) and applies the epilogue: bias, ReLU, the ReLU gradient
+// (times mask > 0), the column sums of the result, or the row sums of op(A)
+// (bias gradients, summed in double as the CPU's sum_to). The same kernel
+// takes the weight gradients of a small batch (K = the batch <= 64, many
+// tiles, S = 1). test/bench/NOTES.md (twelfth session) has the measurements
+// behind these choices. Products run on tensor cores
 // (mma.sync m16n8k8 tf32 at --precision tf32, m16n8k16 for bf16/fp16) or,
 // at fp32, as fp32 FMAs with the same register layout. Below sm_90 (no
 // clusters) each CTA of a cluster computes all of K itself and finishes
@@ -629,7 +635,8 @@ bool Emitter::smallGemm(const CudaLaunch &l, int mask, int colSum,
     return fail("the GEMM " + str(l.m) + "x" + str(l.n) + "x" + str(l.k) +
                 " with a ReLU gradient or column sums in its epilogue needs "
                 "gtc's small-GEMM kernel (at most " + str(kSmallGemmRows) +
-                " rows, one matrix, no other epilogue)");
+                " rows or a K of at most " + str(kSmallGemmRows) +
+                ", one matrix, no other epilogue)");
   const DType dt = plan.buffers[l.a].dtype;
   const int bytes = dt == DType::F32 ? 4 : 2;
   const bool tf32 = plan.config.precision == Precision::Tf32;
@@ -655,8 +662,9 @@ bool Emitter::smallGemm(const CudaLaunch &l, int mask, int colSum,
   while (l.biasGrad < 0 && s < 8 && tiles * s * 2 <= 132 && chunks >= 4 * s)
     s *= 2;
   // The kernel's shared memory (its constants, computed alike): STAGES
-  // slices of K for A and B, each 64 x BK in either layout, or the column
-  // sums' rows if more, then the 64 x (64 + 4) partial tile.
+  // slices of K for A and B, each 64 x BK in either layout (at least the
+  // 256 partial sums, in double, of column or row sums, which reuse them),
+  // then the parts the cluster's CTAs send: 64 x 64 floats in all.
   const int64_t ldk = 32 + (bytes == 4 ? 4 : 8), ldr = 64 + 8;
   const int64_t tile = std::max(64 * ldk, 32 * ldr);
   const int64_t stages = std::min<int64_t>(ceilDiv(chunks, s), 4);
