@@ -25,8 +25,9 @@ PACKAGES=(
   python3-torch python3-numpy
 )
 
-# The sanitizer and fuzzing build (build-asan) is compiled by clang.
-SANITIZE_PACKAGES=(clang-22 libfuzzer-22-dev)
+# The sanitizer and fuzzing build (build-asan) is compiled by clang; its ASan
+# and UBSan runtimes (libclang-rt-22-dev) are only a recommendation of clang-22.
+SANITIZE_PACKAGES=(clang-22 libclang-rt-22-dev libfuzzer-22-dev)
 
 install_missing() {
   local missing=()
