@@ -123,6 +123,7 @@ enum Helper : unsigned {
   kRowHelpers = 2,    ///< row_sum, row_max (needs kWarpHelpers)
   kArgmaxHelpers = 4, ///< row_argmax (needs kWarpHelpers)
   kPackHelpers = 8,   ///< pack_t, loadv, storev
+  kAsyncHelpers = 16, ///< u32, smem_u32, cp_async<B>, commit, wait (sm_80)
 };
 
 inline const char *const kPrelude = R"CU(typedef long long i64;
@@ -257,6 +258,33 @@ __device__ __forceinline__ void storev(T *p, const float *v) {
   for (int e = 0; e < V; ++e)
     q.e[e] = v[e];
   *reinterpret_cast<pack_t<T, V> *>(p) = q;
+}
+)CU";
+
+inline const char *const kAsyncSnippet = R"CU(
+typedef unsigned u32;
+// The shared-memory address of p (the compiler folds it into the
+// instruction's address: no per-use conversion).
+__device__ __forceinline__ u32 smem_u32(const void *p) {
+  return static_cast<u32>(__cvta_generic_to_shared(p));
+}
+// B (4, 8 or 16) bytes global -> shared, asynchronously; zeros when !ok.
+template <int B>
+__device__ __forceinline__ void cp_async(void *dst, const void *src, bool ok) {
+  static_assert(B == 4 || B == 8 || B == 16, "cp.async copies 4, 8 or 16 bytes");
+  if (B == 16) // bypassing L1
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                 :: "r"(smem_u32(dst)), "l"(src), "r"(ok ? 16 : 0));
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n"
+                 :: "r"(smem_u32(dst)), "l"(src), "n"(B), "r"(ok ? B : 0));
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+// Waits until at most N of the committed groups are still in flight.
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" :: "n"(N));
 }
 )CU";
 

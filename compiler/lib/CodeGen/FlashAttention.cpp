@@ -28,28 +28,6 @@ namespace {
 /// c = lane % 4, an accumulator holds rows g and g + 8, columns 2c and
 /// 2c + 1 of its 16 x 8 tile.
 const char *kMmaHelpers = R"CU(
-typedef unsigned u32;
-// The shared-memory address of p (the compiler folds it into the
-// instruction's address: no per-use conversion).
-__device__ __forceinline__ u32 smem_u32(const void *p) {
-  return static_cast<u32>(__cvta_generic_to_shared(p));
-}
-// 16 bytes global -> shared, asynchronously; zeros when !ok.
-__device__ __forceinline__ void cp_async16(void *dst, const void *src, bool ok) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-               :: "r"(smem_u32(dst)), "l"(src), "r"(ok ? 16 : 0));
-}
-// 4 bytes, likewise (for row statistics).
-__device__ __forceinline__ void cp_async4(void *dst, const void *src, bool ok) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n"
-               :: "r"(smem_u32(dst)), "l"(src), "r"(ok ? 4 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-template <int N> __device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" :: "n"(N));
-}
 // The A fragment of rows r0..r0+15, columns k0..k0+15 of a row-major tile.
 __device__ __forceinline__ void ld_a(u32 (&a)[4], const E *tile, int r0, int k0) {
   const int lane = threadIdx.x & 31;
@@ -205,7 +183,7 @@ __device__ __forceinline__ void load_tile(E *tile, const E *src, i64 stride, int
   for (int c = threadIdx.x; c < N * (HD / 8); c += blockDim.x) {
     const int r = c / (HD / 8), k = c % (HD / 8) * 8;
     const bool ok = r0 + r < T;
-    cp_async16(tile + r * LDS + k, src + (i64)(ok ? r0 + r : 0) * stride + k, ok);
+    cp_async<16>(tile + r * LDS + k, src + (i64)(ok ? r0 + r : 0) * stride + k, ok);
   }
 }
 // The key-tile pipeline of the query-tile kernels (two buffers each of K
@@ -438,8 +416,8 @@ const char *kDkdvBody = R"CU(  extern __shared__ __align__(16) unsigned char sme
     load_tile<STEP>(sg + s * STEP * LDS, gbase, D, q);
     for (int i = threadIdx.x; i < STEP; i += blockDim.x) {  // zeros past T
       const bool ok = q + i < T;
-      cp_async4(sl + s * STEP + i, ls + (ok ? q + i : 0), ok);
-      cp_async4(sd + s * STEP + i, ds + (ok ? q + i : 0), ok);
+      cp_async<4>(sl + s * STEP + i, ls + (ok ? q + i : 0), ok);
+      cp_async<4>(sd + s * STEP + i, ds + (ok ? q + i : 0), ok);
     }
   };
   load_tile<ROWS>(sk, base + D, ROW, k0);
@@ -587,7 +565,7 @@ bool Emitter::flashAttention(int64_t b, int64_t t, int64_t d, int64_t h,
                  str(f.rows()) + " queries of one (batch, head): " +
                  str(blocks) + " tiles, online softmax over key tiles of " +
                  str(f.step) + "; the rows' log-sum-exp to lse",
-         {in(qkv, "qkv"), out(y, "y"), out(lse, "lse")}, 0,
+         {in(qkv, "qkv"), out(y, "y"), out(lse, "lse")}, kAsyncHelpers,
          flashConsts(qkv, b, t, d, h, causal) + f.consts(), kForwardBody,
          blocks, 128);
   launches.back().shared = (f.rows() + 4 * f.step) * lds * 2;
@@ -611,7 +589,7 @@ bool Emitter::flashAttentionGrad(int64_t b, int64_t t, int64_t d, int64_t h,
              "ds k",
          {in(dy, "dy"), in(qkv, "qkv"), in(y, "y"), in(lse, "lse"),
           ws("float", "deltas"), out(dq, "dqkv")},
-         0, consts + fq.consts(), kDqBody, b * h * ceilDiv(t, fq.rows()), 128);
+         kAsyncHelpers, consts + fq.consts(), kDqBody, b * h * ceilDiv(t, fq.rows()), 128);
   launches.back().shared = (2 * fq.rows() + 4 * fq.step) * lds * 2;
   launches.back().tensorCores = true;
   FlashTiles fk = flashTiles(FlashKernel::Dkdv, hd);
@@ -621,7 +599,7 @@ bool Emitter::flashAttentionGrad(int64_t b, int64_t t, int64_t d, int64_t h,
              "; dk, dv = sums over queries",
          {in(dy, "dy"), in(qkv, "qkv"), in(lse, "lse"),
           wsIn("float", "deltas"), out(dq, "dqkv")},
-         0, consts + fk.consts(), kDkdvBody, b * h * ceilDiv(t, fk.rows()),
+         kAsyncHelpers, consts + fk.consts(), kDkdvBody, b * h * ceilDiv(t, fk.rows()),
          128);
   launches.back().shared = (2 * fk.rows() + 4 * fk.step) * lds * 2 + 4 * 4 * fk.step;
   launches.back().tensorCores = true;

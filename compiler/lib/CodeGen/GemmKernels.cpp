@@ -235,7 +235,6 @@ bool Emitter::gemmRegion() {
 namespace {
 
 const char *const kSmallGemmSource = R"CU(
-typedef unsigned u32;
 constexpr int BM = 64, BN = 64, BK = 32, THREADS = 256;
 // 8 warps, 2 x 4 over the tile: 32 rows x 16 columns each, NI = 2 mma
 // tiles of 8 columns.
@@ -263,27 +262,13 @@ constexpr int PARTS = 1;
 // sums' partial sums.
 static_assert(TILES_BYTES >= STAGES * 2 * TILE * (int)sizeof(S_T), "slices");
 
-__device__ __forceinline__ u32 smem_u32(const void *p) {
-  return static_cast<u32>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-template <int N_> __device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" :: "n"(N_));
-}
 // V elements global -> shared, zeros when !ok: asynchronously where the
 // copy is 4, 8 or 16 bytes, else (a 16-bit element) with a plain load.
 template <int V>
 __device__ __forceinline__ void copy(S_T *dst, const E *src, bool ok) {
   constexpr int B = V * (int)sizeof(E);
-  if (B >= 4) {
-    if (B == 16)
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-                   :: "r"(smem_u32(dst)), "l"(src), "r"(ok ? 16 : 0));
-    else
-      asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n"
-                   :: "r"(smem_u32(dst)), "l"(src), "n"(B), "r"(ok ? B : 0));
+  if constexpr (B >= 4) {
+    cp_async<B>(dst, src, ok);
   } else {
     *reinterpret_cast<unsigned short *>(dst) =
         ok ? *reinterpret_cast<const unsigned short *>(src) : 0;
@@ -390,78 +375,69 @@ __device__ __forceinline__ void multiply(float (&acc)[2][NI][4], const S_T *as,
 
 )CU";
 
-const char *const kMultiplyTf32 = R"CU(
-// tf32: mma.sync m16n8k8.
+// Tensor cores: per mode (below) KSTEP, the k of one mma; KT, the k of one
+// register's element(s); frag<Tile>(s, r, k), one register of a fragment
+// from a shared tile; and mma().
+const char *const kMultiplyMma = R"CU(
 // acc[mi][ni][c]: rows wm + 16 mi + g (+8 for c >= 2), columns
-// wn + 8 ni + 2 t (+1 for odd c): the mma accumulator layout.
+// wn + 8 ni + 2 t (+1 for odd c): the mma accumulator layout. A register
+// of a fragment holds k = KT t (+ KSTEP / 2 for the second half).
 template <typename TA, typename TB>
 __device__ __forceinline__ void multiply(float (&acc)[2][NI][4], const S_T *as,
                                          const S_T *bs, int wm, int wn) {
-  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int lane = threadIdx.x & 31, g = lane >> 2, kt = (lane & 3) * KT;
+  constexpr int H = KSTEP / 2;
 #pragma unroll
-  for (int k = 0; k < BK; k += 8) {
+  for (int k = 0; k < BK; k += KSTEP) {
     u32 a[2][4];
 #pragma unroll
     for (int mi = 0; mi < 2; ++mi) {
       const int r = wm + 16 * mi + g;
-      a[mi][0] = tf32(TA::at(as, r, k + t));
-      a[mi][1] = tf32(TA::at(as, r + 8, k + t));
-      a[mi][2] = tf32(TA::at(as, r, k + t + 4));
-      a[mi][3] = tf32(TA::at(as, r + 8, k + t + 4));
+      a[mi][0] = frag<TA>(as, r, k + kt);
+      a[mi][1] = frag<TA>(as, r + 8, k + kt);
+      a[mi][2] = frag<TA>(as, r, k + kt + H);
+      a[mi][3] = frag<TA>(as, r + 8, k + kt + H);
     }
 #pragma unroll
     for (int ni = 0; ni < NI; ++ni) {
       const int c = wn + 8 * ni + g;
-      const u32 b0 = tf32(TB::at(bs, c, k + t)), b1 = tf32(TB::at(bs, c, k + t + 4));
+      const u32 b0 = frag<TB>(bs, c, k + kt), b1 = frag<TB>(bs, c, k + kt + H);
 #pragma unroll
       for (int mi = 0; mi < 2; ++mi)
-        asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
-                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(acc[mi][ni][0]), "+f"(acc[mi][ni][1]),
-                       "+f"(acc[mi][ni][2]), "+f"(acc[mi][ni][3])
-                     : "r"(a[mi][0]), "r"(a[mi][1]), "r"(a[mi][2]),
-                       "r"(a[mi][3]), "r"(b0), "r"(b1));
+        mma(acc[mi][ni], a[mi], b0, b1);
     }
   }
 }
-
 )CU";
 
-const char *const kMultiply16 = R"CU(
-// bf16 / fp16: mma.sync m16n8k16.
-// acc[mi][ni][c]: rows wm + 16 mi + g (+8 for c >= 2), columns
-// wn + 8 ni + 2 t (+1 for odd c): the mma accumulator layout.
-template <typename TA, typename TB>
-__device__ __forceinline__ void multiply(float (&acc)[2][NI][4], const S_T *as,
-                                         const S_T *bs, int wm, int wn) {
-  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-#pragma unroll
-  for (int k = 0; k < BK; k += 16) {
-    u32 a[2][4];
-#pragma unroll
-    for (int mi = 0; mi < 2; ++mi) {
-      const int r = wm + 16 * mi + g;
-      a[mi][0] = TA::pair(as, r, k + 2 * t);
-      a[mi][1] = TA::pair(as, r + 8, k + 2 * t);
-      a[mi][2] = TA::pair(as, r, k + 2 * t + 8);
-      a[mi][3] = TA::pair(as, r + 8, k + 2 * t + 8);
-    }
-#pragma unroll
-    for (int ni = 0; ni < NI; ++ni) {
-      const int c = wn + 8 * ni + g;
-      const u32 b0 = TB::pair(bs, c, k + 2 * t), b1 = TB::pair(bs, c, k + 2 * t + 8);
-#pragma unroll
-      for (int mi = 0; mi < 2; ++mi)
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.MMA_T.MMA_T.f32 "
-                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                     : "+f"(acc[mi][ni][0]), "+f"(acc[mi][ni][1]),
-                       "+f"(acc[mi][ni][2]), "+f"(acc[mi][ni][3])
-                     : "r"(a[mi][0]), "r"(a[mi][1]), "r"(a[mi][2]),
-                       "r"(a[mi][3]), "r"(b0), "r"(b1));
-    }
-  }
+// tf32: mma.sync m16n8k8, one float a register (rounded to tf32).
+const char *const kMmaTf32 = R"CU(
+constexpr int KSTEP = 8, KT = 1;
+template <typename T>
+__device__ __forceinline__ u32 frag(const S_T *s, int r, int k) {
+  return tf32(T::at(s, r, k));
 }
+__device__ __forceinline__ void mma(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+)CU";
 
+// bf16 / fp16: mma.sync m16n8k16, two elements of k a register.
+const char *const kMma16 = R"CU(
+constexpr int KSTEP = 16, KT = 2;
+template <typename T>
+__device__ __forceinline__ u32 frag(const S_T *s, int r, int k) {
+  return T::pair(s, r, k);
+}
+__device__ __forceinline__ void mma(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.MMA_T.MMA_T.f32 "
+               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
 )CU";
 
 const char *const kSmallGemmBody = R"CU(
@@ -685,7 +661,8 @@ bool Emitter::smallGemm(const CudaLaunch &l, int mask, int colSum,
       (l.biasGrad >= 0 ? "typedef " + ctypeOf(rowSumType) + " ROWSUM_T;\n"
                        : "") +
       kSmallGemmSource +
-      (mode == 0 ? kMultiplyFma : mode == 1 ? kMultiplyTf32 : kMultiply16) +
+      (mode == 0 ? kMultiplyFma
+                 : std::string(mode == 1 ? kMmaTf32 : kMma16) + kMultiplyMma) +
       "typedef Tile<" + (aK ? "true, " : "false, ") + str(va) + ", " +
       str(aK ? l.k : l.m) + ", M> TileA;\n" +
       "typedef Tile<" + (bK ? "true, " : "false, ") + str(vb) + ", " +
@@ -737,7 +714,8 @@ bool Emitter::smallGemm(const CudaLaunch &l, int mask, int colSum,
   body.replace(body.find("EPILOGUE"), 8, epi);
   const int64_t m = l.m, n = l.n, kk = l.k;
   launches.pop_back(); // the cuBLASLt description it replaces
-  launch("gemm", what, args, kPackHelpers, consts, body, tiles * s, 256, 0,
+  launch("gemm", what, args, kPackHelpers | kAsyncHelpers, consts, body,
+         tiles * s, 256, 0,
          "GTC_CLUSTER");
   CudaLaunch &own = launches.back();
   own.shared = tilesBytes + 64 * 64 * 4; // + the parts: S x 64 x 64 / S
