@@ -363,18 +363,53 @@ func.func @classifier_yields_gradient(%h: tensor<4x16xf32>, %w: tensor<8x16xf32>
 
 // -----
 
-// Only GEMMs, casts, reshapes and the cross-entropy belong in a classifier.
+// Only GEMMs, casts, reshapes, the cross-entropy, column sums and a ReLU
+// gradient belong in a classifier.
 func.func @classifier_other_op(%h: tensor<4x16xf32>, %w: tensor<8x16xf32>, %y: tensor<4xi32>, %one: tensor<f32>) -> tensor<f32> {
   %0 = gt.fused "classifier"(%h, %w, %y, %one) : (tensor<4x16xf32>, tensor<8x16xf32>, tensor<4xi32>, tensor<f32>) -> tensor<f32> {
   ^bb0(%a: tensor<4x16xf32>, %b: tensor<8x16xf32>, %c: tensor<4xi32>, %s: tensor<f32>):
     %1 = gt.matmul %a, %b <{transpose_b = true}> : tensor<4x16xf32>, tensor<8x16xf32>
     %2 = gt.cross_entropy %1, %c : tensor<4x8xf32>, tensor<4xi32>
     %3 = gt.cross_entropy_grad %s, %1, %c : tensor<f32>, tensor<4x8xf32>, tensor<4xi32>
-    // expected-error @+1 {{cannot be part of a classifier region: it is not a GEMM, a cast, a reshape or the cross-entropy}}
+    // expected-error @+1 {{cannot be part of a classifier region: it is not a GEMM, a cast, a reshape, the cross-entropy, a column sum or a ReLU gradient}}
     %4 = gt.relu %3 : tensor<4x8xf32>
     gt.yield %2 : tensor<f32>
   }
   return %0 : tensor<f32>
+}
+
+// -----
+
+// A small head's bias gradient sums the columns of a value the region
+// computes, not of an input.
+func.func @classifier_sums_input(%h: tensor<4x16xf32>, %w: tensor<8x16xf32>, %y: tensor<4xi32>, %one: tensor<f32>) -> (tensor<f32>, tensor<16xf32>) {
+  %0:2 = gt.fused "classifier"(%h, %w, %y, %one) : (tensor<4x16xf32>, tensor<8x16xf32>, tensor<4xi32>, tensor<f32>) -> (tensor<f32>, tensor<16xf32>) {
+  ^bb0(%a: tensor<4x16xf32>, %b: tensor<8x16xf32>, %c: tensor<4xi32>, %s: tensor<f32>):
+    %1 = gt.matmul %a, %b <{transpose_b = true}> : tensor<4x16xf32>, tensor<8x16xf32>
+    %2 = gt.cross_entropy %1, %c : tensor<4x8xf32>, tensor<4xi32>
+    %3 = gt.cross_entropy_grad %s, %1, %c : tensor<f32>, tensor<4x8xf32>, tensor<4xi32>
+    // expected-error @+1 {{in a classifier region sums the columns of a value the region computes}}
+    %4 = gt.sum_to %a : tensor<4x16xf32> -> tensor<16xf32>
+    gt.yield %2, %4 : tensor<f32>, tensor<16xf32>
+  }
+  return %0#0, %0#1 : tensor<f32>, tensor<16xf32>
+}
+
+// -----
+
+// The one activation gradient a small head computes is the ReLU's.
+func.func @classifier_gelu_gradient(%h: tensor<4x16xf32>, %w: tensor<8x16xf32>, %y: tensor<4xi32>, %one: tensor<f32>) -> (tensor<f32>, tensor<4x16xf32>) {
+  %0:2 = gt.fused "classifier"(%h, %w, %y, %one) : (tensor<4x16xf32>, tensor<8x16xf32>, tensor<4xi32>, tensor<f32>) -> (tensor<f32>, tensor<4x16xf32>) {
+  ^bb0(%a: tensor<4x16xf32>, %b: tensor<8x16xf32>, %c: tensor<4xi32>, %s: tensor<f32>):
+    %1 = gt.matmul %a, %b <{transpose_b = true}> : tensor<4x16xf32>, tensor<8x16xf32>
+    %2 = gt.cross_entropy %1, %c : tensor<4x8xf32>, tensor<4xi32>
+    %3 = gt.cross_entropy_grad %s, %1, %c : tensor<f32>, tensor<4x8xf32>, tensor<4xi32>
+    %4 = gt.matmul %3, %b : tensor<4x8xf32>, tensor<8x16xf32>
+    // expected-error @+1 {{in a classifier region is the ReLU gradient of a GEMM's result}}
+    %5 = gt.activation_grad %4, %a <{kind = "gelu_tanh"}> : tensor<4x16xf32>
+    gt.yield %2, %5 : tensor<f32>, tensor<4x16xf32>
+  }
+  return %0#0, %0#1 : tensor<f32>, tensor<4x16xf32>
 }
 
 // -----

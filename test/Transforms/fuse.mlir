@@ -642,7 +642,9 @@ func.func @classifier(%h: tensor<2x4x16xbf16>, %w: tensor<8x16xbf16>, %y: tensor
 
 // Not a classifier when the logits' gradient is read by anything but its two
 // GEMMs (it would have to exist in full), or when the logits come from a
-// linear with a bias: the cross-entropy and its gradient stay a "loss" region.
+// linear with a bias and the head is not small (here 128 rows: the GPU
+// computes a bias and its gradient in the small head's kernel only): the
+// cross-entropy and its gradient stay a "loss" region.
 // CHECK-LABEL: func.func @classifier_gradient_escapes
 // CHECK-NOT:  gt.fused "classifier"
 // CHECK:      gt.fused "loss"
@@ -657,13 +659,72 @@ func.func @classifier_gradient_escapes(%h: tensor<4x16xf32>, %w: tensor<8x16xf32
   %dw = gt.matmul %g, %h <{transpose_a = true}> : tensor<4x8xf32>, tensor<4x16xf32>
   return %loss, %dh, %dw, %g : tensor<f32>, tensor<4x16xf32>, tensor<8x16xf32>, tensor<4x8xf32>
 }
-func.func @classifier_bias(%h: tensor<4x16xf32>, %w: tensor<8x16xf32>, %b: tensor<8xf32>, %y: tensor<4xi32>, %one: tensor<f32>) -> (tensor<f32>, tensor<4x16xf32>, tensor<8x16xf32>) {
-  %l = gt.linear %h, %w, %b : tensor<4x16xf32>, tensor<8x16xf32>, tensor<8xf32>
-  %loss = gt.cross_entropy %l, %y : tensor<4x8xf32>, tensor<4xi32>
-  %g = gt.cross_entropy_grad %one, %l, %y : tensor<f32>, tensor<4x8xf32>, tensor<4xi32>
-  %dh = gt.matmul %g, %w : tensor<4x8xf32>, tensor<8x16xf32>
-  %dw = gt.matmul %g, %h <{transpose_a = true}> : tensor<4x8xf32>, tensor<4x16xf32>
-  return %loss, %dh, %dw : tensor<f32>, tensor<4x16xf32>, tensor<8x16xf32>
+func.func @classifier_bias(%h: tensor<128x16xf32>, %w: tensor<8x16xf32>, %b: tensor<8xf32>, %y: tensor<128xi32>, %one: tensor<f32>) -> (tensor<f32>, tensor<128x16xf32>, tensor<8x16xf32>) {
+  %l = gt.linear %h, %w, %b : tensor<128x16xf32>, tensor<8x16xf32>, tensor<8xf32>
+  %loss = gt.cross_entropy %l, %y : tensor<128x8xf32>, tensor<128xi32>
+  %g = gt.cross_entropy_grad %one, %l, %y : tensor<f32>, tensor<128x8xf32>, tensor<128xi32>
+  %dh = gt.matmul %g, %w : tensor<128x8xf32>, tensor<8x16xf32>
+  %dw = gt.matmul %g, %h <{transpose_a = true}> : tensor<128x8xf32>, tensor<128x16xf32>
+  return %loss, %dh, %dw : tensor<f32>, tensor<128x16xf32>, tensor<8x16xf32>
+}
+
+// -----
+
+// A small head (at most 64 rows of at most 32 classes, a K of at most 2048:
+// examples/mlp.gt's last layer at batch 64) also takes the linear's bias and
+// its gradient (the column sums of the logits' gradient), and, h being a
+// ReLU's output, the ReLU gradient of dh, rewritten to read h instead of z
+// (relu(z) > 0 exactly when z > 0), and its column sums: the bias gradient of
+// the layer below. The GPU runs it as one kernel.
+// CHECK-LABEL: func.func @small_head
+// CHECK-SAME: (%[[Z:.*]]: tensor<64x32xf32>, %[[W:.*]]: tensor<10x32xf32>, %[[B:.*]]: tensor<10xf32>, %[[Y:.*]]: tensor<64xi32>, %[[ONE:.*]]: tensor<f32>)
+// CHECK-NEXT: %[[H:.*]] = gt.relu %[[Z]]
+// CHECK-NEXT: %[[C:.*]]:5 = gt.fused "classifier"(%[[H]], %[[W]], %[[B]], %[[Y]], %[[ONE]])
+// CHECK-NEXT: ^bb0(%[[A:.*]]: tensor<64x32xf32>, %[[WA:.*]]: tensor<10x32xf32>, %[[BA:.*]]: tensor<10xf32>, %[[L:.*]]: tensor<64xi32>, %[[S:.*]]: tensor<f32>):
+// CHECK-NEXT:   %[[LOGITS:.*]] = gt.linear %[[A]], %[[WA]], %[[BA]]
+// CHECK-NEXT:   %[[LOSS:.*]] = gt.cross_entropy %[[LOGITS]], %[[L]]
+// CHECK-NEXT:   %[[G:.*]] = gt.cross_entropy_grad %[[S]], %[[LOGITS]], %[[L]]
+// CHECK-NEXT:   %[[DH:.*]] = gt.matmul %[[G]], %[[WA]] :
+// CHECK-NEXT:   %[[DZ:.*]] = gt.activation_grad %[[DH]], %[[A]] <{kind = "relu"}>
+// CHECK-NEXT:   %[[DB1:.*]] = gt.sum_to %[[DZ]]
+// CHECK-NEXT:   %[[DW:.*]] = gt.matmul %[[G]], %[[A]] <{transpose_a = true}>
+// CHECK-NEXT:   %[[DB:.*]] = gt.sum_to %[[G]]
+// CHECK-NEXT:   gt.yield %[[LOSS]], %[[DZ]], %[[DB1]], %[[DW]], %[[DB]]
+// CHECK-NEXT: }
+// CHECK-NEXT: return %[[C]]#0, %[[C]]#1, %[[C]]#2, %[[C]]#3, %[[C]]#4
+func.func @small_head(%z: tensor<64x32xf32>, %w: tensor<10x32xf32>, %b: tensor<10xf32>, %y: tensor<64xi32>, %one: tensor<f32>) -> (tensor<f32>, tensor<64x32xf32>, tensor<32xf32>, tensor<10x32xf32>, tensor<10xf32>) {
+  %h = gt.relu %z : tensor<64x32xf32>
+  %l = gt.linear %h, %w, %b : tensor<64x32xf32>, tensor<10x32xf32>, tensor<10xf32>
+  %loss = gt.cross_entropy %l, %y : tensor<64x10xf32>, tensor<64xi32>
+  %g = gt.cross_entropy_grad %one, %l, %y : tensor<f32>, tensor<64x10xf32>, tensor<64xi32>
+  %dh = gt.matmul %g, %w : tensor<64x10xf32>, tensor<10x32xf32>
+  %dz = gt.activation_grad %dh, %z <{kind = "relu"}> : tensor<64x32xf32>
+  %db1 = gt.sum_to %dz : tensor<64x32xf32> -> tensor<32xf32>
+  %dw = gt.matmul %g, %h <{transpose_a = true}> : tensor<64x10xf32>, tensor<64x32xf32>
+  %db = gt.sum_to %g : tensor<64x10xf32> -> tensor<10xf32>
+  return %loss, %dz, %db1, %dw, %db : tensor<f32>, tensor<64x32xf32>, tensor<32xf32>, tensor<10x32xf32>, tensor<10xf32>
+}
+
+// -----
+
+// Not a small head with 33 classes: the logits' GEMM with its bias stays
+// apart, the cross-entropy and its gradient are a "loss" region, and dh's
+// ReLU gradient goes to the gemm region of dh (at most 64 rows).
+// CHECK-LABEL: func.func @head_many_classes
+// CHECK-NOT:  gt.fused "classifier"
+// CHECK:      gt.linear
+// CHECK:      gt.fused "loss"
+// CHECK:      gt.fused "gemm"
+// CHECK:      gt.activation_grad
+func.func @head_many_classes(%z: tensor<64x32xf32>, %w: tensor<33x32xf32>, %b: tensor<33xf32>, %y: tensor<64xi32>, %one: tensor<f32>) -> (tensor<f32>, tensor<64x32xf32>, tensor<33x32xf32>) {
+  %h = gt.relu %z : tensor<64x32xf32>
+  %l = gt.linear %h, %w, %b : tensor<64x32xf32>, tensor<33x32xf32>, tensor<33xf32>
+  %loss = gt.cross_entropy %l, %y : tensor<64x33xf32>, tensor<64xi32>
+  %g = gt.cross_entropy_grad %one, %l, %y : tensor<f32>, tensor<64x33xf32>, tensor<64xi32>
+  %dh = gt.matmul %g, %w : tensor<64x33xf32>, tensor<33x32xf32>
+  %dz = gt.activation_grad %dh, %z <{kind = "relu"}> : tensor<64x32xf32>
+  %dw = gt.matmul %g, %h <{transpose_a = true}> : tensor<64x33xf32>, tensor<64x32xf32>
+  return %loss, %dz, %dw : tensor<f32>, tensor<64x32xf32>, tensor<33x32xf32>
 }
 
 // -----

@@ -104,8 +104,10 @@ void Emitter::launch(const std::string &suffix, const std::string &what,
     src += kArgmaxSnippet;
   if (helpers & kPackHelpers)
     src += kPackSnippet;
-  if (helpers & kAsyncHelpers)
+  if (helpers & (kAsyncHelpers | kClusterHelpers))
     src += kAsyncSnippet;
+  if (helpers & kClusterHelpers)
+    src += kClusterSnippet;
   src += "\n" + consts;
   src += "\nextern \"C\" __global__ void __launch_bounds__(" + str(block) +
          (minBlocks > 0 ? ", " + str(minBlocks) : "") + ")" +

@@ -9,6 +9,7 @@
 #define GTC_LIB_CODEGEN_EMITTERIMPL_H
 
 #include "gtc/CodeGen/CudaEmitter.h"
+#include "gtc/CodeGen/SmallKernels.h"
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -33,10 +34,6 @@ inline constexpr int kBlock = 256;
 /// spread the rows over the GPU (a 512 x 50257 one took 55 ms in one block).
 inline constexpr int64_t kOneBlockRows = 1024, kOneBlockLogits = 1 << 16;
 
-/// Rows (or K) up to which GEMMs run as gtc's own kernel (one 64-row tile;
-/// gt-fuse's kSmallGemmRows folds ReLU gradients and column sums into such
-/// GEMMs).
-inline constexpr int64_t kSmallGemmRows = 64;
 
 /// Grid cap of grid-stride elementwise kernels: 8 blocks per SM of an H100.
 inline constexpr int64_t kMaxGrid = 132 * 8;
@@ -124,6 +121,8 @@ enum Helper : unsigned {
   kArgmaxHelpers = 4, ///< row_argmax (needs kWarpHelpers)
   kPackHelpers = 8,   ///< pack_t, loadv, storev
   kAsyncHelpers = 16, ///< u32, smem_u32, cp_async<B>, commit, wait (sm_80)
+  kClusterHelpers = 32, ///< CLUSTERS, GTC_CLUSTER, cluster barriers, ranks
+                        ///< and remote stores (needs kAsyncHelpers)
 };
 
 inline const char *const kPrelude = R"CU(typedef long long i64;
@@ -286,6 +285,51 @@ __device__ __forceinline__ void cp_async_commit() {
 template <int N> __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" :: "n"(N));
 }
+)CU";
+
+inline const char *const kClusterSnippet = R"CU(
+// Thread-block clusters (sm_90): CLUSTERS is 1 where the architecture has
+// them, and GTC_CLUSTER, placed after __launch_bounds__, makes clusters of
+// S CTAs (the kernel's constant). Every thread of every CTA of the cluster
+// takes part in its barriers. A CTA may write into another's shared memory
+// only once that one has started: cluster_arrive_relaxed() first thing,
+// cluster_wait() before the first remote store; cluster_sync() then makes
+// the stores visible.
+#if __CUDA_ARCH__ >= 900
+#define CLUSTERS 1
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() {
+  asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n"
+               "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ u32 cluster_rank() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+// p's address in the shared memory of the cluster's CTA `rank`.
+__device__ __forceinline__ u32 remote(const void *p, u32 rank) {
+  u32 r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(smem_u32(p)), "r"(rank));
+  return r;
+}
+// Stores x, or (x, y), at p in the shared memory of the CTA `rank`.
+__device__ __forceinline__ void store_remote(float *p, u32 rank, float x) {
+  asm volatile("st.shared::cluster.f32 [%0], %1;" :: "r"(remote(p, rank)), "f"(x) : "memory");
+}
+__device__ __forceinline__ void store_remote(float *p, u32 rank, float x, float y) {
+  asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};" :: "r"(remote(p, rank)), "f"(x), "f"(y) : "memory");
+}
+#define GTC_CLUSTER __cluster_dims__(S, 1, 1)
+#else
+#define CLUSTERS 0
+#define GTC_CLUSTER
+#endif
 )CU";
 
 /// Threads per row for a row-wise kernel over rows of `n`: a warp for short
@@ -623,6 +667,20 @@ private:
     return !smallGemmFits(launches.back()) || smallGemm(launches.back());
   }
   bool classifierRegion();
+  /// What a small classifier head computes besides its loss, dh (or dh's
+  /// ReLU gradient) and dW, and the types its values are rounded to (those
+  /// of the region's ops: the logits, the gradient the GEMMs read, dh, dW,
+  /// the bias gradient and dh's column sums).
+  struct SmallHead {
+    int bias = -1, biasGrad = -1, colSum = -1;
+    bool reluGrad = false;
+    DType logitType = DType::F32, gradType = DType::F32, dhType = DType::F32,
+          dwType = DType::F32, biasGradType = DType::F32,
+          colSumType = DType::F32;
+  };
+  /// The classifier region as one kernel (LossKernels.cpp).
+  bool smallHead(int h, int w, int labels, int g, int loss, int dh, int dw,
+                 const SmallHead &head);
   bool accuracy();
   bool columnTiles(int x, int y, int64_t a, int64_t r, int64_t kk, int vec,
                    const std::string &sc, const std::string &what);

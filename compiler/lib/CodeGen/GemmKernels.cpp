@@ -318,28 +318,6 @@ __device__ __forceinline__ u32 tf32(float x) {
   return r;
 }
 
-#if __CUDA_ARCH__ >= 900
-#define CLUSTERS 1
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n"
-               "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ u32 cluster_rank() {
-  u32 r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-// Stores (x, y) at p in the shared memory of the cluster's CTA `rank`.
-__device__ __forceinline__ void store_remote(float *p, u32 rank, float x, float y) {
-  u32 r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(smem_u32(p)), "r"(rank));
-  asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};" :: "r"(r), "f"(x), "f"(y) : "memory");
-}
-#define GTC_CLUSTER __cluster_dims__(S, 1, 1)
-#else
-#define CLUSTERS 0
-#define GTC_CLUSTER
-#endif
 )CU";
 
 const char *const kMultiplyFma = R"CU(
@@ -447,6 +425,8 @@ const char *const kSmallGemmBody = R"CU(
   float (*parts)[BM][CW] = reinterpret_cast<float (*)[BM][CW]>(smem + TILES_BYTES);
   const int tile = blockIdx.x / S, m0 = tile / NT * BM, n0 = tile % NT * BN;
 #if CLUSTERS
+  if (S > 1)
+    cluster_arrive_relaxed(); // this CTA has started (see cluster_wait below)
   const int rank = S > 1 ? (int)cluster_rank() : 0;
   const int kbegin = rank * KPER, kend = min(K, kbegin + KPER);
 #else
@@ -495,7 +475,11 @@ const char *const kSmallGemmBody = R"CU(
   }
   // Each 8-column mma tile goes to the CTA that finishes its columns
   // (column / CW), as part `rank` of its sum: stores into the cluster's
-  // shared memory need no round trip.
+  // shared memory need no round trip, once every CTA has started.
+#if CLUSTERS
+  if (S > 1)
+    cluster_wait();
+#endif
   {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
@@ -714,7 +698,8 @@ bool Emitter::smallGemm(const CudaLaunch &l, int mask, int colSum,
   body.replace(body.find("EPILOGUE"), 8, epi);
   const int64_t m = l.m, n = l.n, kk = l.k;
   launches.pop_back(); // the cuBLASLt description it replaces
-  launch("gemm", what, args, kPackHelpers | kAsyncHelpers, consts, body,
+  launch("gemm", what, args, kPackHelpers | kAsyncHelpers | kClusterHelpers,
+         consts, body,
          tiles * s, 256, 0,
          "GTC_CLUSTER");
   CudaLaunch &own = launches.back();

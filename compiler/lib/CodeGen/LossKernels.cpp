@@ -329,8 +329,11 @@ bool Emitter::lossRegion() {
 /// logits; dh's rows; dW += the chunk's share (beta = 1 after the first).
 /// Then the mean of the row losses. Each element of the result is computed
 /// by the same GEMMs and row kernel as the unchunked ops, in a fixed order.
+/// A small head (isSmallHead) is one kernel instead (smallHead), which also
+/// takes a bias and its gradient and the ReLU gradient of dh.
 bool Emitter::classifierRegion() {
   int h = -1, w = -1, labels = -1, g = -1, loss = -1, dh = -1, dw = -1;
+  SmallHead head;
   bool seenGemm = false;      // the logits GEMM, the body's first op
   int logits = -1, grad = -1; // body values (Local on the CPU)
   std::set<int> gradForms, hForms;
@@ -343,10 +346,14 @@ bool Emitter::classifierRegion() {
     int in0 = sub.inputs[0], out0 = sub.outputs[0];
     if (!seenGemm) {
       bool tb = sub.op == OpKind::Linear || sub.intAttr("transpose_b", 0);
+      const size_t n = sub.inputs.size();
       if ((sub.op != OpKind::Matmul && sub.op != OpKind::Linear) || !tb ||
-          sub.intAttr("transpose_a", 0) || sub.inputs.size() != 2)
+          sub.intAttr("transpose_a", 0) || n < 2 ||
+          n > (sub.op == OpKind::Linear ? 3u : 2u))
         return fail("a classifier region starts with the logits' GEMM h W^T");
       h = in0, w = sub.inputs[1], logits = out0, seenGemm = true;
+      head.bias = sub.inputs.size() == 3 ? sub.inputs[2] : -1;
+      head.logitType = plan.buffers[out0].dtype;
       hForms.insert(h);
     } else if (sub.op == OpKind::Cast && in0 == logits && grad < 0) {
       logits = out0;
@@ -365,29 +372,62 @@ bool Emitter::classifierRegion() {
                sub.inputs[1] == w && !sub.intAttr("transpose_a", 0) &&
                !sub.intAttr("transpose_b", 0) && dh < 0) {
       dh = out0;
+      head.gradType = plan.buffers[in0].dtype;
+      head.dhType = plan.buffers[out0].dtype;
     } else if (sub.op == OpKind::Matmul && gradForms.count(in0) &&
                hForms.count(sub.inputs[1]) && sub.intAttr("transpose_a", 0) &&
                !sub.intAttr("transpose_b", 0) && dw < 0) {
       dw = out0;
+      head.dwType = plan.buffers[out0].dtype;
     } else if (sub.op == OpKind::Cast && in0 == dw) {
       dw = out0;
+    } else if (sub.op == OpKind::SumTo && gradForms.count(in0) &&
+               head.biasGrad < 0) {
+      head.biasGrad = out0;
+      head.biasGradType = plan.buffers[out0].dtype;
+    } else if (sub.op == OpKind::Cast && in0 == head.biasGrad) {
+      head.biasGrad = out0;
+    } else if (sub.op == OpKind::ActivationGrad && in0 == dh && dh >= 0 &&
+               sub.strAttr("kind", "") == "relu" &&
+               hForms.count(sub.inputs[1]) && !head.reluGrad) {
+      dh = out0; // dh * (h > 0)
+      head.reluGrad = true;
+    } else if (sub.op == OpKind::SumTo && in0 == dh && head.reluGrad &&
+               head.colSum < 0) {
+      head.colSum = out0;
+      head.colSumType = plan.buffers[out0].dtype;
+    } else if (sub.op == OpKind::Cast && in0 == head.colSum) {
+      head.colSum = out0;
     } else {
       return fail(std::string("'") + opName(sub.op) +
                   "' in a classifier region is not the logits' GEMM, the "
-                  "cross-entropy, its gradient or their GEMMs");
+                  "cross-entropy, its gradient, their GEMMs, a bias "
+                  "gradient or a ReLU gradient");
     }
   }
-  int chunk = static_cast<int>(k->intAttr("chunk_buffer", -1));
   if (loss < 0 || dh < 0 || dw < 0 || !isOutput(loss) || !isOutput(dh) ||
-      !isOutput(dw))
-    return fail("a classifier region yields its loss, dh and dW");
+      !isOutput(dw) || (head.biasGrad >= 0 && !isOutput(head.biasGrad)) ||
+      (head.colSum >= 0 && !isOutput(head.colSum)))
+    return fail("a classifier region yields its loss, dh and dW (and the "
+                "bias gradients it computes)");
+  const int64_t d = shape(w).back(), rows = count(labels);
+  const int64_t v = shape(w).size() == 2 ? shape(w)[0] : -1;
+  if (isSmallHead(rows, v, d))
+    return smallHead(h, w, labels, g, loss, dh, dw, head);
+  if (head.bias >= 0 || head.biasGrad >= 0 || head.reluGrad)
+    return fail("a classifier region with a bias or a ReLU gradient runs as "
+                "one kernel, for at most " + str(kSmallGemmRows) +
+                " rows of at most " + str(kSmallHeadClasses) +
+                " classes and a K of at most " + str(kSmallHeadK) +
+                " (here " + str(rows) + " rows, " + str(v) + " classes, K " +
+                str(d) + ")");
+  int chunk = static_cast<int>(k->intAttr("chunk_buffer", -1));
   if (chunk < 0 || shape(chunk).size() != 2)
     return fail("a classifier region needs its chunk buffer (the plan's "
                 "chunk_buffer)");
-  const int64_t r = shape(chunk)[0], v = shape(chunk)[1];
-  const int64_t d = shape(w).back(), rows = count(labels);
+  const int64_t r = shape(chunk)[0];
   auto bytes = [&](int id) { return int64_t(dtypeBytes(plan.buffers[id].dtype)); };
-  if (shape(w).size() != 2 || shape(w)[0] != v || count(h) != rows * d ||
+  if (shape(w).size() != 2 || shape(chunk)[1] != v || count(h) != rows * d ||
       count(dh) != rows * d || count(dw) != v * d ||
       plan.buffers[chunk].dtype != plan.buffers[w].dtype ||
       plan.buffers[h].dtype != plan.buffers[w].dtype ||
@@ -421,6 +461,337 @@ bool Emitter::classifierRegion() {
   }
   finalSum("mean", loss, rows, "double",
            "(float)(s / " + str(rows) + ")");
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// A small classifier head as one kernel
+//===----------------------------------------------------------------------===//
+//
+// examples/mlp.gt at batch 64 ran its 10-class head as four launches of
+// 4.5-5.6 us each on an H100 (the logits GEMM, the loss, dh with the ReLU
+// gradient and its column sums, dW with the bias gradient), for about
+// 2 MFLOP of work (test/bench/NOTES.md, twelfth session). This kernel does
+// all of it in one launch: one cluster of S CTAs (sm_90), CTA r holding
+// slice r of K (KC columns) of h and W in shared memory.
+//  1. Each CTA computes its slice's part of the logits (fp32 FMAs; KQ
+//     threads a row, each every KQ-th group of 4 columns, added by a
+//     butterfly) and stores it into every CTA of the cluster (distributed
+//     shared memory); one cluster barrier.
+//  2. Every CTA adds the S parts in slice order, the bias, and computes the
+//     loss and the gradient of its rows: all M rows, in every CTA (a few
+//     hundred exponentials; no second exchange), as the row kernel of the
+//     loss region (crossEntropyRows).
+//  3. Each CTA computes its slice of dh = dlogits W (with the ReLU gradient
+//     of h, h > 0, and dh's column sums) and of dW = dlogits^T h from the
+//     slices it holds; CTA 0 writes the loss and the bias gradient.
+// Every value is rounded to its op's type on the way (bf16 logits, the
+// gradient's cast, ...), sums of rows are taken in double as the CPU's
+// sum_to, and every sum runs in a fixed order: bitwise reproducible. Below
+// sm_90 (no clusters) each CTA computes every slice's part itself, in the
+// same order, its own slice last, so that it stays in shared memory.
+
+namespace {
+
+const char *const kSmallHeadSource = R"CU(
+constexpr int THREADS = 512;
+constexpr int KQ = THREADS / 64; // threads a row of the logits' part
+constexpr float LOG2E = 1.4426950408889634f;
+#if CLUSTERS
+constexpr int PASSES = 1;
+#else
+constexpr int PASSES = S;
+#endif
+// Phase 3: CT threads a column of the slice, RG groups of rows.
+constexpr int CT = KC < THREADS ? KC : THREADS;
+constexpr int RG = THREADS / CT, RPG = (M + RG - 1) / RG;
+static_assert(KC % 32 == 0 && KC <= THREADS, "slices of whole 32 columns");
+// Shared memory: the slices of h and W ([M + N][LD] of E), the parts of the
+// logits ([S][M][NP] floats; phase 3's partial dW rows after), the
+// gradient of the logits ([M][NP]), the row losses and partial column sums.
+constexpr int SLICE_BYTES = ((M + N) * LD * (int)sizeof(E) + 15) / 16 * 16;
+constexpr int AREA = (S * M > THREADS ? S * M : THREADS) * NP; // floats
+
+// V elements global -> shared, zeros when !ok: asynchronously where the
+// copy is 4, 8 or 16 bytes, else (a 16-bit element) with a plain load.
+template <int V>
+__device__ __forceinline__ void copy(E *dst, const E *src, bool ok) {
+  constexpr int B = V * (int)sizeof(E);
+  if constexpr (B >= 4) {
+    cp_async<B>(dst, src, ok);
+  } else {
+    *reinterpret_cast<unsigned short *>(dst) =
+        ok ? *reinterpret_cast<const unsigned short *>(src) : 0;
+  }
+}
+// v rounded to the type T (an op's result type) and back.
+template <typename T> __device__ __forceinline__ float as(float v) {
+  T t;
+  t = v;
+  return (float)t;
+}
+)CU";
+
+const char *const kSmallHeadBody = R"CU(
+  extern __shared__ __align__(16) unsigned char smem[];
+  E *hs = reinterpret_cast<E *>(smem); // h's rows of the slice, then W's
+  float *area = reinterpret_cast<float *>(smem + SLICE_BYTES);
+  float *dl = area + AREA;
+  double *rl = reinterpret_cast<double *>(dl + M * NP);
+  double *dsum = rl + M;
+#if CLUSTERS
+  if (S > 1)
+    cluster_arrive_relaxed(); // this CTA has started (see cluster_wait)
+  const int rank = S > 1 ? (int)cluster_rank() : 0;
+#else
+  const int rank = blockIdx.x;
+#endif
+  // 1. The parts of the logits, a slice of K each.
+  const int prow = threadIdx.x / KQ, kq = threadIdx.x % KQ;
+  for (int p = 0; p < PASSES; ++p) {
+    const int slice = PASSES == 1 ? rank : (rank + 1 + p) % S;
+    const int k0 = slice * KC;
+    if (p > 0)
+      __syncthreads(); // the last slice is read
+    for (int q = threadIdx.x; q < (M + N) * (KC / V); q += THREADS) {
+      const int r = q / (KC / V), c = q % (KC / V) * V;
+      const bool ok = k0 + c < K;
+      const E *src = (r < M ? h + (i64)r * K : w + (i64)(r - M) * K) + (ok ? k0 + c : 0);
+      copy<V>(hs + r * LD + c, src, ok);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+    float acc[N];
+#pragma unroll
+    for (int j = 0; j < N; ++j)
+      acc[j] = 0.0f;
+    if (prow < M)
+      for (int c = kq * 4; c < KC; c += 4 * KQ) {
+        float hv[4];
+        loadv<4>(hs + prow * LD + c, hv);
+#pragma unroll
+        for (int j = 0; j < N; ++j) {
+          float wv[4];
+          loadv<4>(hs + (M + j) * LD + c, wv);
+#pragma unroll
+          for (int e = 0; e < 4; ++e)
+            acc[j] = fmaf(hv[e], wv[e], acc[j]);
+        }
+      }
+#pragma unroll
+    for (int j = 0; j < N; ++j)
+      acc[j] = warp_reduce<KQ>(acc[j], Add());
+    // Part `slice` of the row's logits, into every CTA (KQ threads share
+    // the stores).
+#if CLUSTERS
+    if (S > 1) {
+      cluster_wait();
+      if (prow < M)
+        for (int dst = kq; dst < S; dst += KQ)
+#pragma unroll
+          for (int j = 0; j < N; ++j)
+            store_remote(&area[(slice * M + prow) * NP + j], dst, acc[j]);
+      continue;
+    }
+#endif
+    if (prow < M && kq == 0)
+#pragma unroll
+      for (int j = 0; j < N; ++j)
+        area[(slice * M + prow) * NP + j] = acc[j];
+  }
+#if CLUSTERS
+  if (S > 1)
+    cluster_sync(); // every part has arrived; nothing is read remotely after
+  else
+#endif
+    __syncthreads();
+  // 2. The logits, loss and gradient of every row, a thread a row.
+  if (threadIdx.x < M) {
+    const int row = threadIdx.x;
+    float x[N];
+    float mx = -GTC_INF;
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      float v = 0.0f;
+      for (int s = 0; s < S; ++s)
+        v += area[(s * M + row) * NP + j];
+      BIAS_ADD
+      x[j] = as<LOGIT_T>(v);
+      mx = fmaxf(mx, x[j]);
+    }
+    const float mxl = mx * LOG2E;
+    double sum = 0.0;
+#pragma unroll
+    for (int j = 0; j < N; ++j)
+      sum += (double)exp2f(fmaf(x[j], LOG2E, -mxl));
+    const double lse = (double)mx + log(sum);
+    const int t = labels[row];
+    const bool ok = t >= 0 && t < N;
+    float vt = 0.0f;
+#pragma unroll
+    for (int j = 0; j < N; ++j)
+      vt = j == t ? x[j] : vt;
+    rl[row] = ok ? lse - (double)vt : (double)GTC_NAN;
+    const double gs = (double)grad[0] / M;
+    const float scale = ok ? (float)(1.0 / sum) * (float)gs : GTC_NAN;
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      const float d = j == t ? (float)((exp((double)vt - lse) - 1.0) * gs)
+                             : exp2f(fmaf(x[j], LOG2E, -mxl)) * scale;
+      dl[row * NP + j] = as<GRAD_T>(d);
+    }
+  }
+  __syncthreads();
+  // 3. This CTA's columns of dh and dW: thread c of row group g walks
+  // the group's rows of column k, W's column and dW's partial sums in
+  // registers.
+  const int c = threadIdx.x % CT, g = threadIdx.x / CT, k = rank * KC + c;
+  float wc[N], aw[N];
+#pragma unroll
+  for (int j = 0; j < N; ++j) {
+    wc[j] = (float)hs[(M + j) * LD + c];
+    aw[j] = 0.0f;
+  }
+  double cs = 0.0; // the group's part of dh's column sum
+  if (g < RG)
+    for (int r = g * RPG; r < M && r < (g + 1) * RPG; ++r) {
+      const float hv = (float)hs[r * LD + c];
+      float v = 0.0f;
+#pragma unroll
+      for (int j = 0; j < N; ++j) {
+        const float d = dl[r * NP + j];
+        v = fmaf(d, wc[j], v);
+        aw[j] = fmaf(d, hv, aw[j]);
+      }
+      v = as<DH_T>(v);
+      RELU_GRAD
+      v = as<DX_T>(v); // as stored, and summed
+      if (k < K) {
+        dx[(i64)r * K + k] = v;
+        cs += (double)v;
+      }
+    }
+  // The row groups' partial sums, added in group order.
+  if (g < RG) {
+#pragma unroll
+    for (int j = 0; j < N; ++j)
+      area[(g * N + j) * CT + c] = aw[j];
+    dsum[g * CT + c] = cs;
+  }
+  __syncthreads();
+  if (g == 0 && k < K) {
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      float s = 0.0f;
+      for (int q = 0; q < RG; ++q)
+        s += area[(q * N + j) * CT + c];
+      dw[(i64)j * K + k] = as<DW_T>(s);
+    }
+    COLSUM_STORE
+  }
+  if (rank == 0) {
+    BIAS_GRAD_STORE
+    if (threadIdx.x == 32) { // the mean of the row losses, in row order
+      double total = 0.0;
+      for (int r = 0; r < M; ++r)
+        total += rl[r];
+      y[0] = (float)(total / M);
+    }
+  }
+)CU";
+
+} // namespace
+
+bool Emitter::smallHead(int h, int w, int labels, int g, int loss, int dh,
+                        int dw, const SmallHead &head) {
+  const int64_t m = count(labels), n = shape(w)[0], kk = shape(w).back();
+  const DType et = plan.buffers[w].dtype;
+  if (!isSmallHead(m, n, kk) || plan.buffers[h].dtype != et || !rt::isFloat(et) ||
+      count(h) != m * kk || count(dh) != m * kk || count(dw) != n * kk ||
+      isF32(labels) || !isF32(g) || count(g) != 1 || !isF32(loss) ||
+      (head.bias >= 0 && count(head.bias) != n) ||
+      (head.biasGrad >= 0 && count(head.biasGrad) != n) ||
+      (head.colSum >= 0 && count(head.colSum) != kk))
+    return fail("small classifier head's shapes or types do not agree: h " +
+                describe(h) + ", W " + describe(w) + ", labels " +
+                describe(labels));
+  const int bytes = et == DType::F32 ? 4 : 2;
+  // Up to 8 slices (a portable cluster) of at least 64 columns, each a
+  // multiple of 32; S the slices that K fills.
+  const int64_t kc = alignUp(ceilDiv(kk, std::min<int64_t>(8, ceilDiv(kk, 64))), 32);
+  const int64_t s = ceilDiv(kk, kc);
+  // Rows of the slices: 16-bit ones start 32 elements apart modulo 64 (two
+  // rows' 8-byte loads of a half-warp hit distinct banks).
+  const int64_t ld = bytes == 4 ? kc : kc + (96 - kc % 64) % 64;
+  const int64_t np = alignUp(n, 4);
+  int v = 16 / bytes;
+  while (v > 1 && kk % v != 0)
+    v /= 2;
+  const int64_t threads = 512;
+  const int64_t sliceBytes = alignUp((m + n) * ld * bytes, 16);
+  const int64_t area = std::max(s * m, threads) * np;
+  const int64_t shared = sliceBytes + (area + m * np) * 4 + (m + threads) * 8;
+  if (shared > 227 * 1024)
+    return fail("the small classifier head needs " + str(shared) +
+                " bytes of shared memory");
+  std::string consts =
+      "constexpr int M = " + str(m) + ", N = " + str(n) + ", K = " + str(kk) +
+      ", S = " + str(s) + ", KC = " + str(kc) + ", LD = " + str(ld) +
+      ", NP = " + str(np) + ", V = " + str(v) + ";\n" + "typedef " +
+      ctypeOf(et) + " E;\ntypedef " + ctypeOf(head.logitType) +
+      " LOGIT_T;\ntypedef " + ctypeOf(head.gradType) + " GRAD_T;\ntypedef " +
+      ctypeOf(head.dhType) + " DH_T;\ntypedef " + ctype(dh) +
+      " DX_T;\ntypedef " + ctypeOf(head.dwType) + " DW_T;\n" +
+      kSmallHeadSource;
+  std::vector<Arg> args = {in(g, "grad"), in(h, "h"), in(w, "w")};
+  std::string what = "small classifier head: " + str(m) + " rows of " +
+                     str(n) + " classes from K " + str(kk) + " (" +
+                     dtypeName(et) + "), logits, loss, gradient, dh, dW";
+  std::string body = kSmallHeadBody;
+  auto put = [&](const std::string &marker, const std::string &code) {
+    body.replace(body.find(marker), marker.size(), code);
+  };
+  if (head.bias >= 0) {
+    args.push_back(in(head.bias, "bias"));
+    what += ", +bias";
+  }
+  put("BIAS_ADD", head.bias >= 0 ? "v += (float)bias[j];" : "");
+  args.push_back(in(labels, "labels"));
+  args.push_back(out(loss, "y"));
+  args.push_back(out(dh, "dx"));
+  put("RELU_GRAD", head.reluGrad ? "v *= hv > 0.f ? 1.f : 0.f; // relu'"
+                                 : "");
+  if (head.reluGrad)
+    what += " *relu'";
+  if (head.colSum >= 0) {
+    args.push_back(out(head.colSum, "colsum"));
+    what += " +column sums";
+  }
+  put("COLSUM_STORE",
+      head.colSum >= 0
+          ? "double s = 0.0;\n    for (int q = 0; q < RG; ++q)\n      s += "
+            "dsum[q * CT + c];\n    colsum[k] = as<" +
+                ctypeOf(head.colSumType) + ">((float)s);"
+          : "");
+  args.push_back(out(dw, "dw"));
+  if (head.biasGrad >= 0) {
+    args.push_back(out(head.biasGrad, "db"));
+    what += " +bias gradient";
+  }
+  put("BIAS_GRAD_STORE",
+      head.biasGrad >= 0
+          ? "if (threadIdx.x < N) {\n      double s = 0.0;\n      for (int r "
+            "= 0; r < M; ++r)\n        s += (double)dl[r * NP + "
+            "threadIdx.x];\n      db[threadIdx.x] = as<" +
+                ctypeOf(head.biasGradType) + ">((float)s);\n    }"
+          : "");
+  if (s > 1)
+    what += "; K split over a cluster of " + str(s) + " CTAs";
+  launch("head", what, args,
+         kWarpHelpers | kPackHelpers | kAsyncHelpers | kClusterHelpers, consts,
+         body, s, threads, 0, "GTC_CLUSTER");
+  launches.back().shared = shared;
   return true;
 }
 

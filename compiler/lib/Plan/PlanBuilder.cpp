@@ -1,6 +1,7 @@
 //===- PlanBuilder.cpp - From a gt function to a runtime plan -------------===//
 
 #include "gtc/Plan/PlanBuilder.h"
+#include "gtc/CodeGen/SmallKernels.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
 #include <algorithm>
@@ -48,7 +49,7 @@ private:
   /// Gives the last kernel, a "classifier" region, its chunk: a temporary
   /// of a few thousand rows of logits (kernel attribute `chunk_buffer`),
   /// in which the GPU computes the logits and their gradient a chunk of
-  /// rows at a time.
+  /// rows at a time. A small head (isSmallHead) needs none.
   LogicalResult addClassifierChunk(FusedOp fused);
   /// Gives the values inside a fusion region their buffers: the region's
   /// inputs and outputs, or Local ones.
@@ -229,13 +230,20 @@ LogicalResult PlanBuilder::addClassifierChunk(FusedOp fused) {
     limit = std::max<int64_t>(1, std::strtoll(env, nullptr, 10));
   // The chunk has the element type of the logits' buffer (the body's local
   // of the same type gives it).
-  Value logits = fused.getBody().front().front().getResult(0);
+  Operation &gemm = fused.getBody().front().front();
+  Value logits = gemm.getResult(0);
+  auto type = cast<RankedTensorType>(logits.getType());
+  // A small head runs as one kernel that keeps its logits in shared memory.
+  if (gtc::codegen::isSmallHead(
+          type.getNumElements() / type.getShape().back(),
+          type.getShape().back(),
+          cast<RankedTensorType>(gemm.getOperand(0).getType()).getShape().back()))
+    return success();
   FailureOr<int> made = addBuffer({}, MemRegion::Temp, "classifier chunk");
   if (failed(made))
     return failure();
   rt::Buffer &b = plan.buffers[*made];
   b.dtype = plan.buffers[bufferOf(logits)].dtype;
-  auto type = cast<RankedTensorType>(logits.getType());
   b.shape = {type.getNumElements() / type.getShape().back(),
              type.getShape().back()};
   int64_t v = b.shape.back(), rows = b.shape[0];

@@ -44,6 +44,7 @@
 // `scatter_add` region: the scatter onto that gradient.
 //===----------------------------------------------------------------------===//
 
+#include "gtc/CodeGen/SmallKernels.h"
 #include "gtc/Dialect/GT/GTOps.h"
 #include "gtc/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -240,6 +241,14 @@ private:
   /// a time), so the logits and their gradient never exist in full: for
   /// GPT-2 at batch 16 they are 1.6 GB in bf16 (3.3 GB in f32), the largest
   /// tensor of the step. Nothing is recomputed.
+  ///
+  /// A small head (isSmallHead: at most 64 rows of at most 32 classes, a K
+  /// of at most 2048; examples/mlp.gt at batch 64) runs as one kernel on
+  /// the GPU, which also computes a linear's bias and its gradient (the
+  /// column sums of the logits' gradient, with their cast) and, when h is
+  /// the output of a ReLU, the ReLU gradient of dh and its column sums (the
+  /// bias gradient of the linear below, with their cast): those join the
+  /// region too, where dh's ReLU gradient is dh's only use and reads h.
   void foldClassifiers() {
     SmallVector<Group> folds;
     for (auto ce : block.getOps<CrossEntropyOp>()) {
@@ -250,7 +259,16 @@ private:
       Value stored = widening ? widening.getInput() : ce.getLogits();
       Operation *fwd = stored.getDefiningOp();
       Value h, w;
-      if (auto lin = dyn_cast_or_null<LinearOp>(fwd); lin && !lin.getBias()) {
+      auto logitsType = cast<RankedTensorType>(stored.getType());
+      bool small = false;
+      if (fwd && fwd->getNumOperands() >= 1)
+        small = gtc::codegen::isSmallHead(
+            rowsOf(stored), logitsType.getShape().back(),
+            cast<RankedTensorType>(fwd->getOperand(0).getType())
+                .getShape()
+                .back());
+      if (auto lin = dyn_cast_or_null<LinearOp>(fwd);
+          lin && (!lin.getBias() || small)) {
         h = lin.getInput();
         w = lin.getWeight();
       } else if (auto mm = dyn_cast_or_null<MatmulOp>(fwd);
@@ -275,12 +293,18 @@ private:
       // The gradient, through reshapes, feeds exactly dh and dW.
       SmallVector<Value> forms = {g.ops.back()->getResult(0)};
       MatmulOp dh, dw;
+      SumToOp db; // a small head's bias gradient
       bool ok = true;
       for (size_t i = 0; i < forms.size() && ok; ++i)
         for (Operation *u : forms[i].getUsers()) {
           auto mm = dyn_cast<MatmulOp>(u);
+          auto sum = dyn_cast<SumToOp>(u);
           if (u->getBlock() != &block) {
             ok = false;
+          } else if (sum && small && !db &&
+                     sum.getType().getShape() ==
+                         logitsType.getShape().take_back()) {
+            db = sum;
           } else if (auto r = dyn_cast<ReshapeOp>(u)) {
             g.ops.push_back(r);
             forms.push_back(r.getResult());
@@ -310,6 +334,27 @@ private:
         g.ops.push_back(hr);
       g.ops.push_back(dh);
       addWithCast(dw, g.ops);
+      if (db)
+        addWithCast(db, g.ops);
+      // A small head's dh: the ReLU gradient of h = relu(z) and its column
+      // sums. The gradient reads h instead of z (relu(z) > 0 exactly when
+      // z > 0, as in the gemm regions), so the region reads h alone.
+      auto ag = dyn_cast_or_null<ActivationGradOp>(soleUser(dh.getResult()));
+      auto relu = h.getDefiningOp<ReluOp>();
+      if (small && ag && relu && ag.getKind() == "relu" &&
+          ag.getGrad() == dh.getResult() &&
+          (ag.getInput() == h || ag.getInput() == relu.getInput())) {
+        ag.getInputMutable().assign(h);
+        g.ops.push_back(ag);
+        for (Operation *u : ag.getResult().getUsers())
+          if (auto sum = dyn_cast<SumToOp>(u);
+              sum && sum->getBlock() == &block &&
+              sum.getType().getShape() ==
+                  cast<RankedTensorType>(ag.getType()).getShape().take_back()) {
+            addWithCast(sum, g.ops);
+            break;
+          }
+      }
       llvm::sort(g.ops, [](Operation *a, Operation *b) {
         return a->isBeforeInBlock(b);
       });
@@ -451,7 +496,7 @@ private:
             rowsOf8(ag.getInput())) {
           g.ops.push_back(ag);
         } else if (!mm.getTransposeA() && feeds && ag.getKind() == "relu" &&
-                   rowsOf(mm.getResult()) <= kSmallGemmRows) {
+                   rowsOf(mm.getResult()) <= gtc::codegen::kSmallGemmRows) {
           g.ops.push_back(ag);
           // Its column sums (the bias gradient of the linear below).
           for (Operation *u : ag.getResult().getUsers())
@@ -497,10 +542,6 @@ private:
       outline(g, "gemm");
   }
 
-  /// Rows up to which a GEMM runs as gtc's own kernel on the GPU (one tile
-  /// of 64 rows: the CUDA emitter's kSmallGemmRows), whose epilogue also
-  /// computes a ReLU gradient and the column sums of its result.
-  static constexpr int64_t kSmallGemmRows = 64;
   static int64_t rowsOf(Value v) {
     auto type = cast<RankedTensorType>(v.getType());
     return type.getNumElements() / std::max<int64_t>(1, type.getShape().back());

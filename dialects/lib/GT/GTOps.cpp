@@ -754,20 +754,38 @@ LogicalResult FusedOp::verify() {
     // The logits' GEMM, [a widening cast,] the cross-entropy and its
     // gradient, [casts and reshapes of the gradient,] the GEMMs reading it.
     // The logits and their gradient stay inside (chunks of rows at a time).
+    // A small head also has the column sums of values it computes (bias
+    // gradients) and the ReLU gradient of dh.
     auto ops = body.without_terminator();
     Operation &first = *ops.begin();
     CrossEntropyOp ce;
     CrossEntropyGradOp grad;
+    auto computedInside = [&](Value v) {
+      Operation *def = v.getDefiningOp();
+      return def && def->getBlock() == &body;
+    };
     for (Operation &op : ops) {
-      if (auto c = dyn_cast<CrossEntropyOp>(op); c && !ce)
+      if (auto c = dyn_cast<CrossEntropyOp>(op); c && !ce) {
         ce = c;
-      else if (auto g = dyn_cast<CrossEntropyGradOp>(op); g && !grad)
+      } else if (auto g = dyn_cast<CrossEntropyGradOp>(op); g && !grad) {
         grad = g;
-      else if (!isa<CastOp, ReshapeOp>(op) &&
-               !op.hasTrait<OpTrait::gt::Contraction>())
+      } else if (auto sum = dyn_cast<SumToOp>(op)) {
+        auto in = cast<ShapedType>(sum.getInput().getType());
+        if (!computedInside(sum.getInput()) ||
+            sum.getType().getShape() != in.getShape().take_back())
+          return op.emitOpError("in a classifier region sums the columns of "
+                                "a value the region computes");
+      } else if (auto ag = dyn_cast<ActivationGradOp>(op)) {
+        if (ag.getKind() != "relu" || !computedInside(ag.getGrad()))
+          return op.emitOpError("in a classifier region is the ReLU "
+                                "gradient of a GEMM's result");
+      } else if (!isa<CastOp, ReshapeOp>(op) &&
+                 !op.hasTrait<OpTrait::gt::Contraction>()) {
         return op.emitOpError("cannot be part of a classifier region: it is "
-                              "not a GEMM, a cast, a reshape or the "
-                              "cross-entropy");
+                              "not a GEMM, a cast, a reshape, the "
+                              "cross-entropy, a column sum or a ReLU "
+                              "gradient");
+      }
     }
     Value logits = ce ? ce.getLogits() : Value();
     if (auto c = logits ? logits.getDefiningOp<CastOp>() : CastOp())
