@@ -318,12 +318,15 @@ __device__ __forceinline__ u32 remote(const void *p, u32 rank) {
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(smem_u32(p)), "r"(rank));
   return r;
 }
-// Stores x, or (x, y), at p in the shared memory of the CTA `rank`.
-__device__ __forceinline__ void store_remote(float *p, u32 rank, float x) {
-  asm volatile("st.shared::cluster.f32 [%0], %1;" :: "r"(remote(p, rank)), "f"(x) : "memory");
-}
+// Stores (x, y), or (x, y, z, w), at p (aligned to their size) in the
+// shared memory of the CTA `rank`.
 __device__ __forceinline__ void store_remote(float *p, u32 rank, float x, float y) {
   asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};" :: "r"(remote(p, rank)), "f"(x), "f"(y) : "memory");
+}
+__device__ __forceinline__ void store_remote(float *p, u32 rank, float x, float y,
+                                             float z, float w) {
+  asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};"
+               :: "r"(remote(p, rank)), "f"(x), "f"(y), "f"(z), "f"(w) : "memory");
 }
 #define GTC_CLUSTER __cluster_dims__(S, 1, 1)
 #else

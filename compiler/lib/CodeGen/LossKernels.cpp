@@ -502,15 +502,17 @@ constexpr int PASSES = 1;
 #else
 constexpr int PASSES = S;
 #endif
-// Phase 3: CT threads a column of the slice, RG groups of rows.
-constexpr int CT = KC < THREADS ? KC : THREADS;
+constexpr int CPR = (N + KQ - 1) / KQ; // classes a thread of phase 2
+// Phase 3: CT threads across the slice, CPT columns each; RG groups of rows.
+constexpr int CT = KC / CPT;
 constexpr int RG = THREADS / CT, RPG = (M + RG - 1) / RG;
-static_assert(KC % 32 == 0 && KC <= THREADS, "slices of whole 32 columns");
+static_assert(KC % 32 == 0 && CT <= THREADS, "slices of whole 32 columns");
 // Shared memory: the slices of h and W ([M + N][LD] of E), the parts of the
-// logits ([S][M][NP] floats; phase 3's partial dW rows after), the
-// gradient of the logits ([M][NP]), the row losses and partial column sums.
+// logits ([S][M][NP] floats; phase 3's partial dW rows after: AREA), the
+// gradient of the logits ([M][NP]), the row losses and the row groups'
+// partial column sums.
 constexpr int SLICE_BYTES = ((M + N) * LD * (int)sizeof(E) + 15) / 16 * 16;
-constexpr int AREA = (S * M > THREADS ? S * M : THREADS) * NP; // floats
+static_assert(AREA >= S * M * NP && AREA >= RG * N * KC, "area");
 
 // V elements global -> shared, zeros when !ok: asynchronously where the
 // copy is 4, 8 or 16 bytes, else (a 16-bit element) with a plain load.
@@ -562,12 +564,14 @@ const char *const kSmallHeadBody = R"CU(
     cp_async_commit();
     cp_async_wait<0>();
     __syncthreads();
-    float acc[N];
+    float acc[NP]; // N sums, then zeros (whole 16-byte stores)
 #pragma unroll
-    for (int j = 0; j < N; ++j)
+    for (int j = 0; j < NP; ++j)
       acc[j] = 0.0f;
     if (prow < M)
-      for (int c = kq * 4; c < KC; c += 4 * KQ) {
+#pragma unroll
+      for (int i = 0; i < KC / (4 * KQ); ++i) {
+        const int c = (kq + i * KQ) * 4;
         float hv[4];
         loadv<4>(hs + prow * LD + c, hv);
 #pragma unroll
@@ -583,15 +587,16 @@ const char *const kSmallHeadBody = R"CU(
     for (int j = 0; j < N; ++j)
       acc[j] = warp_reduce<KQ>(acc[j], Add());
     // Part `slice` of the row's logits, into every CTA (KQ threads share
-    // the stores).
+    // the stores, 16 bytes each).
 #if CLUSTERS
     if (S > 1) {
       cluster_wait();
       if (prow < M)
         for (int dst = kq; dst < S; dst += KQ)
 #pragma unroll
-          for (int j = 0; j < N; ++j)
-            store_remote(&area[(slice * M + prow) * NP + j], dst, acc[j]);
+          for (int q = 0; q < NP; q += 4)
+            store_remote(&area[(slice * M + prow) * NP + q], dst, acc[q],
+                         acc[q + 1], acc[q + 2], acc[q + 3]);
       continue;
     }
 #endif
@@ -606,97 +611,140 @@ const char *const kSmallHeadBody = R"CU(
   else
 #endif
     __syncthreads();
-  // 2. The logits, loss and gradient of every row, a thread a row.
-  if (threadIdx.x < M) {
-    const int row = threadIdx.x;
-    float x[N];
+  // 2. Every row's logits, loss and gradient: the KQ threads of row prow
+  // take classes kq, kq + KQ, ... (as the row kernel's threads of a row).
+  {
+    const int row = prow;
+    float x[CPR];
     float mx = -GTC_INF;
 #pragma unroll
-    for (int j = 0; j < N; ++j) {
-      float v = 0.0f;
-      for (int s = 0; s < S; ++s)
-        v += area[(s * M + row) * NP + j];
-      BIAS_ADD
-      x[j] = as<LOGIT_T>(v);
-      mx = fmaxf(mx, x[j]);
+    for (int i = 0; i < CPR; ++i) {
+      const int j = kq + i * KQ;
+      x[i] = -GTC_INF;
+      if (j < N && row < M) {
+        float v = 0.0f;
+        for (int s = 0; s < S; ++s)
+          v += area[(s * M + row) * NP + j];
+        BIAS_ADD
+        x[i] = as<LOGIT_T>(v);
+        mx = fmaxf(mx, x[i]);
+      }
     }
+    mx = warp_reduce<KQ>(mx, Max());
     const float mxl = mx * LOG2E;
-    double sum = 0.0;
+    float se = 0.0f;
 #pragma unroll
-    for (int j = 0; j < N; ++j)
-      sum += (double)exp2f(fmaf(x[j], LOG2E, -mxl));
+    for (int i = 0; i < CPR; ++i)
+      if (kq + i * KQ < N)
+        se += exp2f(fmaf(x[i], LOG2E, -mxl));
+    const double sum = warp_reduce<KQ>((double)se, Add());
     const double lse = (double)mx + log(sum);
-    const int t = labels[row];
+    const int t = row < M ? labels[row] : 0;
     const bool ok = t >= 0 && t < N;
-    float vt = 0.0f;
+    float mine = 0.0f; // the label's logit, from the thread that has it
 #pragma unroll
-    for (int j = 0; j < N; ++j)
-      vt = j == t ? x[j] : vt;
-    rl[row] = ok ? lse - (double)vt : (double)GTC_NAN;
+    for (int i = 0; i < CPR; ++i)
+      mine = kq + i * KQ == t ? x[i] : mine;
+    const float vt = warp_reduce<KQ>(mine, Add());
+    if (row < M && kq == 0)
+      rl[row] = ok ? lse - (double)vt : (double)GTC_NAN;
     const double gs = (double)grad[0] / M;
     const float scale = ok ? (float)(1.0 / sum) * (float)gs : GTC_NAN;
 #pragma unroll
-    for (int j = 0; j < N; ++j) {
-      const float d = j == t ? (float)((exp((double)vt - lse) - 1.0) * gs)
-                             : exp2f(fmaf(x[j], LOG2E, -mxl)) * scale;
-      dl[row * NP + j] = as<GRAD_T>(d);
+    for (int i = 0; i < CPR; ++i) {
+      const int j = kq + i * KQ;
+      if (j < N && row < M) {
+        const float d = j == t ? (float)((exp((double)vt - lse) - 1.0) * gs)
+                               : exp2f(fmaf(x[i], LOG2E, -mxl)) * scale;
+        dl[row * NP + j] = as<GRAD_T>(d);
+      }
     }
   }
   __syncthreads();
-  // 3. This CTA's columns of dh and dW: thread c of row group g walks
-  // the group's rows of column k, W's column and dW's partial sums in
-  // registers.
-  const int c = threadIdx.x % CT, g = threadIdx.x / CT, k = rank * KC + c;
-  float wc[N], aw[N];
+  // 3. This CTA's columns of dh and dW: the thread for columns c.. (CPT of
+  // them) of row group g walks the group's rows, with W's columns and
+  // dW's partial sums in registers.
+  const int c = threadIdx.x % CT * CPT, g = threadIdx.x / CT, k = rank * KC + c;
+  float wc[CPT][N], aw[CPT][N];
 #pragma unroll
   for (int j = 0; j < N; ++j) {
-    wc[j] = (float)hs[(M + j) * LD + c];
-    aw[j] = 0.0f;
-  }
-  double cs = 0.0; // the group's part of dh's column sum
-  if (g < RG)
-    for (int r = g * RPG; r < M && r < (g + 1) * RPG; ++r) {
-      const float hv = (float)hs[r * LD + c];
-      float v = 0.0f;
+    float wv[CPT];
+    loadv<CPT>(hs + (M + j) * LD + c, wv);
 #pragma unroll
-      for (int j = 0; j < N; ++j) {
-        const float d = dl[r * NP + j];
-        v = fmaf(d, wc[j], v);
-        aw[j] = fmaf(d, hv, aw[j]);
+    for (int p = 0; p < CPT; ++p) {
+      wc[p][j] = wv[p];
+      aw[p][j] = 0.0f;
+    }
+  }
+  double cs[CPT] = {}; // the group's part of dh's column sums
+  if (g < RG)
+#pragma unroll
+    for (int i = 0; i < RPG; ++i) {
+      const int r = g * RPG + i;
+      if (r >= M)
+        break;
+      float hv[CPT], v[CPT];
+      loadv<CPT>(hs + r * LD + c, hv);
+#pragma unroll
+      for (int p = 0; p < CPT; ++p)
+        v[p] = 0.0f;
+#pragma unroll
+      for (int q = 0; q < NP / 4; ++q) {
+        const float4 d4 = reinterpret_cast<const float4 *>(dl + r * NP)[q];
+        const float d[4] = {d4.x, d4.y, d4.z, d4.w};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int j = q * 4 + e;
+          if (j < N)
+#pragma unroll
+            for (int p = 0; p < CPT; ++p) {
+              v[p] = fmaf(d[e], wc[p][j], v[p]);
+              aw[p][j] = fmaf(d[e], hv[p], aw[p][j]);
+            }
+        }
       }
-      v = as<DH_T>(v);
-      RELU_GRAD
-      v = as<DX_T>(v); // as stored, and summed
-      if (k < K) {
-        dx[(i64)r * K + k] = v;
-        cs += (double)v;
+#pragma unroll
+      for (int p = 0; p < CPT; ++p) {
+        v[p] = as<DH_T>(v[p]);
+        RELU_GRAD
+        v[p] = as<DX_T>(v[p]); // as stored, and summed
+        cs[p] += (double)v[p];
       }
+      if (k < K)
+        storev<CPT>(dx + (i64)r * K + k, v);
     }
   // The row groups' partial sums, added in group order.
-  if (g < RG) {
+  if (g < RG)
 #pragma unroll
-    for (int j = 0; j < N; ++j)
-      area[(g * N + j) * CT + c] = aw[j];
-    dsum[g * CT + c] = cs;
-  }
-  __syncthreads();
-  if (g == 0 && k < K) {
+    for (int p = 0; p < CPT; ++p) {
 #pragma unroll
-    for (int j = 0; j < N; ++j) {
-      float s = 0.0f;
-      for (int q = 0; q < RG; ++q)
-        s += area[(q * N + j) * CT + c];
-      dw[(i64)j * K + k] = as<DW_T>(s);
+      for (int j = 0; j < N; ++j)
+        area[(g * N + j) * KC + c + p] = aw[p][j];
+      dsum[g * KC + c + p] = cs[p];
     }
-    COLSUM_STORE
+  __syncthreads();
+  for (int q = threadIdx.x; q < N * KC; q += THREADS) {
+    const int j = q / KC, cc = q % KC;
+    if (rank * KC + cc < K) {
+      float s = 0.0f;
+      for (int gg = 0; gg < RG; ++gg)
+        s += area[(gg * N + j) * KC + cc];
+      dw[(i64)j * K + rank * KC + cc] = as<DW_T>(s);
+    }
   }
+  COLSUM_STORE
+  // CTA 0: the bias gradient (a warp a class) and the mean of the row
+  // losses (the last warp), each summed over the rows in a fixed tree.
   if (rank == 0) {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     BIAS_GRAD_STORE
-    if (threadIdx.x == 32) { // the mean of the row losses, in row order
+    if (warp == THREADS / 32 - 1) {
       double total = 0.0;
-      for (int r = 0; r < M; ++r)
+      for (int r = lane; r < M; r += 32)
         total += rl[r];
-      y[0] = (float)(total / M);
+      total = warp_reduce(total, Add());
+      if (lane == 0)
+        y[0] = (float)(total / M);
     }
   }
 )CU";
@@ -728,17 +776,23 @@ bool Emitter::smallHead(int h, int w, int labels, int g, int loss, int dh,
   int v = 16 / bytes;
   while (v > 1 && kk % v != 0)
     v /= 2;
+  // Phase 3 takes two columns a thread (one register of W and of dW's
+  // partial sums per class and column) where that fits.
   const int64_t threads = 512;
+  const int64_t cpt = kk % 2 == 0 && n <= 16 ? 2 : 1;
+  const int64_t rg = threads / (kc / cpt);
   const int64_t sliceBytes = alignUp((m + n) * ld * bytes, 16);
-  const int64_t area = std::max(s * m, threads) * np;
-  const int64_t shared = sliceBytes + (area + m * np) * 4 + (m + threads) * 8;
+  const int64_t area = alignUp(std::max(s * m * np, rg * n * kc), 4);
+  const int64_t shared =
+      sliceBytes + (area + m * np) * 4 + (m + rg * kc) * 8;
   if (shared > 227 * 1024)
     return fail("the small classifier head needs " + str(shared) +
                 " bytes of shared memory");
   std::string consts =
       "constexpr int M = " + str(m) + ", N = " + str(n) + ", K = " + str(kk) +
       ", S = " + str(s) + ", KC = " + str(kc) + ", LD = " + str(ld) +
-      ", NP = " + str(np) + ", V = " + str(v) + ";\n" + "typedef " +
+      ", NP = " + str(np) + ", V = " + str(v) + ", CPT = " + str(cpt) +
+      ", AREA = " + str(area) + ";\n" + "typedef " +
       ctypeOf(et) + " E;\ntypedef " + ctypeOf(head.logitType) +
       " LOGIT_T;\ntypedef " + ctypeOf(head.gradType) + " GRAD_T;\ntypedef " +
       ctypeOf(head.dhType) + " DH_T;\ntypedef " + ctype(dh) +
@@ -760,8 +814,8 @@ bool Emitter::smallHead(int h, int w, int labels, int g, int loss, int dh,
   args.push_back(in(labels, "labels"));
   args.push_back(out(loss, "y"));
   args.push_back(out(dh, "dx"));
-  put("RELU_GRAD", head.reluGrad ? "v *= hv > 0.f ? 1.f : 0.f; // relu'"
-                                 : "");
+  put("RELU_GRAD",
+      head.reluGrad ? "v[p] *= hv[p] > 0.f ? 1.f : 0.f; // relu'" : "");
   if (head.reluGrad)
     what += " *relu'";
   if (head.colSum >= 0) {
@@ -770,9 +824,13 @@ bool Emitter::smallHead(int h, int w, int labels, int g, int loss, int dh,
   }
   put("COLSUM_STORE",
       head.colSum >= 0
-          ? "double s = 0.0;\n    for (int q = 0; q < RG; ++q)\n      s += "
-            "dsum[q * CT + c];\n    colsum[k] = as<" +
-                ctypeOf(head.colSumType) + ">((float)s);"
+          ? "for (int cc = threadIdx.x; cc < KC; cc += THREADS)\n"
+            "    if (rank * KC + cc < K) {\n"
+            "      double s = 0.0;\n"
+            "      for (int gg = 0; gg < RG; ++gg)\n"
+            "        s += dsum[gg * KC + cc];\n"
+            "      colsum[rank * KC + cc] = as<" +
+                ctypeOf(head.colSumType) + ">((float)s);\n    }"
           : "");
   args.push_back(out(dw, "dw"));
   if (head.biasGrad >= 0) {
@@ -781,9 +839,13 @@ bool Emitter::smallHead(int h, int w, int labels, int g, int loss, int dh,
   }
   put("BIAS_GRAD_STORE",
       head.biasGrad >= 0
-          ? "if (threadIdx.x < N) {\n      double s = 0.0;\n      for (int r "
-            "= 0; r < M; ++r)\n        s += (double)dl[r * NP + "
-            "threadIdx.x];\n      db[threadIdx.x] = as<" +
+          ? "for (int j = warp; j < N; j += THREADS / 32) {\n"
+            "      double s = 0.0;\n"
+            "      for (int r = lane; r < M; r += 32)\n"
+            "        s += (double)dl[r * NP + j];\n"
+            "      s = warp_reduce(s, Add());\n"
+            "      if (lane == 0)\n"
+            "        db[j] = as<" +
                 ctypeOf(head.biasGradType) + ">((float)s);\n    }"
           : "");
   if (s > 1)
