@@ -21,7 +21,9 @@
 // First, the classifier of a language model (the GEMM that makes the
 // logits, the cross-entropy, its gradient and the two GEMMs of the logits'
 // gradient) becomes one "classifier" region, which the GPU runs over chunks
-// of rows so that the logits never exist in full. Then a cross-entropy and its
+// of rows so that the logits never exist in full (a small head, such as
+// examples/mlp.gt's at batch 64, also takes its bias, the bias gradient and
+// the ReLU gradient of dh: one kernel). Then a cross-entropy and its
 // gradient become one "loss" region (one pass over the logits, which may
 // stay in bf16). Then layer norms take the residual adds and casts around
 // them ("norm" regions: one row kernel forward, one backward, which also

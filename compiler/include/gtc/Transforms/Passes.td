@@ -154,7 +154,10 @@ def GtFusePass : Pass<"gt-fuse", "mlir::func::FuncOp"> {
   let description = [{
     Makes `gt.fused` regions (see gt.fused for each kind): a language
     model's `classifier` (logits GEMM, cross-entropy, its gradient and the
-    gradient's GEMMs, run by the GPU a chunk of rows at a time), `loss`
+    gradient's GEMMs, run by the GPU a chunk of rows at a time; a small
+    head of at most 64 rows, 32 classes and a K of 2048 also takes a
+    linear's bias and its gradient and the ReLU gradient of dh with its
+    column sums, and runs as one kernel), `loss`
     (cross-entropy and its gradient in one row kernel), `gemm` (GEMM
     epilogues: cuBLASLt's, and over at most 64 rows a ReLU gradient and its
     column sums, which gtc's small-GEMM kernel computes), `norm` (residual add + layernorm and its backward),

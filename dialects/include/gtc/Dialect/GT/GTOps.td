@@ -505,7 +505,9 @@ def GT_FusedOp : GT_Op<"fused", [IsolatedFromAbove, SingleBlock,
     model's classifier: the GEMM of the logits (h W^T), the loss region's
     ops, and the GEMMs of the logits' gradient (dh = dlogits W, dW =
     dlogits^T h); it yields the loss, dh and dW, never the logits or their
-    gradient, which the GPU computes a chunk of rows at a time.
+    gradient, which the GPU computes a chunk of rows at a time. A small
+    head's region may also hold column sums of values it computes (bias
+    gradients) and the ReLU gradient of dh, which one GPU kernel computes.
     `scatter_add` is a gt.embedding_grad and the gt.add of its result to a
     region input of its type (a tied embedding's gradient: the table's rows
     scattered onto the classifier's dW, in place when that is dW's only
