@@ -425,8 +425,9 @@ const char *const kSmallGemmBody = R"CU(
   float (*parts)[BM][CW] = reinterpret_cast<float (*)[BM][CW]>(smem + TILES_BYTES);
   const int tile = blockIdx.x / S, m0 = tile / NT * BM, n0 = tile % NT * BN;
 #if CLUSTERS
+  __shared__ __align__(8) unsigned long long bar; // the parts' arrival
   if (S > 1)
-    cluster_arrive_relaxed(); // this CTA has started (see cluster_wait below)
+    push_begin(&bar, BM * BN * 4); // S parts of BM x CW floats
   const int rank = S > 1 ? (int)cluster_rank() : 0;
   const int kbegin = rank * KPER, kend = min(K, kbegin + KPER);
 #else
@@ -478,7 +479,7 @@ const char *const kSmallGemmBody = R"CU(
   // shared memory need no round trip, once every CTA has started.
 #if CLUSTERS
   if (S > 1)
-    cluster_wait();
+    push_ready();
 #endif
   {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -493,7 +494,7 @@ const char *const kSmallGemmBody = R"CU(
           const float x = acc[mi][ni][2 * h], y = acc[mi][ni][2 * h + 1];
 #if CLUSTERS
           if (S > 1) {
-            store_remote(&parts[rank][row][col % CW], owner, x, y);
+            push(&parts[rank][row][col % CW], &bar, owner, x, y);
             continue;
           }
 #endif
@@ -505,7 +506,7 @@ const char *const kSmallGemmBody = R"CU(
   }
 #if CLUSTERS
   if (S > 1)
-    cluster_sync(); // every part has arrived; nothing is read remotely after
+    push_wait(&bar); // every part has arrived
   else
 #endif
     __syncthreads();

@@ -477,7 +477,7 @@ bool Emitter::classifierRegion() {
 //  1. Each CTA computes its slice's part of the logits (fp32 FMAs; KQ
 //     threads a row, each every KQ-th group of 4 columns, added by a
 //     butterfly) and stores it into every CTA of the cluster (distributed
-//     shared memory); one cluster barrier.
+//     shared memory: st.async, completing on the receiver's mbarrier).
 //  2. Every CTA adds the S parts in slice order, the bias, and computes the
 //     loss and the gradient of its rows: all M rows, in every CTA (a few
 //     hundred exponentials; no second exchange), as the row kernel of the
@@ -542,8 +542,9 @@ const char *const kSmallHeadBody = R"CU(
   double *rl = reinterpret_cast<double *>(dl + M * NP);
   double *dsum = rl + M;
 #if CLUSTERS
+  __shared__ __align__(8) unsigned long long bar; // the parts' arrival
   if (S > 1)
-    cluster_arrive_relaxed(); // this CTA has started (see cluster_wait)
+    push_begin(&bar, S * M * NP * 4);
   const int rank = S > 1 ? (int)cluster_rank() : 0;
 #else
   const int rank = blockIdx.x;
@@ -590,13 +591,13 @@ const char *const kSmallHeadBody = R"CU(
     // the stores, 16 bytes each).
 #if CLUSTERS
     if (S > 1) {
-      cluster_wait();
+      push_ready();
       if (prow < M)
         for (int dst = kq; dst < S; dst += KQ)
 #pragma unroll
           for (int q = 0; q < NP; q += 4)
-            store_remote(&area[(slice * M + prow) * NP + q], dst, acc[q],
-                         acc[q + 1], acc[q + 2], acc[q + 3]);
+            push(&area[(slice * M + prow) * NP + q], &bar, dst, acc[q],
+                 acc[q + 1], acc[q + 2], acc[q + 3]);
       continue;
     }
 #endif
@@ -607,7 +608,7 @@ const char *const kSmallHeadBody = R"CU(
   }
 #if CLUSTERS
   if (S > 1)
-    cluster_sync(); // every part has arrived; nothing is read remotely after
+    push_wait(&bar); // every part has arrived
   else
 #endif
     __syncthreads();
