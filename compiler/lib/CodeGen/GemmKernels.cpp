@@ -219,13 +219,13 @@ bool Emitter::gemmRegion() {
 // launch: a 64 x 64 tile of C per cluster of S CTAs (sm_90 thread-block
 // clusters), each CTA a slice of K, all of its slices in flight at once
 // (cp.async). Each CTA sends the columns of its partial tile to the CTA
-// that finishes them (stores into the cluster's distributed shared memory,
-// one cluster barrier), which adds the S parts in rank order (bitwise
-// reproducible) and applies the epilogue: bias, ReLU, the ReLU gradient
-// (times mask > 0), the column sums of the result, or the row sums of op(A)
-// (bias gradients, summed in double as the CPU's sum_to). The same kernel
-// takes the weight gradients of a small batch (K = the batch <= 64, many
-// tiles, S = 1). test/bench/NOTES.md (twelfth session) has the measurements
+// that finishes them (st.async into the cluster's distributed shared
+// memory, completing on that CTA's mbarrier), which adds the S parts in
+// rank order (bitwise reproducible) and applies the epilogue: bias, ReLU,
+// the ReLU gradient (times mask > 0), the column sums of the result, or the
+// row sums of op(A) (bias gradients, summed in double as the CPU's sum_to).
+// The same kernel takes the weight gradients of a small batch (K = the
+// batch <= 64, many tiles, S = 1). test/bench/NOTES.md (twelfth session) has the measurements
 // behind these choices. Products run on tensor cores
 // (mma.sync m16n8k8 tf32 at --precision tf32, m16n8k16 for bf16/fp16) or,
 // at fp32, as fp32 FMAs with the same register layout. Below sm_90 (no
