@@ -397,6 +397,22 @@ func.func @classifier_sums_input(%h: tensor<4x16xf32>, %w: tensor<8x16xf32>, %y:
 
 // -----
 
+// The ReLU gradient a small head computes is that of dh, a GEMM's result.
+func.func @classifier_relu_gradient_of_logits(%h: tensor<4x16xf32>, %w: tensor<8x16xf32>, %y: tensor<4xi32>, %one: tensor<f32>) -> (tensor<f32>, tensor<4x8xf32>) {
+  %0:2 = gt.fused "classifier"(%h, %w, %y, %one) : (tensor<4x16xf32>, tensor<8x16xf32>, tensor<4xi32>, tensor<f32>) -> (tensor<f32>, tensor<4x8xf32>) {
+  ^bb0(%a: tensor<4x16xf32>, %b: tensor<8x16xf32>, %c: tensor<4xi32>, %s: tensor<f32>):
+    %1 = gt.matmul %a, %b <{transpose_b = true}> : tensor<4x16xf32>, tensor<8x16xf32>
+    %2 = gt.cross_entropy %1, %c : tensor<4x8xf32>, tensor<4xi32>
+    %3 = gt.cross_entropy_grad %s, %1, %c : tensor<f32>, tensor<4x8xf32>, tensor<4xi32>
+    // expected-error @+1 {{in a classifier region is the ReLU gradient of a GEMM's result}}
+    %4 = gt.activation_grad %3, %1 <{kind = "relu"}> : tensor<4x8xf32>
+    gt.yield %2, %4 : tensor<f32>, tensor<4x8xf32>
+  }
+  return %0#0, %0#1 : tensor<f32>, tensor<4x8xf32>
+}
+
+// -----
+
 // The one activation gradient a small head computes is the ReLU's.
 func.func @classifier_gelu_gradient(%h: tensor<4x16xf32>, %w: tensor<8x16xf32>, %y: tensor<4xi32>, %one: tensor<f32>) -> (tensor<f32>, tensor<4x16xf32>) {
   %0:2 = gt.fused "classifier"(%h, %w, %y, %one) : (tensor<4x16xf32>, tensor<8x16xf32>, tensor<4xi32>, tensor<f32>) -> (tensor<f32>, tensor<4x16xf32>) {

@@ -647,8 +647,11 @@ const char *const kSmallHeadBody = R"CU(
     for (int i = 0; i < CPR; ++i)
       mine = kq + i * KQ == t ? x[i] : mine;
     const float vt = warp_reduce<KQ>(mine, Add());
-    if (row < M && kq == 0)
+    if (row < M && kq == 0) {
       rl[row] = ok ? lse - (double)vt : (double)GTC_NAN;
+      for (int j = N; j < NP; ++j) // phase 3 reads whole 16-byte groups
+        dl[row * NP + j] = 0.0f;
+    }
     const double gs = (double)grad[0] / M;
     const float scale = ok ? (float)(1.0 / sum) * (float)gs : GTC_NAN;
 #pragma unroll

@@ -263,12 +263,14 @@ private:
       Value h, w;
       auto logitsType = cast<RankedTensorType>(stored.getType());
       bool small = false;
-      if (fwd && fwd->getNumOperands() >= 1)
-        small = gtc::codegen::isSmallHead(
-            rowsOf(stored), logitsType.getShape().back(),
-            cast<RankedTensorType>(fwd->getOperand(0).getType())
-                .getShape()
-                .back());
+      if (auto hType = fwd && fwd->getNumOperands() >= 1
+                           ? dyn_cast<RankedTensorType>(
+                                 fwd->getOperand(0).getType())
+                           : RankedTensorType();
+          hType && hType.getRank() >= 1)
+        small = gtc::codegen::isSmallHead(rowsOf(stored),
+                                          logitsType.getShape().back(),
+                                          hType.getShape().back());
       if (auto lin = dyn_cast_or_null<LinearOp>(fwd);
           lin && (!lin.getBias() || small)) {
         h = lin.getInput();

@@ -776,7 +776,9 @@ LogicalResult FusedOp::verify() {
           return op.emitOpError("in a classifier region sums the columns of "
                                 "a value the region computes");
       } else if (auto ag = dyn_cast<ActivationGradOp>(op)) {
-        if (ag.getKind() != "relu" || !computedInside(ag.getGrad()))
+        Operation *gemm = ag.getGrad().getDefiningOp();
+        if (ag.getKind() != "relu" || !computedInside(ag.getGrad()) ||
+            !gemm->hasTrait<OpTrait::gt::Contraction>())
           return op.emitOpError("in a classifier region is the ReLU "
                                 "gradient of a GEMM's result");
       } else if (!isa<CastOp, ReshapeOp>(op) &&
