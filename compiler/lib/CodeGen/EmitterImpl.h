@@ -120,7 +120,7 @@ enum Helper : unsigned {
   kRowHelpers = 2,    ///< row_sum, row_max (needs kWarpHelpers)
   kArgmaxHelpers = 4, ///< row_argmax (needs kWarpHelpers)
   kPackHelpers = 8,   ///< pack_t, loadv, storev
-  kAsyncHelpers = 16, ///< u32, smem_u32, cp_async<B>, commit, wait (sm_80)
+  kAsyncHelpers = 16, ///< u32, smem_u32, cp_async<B>, copy_async, commit, wait
   kClusterHelpers = 32, ///< CLUSTERS, GTC_CLUSTER, cluster barriers, ranks
                         ///< and remote stores (needs kAsyncHelpers)
 };
@@ -277,6 +277,19 @@ __device__ __forceinline__ void cp_async(void *dst, const void *src, bool ok) {
   else
     asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n"
                  :: "r"(smem_u32(dst)), "l"(src), "n"(B), "r"(ok ? B : 0));
+}
+// V elements of T global -> shared, zeros when !ok: asynchronously where
+// the copy is 4, 8 or 16 bytes, else (one 16-bit element) with a plain load.
+template <int V, typename T>
+__device__ __forceinline__ void copy_async(void *dst, const T *src, bool ok) {
+  constexpr int B = V * (int)sizeof(T);
+  if constexpr (B >= 4) {
+    cp_async<B>(dst, src, ok);
+  } else {
+    static_assert(B == 2, "one 16-bit element");
+    *reinterpret_cast<unsigned short *>(dst) =
+        ok ? *reinterpret_cast<const unsigned short *>(src) : 0;
+  }
 }
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::);

@@ -262,19 +262,6 @@ constexpr int PARTS = 1;
 // sums' partial sums.
 static_assert(TILES_BYTES >= STAGES * 2 * TILE * (int)sizeof(S_T), "slices");
 
-// V elements global -> shared, zeros when !ok: asynchronously where the
-// copy is 4, 8 or 16 bytes, else (a 16-bit element) with a plain load.
-template <int V>
-__device__ __forceinline__ void copy(S_T *dst, const E *src, bool ok) {
-  constexpr int B = V * (int)sizeof(E);
-  if constexpr (B >= 4) {
-    cp_async<B>(dst, src, ok);
-  } else {
-    *reinterpret_cast<unsigned short *>(dst) =
-        ok ? *reinterpret_cast<const unsigned short *>(src) : 0;
-  }
-}
-
 // A 64-row x BK tile of a matrix whose element (r, k) is at g[r * LD + k]
 // (KC) or g[k * LD + r]; V elements a copy along the contiguous side.
 template <bool KC, int V, int LD, int ROWS> struct Tile {
@@ -289,7 +276,7 @@ template <bool KC, int V, int LD, int ROWS> struct Tile {
       const int r = KC ? line : at, k = KC ? at : line;
       const bool ok = r0 + r < ROWS && k0 + k < kend;
       const i64 off = KC ? (i64)(r0 + r) * LD + k0 + k : (i64)(k0 + k) * LD + r0 + r;
-      copy<V>(s + (KC ? r * LDK + k : k * LDR + r), g + (ok ? off : 0), ok);
+      copy_async<V>(s + (KC ? r * LDK + k : k * LDR + r), g + (ok ? off : 0), ok);
     }
   }
   // Element (r, k) of a float tile.

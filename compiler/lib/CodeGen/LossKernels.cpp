@@ -514,18 +514,6 @@ static_assert(KC % 32 == 0 && CT <= THREADS, "slices of whole 32 columns");
 constexpr int SLICE_BYTES = ((M + N) * LD * (int)sizeof(E) + 15) / 16 * 16;
 static_assert(AREA >= S * M * NP && AREA >= RG * N * KC, "area");
 
-// V elements global -> shared, zeros when !ok: asynchronously where the
-// copy is 4, 8 or 16 bytes, else (a 16-bit element) with a plain load.
-template <int V>
-__device__ __forceinline__ void copy(E *dst, const E *src, bool ok) {
-  constexpr int B = V * (int)sizeof(E);
-  if constexpr (B >= 4) {
-    cp_async<B>(dst, src, ok);
-  } else {
-    *reinterpret_cast<unsigned short *>(dst) =
-        ok ? *reinterpret_cast<const unsigned short *>(src) : 0;
-  }
-}
 // v rounded to the type T (an op's result type) and back.
 template <typename T> __device__ __forceinline__ float as(float v) {
   T t;
@@ -560,7 +548,7 @@ const char *const kSmallHeadBody = R"CU(
       const int r = q / (KC / V), c = q % (KC / V) * V;
       const bool ok = k0 + c < K;
       const E *src = (r < M ? h + (i64)r * K : w + (i64)(r - M) * K) + (ok ? k0 + c : 0);
-      copy<V>(hs + r * LD + c, src, ok);
+      copy_async<V>(hs + r * LD + c, src, ok);
     }
     cp_async_commit();
     cp_async_wait<0>();
