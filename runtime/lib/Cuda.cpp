@@ -6,6 +6,7 @@
 #include "gtc/Runtime/Profile.h"
 #include "gtc/Runtime/Rng.h"
 #include "gtc/Runtime/Startup.h"
+#include "gtc/Runtime/Streams.h"
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -928,11 +929,13 @@ struct CudaExecutor::Impl {
     }
   }
 
-  void enqueueLaunch(Launch &l, int slot) {
+  void enqueueLaunch(Launch &l, int slot) { enqueueLaunch(l, slot, compute); }
+
+  void enqueueLaunch(Launch &l, int slot, CUstream stream) {
     const CudaLaunch &s = *l.spec;
     if (s.kind == CudaLaunch::Kind::Memset) {
       const Buffer &b = plan.buffers[s.c];
-      CU(cuMemsetD8Async(ptr(s.c, slot), 0, b.slots() * 4, compute));
+      CU(cuMemsetD8Async(ptr(s.c, slot), 0, b.slots() * 4, stream));
     } else if (s.kind == CudaLaunch::Kind::Gemm) {
       CUdeviceptr a = ptr(s.a, slot) + s.offsetA,
                   b = ptr(s.b, slot) + s.offsetB,
@@ -944,7 +947,7 @@ struct CudaExecutor::Impl {
                         reinterpret_cast<void *>(c), l.lc,
                         reinterpret_cast<void *>(c), l.lc, &l.algo,
                         reinterpret_cast<void *>(workspace), workspaceBytes,
-                        compute));
+                        stream));
     } else {
       std::vector<CUdeviceptr> ptrs;
       for (size_t i = 0; i < s.buffers.size(); ++i)
@@ -955,17 +958,42 @@ struct CudaExecutor::Impl {
         args.push_back(&p);
       CU(cuLaunchKernel(l.fn, static_cast<unsigned>(s.grid), 1, 1,
                         static_cast<unsigned>(s.block), 1, 1,
-                        static_cast<unsigned>(s.shared), compute, args.data(),
+                        static_cast<unsigned>(s.shared), stream, args.data(),
                         nullptr));
     }
     checkLaunch(s);
   }
+
+  /// Plan kernels that may run side by side (scheduleStreams): `side` is
+  /// the second stream, `groupDone` a group's event when another waits for it.
+  std::vector<StreamGroup> groups;
+  std::vector<CUevent> groupDone;
+  CUstream side = nullptr;
+  CUevent fork = nullptr, joined = nullptr;
 
   /// The step's launches in order; with `afterKernel`, which waits for the
   /// device, called for each plan kernel once its launches are done (one
   /// without launches, whose work an earlier launch did, with the next).
   void enqueueKernels(int slot,
                       const std::function<void(size_t, int)> &afterKernel) {
+    if (!afterKernel && side) {
+      // Concurrent: the side stream forks from the compute stream and joins
+      // it at the end (a captured graph needs both).
+      CU(cuEventRecord(fork, compute));
+      CU(cuStreamWaitEvent(side, fork, 0));
+      for (size_t g = 0; g < groups.size(); ++g) {
+        CUstream stream = groups[g].stream ? side : compute;
+        for (int w : groups[g].waits)
+          CU(cuStreamWaitEvent(stream, groupDone[w], 0));
+        for (size_t i = groups[g].begin; i < groups[g].end; ++i)
+          enqueueLaunch(launches[i], slot, stream);
+        if (groups[g].signals)
+          CU(cuEventRecord(groupDone[g], stream));
+      }
+      CU(cuEventRecord(joined, side));
+      CU(cuStreamWaitEvent(compute, joined, 0));
+      return;
+    }
     size_t reported = 0;
     for (size_t i = 0; i < launches.size(); ++i) {
       enqueueLaunch(launches[i], slot);
@@ -1311,6 +1339,23 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
   for (Impl::Launch &l : I.launches)
     if (l.spec->kind == CudaLaunch::Kind::Gemm)
       I.setupGemm(l);
+  // Independent plan kernels on two streams, unless GTC_ONE_STREAM is set
+  // (to compare) or no group would use the second.
+  if (std::getenv("GTC_ONE_STREAM") == nullptr) {
+    I.groups = scheduleStreams(plan, program);
+    I.groupDone.assign(I.groups.size(), nullptr);
+    bool used = false;
+    for (size_t g = 0; g < I.groups.size(); ++g) {
+      used = used || I.groups[g].stream == 1;
+      if (I.groups[g].signals)
+        CU(cuEventCreate(&I.groupDone[g], CU_EVENT_DISABLE_TIMING));
+    }
+    if (used) {
+      CU(cuStreamCreate(&I.side, CU_STREAM_NON_BLOCKING));
+      CU(cuEventCreate(&I.fork, CU_EVENT_DISABLE_TIMING));
+      CU(cuEventCreate(&I.joined, CU_EVENT_DISABLE_TIMING));
+    }
+  }
 }
 
 CudaExecutor::~CudaExecutor() {

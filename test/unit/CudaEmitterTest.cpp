@@ -13,6 +13,7 @@
 #include "gtc/Frontend/Driver.h"
 #include "gtc/Plan/Pipeline.h"
 #include "gtc/Runtime/CpuExecutor.h"
+#include "gtc/Runtime/Streams.h"
 #include "mlir/IR/Diagnostics.h"
 #include "gtest/gtest.h"
 #include <chrono>
@@ -70,6 +71,50 @@ struct Stats {
   }
 };
 
+/// The stream schedule (scheduleStreams) orders every two plan kernels
+/// that the plan's data flow orders: one writes (outputs) memory the other
+/// reads or writes, by the plan's own input and output lists, whatever the
+/// launches pass.
+void streamsAreSound(const rt::Plan &plan, const rt::CudaProgram &program) {
+  std::vector<rt::StreamGroup> groups = rt::scheduleStreams(plan, program);
+  size_t n = groups.size();
+  // after[g][h]: group g starts after group h ends (stream order, waits).
+  std::vector<std::vector<bool>> after(n, std::vector<bool>(n, false));
+  int last[2] = {-1, -1};
+  for (size_t g = 0; g < n; ++g) {
+    std::vector<int> preds = groups[g].waits;
+    if (last[groups[g].stream] >= 0)
+      preds.push_back(last[groups[g].stream]);
+    for (int p : preds) {
+      after[g][p] = true;
+      for (size_t h = 0; h < n; ++h)
+        if (after[p][h])
+          after[g][h] = true;
+    }
+    last[groups[g].stream] = static_cast<int>(g);
+  }
+  auto overlap = [&](const std::vector<int> &a, const std::vector<int> &b) {
+    for (int x : a)
+      for (int y : b)
+        if (plan.buffers[x].region != rt::Region::Local &&
+            plan.buffers[x].overlaps(plan.buffers[y]))
+          return true;
+    return false;
+  };
+  for (size_t g = 0; g < n; ++g)
+    for (size_t h = 0; h < g; ++h) {
+      const rt::Kernel &kg = plan.kernels[groups[g].planKernel];
+      const rt::Kernel &kh = plan.kernels[groups[h].planKernel];
+      if (overlap(kh.outputs, kg.inputs) || overlap(kh.outputs, kg.outputs) ||
+          overlap(kh.inputs, kg.outputs)) {
+        EXPECT_TRUE(after[g][h])
+            << "plan kernel " << groups[g].planKernel << " may run beside "
+            << groups[h].planKernel << " (" << rt::opName(kh.op)
+            << "), whose memory it shares";
+      }
+    }
+}
+
 /// Emits and checks `plan`; compiles its kernels (once per distinct source).
 void checkPlan(const rt::Plan &plan, Stats &stats,
                std::map<std::string, std::string> &seen) {
@@ -77,6 +122,7 @@ void checkPlan(const rt::Plan &plan, Stats &stats,
   std::string error;
   ASSERT_TRUE(codegen::emitCuda(plan, program, error)) << error;
   ASSERT_EQ(program.kernels.size(), plan.kernels.size());
+  streamsAreSound(plan, program);
   std::set<std::string> names;
   auto validBuffer = [&](int id) {
     return id >= 0 && id < static_cast<int>(plan.buffers.size());
@@ -339,6 +385,22 @@ TEST(CudaEmitterTest, SmallGemm) {
       EXPECT_EQ(heads, 1);
     }
     EXPECT_EQ(cublas, 0);
+    // The dW GEMM of the second layer (1024 x 1024, K = 64) runs on the
+    // second stream, beside the dX GEMM below the head (both read the
+    // head's gradient); without padding nothing else does.
+    int side = 0, dW2 = 0;
+    for (const rt::StreamGroup &g : rt::scheduleStreams(*plan, program)) {
+      side += g.stream;
+      const rt::CudaLaunch &l = program.kernels[g.planKernel][0];
+      if (l.m == 1024 && l.n == 1024 && l.k == 64) {
+        ++dW2;
+        EXPECT_EQ(g.stream, 1);
+      }
+    }
+    EXPECT_EQ(dW2, 1);
+    if (std::string(precision) != "bf16") {
+      EXPECT_EQ(side, 1);
+    }
   }
 }
 

@@ -16,6 +16,7 @@
 #include "gtc/Runtime/Bundle.h"
 #include "gtc/Runtime/RunArgs.h"
 #include "gtc/Runtime/Startup.h"
+#include "gtc/Runtime/Streams.h"
 #include "gtc/Runtime/Trainer.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include <chrono>
@@ -302,6 +303,13 @@ void explainKernels(const gtc::rt::Plan &plan,
   double bytes = 0, flops = 0;
   int launches = 0;
   os << "kernels of one step" << (program ? " (GPU launches)" : "") << ":\n";
+  // On a GPU, kernels independent of the ones before them run on a second
+  // stream, beside those.
+  std::set<int> side;
+  if (program)
+    for (const gtc::rt::StreamGroup &g : gtc::rt::scheduleStreams(plan, *program))
+      if (g.stream == 1)
+        side.insert(g.planKernel);
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
     const gtc::rt::Kernel &k = plan.kernels[i];
     std::string ops = gtc::rt::opName(k.op);
@@ -348,7 +356,10 @@ void explainKernels(const gtc::rt::Plan &plan,
     os << llvm::format("  %4zu %-48s %10.2f MB", i, ops.c_str(), b / 1e6);
     if (f > 0)
       os << llvm::format(" %10.2f GFLOP", f / 1e9);
-    os << where << "\n";
+    os << where;
+    if (side.count(static_cast<int>(i)))
+      os << "  [second stream]";
+    os << "\n";
   }
   bool update = plan.kind == "step" && plan.parameterCount() > 0;
   int optimizer = !update ? 0 : gtc::rt::updateNeedsNorm(plan) ? 3 : 1;
@@ -359,6 +370,10 @@ void explainKernels(const gtc::rt::Plan &plan,
     os << (first ? "" : ", ") << kind << " " << n;
     first = false;
   }
+  if (!side.empty())
+    os << "\n  " << side.size()
+       << " kernels on a second stream, beside the kernels before them that "
+          "they do not depend on (GTC_ONE_STREAM=1 runs one stream)";
   os << llvm::format("\n  %.2f GB moved, %.2f TFLOP counted (GEMMs, "
                      "attention)\n",
                      bytes / 1e9, flops / 1e12);
