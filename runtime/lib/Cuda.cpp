@@ -1341,8 +1341,9 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
       I.setupGemm(l);
   // Independent plan kernels on two streams, unless GTC_ONE_STREAM is set
   // (to compare) or no group would use the second.
-  if (std::getenv("GTC_ONE_STREAM") == nullptr) {
-    I.groups = scheduleStreams(plan, program);
+  const char *oneStream = std::getenv("GTC_ONE_STREAM");
+  if (!oneStream || !*oneStream || std::string(oneStream) == "0") {
+    I.groups = scheduleStreams(plan, program, L.info.multiprocessors);
     I.groupDone.assign(I.groups.size(), nullptr);
     bool used = false;
     for (size_t g = 0; g < I.groups.size(); ++g) {

@@ -70,9 +70,11 @@ bool conflict(const std::vector<Access> &a, const std::vector<Access> &b) {
 } // namespace
 
 std::vector<StreamGroup> scheduleStreams(const Plan &plan,
-                                         const CudaProgram &program) {
+                                         const CudaProgram &program,
+                                         int multiprocessors) {
   std::vector<StreamGroup> groups;
   std::vector<std::vector<Access>> acc;
+  std::vector<bool> small;
   size_t at = 0;
   for (size_t k = 0; k < program.kernels.size(); ++k) {
     if (program.kernels[k].empty())
@@ -83,8 +85,13 @@ std::vector<StreamGroup> scheduleStreams(const Plan &plan,
     at += program.kernels[k].size();
     g.end = at;
     std::vector<const CudaLaunch *> launches;
-    for (const CudaLaunch &l : program.kernels[k])
+    bool fits = true;
+    for (const CudaLaunch &l : program.kernels[k]) {
       launches.push_back(&l);
+      fits = fits && l.kind == CudaLaunch::Kind::Kernel &&
+             l.grid <= 2 * static_cast<int64_t>(multiprocessors);
+    }
+    small.push_back(fits);
     acc.push_back(accesses(plan, plan.kernels[k], launches));
     groups.push_back(g);
   }
@@ -98,10 +105,10 @@ std::vector<StreamGroup> scheduleStreams(const Plan &plan,
     auto dependsOn = [&](int h) {
       return h >= 0 && std::find(deps.begin(), deps.end(), h) != deps.end();
     };
-    int s = dependsOn(tail[0])   ? 0
-            : dependsOn(tail[1]) ? 1
-            : tail[0] <= tail[1] ? 0
-                                 : 1;
+    int s = !small[g] || dependsOn(tail[0]) ? 0
+            : dependsOn(tail[1])            ? 1
+            : tail[0] <= tail[1]            ? 0
+                                            : 1;
     int latest = -1; // the latest dependency on the other stream
     for (int h : deps)
       if (groups[h].stream != s)

@@ -52,6 +52,7 @@ sys.exit(0 if g <= tol else 1)
 PY
 }
 ONLY=${2:-all}   # "compile": only section 7 (gtc compile); "pad": only gt-pad-dims;
+                 # "streams": only one stream against two;
                  # "fuse": only the fusion profiles and kernel counts;
                  # "parity": only GPT-2 124M against PyTorch
 if [ "$ONLY" = all ]; then
@@ -216,6 +217,26 @@ print("; ".join(f"b={b}: {t[(b, 'padded')]:.3f} vs {t[(b, '--no-pad')]:.3f} ms (
                 for b in sorted({k[0] for k in t})))
 PY
 row "odd sizes bf16 padded vs unpadded: $(cat "$OUT/pad-speedup.txt")" "info"
+fi
+if [ "$ONLY" = all ] || [ "$ONLY" = streams ]; then
+# Two streams (scheduleStreams) change no arithmetic: every loss equals the
+# one-stream run's, bit for bit; and the step times of both.
+for m in "examples/mlp.gt --batch 64 --precision tf32" "examples/mlp.gt --batch 64 --precision bf16" \
+         "examples/char_gpt.gt --precision bf16"; do
+  tag=$(echo "$m" | tr -cd 'a-z0-9')
+  GTC_ONE_STREAM=1 "$GTC" run $m --device cuda --steps 40 --log-every 1 --log "$OUT/one-$tag.jsonl" > "$OUT/one-$tag.txt" 2>&1
+  "$GTC" run $m --device cuda --steps 40 --log-every 1 --log "$OUT/two-$tag.jsonl" > "$OUT/two-$tag.txt" 2>&1
+  if [ -s "$OUT/one-$tag.jsonl" ] && cmp -s <(grep -o '"loss": *[^,}]*' "$OUT/one-$tag.jsonl") \
+                                        <(grep -o '"loss": *[^,}]*' "$OUT/two-$tag.jsonl"); then s=0; else s=1; fi
+  row "two streams: 40 losses equal one stream's, $m" "$(verdict $s)"
+done
+for m in "examples/mlp.gt --batch 64 --precision tf32" "examples/mlp.gt --batch 64 --precision bf16"; do
+  for one in 1 0; do
+    echo "GTC_ONE_STREAM=$one $m: $(GTC_ONE_STREAM=$one "$GTC" run $m --device cuda --bench 500 2>&1 | tail -1)" >> "$OUT/bench-streams.txt"
+  done
+done
+cat "$OUT/bench-streams.txt"
+row "streams: $(grep -c . "$OUT/bench-streams.txt") measurements in bench-streams.txt" "info"
 fi
 if [ "$ONLY" = all ] || [ "$ONLY" = fuse ]; then
 # gt-fuse: kernels per step, step time and the profile of GPT-2 (bf16, B=16),

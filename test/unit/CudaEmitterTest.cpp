@@ -76,7 +76,9 @@ struct Stats {
 /// reads or writes, by the plan's own input and output lists, whatever the
 /// launches pass.
 void streamsAreSound(const rt::Plan &plan, const rt::CudaProgram &program) {
-  std::vector<rt::StreamGroup> groups = rt::scheduleStreams(plan, program);
+  // Any kernel may go beside others here (a million multiprocessors).
+  std::vector<rt::StreamGroup> groups =
+      rt::scheduleStreams(plan, program, 1 << 20);
   size_t n = groups.size();
   // after[g][h]: group g starts after group h ends (stream order, waits).
   std::vector<std::vector<bool>> after(n, std::vector<bool>(n, false));
@@ -389,7 +391,8 @@ TEST(CudaEmitterTest, SmallGemm) {
     // second stream, beside the dX GEMM below the head (both read the
     // head's gradient); without padding nothing else does.
     int side = 0, dW2 = 0;
-    for (const rt::StreamGroup &g : rt::scheduleStreams(*plan, program)) {
+    for (const rt::StreamGroup &g : rt::scheduleStreams(
+             *plan, program, rt::kPlanningMultiprocessors)) {
       side += g.stream;
       const rt::CudaLaunch &l = program.kernels[g.planKernel][0];
       if (l.m == 1024 && l.n == 1024 && l.k == 64) {

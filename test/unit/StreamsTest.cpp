@@ -14,7 +14,8 @@ using namespace gtc;
 namespace {
 
 /// A plan of f32 temporaries of 64 elements each at the given offsets (in
-/// elements), and an empty program for its kernels.
+/// elements), and an empty program for its kernels, scheduled for a GPU of
+/// 4 multiprocessors (kernels have one block unless a test says).
 struct Builder {
   rt::Plan plan;
   rt::CudaProgram program;
@@ -63,7 +64,7 @@ struct Builder {
   }
 
   std::vector<rt::StreamGroup> schedule() {
-    return rt::scheduleStreams(plan, program);
+    return rt::scheduleStreams(plan, program, 4);
   }
 };
 
@@ -171,6 +172,28 @@ TEST(StreamsTest, ScratchAndGemmWorkspaceAreShared) {
   g.gemm(x, x, y);
   g.kernel({x}, {z});
   EXPECT_EQ(g.schedule()[1].stream, 1);
+}
+
+TEST(StreamsTest, OnlySmallKernelsGoBeside) {
+  // With 4 multiprocessors: a kernel of 9 blocks (more than two per
+  // multiprocessor) and a cuBLASLt GEMM stay on the main stream; one of 8
+  // blocks goes beside.
+  Builder b;
+  int a = b.buffer(0), c = b.buffer(64), d = b.buffer(128), e = b.buffer(192);
+  int f = b.buffer(256);
+  b.kernel({}, {a});
+  b.kernel({}, {c});
+  b.program.kernels.back()[0].grid = 9;
+  b.gemm(a, a, d);
+  b.kernel({a}, {e});
+  b.program.kernels.back()[0].grid = 8;
+  b.kernel({a}, {f});
+  std::vector<rt::StreamGroup> s = b.schedule();
+  EXPECT_EQ(s[1].stream, 0);
+  EXPECT_EQ(s[2].stream, 0);
+  EXPECT_EQ(s[3].stream, 1);
+  EXPECT_EQ(s[3].waits, Waits{0});
+  EXPECT_EQ(s[4].stream, 0); // independent: the stream used least recently
 }
 
 TEST(StreamsTest, LocalBuffersTakeNoMemory) {

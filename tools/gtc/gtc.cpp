@@ -307,7 +307,8 @@ void explainKernels(const gtc::rt::Plan &plan,
   // stream, beside those.
   std::set<int> side;
   if (program)
-    for (const gtc::rt::StreamGroup &g : gtc::rt::scheduleStreams(plan, *program))
+    for (const gtc::rt::StreamGroup &g : gtc::rt::scheduleStreams(
+             plan, *program, gtc::rt::kPlanningMultiprocessors))
       if (g.stream == 1)
         side.insert(g.planKernel);
   for (size_t i = 0; i < plan.kernels.size(); ++i) {
