@@ -879,12 +879,12 @@ struct CudaExecutor::Impl {
   }
 
   /// With GTC_CHECK_LAUNCHES=1 (and GTC_NO_GRAPH=1), waits after every
-  /// launch and names the one that failed.
-  void checkLaunch(const CudaLaunch &s) {
+  /// launch (for its stream) and names the one that failed.
+  void checkLaunch(const CudaLaunch &s, CUstream stream) {
     static const bool check = std::getenv("GTC_CHECK_LAUNCHES") != nullptr;
     if (!check)
       return;
-    CUresult r = libs().cuStreamSynchronize(compute);
+    CUresult r = libs().cuStreamSynchronize(stream);
     if (r != CUDA_SUCCESS)
       throw RuntimeError("CUDA: launch '" +
                          (s.kind == CudaLaunch::Kind::Kernel ? s.name
@@ -961,7 +961,7 @@ struct CudaExecutor::Impl {
                         static_cast<unsigned>(s.shared), stream, args.data(),
                         nullptr));
     }
-    checkLaunch(s);
+    checkLaunch(s, stream);
   }
 
   /// Plan kernels that may run side by side (scheduleStreams): `side` is
