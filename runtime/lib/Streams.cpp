@@ -7,15 +7,15 @@
 namespace gtc::rt {
 namespace {
 
-/// Bytes [lo, hi) of one memory space (a region of the memory plan, the
-/// scratch, cuBLASLt's workspace), read or written.
+/// Bytes [lo, hi) of one memory space (a region of the memory plan, or the
+/// program's scratch), read or written.
 struct Access {
   int space;
   int64_t lo, hi;
   bool write;
 };
 
-constexpr int kScratchSpace = 1000, kGemmWorkspaceSpace = 1001;
+constexpr int kScratchSpace = 1000;
 
 std::vector<Access> accesses(const Plan &plan, const Kernel &k,
                              const std::vector<const CudaLaunch *> &launches) {
@@ -43,7 +43,6 @@ std::vector<Access> accesses(const Plan &plan, const Kernel &k,
         add(id, false);
       add(s->c, true);
       add(s->biasGrad, true);
-      out.push_back({kGemmWorkspaceSpace, 0, 1, true});
     } else {
       for (int id : s->buffers)
         add(id, false);

@@ -1,7 +1,9 @@
 // cuBLASLt epilogue costs at GPT-2's MLP shapes (bf16), with the operands and
 // layouts gtc's CUDA executor passes (row-major C = op(A) op(B) as
 // column-major C^T, B first). Times cuBLASLt's first heuristic algorithm and
-// the best of up to 8. On a GPU machine (no gtc needed):
+// the best of up to 8. The operands hold one constant (bytes 0x3c), so the
+// GPUs' clocks may run higher than on real data; compare rows with each
+// other, not with a training step's profile. On a GPU machine (no gtc needed):
 //   nvcc -O3 -arch=sm_90 -std=c++17 cublaslt_epilogues.cu -lcublasLt && ./a.out
 // Figures: test/bench/NOTES.md, fourteenth session.
 #include <cstdio>

@@ -170,7 +170,7 @@ TEST(StreamsTest, KernelsSharingTheScratchAreOrdered) {
 }
 
 TEST(StreamsTest, SmallKernelsGoBesideGemms) {
-  // cuBLASLt GEMMs stay on the main stream (and share its workspace); a
+  // cuBLASLt GEMMs stay on the main stream (where they share one workspace); a
   // small kernel independent of one goes beside it.
   Builder b;
   int x = b.buffer(0), y = b.buffer(64), z = b.buffer(128), w = b.buffer(192);

@@ -204,33 +204,6 @@ template <int RT>
 __device__ __forceinline__ float row_max(float v, float *sh) {
   return row_reduce<RT>(v, sh, Max());
 }
-// The sums of K values over a row, each as row_sum computes it, with one
-// block barrier in all (row_sum takes two a value). `sh` (K values a warp)
-// must be an array that the block's previous reduction did not use: the
-// barrier of that one, between the reads of this array's last use and its
-// next writes, is what makes the first barrier of row_sum unnecessary.
-template <int RT, int K, typename T>
-__device__ __forceinline__ void row_sums(T (&v)[K], T *sh) {
-#pragma unroll
-  for (int k = 0; k < K; ++k)
-    v[k] = warp_reduce<(RT < 32 ? RT : 32)>(v[k], Add());
-  if (RT > 32) {
-    const int warps = blockDim.x >> 5;
-    if ((threadIdx.x & 31) == 0)
-#pragma unroll
-      for (int k = 0; k < K; ++k)
-        sh[k * warps + (threadIdx.x >> 5)] = v[k];
-    __syncthreads();
-    const int first = threadIdx.x / RT * (RT / 32);
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-      T s = sh[k * warps + first];
-      for (int w = 1; w < RT / 32; ++w)
-        s = s + sh[k * warps + first + w];
-      v[k] = s;
-    }
-  }
-}
 )CU";
 
 inline const char *const kArgmaxSnippet = R"CU(

@@ -40,39 +40,24 @@ std::string normConsts(int64_t d, int rt, double eps) {
 )CU";
 }
 
-/// The layer norm kernels' shared arrays for row_sums: consecutive
-/// reductions use different ones (the mean red[0], the variance red[1],
-/// the gradient's two sums red[2]), two values for each of up to 32 warps.
-const char *kLayerNormShared = "  __shared__ double red[3][64];\n";
-
 /// A row's mean, variance and rstd, as CpuExecutor's layernorm, from the
 /// row's elements in registers (xv[c] is column col(lane, c), zero past N):
 /// each thread's terms added in float, the row's sums of those in double.
 /// Inside kRowLoop.
-const char *kLayerNormStatistics = R"CU(    double sf[1] = {0.0};
-    {
-      float t = 0.0f;
+const char *kLayerNormStatistics = R"CU(    float sf = 0.0f;
 #pragma unroll
-      for (int c = 0; c < CPT; ++c)
-        t += xv[c];
-      sf[0] = t;
-    }
-    row_sums<RT>(sf, red[0]);
-    const double mean = sf[0] / N;
+    for (int c = 0; c < CPT; ++c)
+      sf += xv[c];
+    const double mean = row_sum<RT>((double)sf, red) / N;
     const float mf = (float)mean;
-    double qf[1] = {0.0};
-    {
-      float t = 0.0f;
+    float qf = 0.0f;
 #pragma unroll
-      for (int c = 0; c < CPT; ++c)
-        if (col(lane, c) < N) {
-          const float e = xv[c] - mf;
-          t += e * e;
-        }
-      qf[0] = t;
-    }
-    row_sums<RT>(qf, red[1]);
-    const double var = qf[0] / N;
+    for (int c = 0; c < CPT; ++c)
+      if (col(lane, c) < N) {
+        const float e = xv[c] - mf;
+        qf += e * e;
+      }
+    const double var = row_sum<RT>((double)qf, red) / N;
     const float rstd = (float)(1.0 / sqrt(var + EPS));
 )CU";
 
@@ -92,7 +77,7 @@ bool Emitter::layernorm() {
   int rt = layernormThreads(d, 32);
   std::string consts = rowConsts(rows, d, rt) +
                        normConsts(d, rt, k->floatAttr("epsilon", 1e-5));
-  std::string body = kLayerNormShared;
+  std::string body = "  __shared__ double red[8];\n";
   body += kRowLoop;
   body += R"CU(    float xv[CPT];
 #pragma unroll
@@ -293,8 +278,8 @@ bool Emitter::layernormGrad() {
       "constexpr i64 SLOTS = " + str(slots) +
       ";  // sets of column sums in the workspace\nconstexpr bool BLOCK_SUMS = " +
       (blockSums ? "true" : "false") + ";\n";
-  std::string body = kLayerNormShared;
-  body += R"CU(  // This thread's share of dw, db and the bias gradient: columns
+  std::string body = R"CU(  __shared__ double red[8];
+  // This thread's share of dw, db and the bias gradient: columns
   // col(lane, c), over its rows (float; the sets in the workspace are
   // added in double).
   float aw[CPT], ab[CPT], ag[CPT];
@@ -340,9 +325,8 @@ PREFETCH      }
         }
       }
     }
-    double s12[2] = {s1, s2};
-    row_sums<RT>(s12, red[2]);
-    const float s1f = (float)(s12[0] / N), s2f = (float)(s12[1] / N);
+    const float s1f = (float)(row_sum<RT>((double)s1, red) / N);
+    const float s2f = (float)(row_sum<RT>((double)s2, red) / N);
 #pragma unroll
     for (int p = 0; p < CPV; ++p) {
       const int j = (lane + p * RT) * VEC;

@@ -38,22 +38,23 @@ inline constexpr int kPlanningMultiprocessors = 132;
 /// launches have no group) and places each group on a stream. Group g
 /// depends on an earlier group h when one writes memory the other reads or
 /// writes: buffers by their place in the memory plan (reuse and views
-/// overlap), the program's scratch and cuBLASLt's workspace as memory every
-/// user writes. A group reads its plan kernel's inputs and writes its
-/// outputs (a launch may write one through an input it overlaps: the
-/// in-place loss gradient) and every buffer its launches pass that is not
-/// an input of the plan kernel (what a later plan kernel without launches
-/// outputs).
+/// overlap), the program's scratch as memory every user writes. A group
+/// reads its plan kernel's inputs and writes its outputs (a launch may write
+/// one through an input it overlaps: the in-place loss gradient) and every
+/// buffer its launches pass that is not an input of the plan kernel (what a
+/// later plan kernel without launches outputs).
 ///
 /// Only a small group may go on the second stream: generated kernels of at
-/// most two blocks per multiprocessor, which leave room beside them. (On
-/// an H200: the MLP's dW GEMM beside its dX GEMM made the step 8% faster; in
-/// GPT-2, a layer norm's gradient beside a cuBLASLt GEMM made it 1% slower,
-/// and the weight-gradient GEMMs beside the input-gradient chain, each
-/// stream with its own cuBLASLt workspace, 1.5% slower.) A small group goes after the last group of the main stream if
-/// it depends on that, else of the second stream if it depends on that,
-/// else on the stream used least recently; every group waits for its
-/// dependencies on the other stream.
+/// most two blocks per multiprocessor, which leave room beside them. GEMMs
+/// stay on the main stream, which also orders their use of cuBLASLt's one
+/// workspace. (On an H200: the MLP's dW GEMM beside its dX GEMM made the
+/// step 8% faster; in GPT-2, a layer norm's gradient beside a cuBLASLt GEMM
+/// made it 1% slower, and the weight-gradient GEMMs beside the
+/// input-gradient chain, each stream with its own cuBLASLt workspace, 1.7%
+/// slower.) A small group goes after the last group of the main stream if it
+/// depends on that, else of the second stream if it depends on that, else on
+/// the stream used least recently; every group waits for its dependencies on
+/// the other stream.
 std::vector<StreamGroup> scheduleStreams(const Plan &plan,
                                          const CudaProgram &program,
                                          int multiprocessors);
