@@ -182,10 +182,10 @@ func.func @bias_gradient(%dy: tensor<4x8xbf16>, %x: tensor<4x16xbf16>) -> (tenso
 
 // -----
 
-// Over few rows (at most 512), the bias gradient of a dy that an elementwise
-// op computes (a ReLU gradient) joins that op's region instead, with its
-// cast: one kernel stores dy and sums its columns, and the dW GEMM needs no
-// BGRADB epilogue (cuBLASLt's separate bias kernel).
+// The bias gradient of a dy that an elementwise op computes (a ReLU
+// gradient) joins that op's region, with its cast: one kernel stores dy and
+// sums its columns, and the dW GEMM needs no BGRADB epilogue (cuBLASLt's
+// split-K GEMM and separate bias kernel).
 // CHECK-LABEL: func.func @bias_gradient_column_sum
 // CHECK-SAME: (%[[G:.*]]: tensor<64x8xbf16>, %[[H:.*]]: tensor<64x8xbf16>, %[[X:.*]]: tensor<64x16xbf16>)
 // CHECK:      %[[E:.*]]:2 = gt.fused "elementwise"(%[[G]], %[[H]]) : (tensor<64x8xbf16>, tensor<64x8xbf16>) -> (tensor<64x8xbf16>, tensor<8xf32>) {
@@ -211,18 +211,36 @@ func.func @bias_gradient_column_sum(%g: tensor<64x8xbf16>, %h: tensor<64x8xbf16>
 
 // -----
 
-// Over more rows a kernel that walks each column's rows would run on too few
-// blocks: the bias gradient stays with the dW GEMM (BGRADB).
+// Over many rows too (the CUDA emitter splits them into chunks and adds
+// the chunks' sums in a second launch).
 // CHECK-LABEL: func.func @bias_gradient_many_rows
-// CHECK:      gt.activation_grad
+// CHECK:      %[[E:.*]]:2 = gt.fused "elementwise"
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   %[[DY:.*]] = gt.activation_grad
+// CHECK-NEXT:   %[[S:.*]] = gt.sum_to %[[DY]] : tensor<16384x8xf32> -> tensor<8xf32>
+// CHECK-NEXT:   gt.yield %[[DY]], %[[S]]
+// CHECK:      %[[W:.*]] = gt.matmul %[[E]]#0
+// CHECK-NOT:  gt.fused
+// CHECK:      return %[[W]], %[[E]]#1
+func.func @bias_gradient_many_rows(%g: tensor<16384x8xf32>, %h: tensor<16384x8xf32>, %x: tensor<16384x16xf32>) -> (tensor<8x16xf32>, tensor<8xf32>) {
+  %dy = gt.activation_grad %g, %h <{kind = "relu"}> : tensor<16384x8xf32>
+  %0 = gt.sum_to %dy : tensor<16384x8xf32> -> tensor<8xf32>
+  %2 = gt.matmul %dy, %x <{transpose_a = true}> : tensor<16384x8xf32>, tensor<16384x16xf32>
+  return %2, %0 : tensor<8x16xf32>, tensor<8xf32>
+}
+
+// -----
+
+// A dy that no elementwise op computes (here an argument; in GPT-2 the
+// attention's gradient) keeps its bias gradient in the dW GEMM (BGRADB).
+// CHECK-LABEL: func.func @bias_gradient_gemm
 // CHECK-NOT:  gt.fused "elementwise"
 // CHECK:      gt.fused "gemm"
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT:   gt.matmul
 // CHECK-NEXT:   gt.sum_to
 // CHECK-NEXT:   gt.yield
-func.func @bias_gradient_many_rows(%g: tensor<1024x8xf32>, %h: tensor<1024x8xf32>, %x: tensor<1024x16xf32>) -> (tensor<8x16xf32>, tensor<8xf32>) {
-  %dy = gt.activation_grad %g, %h <{kind = "relu"}> : tensor<1024x8xf32>
+func.func @bias_gradient_gemm(%dy: tensor<1024x8xf32>, %x: tensor<1024x16xf32>) -> (tensor<8x16xf32>, tensor<8xf32>) {
   %0 = gt.sum_to %dy : tensor<1024x8xf32> -> tensor<8xf32>
   %2 = gt.matmul %dy, %x <{transpose_a = true}> : tensor<1024x8xf32>, tensor<1024x16xf32>
   return %2, %0 : tensor<8x16xf32>, tensor<8xf32>
@@ -271,6 +289,67 @@ func.func @gelu(%x: tensor<4x8xbf16>, %w: tensor<16x8xbf16>, %b: tensor<16xbf16>
   %dh3 = gt.reshape %dh : tensor<4x16xbf16> -> tensor<2x2x16xbf16>
   %dz = gt.activation_grad %dh3, %z <{kind = "gelu_tanh"}> : tensor<2x2x16xbf16>
   return %h, %dz : tensor<2x2x16xbf16>, tensor<2x2x16xbf16>
+}
+
+// -----
+
+// A GELU gradient whose column sums (the bias gradient of the linear that
+// made z) join its region stays out of the GEMM dy W: one elementwise kernel
+// computes it and sums its columns, instead of cuBLASLt's DGELU epilogue
+// and BGRADB. gt-autodiff sums the gradient in the dW GEMM's rank-2 form;
+// that sum of a reshape becomes the sum of the rank-3 value, which joins.
+// CHECK-LABEL: func.func @gelu_bias_gradient
+// CHECK-SAME: (%[[DY:.*]]: tensor<4x8xbf16>, %[[W2:.*]]: tensor<8x16xbf16>, %[[Z:.*]]: tensor<2x2x16xbf16>, %[[X:.*]]: tensor<4x8xbf16>)
+// CHECK:      %[[M:.*]] = gt.matmul %[[DY]], %[[W2]]
+// CHECK-NEXT: %[[R:.*]] = gt.reshape %[[M]]
+// CHECK-NEXT: %[[E:.*]]:2 = gt.fused "elementwise"(%[[R]], %[[Z]])
+// CHECK-NEXT: ^bb0(%[[A:.*]]: tensor<2x2x16xbf16>, %[[B:.*]]: tensor<2x2x16xbf16>):
+// CHECK-NEXT:   %[[G:.*]] = gt.activation_grad %[[A]], %[[B]] <{kind = "gelu_tanh"}>
+// CHECK-NEXT:   %[[S:.*]] = gt.sum_to %[[G]] : tensor<2x2x16xbf16> -> tensor<16xbf16>
+// CHECK-NEXT:   %[[SC:.*]] = gt.cast %[[S]] : tensor<16xbf16> -> tensor<16xf32>
+// CHECK-NEXT:   gt.yield %[[G]], %[[SC]]
+// CHECK:      %[[G2:.*]] = gt.reshape %[[E]]#0 : tensor<2x2x16xbf16> -> tensor<4x16xbf16>
+// CHECK:      %[[DW:.*]] = gt.fused "epilogue"(%[[G2]], %[[X]])
+// CHECK:      return %[[DW]], %[[E]]#1
+func.func @gelu_bias_gradient(%dy: tensor<4x8xbf16>, %w2: tensor<8x16xbf16>, %z: tensor<2x2x16xbf16>, %x: tensor<4x8xbf16>) -> (tensor<16x8xf32>, tensor<16xf32>) {
+  %dh = gt.matmul %dy, %w2 : tensor<4x8xbf16>, tensor<8x16xbf16>
+  %dh3 = gt.reshape %dh : tensor<4x16xbf16> -> tensor<2x2x16xbf16>
+  %dz = gt.activation_grad %dh3, %z <{kind = "gelu_tanh"}> : tensor<2x2x16xbf16>
+  %dz2 = gt.reshape %dz : tensor<2x2x16xbf16> -> tensor<4x16xbf16>
+  %0 = gt.sum_to %dz2 : tensor<4x16xbf16> -> tensor<16xbf16>
+  %1 = gt.cast %0 : tensor<16xbf16> -> tensor<16xf32>
+  %2 = gt.matmul %dz2, %x <{transpose_a = true}> : tensor<4x16xbf16>, tensor<4x8xbf16>
+  %3 = gt.cast %2 : tensor<16x8xbf16> -> tensor<16x8xf32>
+  return %3, %1 : tensor<16x8xf32>, tensor<16xf32>
+}
+
+// -----
+
+// The sum of a reshape that changes the last dimension sums other columns:
+// it stays a sum of the reshape (here cuBLASLt's BGRADB with the dW GEMM),
+// and the GELU gradient, with no column sum of its own, is the DGELU
+// epilogue of the GEMM dy W.
+// CHECK-LABEL: func.func @gelu_bias_gradient_not
+// CHECK:      gt.fused "gemm"
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   gt.matmul
+// CHECK-NEXT:   gt.reshape
+// CHECK-NEXT:   gt.activation_grad
+// CHECK-NEXT:   gt.yield
+// CHECK:      %[[V:.*]] = gt.reshape %{{.*}} : tensor<2x2x16xbf16> -> tensor<8x8xbf16>
+// CHECK:      gt.fused "gemm"
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   gt.matmul
+// CHECK-NEXT:   gt.sum_to %{{.*}} : tensor<8x8xbf16> -> tensor<8xbf16>
+// CHECK-NOT:  gt.fused "elementwise"
+func.func @gelu_bias_gradient_not(%dy: tensor<4x8xbf16>, %w2: tensor<8x16xbf16>, %z: tensor<2x2x16xbf16>, %x: tensor<8x8xbf16>) -> (tensor<8x8xbf16>, tensor<8xbf16>) {
+  %dh = gt.matmul %dy, %w2 : tensor<4x8xbf16>, tensor<8x16xbf16>
+  %dh3 = gt.reshape %dh : tensor<4x16xbf16> -> tensor<2x2x16xbf16>
+  %dz = gt.activation_grad %dh3, %z <{kind = "gelu_tanh"}> : tensor<2x2x16xbf16>
+  %dz2 = gt.reshape %dz : tensor<2x2x16xbf16> -> tensor<8x8xbf16>
+  %0 = gt.sum_to %dz2 : tensor<8x8xbf16> -> tensor<8xbf16>
+  %2 = gt.matmul %dz2, %x <{transpose_a = true}> : tensor<8x8xbf16>, tensor<8x8xbf16>
+  return %2, %0 : tensor<8x8xbf16>, tensor<8xbf16>
 }
 
 // -----

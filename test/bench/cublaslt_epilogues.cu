@@ -3,16 +3,55 @@
 // column-major C^T, B first). Times cuBLASLt's first heuristic algorithm and
 // the best of up to 8. The operands hold one constant (bytes 0x3c), so the
 // GPUs' clocks may run higher than on real data; compare rows with each
-// other, not with a training step's profile. On a GPU machine (no gtc needed):
-//   nvcc -O3 -arch=sm_90 -std=c++17 cublaslt_epilogues.cu -lcublasLt && ./a.out
+// other, not with a training step's profile. With the argument `search` it
+// also times every configuration cuBLASLt accepts (each algorithm id, tile,
+// stage count, cluster shape and CTA swizzle, no split-K) on operands of
+// pseudo-random values, to see whether some algorithm runs the epilogues
+// faster than the heuristic's first. On a GPU machine (no gtc needed):
+//   nvcc -O3 -arch=sm_90 -std=c++17 cublaslt_epilogues.cu -lcublasLt && ./a.out [search]
 // Figures: test/bench/NOTES.md, fourteenth session.
 #include <cstdio>
+#include <string>
 #include <cuda_runtime.h>
 #include <cublasLt.h>
 
 cublasLtHandle_t lt;
 void *ws;
 size_t wsb = 32 << 20;
+bool search = false;
+
+// Pseudo-random bf16 values in [-1, 1) (a hash of the index).
+__global__ void fillRandom(unsigned short *p, long long n, unsigned seed) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x) {
+    unsigned x = (unsigned)i * 2654435761u ^ seed;
+    x ^= x >> 15;
+    x *= 2246822519u;
+    x ^= x >> 13;
+    float f = (x & 0xffff) / 32768.f - 1.f;
+    p[i] = (unsigned short)(__float_as_uint(f) >> 16);
+  }
+}
+
+// Mean microseconds of `reps` runs after 2 warm-up runs; -1 when it fails.
+template <typename F> float timeUs(F run, int reps) {
+  for (int w = 0; w < 2; ++w)
+    if (run() != CUBLAS_STATUS_SUCCESS)
+      return -1;
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  cudaEventRecord(e0);
+  for (int r = 0; r < reps; ++r)
+    run();
+  cudaEventRecord(e1);
+  cudaEventSynchronize(e1);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, e0, e1);
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  return cudaGetLastError() == cudaSuccess ? ms * 1000.f / reps : -1;
+}
 
 void bench(int64_t m, int64_t n, int64_t k, bool tA, bool tB,
            cublasLtEpilogue_t epi, cudaDataType_t outT, int biasT,
@@ -96,6 +135,82 @@ void bench(int64_t m, int64_t n, int64_t k, bool tA, bool tB,
   }
   printf("%-50s heuristic[0] %7.1f us, best of %d %7.1f us (#%d) %s\n", what,
          first, found, best, bi, cudaGetErrorString(cudaGetLastError()));
+  if (search) {
+    // Real-looking operands, then the heuristic's first again and every
+    // configuration cuBLASLt accepts.
+    fillRandom<<<1024, 256>>>((unsigned short *)A, m * k, 1);
+    fillRandom<<<1024, 256>>>((unsigned short *)B, k * n, 2);
+    fillRandom<<<1024, 256>>>((unsigned short *)aux, m * n, 3);
+    cudaDeviceSynchronize();
+    auto runAlgo = [&](const cublasLtMatmulAlgo_t &algo) {
+      return [&, algo] {
+        return cublasLtMatmul(lt, d, &alpha, B, la, A, lb, &beta, C, lc, C, lc,
+                              &algo, ws, wsb, 0);
+      };
+    };
+    float h0 = timeUs(runAlgo(res[0].algo), 20);
+    cudaDataType_t scale = CUDA_R_32F;
+    int ids[256], nIds = 0;
+    cublasLtMatmulAlgoGetIds(lt, CUBLAS_COMPUTE_32F, scale, T, T, outT, outT,
+                             256, ids, &nIds);
+    float bestS = 1e9;
+    int tried = 0, valid = 0;
+    char bestWhat[160] = "none";
+    const int clusters[] = {CUBLASLT_CLUSTER_SHAPE_AUTO,
+                            CUBLASLT_CLUSTER_SHAPE_1x1x1,
+                            CUBLASLT_CLUSTER_SHAPE_2x1x1,
+                            CUBLASLT_CLUSTER_SHAPE_1x2x1};
+    for (int a = 0; a < nIds; ++a) {
+      cublasLtMatmulAlgo_t algo;
+      if (cublasLtMatmulAlgoInit(lt, CUBLAS_COMPUTE_32F, scale, T, T, outT,
+                                 outT, ids[a], &algo) != CUBLAS_STATUS_SUCCESS)
+        continue;
+      uint32_t tiles[128], stages[128];
+      size_t tb = 0, sb = 0;
+      cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_TILE_IDS,
+                                        tiles, sizeof tiles, &tb);
+      cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_STAGES_IDS,
+                                        stages, sizeof stages, &sb);
+      int nt = tb / 4 ? tb / 4 : 1, ns = sb / 4 ? sb / 4 : 1;
+      if (!(tb / 4)) tiles[0] = CUBLASLT_MATMUL_TILE_UNDEFINED;
+      if (!(sb / 4)) stages[0] = CUBLASLT_MATMUL_STAGES_UNDEFINED;
+      int32_t swz = 0;
+      cublasLtMatmulAlgoCapGetAttribute(
+          &algo, CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT, &swz, sizeof swz, &tb);
+      for (int t = 0; t < nt; ++t)
+        for (int st = 0; st < ns; ++st)
+          for (int cl : clusters)
+            for (uint32_t sw = 0; sw <= (swz ? 1u : 0u); ++sw) {
+              cublasLtMatmulAlgo_t c = algo;
+              cublasLtMatmulAlgoConfigSetAttribute(
+                  &c, CUBLASLT_ALGO_CONFIG_TILE_ID, &tiles[t], 4);
+              cublasLtMatmulAlgoConfigSetAttribute(
+                  &c, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages[st], 4);
+              cublasLtMatmulAlgoConfigSetAttribute(
+                  &c, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cl, 4);
+              cublasLtMatmulAlgoConfigSetAttribute(
+                  &c, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &sw, 4);
+              cublasLtMatmulHeuristicResult_t chk;
+              if (cublasLtMatmulAlgoCheck(lt, d, la, lb, lc, lc, &c, &chk) !=
+                      CUBLAS_STATUS_SUCCESS ||
+                  chk.workspaceSize > wsb)
+                continue;
+              ++valid;
+              if (++tried > 4000)
+                continue;
+              float us = timeUs(runAlgo(c), 5);
+              if (us > 0 && us < bestS) {
+                bestS = us;
+                snprintf(bestWhat, sizeof bestWhat,
+                         "id %d tile %u stages %u cluster %d swizzle %u", ids[a],
+                         tiles[t], stages[st], cl, sw);
+              }
+            }
+    }
+    printf("%-50s random data: heuristic[0] %7.1f us; search over %d valid "
+           "configurations: best %7.1f us (%s)\n",
+           what, h0, valid, bestS, bestWhat);
+  }
   cudaFree(A);
   cudaFree(B);
   cudaFree(C);
@@ -103,7 +218,8 @@ void bench(int64_t m, int64_t n, int64_t k, bool tA, bool tB,
   cudaFree(bias);
 }
 
-int main() {
+int main(int argc, char **argv) {
+  search = argc > 1 && std::string(argv[1]) == "search";
   cublasLtCreate(&lt);
   cudaMalloc(&ws, wsb);
   // Backward of the MLP's c_proj: dH = dY @ W (16384x3072x768), then dGELU;

@@ -152,6 +152,17 @@ inline const std::vector<OpModel> &opModels() {
     c = mean(h, axis: (0, 1))
     loss = mean(linear(h, 8) * x) + mean(c * c)
   })", 40, 3, 12},
+      // GELU gradients with the column sums of the bias gradients over
+      // 1024 rows: elementwise kernels that walk column tiles by chunks of
+      // rows, 16-byte accesses over the 256 columns (8 bf16 or 4 f32 a
+      // lane) and one element a lane over the 50.
+      {"GeluColumnSumsManyRows", R"(model m {
+    input x: f32[B, 64, 32]
+    label y: i32[B, 64]
+    h = gelu(linear(x, 256), approximate: true)
+    g = gelu(linear(h, 50), approximate: true)
+    loss = cross_entropy(linear(g, 10), y)
+  })", 16, 10, 12},
       // A tied classifier (a "classifier" region) over 500 rows: with
       // GTC_CLASSIFIER_CHUNK_BYTES=65536 (test/gpu/run.sh) the GPU runs it in
       // chunks of 128 rows and a last one of 116.

@@ -559,22 +559,24 @@ bool Emitter::fused() {
   if (!sums.empty())
     return columnSums(ops, steps, outs, sums, ys,
                       "fused " + what + " over " + str(product(ys)) +
-                          " elements, a thread a column of each warp's rows");
+                          " elements");
   return elementwise(ops, steps, outs,
                      "fused " + what + " over " + str(product(ys)) +
                          " elements");
 }
 
 /// An elementwise region that also sums values it computes over their rows
-/// (gt-fuse's addColumnSums: a small batch's bias gradient with the ReLU
-/// gradient it sums). A block takes 32 columns and its eight warps every
-/// eighth row, a lane a column (a warp's loads and stores are 32
-/// consecutive elements of a row); each thread computes and stores its
-/// elements and adds the summed values in float, then the eight warps'
-/// partial sums are added in order in double and stored once. One kernel
-/// instead of the elementwise one and cuBLASLt's separate bias-gradient
-/// kernel (BGRADB); meant for few rows (kColumnSumRows in gt-fuse), as
-/// only COLS / 32 blocks run.
+/// (gt-fuse's addColumnSums: a linear's bias gradient with the ReLU or GELU
+/// gradient it sums). Each thread computes and stores its elements and adds
+/// the summed values in float; each block adds its warps' sums in order in
+/// double. One kernel computes what the elementwise kernel and cuBLASLt's
+/// BGRADB epilogue (a split-K GEMM, its reduction and a kernel that reads
+/// the gradient again) did.
+///  - Few rows (at most kFewRows): one launch. A block takes 32 columns and
+///    its eight warps every eighth row, a lane a column (a warp's loads and
+///    stores are 32 consecutive elements of a row), and stores the sums:
+///    latency matters more than parallelism there.
+///  - More rows: columnSumTiles.
 bool Emitter::columnSums(const std::vector<Operand> &ops,
                          const std::vector<Step> &steps,
                          const std::vector<std::pair<int, std::string>> &outs,
@@ -583,6 +585,8 @@ bool Emitter::columnSums(const std::vector<Operand> &ops,
                          const std::string &what) {
   constexpr int kWarps = kBlock / 32;
   const int64_t cols = ys.back(), n = product(ys), rows = n / cols;
+  if (rows > kFewRows)
+    return columnSumTiles(ops, steps, outs, sums, ys, what);
   const std::string it = n > (int64_t(1) << 30) ? "i64" : "int";
   std::vector<Arg> args;
   std::map<std::string, std::string> typeOf;
@@ -617,7 +621,150 @@ bool Emitter::columnSums(const std::vector<Operand> &ops,
             "      t" + str(s) + " += part" + str(s) + "[j][lane];\n"
             "    p_sum" + str(s) + "[c] = (float)t" + str(s) + ";\n";
   body += "  }\n";
-  launch("", what, args, 0, consts, body, ceilDiv(cols, int64_t(32)));
+  launch("", what + ", a thread a column of each warp's rows", args, 0, consts,
+         body, ceilDiv(cols, int64_t(32)));
+  return true;
+}
+
+/// columnSums over many rows, as ReduceKernels' columnTiles: a block per
+/// (tile of 32 * VEC columns, chunk of rows), VEC consecutive columns a
+/// lane in 16-byte accesses where every operand allows it (VEC = 8 when
+/// every array is 16-bit, 4 with f32; 1 with a broadcast other than a
+/// trailing one), eight warps every eighth row of the chunk. About
+/// kMaxGrid blocks in all, each warp at least 16 rows. Each block writes
+/// its column sums to the workspace (launch 1); launch 2 adds the chunks'
+/// in order (deterministic). GPT-2's MLP backward (16384 rows of 3072
+/// columns: dy * gelu'(x) and the bias gradient of c_fc) reads and writes
+/// each element once.
+bool Emitter::columnSumTiles(
+    const std::vector<Operand> &ops, const std::vector<Step> &steps,
+    const std::vector<std::pair<int, std::string>> &outs,
+    const std::vector<std::pair<int, std::string>> &sums,
+    const std::vector<int64_t> &ys, const std::string &what) {
+  constexpr int kWarps = kBlock / 32;
+  const int64_t cols = ys.back(), n = product(ys), rows = n / cols;
+  int64_t widest = 2;
+  for (const Operand &o : ops)
+    if (o.access != Access::Scalar)
+      widest = std::max<int64_t>(widest, dtypeBytes(plan.buffers[o.buffer].dtype));
+  for (const auto &o : outs)
+    widest = std::max<int64_t>(widest, dtypeBytes(plan.buffers[o.first].dtype));
+  int vec = static_cast<int>(16 / widest);
+  for (const Operand &o : ops)
+    if (o.access == Access::Strided ||
+        (o.access == Access::Trailing && o.period % vec != 0))
+      vec = 1;
+  if (cols % vec != 0)
+    vec = 1;
+  const int64_t tiles = ceilDiv(cols, int64_t(32) * vec);
+  int64_t chunks = std::clamp<int64_t>(kMaxGrid / tiles, 1,
+                                       ceilDiv(rows, int64_t(16) * kWarps));
+  const int64_t chunk = ceilDiv(rows, chunks);
+  chunks = ceilDiv(rows, chunk);
+  const int64_t nsums = static_cast<int64_t>(sums.size());
+  needWorkspace(8 * nsums * chunks * cols);
+  const std::string it = "i64";
+  std::vector<Arg> args;
+  std::map<std::string, std::string> typeOf;
+  std::string dims = "constexpr i64 ROWS = " + str(rows) +
+                     ";\nconstexpr i64 COLS = " + str(cols) +
+                     ";\nconstexpr i64 CHUNKS = " + str(chunks) + ";\n";
+  std::string consts = dims + "constexpr i64 CHUNK = " + str(chunk) +
+                       ";\nconstexpr int WARPS = " + str(kWarps) +
+                       ";\nconstexpr int VEC = " + str(vec) + ";\n" +
+                       operandArgs(ops, outs, it, args) +
+                       stepFunctions(ops, steps, typeOf);
+  args.push_back(ws("double", "part"));
+  std::string body =
+      "  __shared__ float red[WARPS][32 * VEC + 1];\n"
+      "  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;\n"
+      "  const i64 ch = blockIdx.x % CHUNKS, t = blockIdx.x / CHUNKS;\n"
+      "  const i64 c = (t * 32 + lane) * VEC;\n";
+  for (const Operand &o : ops)
+    if (o.access == Access::Scalar)
+      body += "  const " + typeOf.at(o.name) + " s_" + o.name + " = p_" +
+              o.name + "[0];\n";
+  for (int64_t s = 0; s < nsums; ++s)
+    body += "  float acc" + str(s) + "[VEC] = {};\n";
+  body += "  if (c < COLS) {\n"
+          "    const i64 end = min(ROWS, (ch + 1) * CHUNK);\n"
+          "#pragma unroll 4\n"
+          "    for (i64 r = ch * CHUNK + w; r < end; r += WARPS) {\n"
+          "      const i64 i0 = r * COLS + c;\n";
+  if (vec > 1) {
+    // Each operand's VEC elements in one load, each output's in one store.
+    for (const Operand &o : ops) {
+      if (o.access == Access::Scalar)
+        continue;
+      std::string pack = "pack_t<" + ctype(o.buffer) + ", VEC>";
+      std::string at = o.access == Access::Full ? "i0" : "i0 % P_" + o.name;
+      body += "      const " + pack + " q_" + o.name + " = *reinterpret_cast<const " +
+              pack + " *>(p_" + o.name + " + " + at + ");\n";
+    }
+    for (const auto &[buffer, value] : outs)
+      body += "      pack_t<" + ctype(buffer) + ", VEC> o_" + value + ";\n";
+    body += "#pragma unroll\n      for (int e = 0; e < VEC; ++e) {\n";
+    body += computeSteps(
+        ops, steps, typeOf,
+        [](const Operand &o) {
+          return o.access == Access::Scalar ? "s_" + o.name
+                                            : "q_" + o.name + ".e[e]";
+        },
+        "        ");
+    for (const auto &[buffer, value] : outs)
+      body += "        o_" + value + ".e[e] = " + value + ";\n";
+    for (int64_t s = 0; s < nsums; ++s)
+      body += "        acc" + str(s) + "[e] += (float)" + sums[s].second + ";\n";
+    body += "      }\n";
+    for (const auto &[buffer, value] : outs)
+      body += "      *reinterpret_cast<pack_t<" + ctype(buffer) + ", VEC> *>(p_" +
+              value + " + i0) = o_" + value + ";\n";
+  } else {
+    body += "      const i64 i = i0;\n";
+    body += gatherStrided(ops, ys, it, "      ");
+    body += computeSteps(ops, steps, typeOf, loadAt, "      ");
+    for (const auto &[buffer, value] : outs)
+      body += "      p_" + value + "[i] = " + value + ";\n";
+    for (int64_t s = 0; s < nsums; ++s)
+      body += "      acc" + str(s) + "[0] += (float)" + sums[s].second + ";\n";
+  }
+  body += "    }\n  }\n";
+  // The block's column sums: its warps' in order, in double.
+  for (int64_t s = 0; s < nsums; ++s)
+    body += "#pragma unroll\n  for (int e = 0; e < VEC; ++e)\n"
+            "    red[w][lane * VEC + e] = acc" + str(s) + "[e];\n"
+            "  __syncthreads();\n"
+            "  for (int j = threadIdx.x; j < 32 * VEC; j += blockDim.x) {\n"
+            "    const i64 k = t * 32 * VEC + j;\n"
+            "    if (k < COLS) {\n"
+            "      double total = 0.0;\n"
+            "      for (int v = 0; v < WARPS; ++v)\n"
+            "        total += (double)red[v][j];\n"
+            "      part[(" + str(s) + " * CHUNKS + ch) * COLS + k] = total;\n"
+            "    }\n  }\n  __syncthreads();\n";
+  launch("partial",
+         what + ", a block per (tile of " + str(32 * vec) +
+             " columns, chunk of " + str(chunk) + " rows)" +
+             (vec > 1 ? ", 16-byte accesses" : "") + "; column sums to the "
+             "workspace",
+         args, kPackHelpers, consts, body, tiles * chunks);
+  // Launch 2: each column's chunks in order.
+  std::vector<Arg> fargs = {wsIn("double", "part")};
+  std::string fbody = "  for (i64 k = (i64)blockIdx.x * blockDim.x + "
+                      "threadIdx.x; k < COLS;\n"
+                      "       k += (i64)gridDim.x * blockDim.x) {\n";
+  for (int64_t s = 0; s < nsums; ++s) {
+    fargs.push_back(out(sums[s].first, "p_sum" + str(s)));
+    fbody += "    double t" + str(s) + " = 0.0;\n"
+             "    for (i64 ch = 0; ch < CHUNKS; ++ch)\n"
+             "      t" + str(s) + " += part[(" + str(s) +
+             " * CHUNKS + ch) * COLS + k];\n"
+             "    p_sum" + str(s) + "[k] = (float)t" + str(s) + ";\n";
+  }
+  fbody += "  }\n";
+  launch("final", "column sums: each column's " + str(chunks) +
+                      " chunks in order",
+         fargs, 0, dims, fbody, std::min(ceilDiv(cols, kBlock), kMaxGrid));
   return true;
 }
 

@@ -37,6 +37,9 @@ inline constexpr int64_t kOneBlockRows = 1024, kOneBlockLogits = 1 << 16;
 
 /// Grid cap of grid-stride elementwise kernels: 8 blocks per SM of an H100.
 inline constexpr int64_t kMaxGrid = 132 * 8;
+/// Rows up to which a fused column sum (Emitter::columnSums) runs in one
+/// launch, a thread a column.
+inline constexpr int64_t kFewRows = 512;
 /// Grid cap of kernels with one block (or a few threads) per row or tile.
 inline constexpr int64_t kMaxRowGrid = 65535;
 /// Static shared memory available without an opt-in.
@@ -622,6 +625,11 @@ private:
                   const std::vector<std::pair<int, std::string>> &outs,
                   const std::vector<std::pair<int, std::string>> &sums,
                   const std::vector<int64_t> &ys, const std::string &what);
+  bool columnSumTiles(const std::vector<Operand> &ops,
+                      const std::vector<Step> &steps,
+                      const std::vector<std::pair<int, std::string>> &outs,
+                      const std::vector<std::pair<int, std::string>> &sums,
+                      const std::vector<int64_t> &ys, const std::string &what);
   std::string operandArgs(const std::vector<Operand> &ops,
                           const std::vector<std::pair<int, std::string>> &outs,
                           const std::string &it, std::vector<Arg> &args);

@@ -550,8 +550,10 @@ FailureOr<gtc::rt::Plan> gtc::buildPlan(func::FuncOp func, TrainOp train,
       return failure();
     plan->config = std::move(*config);
   }
+  // The batch is the inputs' first dimension (not that of a view of one,
+  // which may fold it into another: x[B, 128, 8] viewed as [128 B, 8]).
   for (const rt::Buffer &b : plan->buffers)
-    if (b.region == MemRegion::Input && !b.shape.empty())
+    if (b.region == MemRegion::Input && b.viewOf < 0 && !b.shape.empty())
       plan->batch = std::max(plan->batch, b.shape[0]);
   return plan;
 }
