@@ -625,16 +625,21 @@ bool Emitter::columnSums(const std::vector<Operand> &ops,
   return true;
 }
 
-/// columnSums over many rows, as ReduceKernels' columnTiles: a block per
-/// (tile of 32 * VEC columns, chunk of rows), VEC consecutive columns a
-/// lane in 16-byte accesses where every operand allows it (VEC = 8 when
-/// every array is 16-bit, 4 with f32; 1 with a broadcast other than a
-/// trailing one), eight warps every eighth row of the chunk. About
-/// kMaxGrid blocks in all, each warp at least 16 rows. Each block writes
-/// its column sums to the workspace (launch 1); launch 2 adds the chunks'
-/// in order (deterministic). GPT-2's MLP backward (16384 rows of 3072
-/// columns: dy * gelu'(x) and the bias gradient of c_fc) reads and writes
-/// each element once.
+/// columnSums over many rows: each block takes a chunk of rows, and its
+/// threads VEC consecutive columns each, in 16-byte accesses where every
+/// operand allows it (VEC = 8 when every array is 16-bit, 4 with f32; 1
+/// with a broadcast other than a trailing one). Two layouts:
+///  - whole rows, where a row is at most 1024 threads of VEC columns, a
+///    multiple of 32: each thread walks the chunk's rows for its columns
+///    and keeps their sums, so a block streams consecutive rows (GPT-2's
+///    MLP backward, 16384 rows of 3072 bf16 columns: the GELU gradient and
+///    the bias gradient of c_fc in 384 threads a row; in tiles of 256
+///    columns, as below, the same kernel moved 2.9 TB/s on an H200);
+///  - else tiles of 32 * VEC columns, eight warps every eighth row of the
+///    chunk, a lane VEC columns, their sums added over the warps in shared
+///    memory (as ReduceKernels' columnTiles).
+/// Each block writes its column sums to the workspace (launch 1); launch 2
+/// adds the chunks' in order (deterministic).
 bool Emitter::columnSumTiles(
     const std::vector<Operand> &ops, const std::vector<Step> &steps,
     const std::vector<std::pair<int, std::string>> &outs,
@@ -655,9 +660,19 @@ bool Emitter::columnSumTiles(
       vec = 1;
   if (cols % vec != 0)
     vec = 1;
-  const int64_t tiles = ceilDiv(cols, int64_t(32) * vec);
-  int64_t chunks = std::clamp<int64_t>(kMaxGrid / tiles, 1,
-                                       ceilDiv(rows, int64_t(16) * kWarps));
+  const bool wholeRows =
+      vec > 1 && (cols / vec) % 32 == 0 && cols / vec <= 1024;
+  // Whole rows: RPB rows at a time in up to 1024 threads; two such blocks
+  // an SM (kMaxGrid / 4 in all). Tiles: kMaxGrid blocks. Every thread at
+  // least 16 rows.
+  const int64_t rpb = wholeRows ? 1024 / (cols / vec) : 1;
+  const int64_t block = wholeRows ? rpb * (cols / vec) : kBlock;
+  const int64_t tiles = wholeRows ? 1 : ceilDiv(cols, int64_t(32) * vec);
+  int64_t chunks =
+      wholeRows ? std::clamp<int64_t>(kMaxGrid / 4, 1,
+                                      ceilDiv(rows, int64_t(16) * rpb))
+                : std::clamp<int64_t>(kMaxGrid / tiles, 1,
+                                      ceilDiv(rows, int64_t(16) * kWarps));
   const int64_t chunk = ceilDiv(rows, chunks);
   chunks = ceilDiv(rows, chunk);
   const int64_t nsums = static_cast<int64_t>(sums.size());
@@ -670,25 +685,34 @@ bool Emitter::columnSumTiles(
                      ";\nconstexpr i64 CHUNKS = " + str(chunks) + ";\n";
   std::string consts = dims + "constexpr i64 CHUNK = " + str(chunk) +
                        ";\nconstexpr int WARPS = " + str(kWarps) +
-                       ";\nconstexpr int VEC = " + str(vec) + ";\n" +
+                       ";\nconstexpr int VEC = " + str(vec) +
+                       ";\nconstexpr int RPB = " + str(rpb) +
+                       ";  // rows at a time (whole rows)\n" +
                        operandArgs(ops, outs, it, args) +
                        stepFunctions(ops, steps, typeOf);
   args.push_back(ws("double", "part"));
-  std::string body =
-      "  __shared__ float red[WARPS][32 * VEC + 1];\n"
-      "  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;\n"
-      "  const i64 ch = blockIdx.x % CHUNKS, t = blockIdx.x / CHUNKS;\n"
-      "  const i64 c = (t * 32 + lane) * VEC;\n";
+  std::string body = wholeRows
+                         ? "  __shared__ float red[RPB > 1 ? RPB * COLS : 1];\n"
+                           "  const i64 ch = blockIdx.x;\n"
+                           "  const int g = threadIdx.x / (COLS / VEC);\n"
+                           "  const i64 c = (i64)(threadIdx.x % (COLS / VEC)) * VEC;\n"
+                         : "  __shared__ float red[WARPS][32 * VEC + 1];\n"
+                           "  const int lane = threadIdx.x & 31, w = "
+                           "threadIdx.x >> 5;\n"
+                           "  const i64 ch = blockIdx.x % CHUNKS, t = "
+                           "blockIdx.x / CHUNKS;\n"
+                           "  const i64 c = (t * 32 + lane) * VEC;\n";
   for (const Operand &o : ops)
     if (o.access == Access::Scalar)
       body += "  const " + typeOf.at(o.name) + " s_" + o.name + " = p_" +
               o.name + "[0];\n";
   for (int64_t s = 0; s < nsums; ++s)
     body += "  float acc" + str(s) + "[VEC] = {};\n";
-  body += "  if (c < COLS) {\n"
-          "    const i64 end = min(ROWS, (ch + 1) * CHUNK);\n"
-          "#pragma unroll 4\n"
-          "    for (i64 r = ch * CHUNK + w; r < end; r += WARPS) {\n"
+  body += std::string("  if (c < COLS) {\n"
+                      "    const i64 end = min(ROWS, (ch + 1) * CHUNK);\n"
+                      "#pragma unroll 4\n") +
+          (wholeRows ? "    for (i64 r = ch * CHUNK + g; r < end; r += RPB) {\n"
+                     : "    for (i64 r = ch * CHUNK + w; r < end; r += WARPS) {\n") +
           "      const i64 i0 = r * COLS + c;\n";
   if (vec > 1) {
     // Each operand's VEC elements in one load, each output's in one store.
@@ -728,42 +752,71 @@ bool Emitter::columnSumTiles(
       body += "      acc" + str(s) + "[0] += (float)" + sums[s].second + ";\n";
   }
   body += "    }\n  }\n";
-  // The block's column sums: its warps' in order, in double.
-  for (int64_t s = 0; s < nsums; ++s)
-    body += "#pragma unroll\n  for (int e = 0; e < VEC; ++e)\n"
-            "    red[w][lane * VEC + e] = acc" + str(s) + "[e];\n"
-            "  __syncthreads();\n"
-            "  for (int j = threadIdx.x; j < 32 * VEC; j += blockDim.x) {\n"
-            "    const i64 k = t * 32 * VEC + j;\n"
-            "    if (k < COLS) {\n"
-            "      double total = 0.0;\n"
-            "      for (int v = 0; v < WARPS; ++v)\n"
-            "        total += (double)red[v][j];\n"
-            "      part[(" + str(s) + " * CHUNKS + ch) * COLS + k] = total;\n"
-            "    }\n  }\n  __syncthreads();\n";
+  for (int64_t s = 0; s < nsums; ++s) {
+    const std::string slot = "part[(" + str(s) + " * CHUNKS + ch) * COLS + ";
+    if (wholeRows)
+      // The thread's own columns, added over the block's rows in order.
+      body += "  if (RPB > 1) {\n"
+              "#pragma unroll\n"
+              "    for (int e = 0; e < VEC; ++e)\n"
+              "      red[g * COLS + c + e] = acc" + str(s) + "[e];\n"
+              "    __syncthreads();\n"
+              "    if (g == 0)\n"
+              "      for (int h = 1; h < RPB; ++h)\n"
+              "#pragma unroll\n"
+              "        for (int e = 0; e < VEC; ++e)\n"
+              "          acc" + str(s) + "[e] += red[h * COLS + c + e];\n"
+              "    __syncthreads();\n"
+              "  }\n"
+              "  if (g == 0)\n#pragma unroll\n"
+              "    for (int e = 0; e < VEC; ++e)\n"
+              "      " + slot + "c + e] = acc" + str(s) + "[e];\n";
+    else
+      // The block's: its warps' in order, in double.
+      body += "#pragma unroll\n  for (int e = 0; e < VEC; ++e)\n"
+              "    red[w][lane * VEC + e] = acc" + str(s) + "[e];\n"
+              "  __syncthreads();\n"
+              "  for (int j = threadIdx.x; j < 32 * VEC; j += blockDim.x) {\n"
+              "    const i64 k = t * 32 * VEC + j;\n"
+              "    if (k < COLS) {\n"
+              "      double total = 0.0;\n"
+              "      for (int v = 0; v < WARPS; ++v)\n"
+              "        total += (double)red[v][j];\n"
+              "      " + slot + "k] = total;\n"
+              "    }\n  }\n  __syncthreads();\n";
+  }
   launch("partial",
-         what + ", a block per (tile of " + str(32 * vec) +
-             " columns, chunk of " + str(chunk) + " rows)" +
+         what + (wholeRows ? ", a block per chunk of " + str(chunk) +
+                                 " rows, " + str(rpb) + " at a time, " +
+                                 str(vec) + " columns a thread"
+                           : ", a block per (tile of " + str(32 * vec) +
+                                 " columns, chunk of " + str(chunk) + " rows)") +
              (vec > 1 ? ", 16-byte accesses" : "") + "; column sums to the "
              "workspace",
-         args, kPackHelpers, consts, body, tiles * chunks);
-  // Launch 2: each column's chunks in order.
+         args, kPackHelpers, consts, body, tiles * chunks, block);
+  // Launch 2: a block per 32 columns, a lane a column, its eight warps
+  // every eighth chunk (coalesced reads), then the warps' sums in order.
   std::vector<Arg> fargs = {wsIn("double", "part")};
-  std::string fbody = "  for (i64 k = (i64)blockIdx.x * blockDim.x + "
-                      "threadIdx.x; k < COLS;\n"
-                      "       k += (i64)gridDim.x * blockDim.x) {\n";
+  std::string fbody = "  __shared__ double red[WARPS][32];\n"
+                      "  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;\n"
+                      "  const i64 k = (i64)blockIdx.x * 32 + lane;\n";
   for (int64_t s = 0; s < nsums; ++s) {
     fargs.push_back(out(sums[s].first, "p_sum" + str(s)));
-    fbody += "    double t" + str(s) + " = 0.0;\n"
-             "    for (i64 ch = 0; ch < CHUNKS; ++ch)\n"
-             "      t" + str(s) + " += part[(" + str(s) +
-             " * CHUNKS + ch) * COLS + k];\n"
-             "    p_sum" + str(s) + "[k] = (float)t" + str(s) + ";\n";
+    fbody += "  {\n    double t = 0.0;\n"
+             "    if (k < COLS)\n#pragma unroll 4\n"
+             "      for (i64 ch = w; ch < CHUNKS; ch += WARPS)\n"
+             "        t += part[(" + str(s) + " * CHUNKS + ch) * COLS + k];\n"
+             "    red[w][lane] = t;\n    __syncthreads();\n"
+             "    if (w == 0 && k < COLS) {\n"
+             "      for (int v = 1; v < WARPS; ++v)\n"
+             "        t += red[v][lane];\n"
+             "      p_sum" + str(s) + "[k] = (float)t;\n    }\n"
+             "    __syncthreads();\n  }\n";
   }
-  fbody += "  }\n";
   launch("final", "column sums: each column's " + str(chunks) +
                       " chunks in order",
-         fargs, 0, dims, fbody, std::min(ceilDiv(cols, kBlock), kMaxGrid));
+         fargs, 0, dims + "constexpr int WARPS = " + str(kWarps) + ";\n",
+         fbody, ceilDiv(cols, int64_t(32)));
   return true;
 }
 
