@@ -293,28 +293,22 @@ func.func @gelu(%x: tensor<4x8xbf16>, %w: tensor<16x8xbf16>, %b: tensor<16xbf16>
 
 // -----
 
-// A GELU gradient whose column sums (the bias gradient of the linear that
-// made z) join its region stays out of the GEMM dy W: one elementwise kernel
-// computes it and sums its columns, instead of cuBLASLt's DGELU epilogue
-// and BGRADB. gt-autodiff sums the gradient in the dW GEMM's rank-2 form;
-// that sum of a reshape becomes the sum of the rank-3 value, which joins.
-// CHECK-LABEL: func.func @gelu_bias_gradient
-// CHECK-SAME: (%[[DY:.*]]: tensor<4x8xbf16>, %[[W2:.*]]: tensor<8x16xbf16>, %[[Z:.*]]: tensor<2x2x16xbf16>, %[[X:.*]]: tensor<4x8xbf16>)
-// CHECK:      %[[M:.*]] = gt.matmul %[[DY]], %[[W2]]
-// CHECK-NEXT: %[[R:.*]] = gt.reshape %[[M]]
-// CHECK-NEXT: %[[E:.*]]:2 = gt.fused "elementwise"(%[[R]], %[[Z]])
+// gt-autodiff sums a linear's output gradient in the dW GEMM's rank-2 form:
+// the sum of that reshape of an elementwise op's value becomes the sum of
+// the value itself, which joins the op's region.
+// CHECK-LABEL: func.func @bias_gradient_of_reshape
+// CHECK-SAME: (%[[G:.*]]: tensor<2x2x16xbf16>, %[[H:.*]]: tensor<2x2x16xbf16>, %[[X:.*]]: tensor<4x8xbf16>)
+// CHECK:      %[[E:.*]]:2 = gt.fused "elementwise"(%[[G]], %[[H]])
 // CHECK-NEXT: ^bb0(%[[A:.*]]: tensor<2x2x16xbf16>, %[[B:.*]]: tensor<2x2x16xbf16>):
-// CHECK-NEXT:   %[[G:.*]] = gt.activation_grad %[[A]], %[[B]] <{kind = "gelu_tanh"}>
-// CHECK-NEXT:   %[[S:.*]] = gt.sum_to %[[G]] : tensor<2x2x16xbf16> -> tensor<16xbf16>
+// CHECK-NEXT:   %[[DY:.*]] = gt.activation_grad %[[A]], %[[B]] <{kind = "relu"}>
+// CHECK-NEXT:   %[[S:.*]] = gt.sum_to %[[DY]] : tensor<2x2x16xbf16> -> tensor<16xbf16>
 // CHECK-NEXT:   %[[SC:.*]] = gt.cast %[[S]] : tensor<16xbf16> -> tensor<16xf32>
-// CHECK-NEXT:   gt.yield %[[G]], %[[SC]]
-// CHECK:      %[[G2:.*]] = gt.reshape %[[E]]#0 : tensor<2x2x16xbf16> -> tensor<4x16xbf16>
-// CHECK:      %[[DW:.*]] = gt.fused "epilogue"(%[[G2]], %[[X]])
+// CHECK-NEXT:   gt.yield %[[DY]], %[[SC]]
+// CHECK:      %[[DY2:.*]] = gt.reshape %[[E]]#0 : tensor<2x2x16xbf16> -> tensor<4x16xbf16>
+// CHECK:      %[[DW:.*]] = gt.fused "epilogue"(%[[DY2]], %[[X]])
 // CHECK:      return %[[DW]], %[[E]]#1
-func.func @gelu_bias_gradient(%dy: tensor<4x8xbf16>, %w2: tensor<8x16xbf16>, %z: tensor<2x2x16xbf16>, %x: tensor<4x8xbf16>) -> (tensor<16x8xf32>, tensor<16xf32>) {
-  %dh = gt.matmul %dy, %w2 : tensor<4x8xbf16>, tensor<8x16xbf16>
-  %dh3 = gt.reshape %dh : tensor<4x16xbf16> -> tensor<2x2x16xbf16>
-  %dz = gt.activation_grad %dh3, %z <{kind = "gelu_tanh"}> : tensor<2x2x16xbf16>
+func.func @bias_gradient_of_reshape(%g: tensor<2x2x16xbf16>, %h: tensor<2x2x16xbf16>, %x: tensor<4x8xbf16>) -> (tensor<16x8xf32>, tensor<16xf32>) {
+  %dz = gt.activation_grad %g, %h <{kind = "relu"}> : tensor<2x2x16xbf16>
   %dz2 = gt.reshape %dz : tensor<2x2x16xbf16> -> tensor<4x16xbf16>
   %0 = gt.sum_to %dz2 : tensor<4x16xbf16> -> tensor<16xbf16>
   %1 = gt.cast %0 : tensor<16xbf16> -> tensor<16xf32>
@@ -325,31 +319,40 @@ func.func @gelu_bias_gradient(%dy: tensor<4x8xbf16>, %w2: tensor<8x16xbf16>, %z:
 
 // -----
 
-// The sum of a reshape that changes the last dimension sums other columns:
-// it stays a sum of the reshape (here cuBLASLt's BGRADB with the dW GEMM),
-// and the GELU gradient, with no column sum of its own, is the DGELU
-// epilogue of the GEMM dy W.
-// CHECK-LABEL: func.func @gelu_bias_gradient_not
-// CHECK:      gt.fused "gemm"
+// Not rewritten: the sum of a reshape that changes the last dimension sums
+// other columns (here cuBLASLt's BGRADB with the dW GEMM). A GELU gradient
+// is the DGELU epilogue of the GEMM dy W even when the bias gradient of the
+// linear below sums it (the sum stays with that linear's dW GEMM, BGRADB).
+// CHECK-LABEL: func.func @bias_gradient_of_reshape_not
+// CHECK:      %[[D:.*]] = gt.fused "gemm"
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT:   gt.matmul
 // CHECK-NEXT:   gt.reshape
 // CHECK-NEXT:   gt.activation_grad
 // CHECK-NEXT:   gt.yield
+// CHECK:      gt.reshape %[[D]] : tensor<2x2x16xbf16> -> tensor<4x16xbf16>
+// CHECK:      gt.fused "gemm"
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   gt.matmul
+// CHECK-NEXT:   gt.sum_to %{{.*}} : tensor<4x16xbf16> -> tensor<16xbf16>
 // CHECK:      %[[V:.*]] = gt.reshape %{{.*}} : tensor<2x2x16xbf16> -> tensor<8x8xbf16>
 // CHECK:      gt.fused "gemm"
 // CHECK-NEXT: ^bb0
 // CHECK-NEXT:   gt.matmul
 // CHECK-NEXT:   gt.sum_to %{{.*}} : tensor<8x8xbf16> -> tensor<8xbf16>
 // CHECK-NOT:  gt.fused "elementwise"
-func.func @gelu_bias_gradient_not(%dy: tensor<4x8xbf16>, %w2: tensor<8x16xbf16>, %z: tensor<2x2x16xbf16>, %x: tensor<8x8xbf16>) -> (tensor<8x8xbf16>, tensor<8xbf16>) {
+func.func @bias_gradient_of_reshape_not(%dy: tensor<4x8xbf16>, %w2: tensor<8x16xbf16>, %z: tensor<2x2x16xbf16>, %x: tensor<4x8xbf16>, %g: tensor<2x2x16xbf16>, %h: tensor<2x2x16xbf16>, %x8: tensor<8x8xbf16>) -> (tensor<16x8xbf16>, tensor<16xbf16>, tensor<8x8xbf16>, tensor<8xbf16>) {
   %dh = gt.matmul %dy, %w2 : tensor<4x8xbf16>, tensor<8x16xbf16>
   %dh3 = gt.reshape %dh : tensor<4x16xbf16> -> tensor<2x2x16xbf16>
   %dz = gt.activation_grad %dh3, %z <{kind = "gelu_tanh"}> : tensor<2x2x16xbf16>
-  %dz2 = gt.reshape %dz : tensor<2x2x16xbf16> -> tensor<8x8xbf16>
-  %0 = gt.sum_to %dz2 : tensor<8x8xbf16> -> tensor<8xbf16>
-  %2 = gt.matmul %dz2, %x <{transpose_a = true}> : tensor<8x8xbf16>, tensor<8x8xbf16>
-  return %2, %0 : tensor<8x8xbf16>, tensor<8xbf16>
+  %dz2 = gt.reshape %dz : tensor<2x2x16xbf16> -> tensor<4x16xbf16>
+  %0 = gt.sum_to %dz2 : tensor<4x16xbf16> -> tensor<16xbf16>
+  %2 = gt.matmul %dz2, %x <{transpose_a = true}> : tensor<4x16xbf16>, tensor<4x8xbf16>
+  %r = gt.activation_grad %g, %h <{kind = "relu"}> : tensor<2x2x16xbf16>
+  %r2 = gt.reshape %r : tensor<2x2x16xbf16> -> tensor<8x8xbf16>
+  %1 = gt.sum_to %r2 : tensor<8x8xbf16> -> tensor<8xbf16>
+  %3 = gt.matmul %r2, %x8 <{transpose_a = true}> : tensor<8x8xbf16>, tensor<8x8xbf16>
+  return %2, %0, %3, %1 : tensor<16x8xbf16>, tensor<16xbf16>, tensor<8x8xbf16>, tensor<8xbf16>
 }
 
 // -----

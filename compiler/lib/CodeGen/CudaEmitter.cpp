@@ -13,8 +13,7 @@
 //     here too; cross-block reductions are two-stage through the program's
 //     workspace, never float atomics, so every result is bitwise reproducible;
 //   * precise libm functions (expf, erff, tanhf, logf, sqrtf); the kernels
-//     must not be compiled with --use_fast_math. One exception: the
-//     tanh-form GELU and its gradient (kPrelude's gelu_s);
+//     must not be compiled with --use_fast_math.
 // Errors that the CPU raises at run time (an embedding index or label outside
 // its range) cannot be raised by a kernel: the affected outputs become NaN.
 //

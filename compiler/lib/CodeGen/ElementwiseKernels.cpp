@@ -270,10 +270,10 @@ bool Emitter::elementFn(const Kernel &kernel, ElementFn &fn) {
     fn = {{"a", "b"}, it->second};
   } else if (op == OpKind::Gelu) {
     fn.params = {"x"};
-    // The tanh form as x * sigmoid(2u) (= 0.5 x (1 + tanh u)), see
-    // kGeluTanhSnippet.
     fn.expr = kernel.intAttr("approximate", 0)
-                  ? "r = x * (1.f - gelu_s(x));"
+                  ? "r = 0.5f * x * (1.f + tanhf(" +
+                        flt(0.7978845608028654f) + " * (x + " +
+                        flt(0.044715f) + " * x * x * x)));"
                   : "r = 0.5f * x * (1.f + erff(x * " +
                         flt(0.7071067811865476f) + "));";
   } else if (op == OpKind::Cast) {
@@ -300,12 +300,13 @@ bool Emitter::elementFn(const Kernel &kernel, ElementFn &fn) {
           flt(0.7071067811865476f) + "));\n  const float pdf = expf(-0.5f * x * x) * " +
           flt(0.3989422804014327f) + ";\n  const float d = cdf + x * pdf;";
     else if (kind == "gelu_tanh")
-      // 0.5 (1 + t) + 0.5 x (1 - t^2) u' with t = tanh u = 1 - 2s:
-      // (1 - s) (1 + 2 x s u'), see kGeluTanhSnippet.
-      d = "const float s = gelu_s(x);\n  const float du = " +
-          flt(0.7978845608028654f) + " * (1.f + " +
+      d = "const float c = " + flt(0.7978845608028654f) +
+          ";\n  const float u = c * (x + " + flt(0.044715f) +
+          " * x * x * x);\n  const float t = tanhf(u);\n"
+          "  const float du = c * (1.f + " +
           flt(static_cast<float>(3 * 0.044715)) +
-          " * x * x);\n  const float d = (1.f - s) * (1.f + 2.f * x * s * du);";
+          " * x * x);\n  const float d = 0.5f * (1.f + t) + 0.5f * x * "
+          "(1.f - t * t) * du;";
     else
       return fail("unknown activation kind '" + kind + "'");
     fn = {{"dy", "x"}, d + "\n  r = dy * d;"};

@@ -157,17 +157,6 @@ struct f16_t {
 };
 struct __align__(8) bf16_t4 { bf16_t x, y, z, w; };
 struct __align__(8) f16_t4 { f16_t x, y, z, w; };
-// The tanh-form GELU of x is x * sigmoid(2u), u = c (x + 0.044715 x^3), and
-// with s = 1 / (1 + e^(2u)) (so tanh u = 1 - 2s) it is x (1 - s) and its
-// gradient (1 - s) (1 + 2 x s u'). s with the hardware exponential and
-// reciprocal (__expf, __fdividef; 2u clamped to 80, below their overflow):
-// a relative error of a few 1e-7 where tanhf would be exact to 1 ulp, at a
-// fraction of its instructions (GPT-2's MLP gradient on an H200 was bound
-// by them: 108 us for 50M elements). The CPU uses std::tanh.
-__device__ __forceinline__ float gelu_s(float x) {
-  const float u = 0.797884583f * (x + 0.0447149985f * x * x * x);
-  return __fdividef(1.f, 1.f + __expf(fminf(2.f * u, 80.f)));
-}
 )CU";
 
 inline const char *const kWarpSnippet = R"CU(

@@ -92,8 +92,8 @@ public:
     foldLosses();
     foldScatterAdds();
     foldNorms(); // before the GEMMs: it takes bias gradients of a norm's total
-    sumColumnsOfValues();
     foldGemmEpilogues();
+    sumColumnsOfValues();
     foldCasts();
     for (Operation &op : block.without_terminator())
       if (isFusable(&op))
@@ -144,51 +144,48 @@ private:
   /// kernel sums the columns of what it computes. That saves reading the
   /// value again, and for a linear's bias gradient the separate kernels
   /// that cuBLASLt's BGRADB epilogue launches (a split-K GEMM, its
-  /// reduction and a column-sum kernel that reads dy again: GPT-2's MLP on
-  /// an H200, 153 us of a layer's backward against 99 for the plain dW
-  /// GEMM; examples/mlp.gt at batch 64, tf32, on an H100: two launches
-  /// fewer, 0.0708 -> 0.0693 ms a step).
+  /// reduction and a column-sum kernel that reads dy again: for GPT-2's
+  /// c_fc, 104 + 11 + 39 us in Nsight Compute on an H200; examples/mlp.gt at
+  /// batch 64, tf32, on an H100: two launches fewer, 0.0708 -> 0.0693 ms a
+  /// step).
   bool columnSumJoins(SumToOp s) {
-    auto in = cast<RankedTensorType>(s.getInput().getType());
-    Operation *def = s.getInput().getDefiningOp();
+    Value v = summedValue(s);
+    auto in = cast<RankedTensorType>(v.getType());
+    Operation *def = v.getDefiningOp();
     return s->getBlock() == &block && in.hasStaticShape() &&
            in.getRank() >= 2 &&
-           s.getType().getShape() == in.getShape().take_back() &&
-           def && def->getBlock() == &block && isFusable(def);
+           s.getType().getShape() == in.getShape().take_back() && def &&
+           def->getBlock() == &block && isFusable(def) &&
+           !gemmFolded.count(def);
   }
 
-  /// A column sum over the rows of a reshape of an elementwise op's value
-  /// (gt-autodiff sums a linear's output gradient in the GEMM's rank-2
-  /// form) sums that value instead: the same sum, which then joins the
-  /// value's region (columnSumJoins).
+  /// What sum_to `s` sums: its operand, or the operand of the reshape it
+  /// sums when that reshape keeps the last dimension (gt-autodiff sums a
+  /// linear's output gradient in the dW GEMM's rank-2 form).
+  Value summedValue(SumToOp s) {
+    auto view = s.getInput().getDefiningOp<ReshapeOp>();
+    if (!view || view->getBlock() != &block)
+      return s.getInput();
+    auto type = cast<RankedTensorType>(view.getInput().getType());
+    return type.getRank() >= 2 &&
+                   type.getShape().back() ==
+                       cast<RankedTensorType>(view.getType()).getShape().back()
+               ? view.getInput()
+               : s.getInput();
+  }
+
+  /// Each column sum that joins its value's region (columnSumJoins) and
+  /// sums it through a reshape sums the value itself: the same sum.
   void sumColumnsOfValues() {
     for (SumToOp sum : llvm::make_early_inc_range(block.getOps<SumToOp>())) {
-      auto view = sum.getInput().getDefiningOp<ReshapeOp>();
-      if (!view || view->getBlock() != &block)
-        continue;
-      Value v = view.getInput();
-      auto type = cast<RankedTensorType>(v.getType());
-      Operation *def = v.getDefiningOp();
-      if (!type.hasStaticShape() || type.getRank() < 2 ||
-          sum.getType().getShape() != type.getShape().take_back() ||
-          cast<RankedTensorType>(view.getType()).getShape().back() !=
-              type.getShape().back() ||
-          !def || def->getBlock() != &block || !isFusable(def))
+      Value v = summedValue(sum);
+      if (v == sum.getInput() || !columnSumJoins(sum))
         continue;
       OpBuilder b(sum);
       auto direct = SumToOp::create(b, sum.getLoc(), sum.getType(), v);
       sum.getResult().replaceAllUsesWith(direct.getResult());
       sum.erase();
     }
-  }
-
-  /// Whether a column sum of `v` joins the elementwise region of v's
-  /// producer (columnSumJoins).
-  bool hasJoiningColumnSum(Value v) {
-    return llvm::any_of(v.getUsers(), [&](Operation *u) {
-      auto s = dyn_cast<SumToOp>(u);
-      return s && columnSumJoins(s);
-    });
   }
 
   /// Each column sum that columnSumJoins joins its operand's region, with
@@ -474,7 +471,7 @@ private:
   /// Nothing is recomputed: every op of such a region runs once.
   void foldGemmEpilogues() {
     SmallVector<Group> folds;
-    llvm::SmallPtrSet<Operation *, 16> taken;
+    llvm::SmallPtrSet<Operation *, 16> &taken = gemmFolded;
     auto isGemm = [](MatmulOp mm) {
       return cast<RankedTensorType>(mm.getB().getType()).getRank() == 2 &&
              cast<RankedTensorType>(mm.getA().getType()).getRank() == 2;
@@ -527,14 +524,13 @@ private:
         auto ag = dyn_cast_or_null<ActivationGradOp>(next);
         bool feeds = ag && ag.getGrad() == g.ops.back()->getResult(0) &&
                      availableAt(ag.getInput(), &op);
-        // A GELU gradient whose column sums (the bias gradient of the
-        // linear below) join its elementwise region stays there: cuBLASLt's
-        // DGELU epilogue runs as an older, slower kernel (GPT-2's MLP on an
-        // H200: 167 us against about 100 for the plain GEMM), and the
-        // region's kernel sums the columns as it writes them instead of
-        // BGRADB reading them again.
+        // (Measured and not kept, on an H200: leaving a GELU gradient with
+        // a bias gradient out of the GEMM, as an elementwise kernel that
+        // sums its columns. The plain GEMM and dW without BGRADB saved what
+        // that kernel cost: GPT-2's attention-free variant 28.46 against
+        // 28.41 ms.)
         if (!mm.getTransposeA() && feeds && ag.getKind() == "gelu_tanh" &&
-            rowsOf8(ag.getInput()) && !hasJoiningColumnSum(ag.getResult())) {
+            rowsOf8(ag.getInput())) {
           g.ops.push_back(ag);
         } else if (!mm.getTransposeA() && feeds && ag.getKind() == "relu" &&
                    rowsOf(mm.getResult()) <= gtc::codegen::kSmallGemmRows) {
@@ -581,6 +577,7 @@ private:
     }
     for (Group &g : folds)
       outline(g, "gemm");
+    gemmFolded.clear(); // erased: their regions' results are not fusable
   }
 
   static int64_t rowsOf(Value v) {
@@ -823,6 +820,10 @@ private:
   }
 
   Block &block;
+  /// The ops that foldGemmEpilogues is folding into GEMM regions (while it
+  /// runs: the dW rule must not leave a bias gradient to a sum that cannot
+  /// join the GEMM's epilogue op).
+  llvm::SmallPtrSet<Operation *, 16> gemmFolded;
   std::vector<Group> groups;
   DenseMap<Operation *, int> groupOf;
 };
