@@ -287,39 +287,22 @@ bool Emitter::layernormGrad() {
   for (int c = 0; c < CPT; ++c)
     aw[c] = ab[c] = ag[c] = 0.0f;
 )CU";
-  // Each row group loads its next row's x, dy and residual gradient (when
-  // there is one) while it reduces and writes the current one, so its loads
-  // stay in flight across the row's block barriers (GPT-2's 16384 x 768
-  // gradient in a standalone harness on an H200: 55.1 -> 51.8 us).
-  body += R"CU(  const int lane = threadIdx.x % RT;
-  float xn[CPT], gn[CPT], rn[RG ? CPT : 1];
-  auto load_row = [&](i64 r) {
+  body += kRowLoop;
+  // The row's residual gradient, when there is one, is loaded with x and dy
+  // (rv, PREFETCH): loaded with the stores, after the row's reductions, its
+  // latency showed.
+  body += R"CU(    float xv[CPT], gv[CPT], rv[RG ? CPT : 1];
 #pragma unroll
     for (int p = 0; p < CPV; ++p) {
       const int j = (lane + p * RT) * VEC;
 #pragma unroll
       for (int e = 0; e < VEC; ++e)
-        xn[p * VEC + e] = gn[p * VEC + e] = 0.0f;
-      if (r < ROWS && j < N) {
-        loadv<VEC>(x + r * N + j, xn + p * VEC);
-        loadv<VEC>(dy + r * N + j, gn + p * VEC);
+        xv[p * VEC + e] = gv[p * VEC + e] = 0.0f;
+      if (active && j < N) {
+        loadv<VEC>(x + row * N + j, xv + p * VEC);
+        loadv<VEC>(dy + row * N + j, gv + p * VEC);
 PREFETCH      }
     }
-  };
-  load_row((i64)blockIdx.x * RPB + threadIdx.x / RT);
-  for (i64 first = (i64)blockIdx.x * RPB; first < ROWS;
-       first += (i64)gridDim.x * RPB) {
-    const i64 row = first + threadIdx.x / RT;
-    const bool active = row < ROWS;
-    float xv[CPT], gv[CPT], rv[RG ? CPT : 1];
-#pragma unroll
-    for (int c = 0; c < CPT; ++c) {
-      xv[c] = xn[c];
-      gv[c] = gn[c];
-      if (RG)
-        rv[RG ? c : 0] = rn[RG ? c : 0];
-    }
-    load_row(row + (i64)gridDim.x * RPB);
 )CU";
   body += kLayerNormStatistics;
   body += R"CU(    // s1 = mean(dxhat), s2 = mean(dxhat * xhat) with dxhat = dy * w: each
@@ -450,7 +433,7 @@ STORE      }
   body.replace(body.find("STORE"), 5, store);
   body.replace(body.find("PREFETCH"), 8,
                f && f->residualGrad >= 0
-                   ? "        loadv<VEC>(rg + r * N + j, rn + p * VEC);\n"
+                   ? "        loadv<VEC>(rg + row * N + j, rv + p * VEC);\n"
                    : "");
   launch("dx",
          rowWhat(rows, d, rt) +

@@ -174,11 +174,11 @@ def GtFusePass : Pass<"gt-fuse", "mlir::func::FuncOp"> {
     region's shape and its other operands are computed in the region or
     before the region's first op; values used outside become the region's
     results. Reductions, contractions and layout ops other than broadcasts
-    stay outside, except column sums over at most 512 rows (gt.sum_to of a
-    region's value to its last dimension, with its cast: a small batch's
-    bias gradient), which join the region of their operand instead of the
-    dW GEMM's epilogue. Runs after gt-autodiff, over forward and backward
-    alike.
+    stay outside, except column sums (gt.sum_to of a region's value to its
+    last dimension, directly or through the dW GEMM's rank-2 reshape, with
+    its cast: a bias gradient), which join the region of their operand
+    instead of the dW GEMM's epilogue. Runs after gt-autodiff, over forward
+    and backward alike.
 
     Example: `gtc-opt --gt-shape-inference=batch=8 --gt-autodiff --gt-fuse`.
   }];
