@@ -9,7 +9,7 @@
 // pseudo-random values, to see whether some algorithm runs the epilogues
 // faster than the heuristic's first. On a GPU machine (no gtc needed):
 //   nvcc -O3 -arch=sm_90 -std=c++17 cublaslt_epilogues.cu -lcublasLt && ./a.out [search]
-// Figures: test/bench/NOTES.md, fourteenth session.
+// Figures: test/bench/NOTES.md, fourteenth and fifteenth sessions.
 #include <cstdio>
 #include <string>
 #include <cuda_runtime.h>
@@ -106,30 +106,20 @@ void bench(int64_t m, int64_t n, int64_t k, bool tA, bool tB,
   }
   float alpha = 1, beta = 0, first = 0, best = 1e9;
   int bi = 0;
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  for (int i = 0; i < found; ++i) {
-    auto run = [&] {
+  auto runAlgo = [&](const cublasLtMatmulAlgo_t &algo) {
+    return [&, algo] {
       return cublasLtMatmul(lt, d, &alpha, B, la, A, lb, &beta, C, lc, C, lc,
-                            &res[i].algo, ws, wsb, 0);
+                            &algo, ws, wsb, 0);
     };
-    if (run() != CUBLAS_STATUS_SUCCESS)
+  };
+  for (int i = 0; i < found; ++i) {
+    float us = timeUs(runAlgo(res[i].algo), 20);
+    if (us < 0)
       continue;
-    for (int w = 0; w < 3; ++w)
-      run();
-    cudaEventRecord(e0);
-    for (int r = 0; r < 20; ++r)
-      run();
-    cudaEventRecord(e1);
-    cudaEventSynchronize(e1);
-    float ms;
-    cudaEventElapsedTime(&ms, e0, e1);
-    ms *= 1000.f / 20;
     if (i == 0)
-      first = ms;
-    if (ms < best) {
-      best = ms;
+      first = us;
+    if (us < best) {
+      best = us;
       bi = i;
     }
   }
@@ -142,12 +132,6 @@ void bench(int64_t m, int64_t n, int64_t k, bool tA, bool tB,
     fillRandom<<<1024, 256>>>((unsigned short *)B, k * n, 2);
     fillRandom<<<1024, 256>>>((unsigned short *)aux, m * n, 3);
     cudaDeviceSynchronize();
-    auto runAlgo = [&](const cublasLtMatmulAlgo_t &algo) {
-      return [&, algo] {
-        return cublasLtMatmul(lt, d, &alpha, B, la, A, lb, &beta, C, lc, C, lc,
-                              &algo, ws, wsb, 0);
-      };
-    };
     float h0 = timeUs(runAlgo(res[0].algo), 20);
     cudaDataType_t scale = CUDA_R_32F;
     int ids[256], nIds = 0;

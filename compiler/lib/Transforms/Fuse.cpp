@@ -155,8 +155,7 @@ private:
     return s->getBlock() == &block && in.hasStaticShape() &&
            in.getRank() >= 2 &&
            s.getType().getShape() == in.getShape().take_back() && def &&
-           def->getBlock() == &block && isFusable(def) &&
-           !gemmFolded.count(def);
+           def->getBlock() == &block && isFusable(def);
   }
 
   /// What sum_to `s` sums: its operand, or the operand of the reshape it
@@ -174,18 +173,22 @@ private:
                : s.getInput();
   }
 
+  /// Replaces `sum` (of a reshape) by the same sum of summedValue(sum).
+  SumToOp sumDirectly(SumToOp sum) {
+    OpBuilder b(sum);
+    auto direct =
+        SumToOp::create(b, sum.getLoc(), sum.getType(), summedValue(sum));
+    sum.getResult().replaceAllUsesWith(direct.getResult());
+    sum.erase();
+    return direct;
+  }
+
   /// Each column sum that joins its value's region (columnSumJoins) and
   /// sums it through a reshape sums the value itself: the same sum.
   void sumColumnsOfValues() {
-    for (SumToOp sum : llvm::make_early_inc_range(block.getOps<SumToOp>())) {
-      Value v = summedValue(sum);
-      if (v == sum.getInput() || !columnSumJoins(sum))
-        continue;
-      OpBuilder b(sum);
-      auto direct = SumToOp::create(b, sum.getLoc(), sum.getType(), v);
-      sum.getResult().replaceAllUsesWith(direct.getResult());
-      sum.erase();
-    }
+    for (SumToOp sum : llvm::make_early_inc_range(block.getOps<SumToOp>()))
+      if (summedValue(sum) != sum.getInput() && columnSumJoins(sum))
+        sumDirectly(sum);
   }
 
   /// Each column sum that columnSumJoins joins its operand's region, with
@@ -471,7 +474,7 @@ private:
   /// Nothing is recomputed: every op of such a region runs once.
   void foldGemmEpilogues() {
     SmallVector<Group> folds;
-    llvm::SmallPtrSet<Operation *, 16> &taken = gemmFolded;
+    llvm::SmallPtrSet<Operation *, 16> taken;
     auto isGemm = [](MatmulOp mm) {
       return cast<RankedTensorType>(mm.getB().getType()).getRank() == 2 &&
              cast<RankedTensorType>(mm.getA().getType()).getRank() == 2;
@@ -547,13 +550,16 @@ private:
         } else if (!mm.getTransposeA()) {
           continue;
         } else {
-          // dW = dy^T x; the bias gradient sums dy over its rows.
+          // dW = dy^T x; the bias gradient sums dy over its rows, unless
+          // that sum joins the elementwise region computing dy (not when a
+          // GEMM of this loop takes dy's op, as DGELU does).
           g.ops.clear();
           SumToOp bias;
           for (Operation *u : mm.getA().getUsers())
             if (auto s = dyn_cast<SumToOp>(u);
                 s && s->getBlock() == &block && !taken.count(s) &&
-                !columnSumJoins(s) &&
+                !(columnSumJoins(s) &&
+                  !taken.count(summedValue(s).getDefiningOp())) &&
                 cast<RankedTensorType>(s.getType()).getShape() ==
                     ArrayRef<int64_t>(cast<RankedTensorType>(mm.getA().getType())
                                           .getShape()
@@ -577,7 +583,6 @@ private:
     }
     for (Group &g : folds)
       outline(g, "gemm");
-    gemmFolded.clear(); // erased: their regions' results are not fusable
   }
 
   static int64_t rowsOf(Value v) {
@@ -684,14 +689,10 @@ private:
         continue;
       for (Operation *vu : view.getResult().getUsers()) {
         auto sum = dyn_cast<SumToOp>(vu);
-        if (!sum || sum->getBlock() != &block ||
+        if (!sum || sum->getBlock() != &block || summedValue(sum) != total ||
             sum.getType().getShape() != type.getShape().take_back())
           continue;
-        OpBuilder b(sum);
-        auto direct = SumToOp::create(b, sum.getLoc(), sum.getType(), total);
-        sum.getResult().replaceAllUsesWith(direct.getResult());
-        sum.erase();
-        addWithCast(direct, ops);
+        addWithCast(sumDirectly(sum), ops);
         return;
       }
     }
@@ -820,10 +821,6 @@ private:
   }
 
   Block &block;
-  /// The ops that foldGemmEpilogues is folding into GEMM regions (while it
-  /// runs: the dW rule must not leave a bias gradient to a sum that cannot
-  /// join the GEMM's epilogue op).
-  llvm::SmallPtrSet<Operation *, 16> gemmFolded;
   std::vector<Group> groups;
   DenseMap<Operation *, int> groupOf;
 };
