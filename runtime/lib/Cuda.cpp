@@ -525,7 +525,9 @@ extern "C" __global__ void gtc_update(float *__restrict__ p,
                                       const Hyper h,
                                       unsigned long long *counter,
                                       const float *__restrict__ norm,
-                                      float *lossScale) {
+                                      float *lossScale,
+                                      unsigned short *__restrict__ copy,
+                                      int copyType) {
   const float ls = h.scaling ? lossScale[0] : 1.f;
   // The norm of the scaled gradients is finite iff every gradient is.
   const bool apply = !h.scaling || isfinite(norm[0]);
@@ -564,6 +566,17 @@ extern "C" __global__ void gtc_update(float *__restrict__ p,
       pe = pi - (lr / bc1) * (mi / denom);
     }
   };
+  // The parameter's 16-bit copy (Plan::paramCopies): copyType 1 bf16, 2
+  // f16, rounded to nearest even as the generated casts round (PTX cvt.rn;
+  // no CUDA headers under NVRTC).
+  auto low = [&](float x) -> unsigned short {
+    unsigned short u;
+    if (copyType == 1)
+      asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(u) : "f"(x));
+    else
+      asm("cvt.rn.f16.f32 %0, %1;" : "=h"(u) : "f"(x));
+    return u;
+  };
   const long long stride = (long long)gridDim.x * blockDim.x;
   const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (!apply) {
@@ -586,6 +599,10 @@ extern "C" __global__ void gtc_update(float *__restrict__ p,
       p4[i] = pv;
       m4[i] = mv;
       if (h.kind != 0) v4[i] = vv;
+      if (copyType) {
+        ushort4 c4 = make_ushort4(low(pv.x), low(pv.y), low(pv.z), low(pv.w));
+        reinterpret_cast<ushort4 *>(copy)[i] = c4;
+      }
     }
   } else {
     for (long long i = first; i < n; i += stride) {
@@ -593,6 +610,7 @@ extern "C" __global__ void gtc_update(float *__restrict__ p,
       one(p[i], g[i], mi, vi);
       m[i] = mi;
       if (h.kind != 0) v[i] = vi;
+      if (copyType) copy[i] = low(p[i]);
     }
   }
   // The last block to finish advances the step: every block has read it.
@@ -657,6 +675,9 @@ struct CudaExecutor::Impl {
   /// loss, accuracy (floats), loss scale (float at 8), skipped (u64 at 16)
   void *pinnedOut = nullptr;
   CUdeviceptr counter = 0, partial = 0, norm = 0;
+  /// Whether Region::Copy may differ from the parameters' casts: the
+  /// parameters were written from the host since paramCopies last ran.
+  bool copiesStale = true;
   int64_t totalSteps = 1; ///< the schedule's length (setSchedule)
   int64_t paramElements = 0, partials = 0;
   CUevent copied[2], consumed[2], done, start, stop;
@@ -681,7 +702,9 @@ struct CudaExecutor::Impl {
   size_t accumulatorBytes = 0;
   cublasLtHandle_t lt = nullptr;
   /// Per input slot, per phase (microPhase): the captured step.
-  CUgraphExec graphs[2][3] = {};
+  /// A step without the update (an evaluation, a gradient check) is
+  /// another graph: graphs[slot][phase] and noUpdate[slot][phase].
+  CUgraphExec graphs[2][3] = {}, noUpdate[2][3] = {};
   CUevent timingEvent() {
     CUevent e;
     CU(cuEventCreate(&e, CU_EVENT_DEFAULT));
@@ -971,9 +994,22 @@ struct CudaExecutor::Impl {
   CUstream side = nullptr;
   CUevent fork = nullptr, joined = nullptr;
 
-  /// The step's launches in order; with `afterKernel`, which waits for the
-  /// device, called for each plan kernel once its launches are done (one
-  /// without launches, whose work an earlier launch did, with the next).
+  /// Runs the kernel of the parameters' 16-bit copies (Plan::paramCopies)
+  /// when the host has written the parameters since it last ran. A step
+  /// leaves it out: the optimizer's update writes the copies.
+  void refreshCopies() {
+    if (plan.paramCopies < 0 || !copiesStale)
+      return;
+    for (Launch &l : launches)
+      if (l.planKernel == plan.paramCopies)
+        enqueueLaunch(l, 0);
+    copiesStale = false;
+  }
+
+  /// The step's launches in order, but for paramCopies'; with
+  /// `afterKernel`, which waits for the device, called for each plan kernel
+  /// once its launches are done (one without launches, whose work an
+  /// earlier launch did, with the next).
   void enqueueKernels(int slot,
                       const std::function<void(size_t, int)> &afterKernel) {
     if (!afterKernel && side) {
@@ -996,7 +1032,8 @@ struct CudaExecutor::Impl {
     }
     size_t reported = 0;
     for (size_t i = 0; i < launches.size(); ++i) {
-      enqueueLaunch(launches[i], slot);
+      if (launches[i].planKernel != plan.paramCopies)
+        enqueueLaunch(launches[i], slot);
       if (afterKernel && (i + 1 == launches.size() ||
                           launches[i + 1].planKernel != launches[i].planKernel))
         for (; reported <= static_cast<size_t>(launches[i].planKernel);
@@ -1083,10 +1120,21 @@ struct CudaExecutor::Impl {
                           nullptr));
       });
     }
-    void *args[] = {&p, &g, &m, &v, &n, &h, &counter, &norm, &scale};
+    // The parameters' 16-bit copies, when the plan keeps them.
+    CUdeviceptr copy = 0;
+    int copyType = 0;
+    if (plan.paramCopies >= 0) {
+      copy = arena + regionOffset.at(Region::Copy);
+      copyType = plan.paramCopyType() == DType::BF16 ? 1 : 2;
+    }
+    void *args[] = {&p,       &g,     &m,    &v,        &n,
+                    &h,       &counter, &norm, &scale, &copy,
+                    &copyType};
     // Reads p, g (and m, v) and writes p (and m, v).
     timedLaunch(std::string("gtc_update (") + name(c.optimizer) + ")",
-                "optimizer", -1, 0, updateBytes(c, paramElements), false, [&] {
+                "optimizer", -1, 0,
+                updateBytes(c, paramElements) + (copy ? 2.0 * n : 0.0), false,
+                [&] {
                   CU(cuLaunchKernel(update, 132 * 4, 1, 1, 256, 1, 1, 0,
                                     compute, args, nullptr));
                 });
@@ -1378,6 +1426,7 @@ const Plan &CudaExecutor::plan() const { return impl->plan; }
 void CudaExecutor::upload(int id, const void *data) {
   CU(cuStreamSynchronize(impl->compute));
   const Buffer &b = impl->plan.buffers[id];
+  impl->copiesStale |= b.region == Region::Param;
   for (int s = 0; s < (b.region == Region::Input ? 2 : 1); ++s)
     CU(cuMemcpyHtoD(impl->ptr(id, s), data, b.elements() * dtypeBytes(b.dtype)));
 }
@@ -1391,6 +1440,7 @@ void CudaExecutor::download(int id, void *data, int slot) {
 
 void CudaExecutor::uploadRegion(Region r, const void *data) {
   CU(cuStreamSynchronize(impl->compute));
+  impl->copiesStale |= r == Region::Param;
   CU(cuMemcpyHtoD(impl->arena + impl->regionOffset.at(r), data,
                   impl->plan.regionSize.at(r) * 4));
 }
@@ -1426,7 +1476,7 @@ void CudaExecutor::step(int slot, bool update, bool wantLoss, int part,
     CU(cuMemcpyHtoDAsync(I.inputs[slot], I.staged[slot], inputBytes, I.copy));
   CU(cuEventRecord(I.copied[slot], I.copy));
   CU(cuStreamWaitEvent(I.compute, I.copied[slot], 0));
-
+  I.refreshCopies();
 
   if (parts > 1 && !I.accumulator)
     throw RuntimeError("this executor's plan does not accumulate gradients");
@@ -1439,7 +1489,9 @@ void CudaExecutor::step(int slot, bool update, bool wantLoss, int part,
       I.enqueueUpdate();
   };
   bool useGraph = std::getenv("GTC_NO_GRAPH") == nullptr && !afterKernel;
-  CUgraphExec &exec = I.graphs[slot][Impl::microPhase(part, parts)];
+  const int phase = Impl::microPhase(part, parts);
+  CUgraphExec &exec = update || part + 1 < parts ? I.graphs[slot][phase]
+                                                 : I.noUpdate[slot][phase];
   if (useGraph && !exec) {
     CUgraph graph;
     CU(cuStreamBeginCapture(I.compute, CU_STREAM_CAPTURE_MODE_RELAXED));

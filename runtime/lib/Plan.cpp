@@ -170,6 +170,8 @@ const char *gtc::rt::regionName(Region r) {
     return "temp";
   case Region::Local:
     return "local";
+  case Region::Copy:
+    return "copy";
   }
   return "?";
 }
@@ -184,6 +186,52 @@ int64_t Buffer::elements() const {
 bool Plan::scalesLoss() const {
   return config.precision == Precision::Fp16 && lossScale >= 0 &&
          kind == "step";
+}
+
+bool Plan::paramCopiesValid() const {
+  if (paramCopies < 0 || static_cast<size_t>(paramCopies) >= kernels.size() ||
+      kind != "step")
+    return false;
+  const Kernel &k = kernels[paramCopies];
+  if (k.op != OpKind::Fused || k.strAttr("kind", "") != "multi_tensor" ||
+      k.body.empty())
+    return false;
+  auto size = [&](Region r) {
+    auto it = regionSize.find(r);
+    return it == regionSize.end() ? int64_t(0) : it->second;
+  };
+  if (2 * size(Region::Copy) < size(Region::Param))
+    return false;
+  auto valid = [&](int id) {
+    return id >= 0 && static_cast<size_t>(id) < buffers.size();
+  };
+  const DType type = paramCopyType();
+  for (const Kernel &sub : k.body) {
+    if (sub.op != OpKind::Cast || sub.inputs.size() != 1 ||
+        sub.outputs.size() != 1 || !valid(sub.inputs[0]) ||
+        !valid(sub.outputs[0]))
+      return false;
+    const Buffer &from = buffers[sub.inputs[0]], &to = buffers[sub.outputs[0]];
+    if (from.region != Region::Param || from.dtype != DType::F32 ||
+        to.dtype != type || dtypeBytes(type) != 2 ||
+        to.elements() != from.elements())
+      return false;
+    // A cast nothing outside the region reads stays Local.
+    if (to.region == Region::Copy ? 2 * to.offset != from.offset
+                                  : to.region != Region::Local)
+      return false;
+  }
+  return true;
+}
+
+DType Plan::paramCopyType() const {
+  if (paramCopies < 0 || static_cast<size_t>(paramCopies) >= kernels.size())
+    return DType::F32;
+  for (const Kernel &sub : kernels[paramCopies].body)
+    if (!sub.outputs.empty() && sub.outputs[0] >= 0 &&
+        static_cast<size_t>(sub.outputs[0]) < buffers.size())
+      return buffers[sub.outputs[0]].dtype;
+  return DType::F32;
 }
 
 int64_t Buffer::slots() const {
@@ -241,6 +289,7 @@ Plan::Memory Plan::memory() const {
   m.constants = bytes(Region::Const);
   m.gemmWorkspace = kGemmWorkspaceBytes;
   m.accumulator = microBatches > 1 ? m.gradients : 0;
+  m.weightCopies = bytes(Region::Copy);
   return m;
 }
 
@@ -367,6 +416,8 @@ std::string gtc::rt::serialize(const Plan &plan) {
   os << "loss " << plan.loss << '\n';
   os << "accuracy " << plan.accuracy << '\n';
   os << "lossscale " << plan.lossScale << '\n';
+  if (plan.paramCopies >= 0)
+    os << "param_copies " << plan.paramCopies << '\n';
   const TrainConfig &c = plan.config;
   writeSource(os, "data", c.data);
   writeSource(os, "eval", c.eval);
@@ -470,7 +521,7 @@ private:
 
 bool parseRegion(const std::string &s, Region &r) {
   for (Region c : {Region::Param, Region::Grad, Region::Input, Region::Const,
-                   Region::Temp, Region::Local})
+                   Region::Temp, Region::Local, Region::Copy})
     if (s == regionName(c)) {
       r = c;
       return true;
@@ -720,6 +771,8 @@ bool gtc::rt::deserialize(const std::string &text, Plan &plan,
       ok = in.number(plan.accuracy);
     } else if (tag == "lossscale") {
       ok = in.number(plan.lossScale);
+    } else if (tag == "param_copies") {
+      ok = in.number(plan.paramCopies);
     } else if (tag == "source") {
       std::string which;
       ok = in.word(which) && (which == "data" || which == "eval") &&
@@ -786,5 +839,8 @@ bool gtc::rt::deserialize(const std::string &text, Plan &plan,
        plan.buffers[plan.lossScale].dtype != DType::F32 ||
        plan.buffers[plan.lossScale].elements() != 1))
     return fail("the loss-scale buffer is not a scalar f32 constant");
+  if (plan.paramCopies != -1 && !plan.paramCopiesValid())
+    return fail("the parameter copies' kernel does not cast parameters to "
+                "their place in the copy region");
   return true;
 }

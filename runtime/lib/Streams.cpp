@@ -78,6 +78,10 @@ std::vector<StreamGroup> scheduleStreams(const Plan &plan,
   for (size_t k = 0; k < program.kernels.size(); ++k) {
     if (program.kernels[k].empty())
       continue;
+    if (static_cast<int>(k) == plan.paramCopies) {
+      at += program.kernels[k].size(); // not in a step (Plan::paramCopies)
+      continue;
+    }
     StreamGroup g;
     g.planKernel = static_cast<int>(k);
     g.begin = at;

@@ -128,6 +128,31 @@ func.func @parameters(%x: tensor<4x8xbf16>) -> tensor<4x8xbf16> {
 
 // -----
 
+// A parameter cast twice to one type (gt-checkpoint's recomputed cast in the
+// backward) is cast once: the second cast's uses read the region's result.
+// A cast to another type is another result.
+// CHECK-LABEL: func.func @recomputed_casts
+// CHECK:      %[[W:.*]] = gt.param "w"
+// CHECK-NEXT: %[[C:.*]]:2 = gt.fused "multi_tensor"(%[[W]]) : (tensor<8x8xf32>) -> (tensor<8x8xbf16>, tensor<8x8xf16>)
+// CHECK:        gt.cast
+// CHECK-NEXT:   gt.cast
+// CHECK-NEXT:   gt.yield
+// CHECK:      %[[A:.*]] = gt.linear %{{.*}}, %[[C]]#0
+// CHECK-NEXT: %[[B:.*]] = gt.linear %[[A]], %[[C]]#0
+// CHECK-NOT:  gt.cast
+// CHECK:      return %[[B]], %[[C]]#1
+func.func @recomputed_casts(%x: tensor<4x8xbf16>) -> (tensor<4x8xbf16>, tensor<8x8xf16>) {
+  %w = gt.param "w" = "zeros" [] : tensor<8x8xf32>
+  %0 = gt.cast %w : tensor<8x8xf32> -> tensor<8x8xbf16>
+  %1 = gt.linear %x, %0 : tensor<4x8xbf16>, tensor<8x8xbf16>
+  %2 = gt.cast %w : tensor<8x8xf32> -> tensor<8x8xbf16>
+  %3 = gt.linear %1, %2 : tensor<4x8xbf16>, tensor<8x8xbf16>
+  %4 = gt.cast %w : tensor<8x8xf32> -> tensor<8x8xf16>
+  return %3, %4 : tensor<4x8xbf16>, tensor<8x8xf16>
+}
+
+// -----
+
 // A cast that is the only use of a GEMM, a sum_to or a layernorm folds into
 // it (GT_CastEpilogue): the bf16 weight gradient and bias gradient are
 // stored as f32, the layernorm as the bf16 input of the next GEMM. A cast of

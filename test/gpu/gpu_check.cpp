@@ -165,6 +165,41 @@ int main(int argc, char **argv) {
       const double tol = tf32 && m.tf32Tolerance > 0 ? m.tf32Tolerance
                                                      : tolerance;
       bool ok = lossErr <= tol && worst <= tol;
+      // The parameters' 16-bit copies (Plan::paramCopies): the cast kernel
+      // wrote those the step reads before it, the update writes every
+      // parameter's after one; either way each is its parameter rounded to
+      // nearest even.
+      if (plan.paramCopies >= 0) {
+        auto copiesMatch = [&](bool all) {
+          std::vector<float> p(plan.regionSize.at(rt::Region::Param));
+          std::vector<uint16_t> c(2 * plan.regionSize.at(rt::Region::Copy));
+          gpu.downloadRegion(rt::Region::Param, p.data());
+          gpu.downloadRegion(rt::Region::Copy, c.data());
+          std::vector<std::pair<int64_t, int64_t>> ranges;
+          if (all)
+            ranges.push_back({0, static_cast<int64_t>(p.size())});
+          for (const rt::Kernel &cast : plan.kernels[plan.paramCopies].body)
+            if (!all &&
+                plan.buffers[cast.outputs[0]].region == rt::Region::Copy) {
+              const rt::Buffer &b = plan.buffers[cast.inputs[0]];
+              ranges.push_back({b.offset, b.offset + b.elements()});
+            }
+          for (auto [lo, hi] : ranges)
+            for (int64_t i = lo; i < hi; ++i)
+              if (c[i] != rt::toHalfBits(p[i], plan.paramCopyType()))
+                return false;
+          return true;
+        };
+        bool before = copiesMatch(false);
+        gpu.step(0, /*update=*/true);
+        gpu.loss();
+        bool after = copiesMatch(true);
+        if (!before || !after) {
+          ok = false;
+          worstName = !before ? "(16-bit copies before the update)"
+                              : "(16-bit copies the update wrote)";
+        }
+      }
       failures += !ok;
       std::printf("%-30s %12.3e %12.3e %s%s\n", m.name.c_str(), lossErr,
                   worst, ok ? "PASS" : "FAIL ", ok ? "" : worstName.c_str());

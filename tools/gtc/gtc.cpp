@@ -273,7 +273,8 @@ void explainPlan(const gtc::rt::Plan &plan, llvm::raw_ostream &os) {
               {"inputs (two slots on a GPU)", m.inputs},
               {"constants", m.constants},
               {"GEMM workspace (GPU)", m.gemmWorkspace},
-              {"gradient accumulator", m.accumulator}};
+              {"gradient accumulator", m.accumulator},
+              {"16-bit weight copies (kept between steps)", m.weightCopies}};
   int64_t naive = 0;
   for (const gtc::rt::Buffer &b : plan.buffers)
     if (b.region == gtc::rt::Region::Temp && b.viewOf < 0)
@@ -284,7 +285,9 @@ void explainPlan(const gtc::rt::Plan &plan, llvm::raw_ostream &os) {
        << " and sums their gradients)";
   os << ":\n";
   for (const Row &r : rows)
-    if (r.bytes > 0 || r.what != std::string("gradient accumulator"))
+    if (r.bytes > 0 || (r.what != std::string("gradient accumulator") &&
+                        r.what != std::string("16-bit weight copies (kept "
+                                              "between steps)")))
       os << llvm::format("  %-44s %10.2f MiB\n", r.what, r.bytes / 1048576.0);
   os << llvm::format("  %-44s %10.2f MiB\n", "predicted peak", m.peak() / 1048576.0);
   os << llvm::format("  (temporaries without reuse would need %.2f MiB)\n",
@@ -327,10 +330,17 @@ void explainKernels(const gtc::rt::Plan &plan,
       ops += ")";
     }
     double b = gtc::rt::kernelBytes(plan, k), f = gtc::rt::kernelFlops(plan, k);
-    bytes += b;
-    flops += f;
+    // On a GPU the parameters' 16-bit copies are kept between steps and
+    // written by the optimizer's update: no launch in a step.
+    const bool kept = program && static_cast<int>(i) == plan.paramCopies;
+    if (!kept) {
+      bytes += b;
+      flops += f;
+    }
     std::string where;
-    if (program) {
+    if (kept) {
+      where = "  (not in the step: the optimizer writes these copies)";
+    } else if (program) {
       int gemms = 0, others = 0, own = 0;
       for (const gtc::rt::CudaLaunch &l : program->kernels[i]) {
         (l.kind == gtc::rt::CudaLaunch::Kind::Gemm ? gemms : others) += 1;
@@ -351,9 +361,10 @@ void explainKernels(const gtc::rt::Plan &plan,
       if (gemms + others == 0)
         continue;
     }
-    ++kinds[k.body.empty() ? std::string(gtc::rt::opName(k.op))
-                          : std::string(gtc::rt::opName(k.op)) + " " +
-                                k.strAttr("kind", "")];
+    if (!kept)
+      ++kinds[k.body.empty() ? std::string(gtc::rt::opName(k.op))
+                            : std::string(gtc::rt::opName(k.op)) + " " +
+                                  k.strAttr("kind", "")];
     os << llvm::format("  %4zu %-48s %10.2f MB", i, ops.c_str(), b / 1e6);
     if (f > 0)
       os << llvm::format(" %10.2f GFLOP", f / 1e9);

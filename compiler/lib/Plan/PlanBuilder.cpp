@@ -6,6 +6,8 @@
 #include "llvm/ADT/DenseMap.h"
 #include <algorithm>
 #include <climits>
+#include <optional>
+#include <set>
 
 using namespace mlir;
 using namespace mlir::gt;
@@ -18,8 +20,13 @@ namespace {
 /// cuBLASLt's fastest kernels (TMA on Hopper) and 16-byte vector accesses
 /// want.
 constexpr int64_t kAlign = 64;
+/// Parameters are aligned to twice that: a parameter's 16-bit copy
+/// (placeParamCopies) is at half its offset, and keeps kAlign there.
+constexpr int64_t kParamAlign = 2 * kAlign;
 
-int64_t alignUp(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+int64_t alignUp(int64_t n, int64_t align = kAlign) {
+  return (n + align - 1) / align * align;
+}
 
 class PlanBuilder {
 public:
@@ -54,6 +61,10 @@ private:
   /// Gives the values inside a fusion region their buffers: the region's
   /// inputs and outputs, or Local ones.
   LogicalResult addFusedBody(FusedOp fused);
+  /// Keeps a step's casts of its parameters (gt-fuse's multi-tensor region
+  /// of them) between steps: their results go to Region::Copy at their
+  /// parameters' places, and the plan names the kernel (paramCopies).
+  void placeParamCopies();
   void placeTemporaries();
 
   func::FuncOp func;
@@ -102,7 +113,9 @@ FailureOr<int> PlanBuilder::addBuffer(Value v, MemRegion region,
   b.region = region;
   if (region != MemRegion::Temp && region != MemRegion::Grad) {
     b.offset = cursor[region];
-    cursor[region] += alignUp(std::max<int64_t>(1, b.slots()));
+    cursor[region] += alignUp(std::max<int64_t>(1, b.slots()),
+                              region == MemRegion::Param ? kParamAlign
+                                                         : kAlign);
   }
   int id = static_cast<int>(plan.buffers.size());
   plan.buffers.push_back(std::move(b));
@@ -276,6 +289,48 @@ LogicalResult PlanBuilder::addFusedBody(FusedOp fused) {
         return failure();
   localSize = std::max(localSize, cursor[MemRegion::Local]);
   return success();
+}
+
+void PlanBuilder::placeParamCopies() {
+  if (plan.kind != "step")
+    return;
+  for (size_t i = 0; i < plan.kernels.size(); ++i) {
+    rt::Kernel &k = plan.kernels[i];
+    if (k.op != rt::OpKind::Fused ||
+        k.strAttr("kind", "") != "multi_tensor")
+      continue;
+    // Every op a cast of a parameter (not a view of one: the copy takes
+    // the parameter's place) to one 16-bit type, each parameter once.
+    std::optional<rt::DType> type;
+    std::set<int> from;
+    bool casts = llvm::all_of(k.body, [&](const rt::Kernel &sub) {
+      if (sub.op != rt::OpKind::Cast || sub.inputs.size() != 1 ||
+          sub.outputs.size() != 1)
+        return false;
+      const rt::Buffer &in = plan.buffers[sub.inputs[0]];
+      const rt::Buffer &out = plan.buffers[sub.outputs[0]];
+      if (!type)
+        type = out.dtype;
+      return in.region == MemRegion::Param && in.viewOf < 0 &&
+             in.dtype == rt::DType::F32 && out.dtype == *type &&
+             rt::dtypeBytes(out.dtype) == 2 && out.viewOf < 0 &&
+             in.offset % kParamAlign == 0 &&
+             from.insert(sub.inputs[0]).second;
+    });
+    if (!casts)
+      continue;
+    for (const rt::Kernel &sub : k.body) {
+      rt::Buffer &out = plan.buffers[sub.outputs[0]];
+      if (out.region == MemRegion::Temp) {
+        out.region = MemRegion::Copy;
+        out.offset = plan.buffers[sub.inputs[0]].offset / 2;
+      }
+    }
+    plan.regionSize[MemRegion::Copy] =
+        (plan.regionSize[MemRegion::Param] + 1) / 2;
+    plan.paramCopies = static_cast<int>(i);
+    return;
+  }
 }
 
 /// First-fit by decreasing size: a temporary may share memory with any whose
@@ -527,6 +582,7 @@ FailureOr<rt::Plan> PlanBuilder::build() {
   plan.regionSize[MemRegion::Const] = cursor[MemRegion::Const];
   if (localSize > 0)
     plan.regionSize[MemRegion::Local] = localSize;
+  placeParamCopies();
   placeTemporaries();
   // Views take their memory's place (a gradient's is set above).
   for (rt::Buffer &b : plan.buffers)

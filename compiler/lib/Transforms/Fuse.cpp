@@ -39,9 +39,11 @@
 // rows (a small batch's bias gradient: sum_to of a ReLU gradient), join
 // that region instead of the dW GEMM (see columnSumJoins). Then the
 // elementwise ops still alone that read only parameters (in mixed
-// precision, the cast of each parameter to bf16/fp16) become one
-// `multi_tensor` region: a single launch that converts every parameter, as
-// a multi-tensor optimizer updates them all at once. An embedding gradient
+// precision, the cast of each parameter to bf16/fp16, once a parameter
+// even where gt-checkpoint recomputes it) become one `multi_tensor`
+// region: a single launch that converts every parameter, as a multi-tensor
+// optimizer updates them all at once. (The plan keeps its results between
+// steps, and a GPU's optimizer writes them: Plan::paramCopies.) An embedding gradient
 // added to another gradient of its table (a tied embedding) becomes a
 // `scatter_add` region: the scatter onto that gradient.
 //===----------------------------------------------------------------------===//
@@ -766,6 +768,20 @@ private:
                       type.getShape() == shapeOf(&op);
              });
     };
+    // One cast a parameter and type: gt-checkpoint's recomputed casts of a
+    // parameter compute what the first does, and the region runs before
+    // every use of either.
+    DenseMap<std::pair<Value, Type>, CastOp> firstCast;
+    for (CastOp c : llvm::make_early_inc_range(block.getOps<CastOp>())) {
+      if (!readsParams(*c))
+        continue;
+      auto [it, first] =
+          firstCast.try_emplace({c.getInput(), c.getType()}, c);
+      if (!first) {
+        c.getResult().replaceAllUsesWith(it->second.getResult());
+        c->erase();
+      }
+    }
     Group g{nullptr, {}};
     for (Operation &op : block.without_terminator())
       if (readsParams(op)) {

@@ -164,7 +164,8 @@ def GtFusePass : Pass<"gt-fuse", "mlir::func::FuncOp"> {
     `epilogue` (a cast folded into the op before it), `scatter_add` (an
     embedding gradient added to another gradient of its table: a tied
     embedding's), `multi_tensor` (the casts of all parameters in one
-    launch) and `elementwise`.
+    launch, one a parameter and type: gt-checkpoint's recomputed casts are
+    the first's) and `elementwise`.
 
     Replaces each chain of elementwise ops (the `GT_Elementwise` trait:
     arithmetic, activations and their gradients, casts, broadcasts) over one

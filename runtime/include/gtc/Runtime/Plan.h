@@ -36,6 +36,9 @@ enum class Region : uint8_t {
   /// keeps them between the ops of a region; a GPU kernel keeps them in
   /// registers, so no device memory backs this region.
   Local,
+  /// The parameters in the step's 16-bit type (Plan::paramCopies), element
+  /// i of Copy the cast of element i of Param. Persistent.
+  Copy,
 };
 
 const char *regionName(Region r);
@@ -191,6 +194,14 @@ struct Plan {
   /// -1. With dynamic loss scaling (fp16) the runtime keeps the current
   /// scale there, so every gradient comes out multiplied by it.
   int lossScale = -1;
+  /// The kernel that writes Region::Copy, or -1: a step's multi-tensor
+  /// region of the parameters' casts to bf16 or f16 (gt-fuse's
+  /// castParameters), its results kept between steps. The CPU runs it in
+  /// every step like any kernel. A GPU runs it only after the parameters
+  /// are written from the host; otherwise its optimizer update writes each
+  /// copy with its parameter, which saves the step a pass over the
+  /// parameters.
+  int paramCopies = -1;
   /// Region sizes in elements.
   std::map<Region, int64_t> regionSize;
   TrainConfig config;
@@ -203,15 +214,23 @@ struct Plan {
   struct Memory {
     int64_t weights = 0, gradients = 0, optimizerState = 0, temporaries = 0,
             inputs = 0, constants = 0, gemmWorkspace = 0,
-            accumulator = 0; ///< the gradients' sum over micro-batches
+            accumulator = 0, ///< the gradients' sum over micro-batches
+            weightCopies = 0; ///< Region::Copy
     int64_t peak() const {
       return weights + gradients + optimizerState + temporaries + inputs +
-             constants + gemmWorkspace + accumulator;
+             constants + gemmWorkspace + accumulator + weightCopies;
     }
   };
   Memory memory() const;
   /// Whether training uses dynamic loss scaling (LossScaler): fp16 steps.
   bool scalesLoss() const;
+  /// Whether `paramCopies` names a step's multi-tensor region whose ops
+  /// each cast a parameter to one 16-bit type, into the Copy buffer at the
+  /// parameter's place (element i of Param to element i of Copy), with Copy
+  /// as large as Param: what lets an optimizer write every copy in place.
+  bool paramCopiesValid() const;
+  /// The type of the parameters' copies (F32 when there are none).
+  DType paramCopyType() const;
 };
 
 /// The versioned text form of a plan.

@@ -54,7 +54,8 @@ inline constexpr int kPlanningMultiprocessors = 132;
 /// slower.) A small group goes after the last group of the main stream if it
 /// depends on that, else of the second stream if it depends on that, else on
 /// the stream used least recently; every group waits for its dependencies on
-/// the other stream.
+/// the other stream. The kernel of the parameters' copies (Plan::paramCopies)
+/// is in no group: a step does not run it.
 std::vector<StreamGroup> scheduleStreams(const Plan &plan,
                                          const CudaProgram &program,
                                          int multiprocessors);
