@@ -203,7 +203,15 @@ bool Emitter::gemmRegion() {
                 "dimension");
   if (mask >= 0 && count(mask) != count(result))
     return fail("a ReLU gradient's input has the GEMM result's size");
-  if (mask >= 0 || colSum >= 0 || smallGemmFits(l))
+  // Unless its epilogue needs the small-GEMM kernel, a GEMM of few rows
+  // over a long K in f32 goes to cuBLASLt: the kernel's few tiles each walk
+  // all of K (unsplit where it also sums a bias gradient). The head's dW of
+  // examples/mlp.gt at batch 16384 (10 x 1024, K = 16384, tf32) took 439 us
+  // against cuBLASLt's 67 (H100); in bf16 cuBLASLt was the slower there
+  // (the step 0.91 -> 1.54 ms), so 16-bit operands stay.
+  const bool longK = l.k > kSmallGemmLongK && l.k > kSmallGemmRows &&
+                     plan.buffers[l.a].dtype == DType::F32;
+  if (mask >= 0 || colSum >= 0 || (smallGemmFits(l) && !longK))
     return smallGemm(l, mask, colSum, sumType, biasType);
   return true;
 }

@@ -18,6 +18,9 @@ namespace gtc::codegen {
 /// 64-row tile; GemmKernels.cpp), whose epilogue also applies a ReLU
 /// gradient and sums columns.
 inline constexpr int64_t kSmallGemmRows = 64;
+/// Over a longer K, f32 GEMMs of few rows go to cuBLASLt instead (unless
+/// their epilogue needs the small kernel).
+inline constexpr int64_t kSmallGemmLongK = 2048;
 
 /// The largest classifier head that runs as one kernel (LossKernels.cpp's
 /// smallHead): `rows` rows of `classes` logits from a K of `k` (the width
