@@ -1127,10 +1127,9 @@ struct CudaExecutor::Impl {
       copy = arena + regionOffset.at(Region::Copy);
       copyType = plan.paramCopyType() == DType::BF16 ? 1 : 2;
     }
-    void *args[] = {&p,       &g,     &m,    &v,        &n,
-                    &h,       &counter, &norm, &scale, &copy,
-                    &copyType};
-    // Reads p, g (and m, v) and writes p (and m, v).
+    void *args[] = {&p,     &g,     &m,    &v,        &n,      &h,
+                    &counter, &norm, &scale, &copy, &copyType};
+    // Reads p, g (and m, v) and writes p (and m, v, the copies).
     timedLaunch(std::string("gtc_update (") + name(c.optimizer) + ")",
                 "optimizer", -1, 0,
                 updateBytes(c, paramElements) + (copy ? 2.0 * n : 0.0), false,
