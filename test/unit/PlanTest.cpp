@@ -10,16 +10,17 @@ using namespace gtc;
 
 namespace {
 
-/// Compiles the example file at `path`; `eval` picks the evaluation pass.
+/// Compiles the example file at `path`; `eval` picks the evaluation pass,
+/// `precision` overrides the train block's.
 rt::Plan compileFile(const std::string &path, int64_t batch,
-                     bool eval = false) {
+                     bool eval = false, const std::string &precision = "") {
   auto buffer = llvm::MemoryBuffer::getFile(path);
   EXPECT_TRUE(bool(buffer)) << path;
   if (!buffer)
     return {};
   std::string errors;
   std::optional<rt::Plan> plan = test::compilePlan(
-      (*buffer)->getBuffer().str(), batch, errors, eval, path);
+      (*buffer)->getBuffer().str(), batch, errors, eval, path, precision);
   EXPECT_TRUE(plan) << errors;
   return plan ? std::move(*plan) : rt::Plan();
 }
@@ -89,30 +90,25 @@ TEST(PlanTest, RejectsDamagedText) {
 /// keeps that, and a copy out of its place is rejected. Evaluation plans and
 /// fp32 steps have none.
 TEST(PlanTest, ParameterCopiesMirrorTheParameters) {
-  auto buffer = llvm::MemoryBuffer::getFile(example("mlp.gt"));
-  ASSERT_TRUE(bool(buffer));
-  std::string source = (*buffer)->getBuffer().str(), errors;
-  std::optional<rt::Plan> plan =
-      test::compilePlan(source, 16, errors, false, "mlp.gt", "bf16");
-  ASSERT_TRUE(plan) << errors;
-  ASSERT_GE(plan->paramCopies, 0);
-  EXPECT_TRUE(plan->paramCopiesValid());
-  EXPECT_EQ(plan->paramCopyType(), rt::DType::BF16);
-  EXPECT_EQ(2 * plan->regionSize.at(rt::Region::Copy),
-            plan->regionSize.at(rt::Region::Param));
-  EXPECT_EQ(plan->memory().weightCopies, plan->memory().weights / 2);
-  const rt::Kernel &k = plan->kernels[plan->paramCopies];
-  ASSERT_EQ(k.body.size(), plan->params.size());
+  rt::Plan plan = compileFile(example("mlp.gt"), 16, false, "bf16");
+  ASSERT_GE(plan.paramCopies, 0);
+  EXPECT_TRUE(plan.paramCopiesValid());
+  EXPECT_EQ(plan.paramCopyType(), rt::DType::BF16);
+  EXPECT_EQ(2 * plan.regionSize.at(rt::Region::Copy),
+            plan.regionSize.at(rt::Region::Param));
+  EXPECT_EQ(plan.memory().weightCopies, plan.memory().weights / 2);
+  const rt::Kernel &k = plan.kernels[plan.paramCopies];
+  ASSERT_EQ(k.body.size(), plan.params.size());
   for (const rt::Kernel &cast : k.body) {
-    const rt::Buffer &from = plan->buffers[cast.inputs[0]];
-    const rt::Buffer &to = plan->buffers[cast.outputs[0]];
+    const rt::Buffer &from = plan.buffers[cast.inputs[0]];
+    const rt::Buffer &to = plan.buffers[cast.outputs[0]];
     EXPECT_EQ(to.region, rt::Region::Copy) << from.name;
     EXPECT_EQ(2 * to.offset, from.offset) << from.name;
   }
-  std::string text = rt::serialize(*plan), error;
+  std::string text = rt::serialize(plan), error;
   rt::Plan back;
   ASSERT_TRUE(rt::deserialize(text, back, error)) << error;
-  EXPECT_EQ(back.paramCopies, plan->paramCopies);
+  EXPECT_EQ(back.paramCopies, plan.paramCopies);
   EXPECT_EQ(rt::serialize(back), text);
   // fc1.bias's copy (element 802816 of the parameters) moved by one slot.
   std::string moved = text, from = "buffer bf16 copy 401408 ";
@@ -122,34 +118,27 @@ TEST(PlanTest, ParameterCopiesMirrorTheParameters) {
   EXPECT_FALSE(rt::deserialize(moved, back, error));
   EXPECT_NE(error.find("copy region"), std::string::npos) << error;
   // No copies where nothing is cast, or nothing is updated.
-  std::optional<rt::Plan> fp32 =
-      test::compilePlan(source, 16, errors, false, "mlp.gt", "fp32");
-  ASSERT_TRUE(fp32) << errors;
-  EXPECT_EQ(fp32->paramCopies, -1);
-  EXPECT_EQ(fp32->regionSize.count(rt::Region::Copy), 0u);
-  std::optional<rt::Plan> eval =
-      test::compilePlan(source, 16, errors, true, "mlp.gt", "bf16");
-  ASSERT_TRUE(eval) << errors;
-  EXPECT_EQ(eval->paramCopies, -1);
+  rt::Plan fp32 = compileFile(example("mlp.gt"), 16, false, "fp32");
+  ASSERT_FALSE(fp32.buffers.empty());
+  EXPECT_EQ(fp32.paramCopies, -1);
+  EXPECT_EQ(fp32.regionSize.count(rt::Region::Copy), 0u);
+  rt::Plan eval = compileFile(example("mlp.gt"), 16, true, "bf16");
+  EXPECT_EQ(eval.kind, "eval");
+  EXPECT_EQ(eval.paramCopies, -1);
 }
 
 /// The CPU runs the copies' kernel in every step: bf16 training reads the
 /// parameters of the step before, cast, whether or not they are kept.
 TEST(PlanTest, ParameterCopiesTrainOnTheCpu) {
-  auto buffer = llvm::MemoryBuffer::getFile(example("mlp.gt"));
-  ASSERT_TRUE(bool(buffer));
-  std::string source = (*buffer)->getBuffer().str(), errors;
-  std::optional<rt::Plan> plan =
-      test::compilePlan(source, 8, errors, false, "mlp.gt", "bf16");
-  ASSERT_TRUE(plan) << errors;
-  ASSERT_GE(plan->paramCopies, 0);
-  rt::CpuExecutor<float> cpu(*plan);
+  rt::Plan plan = compileFile(example("mlp.gt"), 8, false, "bf16");
+  ASSERT_GE(plan.paramCopies, 0);
+  rt::CpuExecutor<float> cpu(plan);
   cpu.initParams(3);
-  const rt::Kernel &k = plan->kernels[plan->paramCopies];
+  const rt::Kernel &k = plan.kernels[plan.paramCopies];
   for (int step = 0; step < 2; ++step) {
     cpu.run();
     for (const rt::Kernel &cast : k.body) {
-      const rt::Buffer &p = plan->buffers[cast.inputs[0]];
+      const rt::Buffer &p = plan.buffers[cast.inputs[0]];
       const float *param = cpu.floats(cast.inputs[0]);
       const float *copy = cpu.floats(cast.outputs[0]);
       for (int64_t i = 0; i < p.elements(); i += 97)

@@ -266,6 +266,7 @@ void explainPlan(const gtc::rt::Plan &plan, llvm::raw_ostream &os) {
   struct Row {
     const char *what;
     int64_t bytes;
+    bool always = true; ///< printed even when 0
   } rows[] = {{"weights", m.weights},
               {"gradients", m.gradients},
               {"optimizer state", m.optimizerState},
@@ -273,8 +274,9 @@ void explainPlan(const gtc::rt::Plan &plan, llvm::raw_ostream &os) {
               {"inputs (two slots on a GPU)", m.inputs},
               {"constants", m.constants},
               {"GEMM workspace (GPU)", m.gemmWorkspace},
-              {"gradient accumulator", m.accumulator},
-              {"16-bit weight copies (kept between steps)", m.weightCopies}};
+              {"gradient accumulator", m.accumulator, false},
+              {"16-bit weight copies (kept between steps)", m.weightCopies,
+               false}};
   int64_t naive = 0;
   for (const gtc::rt::Buffer &b : plan.buffers)
     if (b.region == gtc::rt::Region::Temp && b.viewOf < 0)
@@ -285,9 +287,7 @@ void explainPlan(const gtc::rt::Plan &plan, llvm::raw_ostream &os) {
        << " and sums their gradients)";
   os << ":\n";
   for (const Row &r : rows)
-    if (r.bytes > 0 || (r.what != std::string("gradient accumulator") &&
-                        r.what != std::string("16-bit weight copies (kept "
-                                              "between steps)")))
+    if (r.bytes > 0 || r.always)
       os << llvm::format("  %-44s %10.2f MiB\n", r.what, r.bytes / 1048576.0);
   os << llvm::format("  %-44s %10.2f MiB\n", "predicted peak", m.peak() / 1048576.0);
   os << llvm::format("  (temporaries without reuse would need %.2f MiB)\n",

@@ -209,8 +209,8 @@ bool Emitter::gemmRegion() {
   // examples/mlp.gt at batch 16384 (10 x 1024, K = 16384, tf32) took 439 us
   // against cuBLASLt's 67 (H100); in bf16 cuBLASLt was the slower there
   // (the step 0.91 -> 1.54 ms), so 16-bit operands stay.
-  const bool longK = l.k > kSmallGemmLongK && l.k > kSmallGemmRows &&
-                     plan.buffers[l.a].dtype == DType::F32;
+  const bool longK =
+      l.k > kSmallGemmLongK && plan.buffers[l.a].dtype == DType::F32;
   if (mask >= 0 || colSum >= 0 || (smallGemmFits(l) && !longK))
     return smallGemm(l, mask, colSum, sumType, biasType);
   return true;
