@@ -1704,6 +1704,8 @@ void CudaExecutor::profile(int warmup, int steps, Profile &out) {
     }
     std::string phase, layer;
     for (Impl::Launch &l : I.launches) {
+      if (l.planKernel == I.plan.paramCopies)
+        continue; // not in the step: the optimizer writes the copies
       const KernelContext &ctx = contexts[l.planKernel];
       std::string group = layerGroup(ctx.layer);
       if (ctx.phase != phase || group != layer) {

@@ -147,6 +147,19 @@ PY
 s=$?; cat "$OUT/overlap.txt"
 row "timeline: $(cat "$OUT/overlap.txt")" "$(verdict $s)"
 
+# The parameters' 16-bit copies are written by the optimizer, not by a kernel
+# of the step: `--profile` must not time their kernel in its steps.
+copies=$("$GTC" run examples/char_gpt.gt --dry-run --explain --device cuda --precision bf16 2>&1 |
+  awk '/not in the step: the optimizer writes these copies/ {print $1}')
+"$GTC" run examples/char_gpt.gt --device cuda --precision bf16 --profile "$OUT/copies.json" > "$OUT/copies-run.txt" 2>&1
+timed=$(python3 -c "
+import json, sys
+ev = json.load(open(sys.argv[1]))['traceEvents']
+print(sum(1 for e in ev if e.get('ph') == 'X' and e.get('args', {}).get('plan_kernel') == int(sys.argv[2])))
+" "$OUT/copies.json" "${copies:--1}" 2>&1)
+[ -n "$copies" ] && [ "$timed" = 0 ] && s=0 || s=1
+row "profile: the copies' kernel ${copies:-(none found)} timed $timed times in the profiled steps" "$(verdict $s)"
+
 # 4. Training the MLP example on the GPU: >= 88% test accuracy.
 /usr/bin/time -f "%e s" "$GTC" run examples/mlp.gt --device cuda --save "$OUT/mlp.safetensors" > "$OUT/mlp-train.txt" 2>&1
 acc=$(grep '^eval' "$OUT/mlp-train.txt" | tail -1 | grep -o 'accuracy [0-9.]*' | cut -d' ' -f2)

@@ -42,13 +42,14 @@ std::string normConsts(int64_t d, int rt, double eps) {
 
 /// A row's mean, variance and rstd, as CpuExecutor's layernorm, from the
 /// row's elements in registers (xv[c] is column col(lane, c), zero past N):
-/// each thread's terms added in float, the row's sums of those in double.
+/// each thread's terms and each warp's sums of those added in float, the
+/// warps' sums in double (row_sum_wide).
 /// Inside kRowLoop.
 const char *kLayerNormStatistics = R"CU(    float sf = 0.0f;
 #pragma unroll
     for (int c = 0; c < CPT; ++c)
       sf += xv[c];
-    const double mean = row_sum<RT>((double)sf, red) / N;
+    const double mean = row_sum_wide<RT>(sf, red) / N;
     const float mf = (float)mean;
     float qf = 0.0f;
 #pragma unroll
@@ -57,7 +58,7 @@ const char *kLayerNormStatistics = R"CU(    float sf = 0.0f;
         const float e = xv[c] - mf;
         qf += e * e;
       }
-    const double var = row_sum<RT>((double)qf, red) / N;
+    const double var = row_sum_wide<RT>(qf, red) / N;
     const float rstd = (float)(1.0 / sqrt(var + EPS));
 )CU";
 
@@ -305,8 +306,8 @@ PREFETCH      }
     }
 )CU";
   body += kLayerNormStatistics;
-  body += R"CU(    // s1 = mean(dxhat), s2 = mean(dxhat * xhat) with dxhat = dy * w: each
-    // thread's terms in float, the row's sums of those in double.
+  body += R"CU(    // s1 = mean(dxhat), s2 = mean(dxhat * xhat) with dxhat = dy * w, summed
+    // as the statistics.
     float s1 = 0.0f, s2 = 0.0f;
 #pragma unroll
     for (int p = 0; p < CPV; ++p) {
@@ -325,8 +326,8 @@ PREFETCH      }
         }
       }
     }
-    const float s1f = (float)(row_sum<RT>((double)s1, red) / N);
-    const float s2f = (float)(row_sum<RT>((double)s2, red) / N);
+    const float s1f = (float)(row_sum_wide<RT>(s1, red) / N);
+    const float s2f = (float)(row_sum_wide<RT>(s2, red) / N);
 #pragma unroll
     for (int p = 0; p < CPV; ++p) {
       const int j = (lane + p * RT) * VEC;
