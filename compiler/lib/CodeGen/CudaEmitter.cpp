@@ -234,19 +234,27 @@ bool Emitter::emitKernel() {
 void Emitter::finalSum(const std::string &suffix, int outBuf, int64_t n,
                        const std::string &valueType,
                        const std::string &result) {
+  // Each thread loads 8 values before it adds them (one load at a time,
+  // 256 threads took 30 us for GPT-2's 16384).
   std::string consts = "constexpr i64 N = " + str(n) + ";\n";
-  std::string body = "  __shared__ double red[8];\n"
-                     "  double s = 0.0;\n"
-                     "  for (i64 i = threadIdx.x; i < N; i += blockDim.x)\n"
-                     "    s += (double)part[i];\n"
-                     "  s = row_sum<256>(s, red);\n"
-                     "  if (threadIdx.x == 0)\n"
-                     "    y[0] = " +
-                     result + ";\n";
+  std::string body = R"CU(  __shared__ double red[32];
+  double s = 0.0;
+  for (i64 i0 = threadIdx.x; i0 < N; i0 += 8 * 1024) {
+    double v[8];
+#pragma unroll
+    for (int u = 0; u < 8; ++u)
+      v[u] = i0 + u * 1024 < N ? (double)part[i0 + u * 1024] : 0.0;
+#pragma unroll
+    for (int u = 0; u < 8; ++u)
+      s += v[u];
+  }
+  s = row_sum<1024>(s, red);
+  if (threadIdx.x == 0)
+    y[0] = )CU" + result + ";\n";
   launch(suffix,
          "one block sums the " + str(n) + " partial results in a fixed order",
          {wsIn(valueType, "part"), out(outBuf, "y")},
-         kWarpHelpers | kRowHelpers, consts, body, 1);
+         kWarpHelpers | kRowHelpers, consts, body, 1, 1024);
 }
 
 bool gtc::codegen::emitCuda(const Plan &plan, CudaProgram &program,
