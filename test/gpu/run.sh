@@ -216,11 +216,13 @@ fi
 if [ "$ONLY" = all ] || [ "$ONLY" = pad ]; then
 # gt-pad-dims keeps the function: the odd-sized MLP (hidden 1001) trains
 # to the same curve padded and unpadded on the GPU (bf16; the GEMMs differ in
-# summation order, so the windowed-loss tolerance of section 6 applies). At
-# its batch of 128 the GEMMs are small, so --pad-all makes gtc pad them.
+# summation order, so section 6's windowed-loss tolerance for bf16 applies:
+# 5%; the 2% this check had was fp16's, and the two bf16 curves drift 2.3%
+# apart at steps 150-160 on an H100). At its batch of 128 the GEMMs are
+# small, so --pad-all makes gtc pad them.
 "$GTC" run test/Run/Inputs/odd_mlp.gt --device cuda --precision bf16 --steps 300 --log-every 1 --pad-all --log "$OUT/oddc-padded.jsonl" > "$OUT/oddc-pad.txt" 2>&1
 "$GTC" run test/Run/Inputs/odd_mlp.gt --device cuda --precision bf16 --steps 300 --log-every 1 --no-pad --log "$OUT/oddc-nopad.jsonl" > "$OUT/oddc-nopad.txt" 2>&1
-gap oddc-padded oddc-nopad 0.02 > "$OUT/oddc-gap.txt"; s=$?
+gap oddc-padded oddc-nopad 0.05 > "$OUT/oddc-gap.txt"; s=$?
 row "odd MLP bf16 300 steps, unpadded vs padded: $(cat "$OUT/oddc-gap.txt")" "$(verdict $s)"
 # Padded vs unpadded speed: hidden 1001, vocabulary 50257, bf16.
 for b in 512 4096; do
