@@ -407,6 +407,31 @@ LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+namespace {
+/// Looking up the positions 0, ..., N-1 in a table of N rows reads the whole
+/// table, in order: the table itself (no gather kernel; its gradient is
+/// summed directly instead of scattered into a zeroed buffer). A table of
+/// more rows keeps the look-up: its leading slice would be a copy kernel
+/// and its gradient a pad, no fewer kernels.
+struct LookUpPositions : OpRewritePattern<EmbeddingOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(EmbeddingOp op,
+                                PatternRewriter &rewriter) const override {
+    if (!op.getIndices().getDefiningOp<PositionsOp>() ||
+        op.getType() != op.getTable().getType())
+      return failure();
+    rewriter.replaceOp(op, op.getTable());
+    return success();
+  }
+};
+} // namespace
+
+void EmbeddingOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                              MLIRContext *context) {
+  results.add<LookUpPositions>(context);
+}
+
 LogicalResult CrossEntropyOp::inferReturnTypes(MLIRContext *ctx,
                                                std::optional<Location> loc,
                                                Adaptor adaptor,

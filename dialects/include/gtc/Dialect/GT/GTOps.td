@@ -355,6 +355,8 @@ def GT_EmbeddingOp : GT_InferredOp<"embedding"> {
   let assemblyFormat = [{
     $indices `,` $table attr-dict `:` type($indices) `,` type($table)
   }];
+  // Positions 0, ..., N-1 in a table of N rows: the table.
+  let hasCanonicalizer = 1;
 }
 
 def GT_CrossEntropyOp : GT_InferredOp<"cross_entropy", [GT_Reduction,
