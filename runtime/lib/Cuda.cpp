@@ -1005,14 +1005,20 @@ struct CudaExecutor::Impl {
   CUstream side = nullptr;
   CUevent fork = nullptr, joined = nullptr;
 
-  /// Runs the kernel of the parameters' 16-bit copies (Plan::paramCopies)
-  /// when the host has written the parameters since it last ran. A step
-  /// leaves it out: the optimizer's update writes the copies.
+  /// Whether a launch belongs to the step: all but those of the kernel of
+  /// the parameters' 16-bit copies (Plan::paramCopies), which the optimizer's
+  /// update writes.
+  bool inStep(const Launch &l) const {
+    return l.planKernel != plan.paramCopies;
+  }
+
+  /// Runs the kernel of the parameters' 16-bit copies when the host has
+  /// written the parameters since it last ran (a step leaves it out).
   void refreshCopies() {
     if (plan.paramCopies < 0 || !copiesStale)
       return;
     for (Launch &l : launches)
-      if (l.planKernel == plan.paramCopies)
+      if (!inStep(l))
         enqueueLaunch(l, 0);
     copiesStale = false;
   }
@@ -1043,7 +1049,7 @@ struct CudaExecutor::Impl {
     }
     size_t reported = 0;
     for (size_t i = 0; i < launches.size(); ++i) {
-      if (launches[i].planKernel != plan.paramCopies)
+      if (inStep(launches[i]))
         enqueueLaunch(launches[i], slot);
       if (afterKernel && (i + 1 == launches.size() ||
                           launches[i + 1].planKernel != launches[i].planKernel))
@@ -1715,8 +1721,8 @@ void CudaExecutor::profile(int warmup, int steps, Profile &out) {
     }
     std::string phase, layer;
     for (Impl::Launch &l : I.launches) {
-      if (l.planKernel == I.plan.paramCopies)
-        continue; // not in the step: the optimizer writes the copies
+      if (!I.inStep(l))
+        continue;
       const KernelContext &ctx = contexts[l.planKernel];
       std::string group = layerGroup(ctx.layer);
       if (ctx.phase != phase || group != layer) {

@@ -186,7 +186,9 @@ inline const char *const kRowSnippet = R"CU(
 // power of two below 32), one warp (RT = 32) or RT / 32 consecutive warps. Every thread of the block must call them (they
 // synchronize the block when RT > 32); every thread of the row gets the
 // result, combined in a fixed order. `sh` holds one value per warp.
-// The row's warps combine their reduced values (nothing when RT <= 32).
+//
+// across_warps: the row's warps combine their reduced values (nothing when
+// RT <= 32).
 template <int RT, typename T, typename Op>
 __device__ __forceinline__ T across_warps(T v, T *sh, Op op) {
   if (RT > 32) {
