@@ -60,6 +60,7 @@ namespace {
   X(cuModuleGetFunction)                                                       \
   X(cuFuncSetAttribute)                                                        \
   X(cuLaunchKernel)                                                            \
+  X(cuLaunchKernelEx)                                                          \
   X(cuStreamCreate)                                                            \
   X(cuStreamSynchronize)                                                       \
   X(cuStreamWaitEvent)                                                         \
@@ -673,6 +674,8 @@ struct CudaExecutor::Impl {
   const CudaProgram &program;
   bool tf32;
   std::string arch;
+  /// Whether kernels are launched as programmatic dependents (sm_90+).
+  bool dependentLaunch = false;
   CUstream compute = nullptr, copy = nullptr;
   /// The one device allocation; the pointers below are into it.
   CUdeviceptr device = 0;
@@ -990,10 +993,22 @@ struct CudaExecutor::Impl {
       std::vector<void *> args;
       for (CUdeviceptr &p : ptrs)
         args.push_back(&p);
-      CU(cuLaunchKernel(l.fn, static_cast<unsigned>(s.grid), 1, 1,
-                        static_cast<unsigned>(s.block), 1, 1,
-                        static_cast<unsigned>(s.shared), stream, args.data(),
-                        nullptr));
+      // On sm_90 and newer, a programmatic dependent of the launch before
+      // it on the stream: the kernel's first statement
+      // (CudaLaunch::kDependentWait) orders it after that launch.
+      CUlaunchAttribute dependent{};
+      dependent.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+      dependent.value.programmaticStreamSerializationAllowed = 1;
+      CUlaunchConfig config{};
+      config.gridDimX = static_cast<unsigned>(s.grid);
+      config.gridDimY = config.gridDimZ = 1;
+      config.blockDimX = static_cast<unsigned>(s.block);
+      config.blockDimY = config.blockDimZ = 1;
+      config.sharedMemBytes = static_cast<unsigned>(s.shared);
+      config.hStream = stream;
+      config.attrs = &dependent;
+      config.numAttrs = dependentLaunch ? 1 : 0;
+      CU(cuLaunchKernelEx(&config, l.fn, args.data(), nullptr));
     }
     checkLaunch(s, stream);
   }
@@ -1210,6 +1225,7 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
                        "); install the CUDA 13 libraries");
   Impl &I = *impl;
   I.arch = "sm_" + std::to_string(L.info.major) + std::to_string(L.info.minor);
+  I.dependentLaunch = L.info.major >= 9;
   CU(cuCtxSetCurrent(L.context));
   CU(cuStreamCreate(&I.compute, CU_STREAM_NON_BLOCKING));
   CU(cuStreamCreate(&I.copy, CU_STREAM_NON_BLOCKING));

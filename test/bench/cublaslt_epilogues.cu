@@ -55,15 +55,16 @@ template <typename F> float timeUs(F run, int reps) {
 
 void bench(int64_t m, int64_t n, int64_t k, bool tA, bool tB,
            cublasLtEpilogue_t epi, cudaDataType_t outT, int biasT,
-           const char *what) {
+           const char *what, int64_t ldA = 0) {
   cudaDataType_t T = CUDA_R_16BF;
   void *A, *B, *C, *aux, *bias;
-  cudaMalloc(&A, m * k * 2);
+  if (!ldA) ldA = tA ? m : k;
+  cudaMalloc(&A, (tA ? k : m) * ldA * 2);
   cudaMalloc(&B, k * n * 2);
   cudaMalloc(&C, m * n * 4);
   cudaMalloc(&aux, m * n * 2);
   cudaMalloc(&bias, 4 * (m + n));
-  cudaMemset(A, 0x3c, m * k * 2);
+  cudaMemset(A, 0x3c, (tA ? k : m) * ldA * 2);
   cudaMemset(B, 0x3c, k * n * 2);
   cudaMemset(aux, 0x3c, m * n * 2);
   cublasLtMatmulDesc_t d;
@@ -92,7 +93,7 @@ void bench(int64_t m, int64_t n, int64_t k, bool tA, bool tB,
   int64_t rB = tB ? n : k, cB = tB ? k : n, rA = tA ? k : m, cA = tA ? m : k;
   cublasLtMatrixLayout_t la, lb, lc;
   cublasLtMatrixLayoutCreate(&la, T, cB, rB, cB);
-  cublasLtMatrixLayoutCreate(&lb, T, cA, rA, cA);
+  cublasLtMatrixLayoutCreate(&lb, T, cA, rA, ldA);
   cublasLtMatrixLayoutCreate(&lc, outT, n, m, n);
   cublasLtMatmulPreference_t p;
   cublasLtMatmulPreferenceCreate(&p);
@@ -221,4 +222,21 @@ int main(int argc, char **argv) {
   bench(16384, 3072, 768, false, true, CUBLASLT_EPILOGUE_BIAS, CUDA_R_16BF, -1, "fwd 16384x3072x768 B^T BIAS");
   bench(16384, 3072, 768, false, true, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, CUDA_R_16BF, -1, "fwd 16384x3072x768 B^T GELU_AUX_BIAS");
   bench(16384, 3072, 768, false, true, CUBLASLT_EPILOGUE_GELU_BIAS, CUDA_R_16BF, -1, "fwd 16384x3072x768 B^T GELU_BIAS");
+  if (std::string(argc > 1 ? argv[1] : "") == "ones") {
+    // The bias gradient as one more column of the weight gradient: the GEMM's
+    // input X [16384, 768] written with a column of ones (row stride 776 or
+    // 832), dW_ext = dY^T X_ext. Row-major C = A^T B with A = dY, B = X_ext.
+    for (int64_t n : {776, 784, 800, 832}) {
+      char w[80];
+      snprintf(w, sizeof w, "dW 768x3072x16384 as 3072x%lld f32", (long long)n);
+      bench(3072, n, 16384, true, false, CUBLASLT_EPILOGUE_DEFAULT, CUDA_R_32F, -1, w);
+      snprintf(w, sizeof w, "dW 768x2304x16384 as 2304x%lld f32", (long long)n);
+      bench(2304, n, 16384, true, false, CUBLASLT_EPILOGUE_DEFAULT, CUDA_R_32F, -1, w);
+    }
+    // The forward GEMMs reading X with a row stride of 776.
+    bench(16384, 3072, 768, false, true, CUBLASLT_EPILOGUE_BIAS, CUDA_R_16BF, -1, "fwd 16384x3072x768 B^T BIAS, X ld 776", 776);
+    bench(16384, 3072, 768, false, true, CUBLASLT_EPILOGUE_GELU_AUX_BIAS, CUDA_R_16BF, -1, "fwd 16384x3072x768 B^T GELU_AUX_BIAS, X ld 776", 776);
+    bench(16384, 2304, 768, false, true, CUBLASLT_EPILOGUE_BIAS, CUDA_R_16BF, -1, "fwd 16384x2304x768 B^T BIAS");
+    bench(16384, 2304, 768, false, true, CUBLASLT_EPILOGUE_BIAS, CUDA_R_16BF, -1, "fwd 16384x2304x768 B^T BIAS, X ld 776", 776);
+  }
 }

@@ -17,6 +17,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "gtest/gtest.h"
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -261,6 +262,16 @@ void checkPlan(const rt::Plan &plan, Stats &stats,
              at = params.find('*', at + 1))
           ++pointers;
         EXPECT_EQ(pointers, l.buffers.size()) << params;
+        // The executor launches every kernel as a programmatic dependent of
+        // the launch before it (sm_90+): the body must wait for that launch
+        // before it reads or writes anything.
+        size_t bodyAt = l.source.find(") {\n", sig);
+        ASSERT_NE(bodyAt, std::string::npos);
+        EXPECT_EQ(l.source.compare(bodyAt + 4,
+                                   std::strlen(rt::CudaLaunch::kDependentWait),
+                                   rt::CudaLaunch::kDependentWait),
+                  0)
+            << l.name;
         EXPECT_TRUE(l.offsets.empty() || l.offsets.size() == l.buffers.size());
         // The profile's tensor-core flag marks exactly the mma kernels.
         EXPECT_EQ(l.tensorCores, l.source.find("mma.sync") != std::string::npos);

@@ -122,7 +122,7 @@ void Emitter::launch(const std::string &suffix, const std::string &what,
            a.name;
     l.buffers.push_back(a.buffer);
   }
-  src += ") {\n" + body + "}\n";
+  src += std::string(") {\n") + CudaLaunch::kDependentWait + body + "}\n";
   l.source = std::move(src);
   launches.push_back(std::move(l));
 }

@@ -33,6 +33,21 @@ struct CudaLaunch {
   // buffers, what the launch does) say which launch it is.
   static constexpr int kWorkspace = -2;
   static constexpr const char *kKernelEntry = "gtc_kernel";
+  /// The first statement of every kernel's body. On sm_90 and newer the
+  /// executor launches kernels as programmatic dependents of the launch
+  /// before them on their stream (programmatic dependent launch): a kernel
+  /// may be scheduled as soon as every block of its predecessor has exited,
+  /// before the predecessor's completion is signalled, which hides part of
+  /// the launch latency. griddepcontrol.wait holds each block until the
+  /// predecessor has completed and its writes are visible; launched without
+  /// the attribute it returns at once. (Also calling
+  /// griddepcontrol.launch_dependents first, so that the next kernel's
+  /// blocks are scheduled during this one's last wave, made examples/mlp.gt
+  /// at batch 64 slower: test/bench/NOTES.md, eighteenth session.)
+  static constexpr const char *kDependentWait =
+      "#if __CUDA_ARCH__ >= 900\n"
+      "  asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n"
+      "#endif\n";
   std::string name;
   std::string comment;
   std::string source;
