@@ -526,18 +526,44 @@ func.func @residual_two_norms(%r: tensor<4x8xf32>, %a: tensor<4x8xf32>, %w: tens
 
 // -----
 
+// A table of rows repeated along the leading dimensions (the position
+// embedding added to the token embedding, either operand first) joins as the
+// residual add: the row kernel reads row i % T of the table.
+// CHECK-LABEL: func.func @position_table_layernorm
+// CHECK-SAME: (%[[E:.*]]: tensor<2x4x8xf32>, %[[P:.*]]: tensor<4x8xf32>, %[[W:.*]]: tensor<8xf32>)
+// CHECK:      %[[F:.*]]:2 = gt.fused "norm"(%[[E]], %[[P]], %[[W]])
+// CHECK-NEXT: ^bb0(%[[A0:.*]]: tensor<2x4x8xf32>, %[[A1:.*]]: tensor<4x8xf32>, %[[A2:.*]]: tensor<8xf32>):
+// CHECK-NEXT:   %[[S:.*]] = gt.add %[[A0]], %[[A1]] : tensor<2x4x8xf32>, tensor<4x8xf32>
+// CHECK-NEXT:   %[[N:.*]] = gt.layernorm %[[S]], %[[A2]], %[[A2]]
+// CHECK-NEXT:   gt.yield %[[S]], %[[N]]
+// CHECK:      %[[G:.*]]:2 = gt.fused "norm"(%[[P]], %[[E]], %[[W]])
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   gt.add %{{.*}}, %{{.*}} : tensor<4x8xf32>, tensor<2x4x8xf32>
+// CHECK:      return %[[F]]#0, %[[F]]#1, %[[G]]#0, %[[G]]#1
+func.func @position_table_layernorm(%e: tensor<2x4x8xf32>, %p: tensor<4x8xf32>, %w: tensor<8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) {
+  %0 = gt.add %e, %p : tensor<2x4x8xf32>, tensor<4x8xf32>
+  %1 = gt.layernorm %0, %w, %w : tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  %2 = gt.add %p, %e : tensor<4x8xf32>, tensor<2x4x8xf32>
+  %3 = gt.layernorm %2, %w, %w : tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  return %0, %1, %2, %3 : tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>
+}
+
+// -----
+
 // Not a norm region: an add read only by the layernorm is no residual
 // stream (the region would keep it in registers, which a row kernel that
-// reads its input twice does not), and a broadcasting add (the position
-// embedding) is not over the rows.
+// reads its input twice does not), and an add that broadcasts along the
+// rows (one value a row) or a table with a leading 1 is not over whole rows.
 // CHECK-LABEL: func.func @layernorm_not
 // CHECK-NOT:  gt.fused "norm"
-func.func @layernorm_not(%r: tensor<4x8xf32>, %a: tensor<4x8xf32>, %p: tensor<8xf32>, %w: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+func.func @layernorm_not(%r: tensor<4x8xf32>, %a: tensor<4x8xf32>, %c: tensor<4x1xf32>, %w: tensor<8xf32>, %e: tensor<2x4x8xf32>, %p: tensor<1x4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>) {
   %0 = gt.add %r, %a : tensor<4x8xf32>, tensor<4x8xf32>
   %1 = gt.layernorm %0, %w, %w : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
-  %2 = gt.add %r, %p : tensor<4x8xf32>, tensor<8xf32>
+  %2 = gt.add %r, %c : tensor<4x8xf32>, tensor<4x1xf32>
   %3 = gt.layernorm %2, %w, %w : tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>
-  return %1, %2, %3 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+  %4 = gt.add %e, %p : tensor<2x4x8xf32>, tensor<1x4x8xf32>
+  %5 = gt.layernorm %4, %w, %w : tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  return %1, %2, %3, %4, %5 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>, tensor<2x4x8xf32>, tensor<2x4x8xf32>
 }
 
 // -----

@@ -92,9 +92,18 @@ bool Emitter::layernorm() {
 )CU";
   std::vector<Arg> args = {in(w, "w"), in(b, "b"), out(y, "y")};
   if (f) {
+    // The addend may be a table of AR rows that repeats (the position
+    // embedding): row i adds its row i % AR.
+    int64_t tableRows = count(f->addend) / d;
+    if (tableRows < 1 || tableRows * d != count(f->addend) ||
+        rows % tableRows != 0 || count(f->residual) != rows * d)
+      return fail("a norm region's add reads " + describe(f->addend) +
+                  ", which is neither the rows' shape nor a table of rows");
+    std::string addendRow =
+        tableRows == rows ? "row" : "(row % " + str(tableRows) + ")";
     body += "        float ra[VEC], aa[VEC];\n"
             "        loadv<VEC>(r + row * N + j, ra);\n"
-            "        loadv<VEC>(a + row * N + j, aa);\n"
+            "        loadv<VEC>(a + " + addendRow + " * N + j, aa);\n"
             "        pack_t<" +
             ctype(x) + R"CU(, VEC> t;
 #pragma unroll
@@ -166,6 +175,10 @@ bool Emitter::normRegion() {
       f.residual = source(sub.inputs[0]);
       f.addend = source(sub.inputs[1]);
       f.sum = out0;
+      // A table of rows repeated along the leading dimensions (gt-fuse's
+      // foldNorms) is the addend; f32 addition commutes.
+      if (count(f.residual) < count(f.addend))
+        std::swap(f.residual, f.addend);
     } else if (sub.op == OpKind::Add && norm &&
                norm->op == OpKind::LayerNormGrad && f.total < 0 &&
                sub.inputs.size() == 2 &&

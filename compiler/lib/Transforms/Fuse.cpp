@@ -25,7 +25,8 @@
 // examples/mlp.gt's at batch 64, also takes its bias, the bias gradient and
 // the ReLU gradient of dh: one kernel). Then a cross-entropy and its
 // gradient become one "loss" region (one pass over the logits, which may
-// stay in bf16). Then layer norms take the residual adds and casts around
+// stay in bf16). Then layer norms take the residual adds (also of a table
+// of rows repeated over the batch, the position embedding) and casts around
 // them ("norm" regions: one row kernel forward, one backward, which also
 // sums the columns of its total when that is a linear's output gradient:
 // the linear's bias gradient), and GEMMs what cuBLASLt can compute in their
@@ -603,7 +604,10 @@ private:
   ///    cast of the normalized rows to the next GEMM's type;
   ///  - backward: the cast of the incoming gradient, layernorm_grad, the add
   ///    of its input gradient to the residual gradient, and that sum's cast.
-  /// Only adds of operands of the row shape (no broadcasting) join.
+  /// Only adds over whole rows join: both operands of the result's shape,
+  /// or, in the forward, one of them a table of rows that repeats along the
+  /// leading dimensions (the position embedding added to the token
+  /// embedding: [T, D] to [B, T, D]).
   void foldNorms() {
     SmallVector<Group> folds;
     llvm::SmallPtrSet<Operation *, 16> taken;
@@ -611,6 +615,23 @@ private:
       return llvm::all_of(op->getOperandTypes(), [&](Type t) {
         return t == op->getResult(0).getType();
       });
+    };
+    auto overRows = [](AddOp add) {
+      auto result = cast<RankedTensorType>(add.getType());
+      ArrayRef<int64_t> rs = result.getShape();
+      int full = 0;
+      for (Type t : add->getOperandTypes()) {
+        auto type = cast<RankedTensorType>(t);
+        ArrayRef<int64_t> s = type.getShape();
+        if (type == result) {
+          ++full;
+          continue;
+        }
+        if (type.getElementType() != result.getElementType() || s.empty() ||
+            s.size() > rs.size() || s != rs.take_back(s.size()))
+          return false;
+      }
+      return full >= 1;
     };
     auto castFeeding = [&](Value v, Operation *user) -> Operation * {
       auto c = v.getDefiningOp<CastOp>();
@@ -623,7 +644,7 @@ private:
       Value total; // a backward region's total
       if (auto ln = dyn_cast<LayerNormOp>(op)) {
         auto add = ln.getInput().getDefiningOp<AddOp>();
-        if (!add || add->getBlock() != &block || !sameShape(add) ||
+        if (!add || add->getBlock() != &block || !overRows(add) ||
             add.getResult().hasOneUse())
           continue; // no residual stream to store on the way
         for (Value v : add->getOperands())
