@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "gtc/Runtime/Comm.h"
+#include "Store.h"
 
 #include <arpa/inet.h>
 #include <cerrno>
@@ -143,203 +144,6 @@ bool gtc::rt::worldFromEnvironment(World &world,
 }
 
 //===----------------------------------------------------------------------===//
-// The TCP rendezvous store
-//===----------------------------------------------------------------------===//
-
-namespace {
-
-bool sendAll(int fd, const void *data, size_t n) {
-  const char *p = static_cast<const char *>(data);
-  while (n > 0) {
-    ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w <= 0)
-      return false;
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
-bool recvAll(int fd, void *data, size_t n) {
-  char *p = static_cast<char *>(data);
-  while (n > 0) {
-    ssize_t r = ::recv(fd, p, n, 0);
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r <= 0)
-      return false;
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
-
-bool sendBlob(int fd, const std::string &s) {
-  uint64_t n = s.size();
-  return sendAll(fd, &n, sizeof n) && sendAll(fd, s.data(), s.size());
-}
-
-bool recvBlob(int fd, std::string &s) {
-  uint64_t n = 0;
-  if (!recvAll(fd, &n, sizeof n) || n > (uint64_t(1) << 30))
-    return false;
-  s.resize(n);
-  return recvAll(fd, s.data(), n);
-}
-
-/// Rank 0's side: a map, and a thread per connection answering
-/// 'S' key value (set) and 'G' key (get, waiting until the key is set).
-class StoreServer {
-public:
-  bool listenOn(const std::string &port, std::string &error) {
-    fd = ::socket(AF_INET6, SOCK_STREAM, 0);
-    int off = 0, on = 1;
-    bool v6 = fd >= 0;
-    if (!v6)
-      fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0) {
-      error = std::string("cannot open a socket: ") + std::strerror(errno);
-      return false;
-    }
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-    int p = std::atoi(port.c_str());
-    int rc;
-    if (v6) {
-      ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
-      sockaddr_in6 a{};
-      a.sin6_family = AF_INET6;
-      a.sin6_addr = in6addr_any;
-      a.sin6_port = htons(static_cast<uint16_t>(p));
-      rc = ::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
-    } else {
-      sockaddr_in a{};
-      a.sin_family = AF_INET;
-      a.sin_addr.s_addr = htonl(INADDR_ANY);
-      a.sin_port = htons(static_cast<uint16_t>(p));
-      rc = ::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
-    }
-    if (rc != 0 || ::listen(fd, 128) != 0) {
-      error = "rank 0 cannot serve the rendezvous on port " + port + ": " +
-              std::strerror(errno) +
-              " (another run there? choose another MASTER_PORT)";
-      ::close(fd);
-      fd = -1;
-      return false;
-    }
-    std::thread([this] { acceptLoop(); }).detach();
-    return true;
-  }
-
-private:
-  void acceptLoop() {
-    for (;;) {
-      int c = ::accept(fd, nullptr, nullptr);
-      if (c < 0) {
-        if (errno == EINTR)
-          continue;
-        return;
-      }
-      std::thread([this, c] { serve(c); }).detach();
-    }
-  }
-
-  void serve(int c) {
-    char op;
-    std::string key, value;
-    while (recvAll(c, &op, 1) && recvBlob(c, key)) {
-      if (op == 'S') {
-        if (!recvBlob(c, value))
-          break;
-        std::lock_guard<std::mutex> lock(mutex);
-        map[key] = value;
-        changed.notify_all();
-      } else if (op == 'G') {
-        std::unique_lock<std::mutex> lock(mutex);
-        changed.wait(lock, [&] { return map.count(key) > 0; });
-        value = map[key];
-        lock.unlock();
-        if (!sendBlob(c, value))
-          break;
-      } else {
-        break;
-      }
-    }
-    ::close(c);
-  }
-
-  int fd = -1;
-  std::mutex mutex;
-  std::condition_variable changed;
-  std::map<std::string, std::string> map;
-};
-
-/// A connection to the store; retries until the server is up or `timeout`.
-class StoreClient {
-public:
-  bool connect(const std::string &host, const std::string &port,
-               std::chrono::seconds timeout, std::string &error) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-      addrinfo hints{}, *res = nullptr;
-      hints.ai_family = AF_UNSPEC;
-      hints.ai_socktype = SOCK_STREAM;
-      int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &res);
-      if (rc != 0) {
-        error = "cannot resolve MASTER_ADDR '" + host +
-                "': " + ::gai_strerror(rc);
-        return false;
-      }
-      for (addrinfo *a = res; a && fd < 0; a = a->ai_next) {
-        int s = ::socket(a->ai_family, a->ai_socktype, a->ai_protocol);
-        if (s >= 0 && ::connect(s, a->ai_addr, a->ai_addrlen) == 0)
-          fd = s;
-        else if (s >= 0)
-          ::close(s);
-      }
-      ::freeaddrinfo(res);
-      if (fd >= 0) {
-        int on = 1;
-        ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
-        // A get waits at most `timeout` for the other ranks' keys.
-        timeval tv{};
-        tv.tv_sec = static_cast<time_t>(timeout.count());
-        ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-        return true;
-      }
-      if (std::chrono::steady_clock::now() > deadline) {
-        error = "no rendezvous at " + host + ":" + port + " after " +
-                std::to_string(timeout.count()) +
-                " s (is rank 0 running, and MASTER_ADDR/MASTER_PORT its "
-                "address?)";
-        return false;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-  }
-
-  bool set(const std::string &key, const std::string &value) {
-    std::lock_guard<std::mutex> lock(mutex);
-    return sendAll(fd, "S", 1) && sendBlob(fd, key) && sendBlob(fd, value);
-  }
-  bool get(const std::string &key, std::string &value) {
-    std::lock_guard<std::mutex> lock(mutex);
-    return sendAll(fd, "G", 1) && sendBlob(fd, key) && recvBlob(fd, value);
-  }
-  ~StoreClient() {
-    if (fd >= 0)
-      ::close(fd);
-  }
-
-private:
-  int fd = -1;
-  std::mutex mutex;
-};
-
-} // namespace
-
-//===----------------------------------------------------------------------===//
 // Gloo
 //===----------------------------------------------------------------------===//
 
@@ -388,6 +192,28 @@ public:
   void allReduceSum(double *data, size_t n) override {
     sum(data, n);
   }
+  /// One Gloo call for the bucket: its tensors side by side in one buffer
+  /// (Gloo's many-buffer all-reduce wants buffers of one length).
+  void allReduceMean(
+      const std::vector<std::pair<float *, size_t>> &bucket) override {
+    if (bucket.size() == 1)
+      return allReduceMean(bucket[0].first, bucket[0].second);
+    size_t total = 0;
+    for (auto [p, n] : bucket)
+      total += n;
+    staging.resize(total);
+    size_t at = 0;
+    for (auto [p, n] : bucket) {
+      std::copy(p, p + n, staging.begin() + at);
+      at += n;
+    }
+    allReduceMean(staging.data(), total);
+    at = 0;
+    for (auto [p, n] : bucket) {
+      std::copy(staging.begin() + at, staging.begin() + at + n, p);
+      at += n;
+    }
+  }
   void allGather(float *data, const std::vector<size_t> &counts) override {
     size_t offset = 0;
     for (int r = 0; r < context->rank; ++r)
@@ -423,6 +249,7 @@ public:
   }
 
   template <typename F> void run(const char *what, F f) {
+    ++calls;
     try {
       f();
     } catch (const std::exception &e) {
@@ -433,6 +260,7 @@ public:
     }
   }
 
+  std::vector<float> staging; ///< a bucket's tensors side by side
   std::shared_ptr<gloo::rendezvous::Context> context;
   /// Rank 0's store; it lives as long as the process (its connection
   /// threads wait on it, and a condition variable waited on cannot be
@@ -441,13 +269,6 @@ public:
   std::unique_ptr<StoreClient> client;
 };
 
-/// Seconds a collective or the rendezvous waits for the others
-/// (GTC_TIMEOUT, default 300).
-std::chrono::seconds commTimeout() {
-  int s = 0;
-  return std::chrono::seconds(
-      env("GTC_TIMEOUT") && toInt(env("GTC_TIMEOUT"), s) && s > 0 ? s : 300);
-}
 
 } // namespace
 #endif
@@ -508,6 +329,13 @@ std::unique_ptr<Communicator> gtc::rt::connectCpu(const World &world,
   }
   return comm;
 #endif
+}
+
+std::unique_ptr<Communicator> gtc::rt::connect(const World &world,
+                                               const std::string &device,
+                                               std::string &error) {
+  return device == "cuda" ? connectGpu(world, error)
+                          : connectCpu(world, error);
 }
 
 //===----------------------------------------------------------------------===//

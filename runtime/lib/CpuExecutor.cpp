@@ -954,20 +954,23 @@ template <typename T> void transpose(Exec<T> &e, const Kernel &k) {
 
 /// gt-bucket's all-reduce: each output is the mean over the processes of
 /// its input (copied first unless the plan reduces it in place), through the
-/// executor's allReduceMean (none: one process, the mean is the value).
+/// executor's allReduceMean, one call for the bucket (none: one process, the
+/// mean is the value).
 template <typename T> void allReduce(Exec<T> &e, const Kernel &k) {
   const Plan &p = e.plan();
   if (k.inputs.size() != k.outputs.size())
     throw RuntimeError("an all_reduce reduces each input into one output");
+  std::vector<std::pair<T *, size_t>> bucket;
   for (size_t i = 0; i < k.inputs.size(); ++i) {
     const T *x = e.floats(k.inputs[i]);
     T *y = e.floats(k.outputs[i]);
     const int64_t n = countOf(p, k.outputs[i]);
     if (x != y)
       std::copy(x, x + n, y);
-    if (e.allReduceMean)
-      e.allReduceMean(y, static_cast<size_t>(n));
+    bucket.push_back({y, static_cast<size_t>(n)});
   }
+  if (e.allReduceMean)
+    e.allReduceMean(bucket);
 }
 
 /// The CPU kernel of each op; null for a fusion region (its ops run one by

@@ -1,6 +1,7 @@
 //===- Cuda.cpp - Running plans on NVIDIA GPUs ----------------------------===//
 
 #include "gtc/Runtime/Cuda.h"
+#include "Nccl.h"
 #include "gtc/Runtime/Bundle.h"
 #include "gtc/Runtime/Optimizer.h"
 #include "gtc/Runtime/Profile.h"
@@ -20,6 +21,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <nvrtc.h>
 #include <nvtx3/nvToolsExt.h>
 #include <sstream>
@@ -54,6 +56,7 @@ namespace {
   X(cuMemcpyDtoH)                                                              \
   X(cuMemcpyHtoDAsync)                                                         \
   X(cuMemcpyDtoHAsync)                                                         \
+  X(cuMemcpyDtoDAsync)                                                         \
   X(cuMemsetD8Async)                                                           \
   X(cuMemGetInfo)                                                              \
   X(cuModuleLoadData)                                                          \
@@ -191,6 +194,9 @@ std::string cuError(CUresult r) {
                          std::to_string(int(s_)) + ")");                       \
   } while (0)
 
+/// The GPU selectCudaDevice chose.
+int selectedOrdinal = 0;
+
 bool initDevice(std::string &error) {
   Libs &l = libs();
   if (!l.driver) {
@@ -207,7 +213,16 @@ bool initDevice(std::string &error) {
             "--device cpu";
     return false;
   }
-  CUresult r = l.cuDeviceGet(&l.device, 0);
+  if (selectedOrdinal >= count) {
+    error = "GPU " + std::to_string(selectedOrdinal) +
+            " was asked for (the local rank of a data-parallel process), "
+            "and this process sees " + std::to_string(count) +
+            " GPU" + (count == 1 ? "" : "s") +
+            "; start at most as many processes per host as it has GPUs "
+            "(CUDA_VISIBLE_DEVICES limits what each sees)";
+    return false;
+  }
+  CUresult r = l.cuDeviceGet(&l.device, selectedOrdinal);
   if (r == CUDA_SUCCESS)
     r = l.cuDevicePrimaryCtxRetain(&l.context, l.device);
   if (r == CUDA_SUCCESS)
@@ -220,6 +235,7 @@ bool initDevice(std::string &error) {
   l.cuDeviceGetName(name, sizeof name, l.device);
   l.info.name = name;
   l.info.count = count;
+  l.info.ordinal = selectedOrdinal;
   l.cuDeviceGetAttribute(&l.info.major,
                          CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, l.device);
   l.cuDeviceGetAttribute(&l.info.minor,
@@ -289,6 +305,17 @@ std::string annotateLog(const std::string &log, const std::string &source) {
 CompileStats &gtc::rt::compileStats() {
   static CompileStats stats;
   return stats;
+}
+
+void gtc::rt::selectCudaDevice(int ordinal) { selectedOrdinal = ordinal; }
+
+int gtc::rt::cudaDeviceCount() {
+  Libs &l = libs();
+  int count = 0;
+  if (!l.driver || l.cuInit(0) != CUDA_SUCCESS ||
+      l.cuDeviceGetCount(&count) != CUDA_SUCCESS)
+    return 0;
+  return count;
 }
 
 bool gtc::rt::cudaAvailable(CudaDeviceInfo &info, std::string &error) {
@@ -703,6 +730,9 @@ struct CudaExecutor::Impl {
     const CudaLaunch *spec;
     int planKernel = -1;
     CUfunction fn = nullptr;
+    /// An all-reduce's bucket is ready (recorded on its stream) / reduced
+    /// (recorded on the communication stream, when a stream waits for it).
+    CUevent ready = nullptr, reduced = nullptr;
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
     cublasLtMatmulAlgo_t algo{};
@@ -725,8 +755,140 @@ struct CudaExecutor::Impl {
     return e;
   }
 
-  Impl(const Plan &p, const CudaProgram &prog, bool tf32)
-      : plan(p), program(prog), tf32(tf32) {}
+  /// Data parallelism: the NCCL communicator (null in one process), the
+  /// stream its bucket collectives run on, and whether one was enqueued
+  /// since the compute stream last joined that stream.
+  DeviceComm *dcomm = nullptr;
+  CUstream commStream = nullptr;
+  CUevent commJoined = nullptr;
+  bool commPending = false;
+  /// Each collective joined at once (--check-numerics reads its outputs).
+  bool serialComm = false;
+
+  Impl(const Plan &p, const CudaProgram &prog, bool tf32, Communicator *comm)
+      : plan(p), program(prog), tf32(tf32),
+        dcomm(comm ? comm->device() : nullptr) {}
+
+  static DeviceComm::Type commType(DType t) {
+    return t == DType::BF16  ? DeviceComm::Type::BF16
+           : t == DType::F16 ? DeviceComm::Type::F16
+                             : DeviceComm::Type::F32;
+  }
+
+  /// gt-bucket's all-reduce of one bucket. With a communicator: once the
+  /// launches before it on `stream` are done, one NCCL group on the
+  /// communication stream, a call per run of adjacent buffers (the
+  /// gradients of a bucket mostly lie side by side in the gradient region;
+  /// a gap of alignment padding, under 256 bytes, can hold no other buffer,
+  /// and is reduced with them). The compute streams go on; the step waits
+  /// for the communication stream at its end (joinComm), or at once for a
+  /// bucket reduced out of place, whose input a later kernel may reuse. In
+  /// one process the mean is the value: outputs are copies.
+  void enqueueAllReduce(Launch &l, int slot, CUstream stream) {
+    const CudaLaunch &s = *l.spec;
+    const size_t n = s.buffers.size() / 2;
+    struct Span {
+      CUdeviceptr in, out;
+      size_t bytes;
+      DType dtype;
+    };
+    std::vector<Span> spans;
+    bool inPlace = true;
+    for (size_t i = 0; i < n; ++i) {
+      const Buffer &b = plan.buffers[s.buffers[n + i]];
+      Span sp{ptr(s.buffers[i], slot), ptr(s.buffers[n + i], slot),
+              static_cast<size_t>(b.elements()) * dtypeBytes(b.dtype),
+              b.dtype};
+      inPlace = inPlace && sp.in == sp.out;
+      spans.push_back(sp);
+    }
+    if (!dcomm) {
+      for (const Span &sp : spans)
+        if (sp.in != sp.out)
+          CU(cuMemcpyDtoDAsync(sp.out, sp.in, sp.bytes, stream));
+      return;
+    }
+    if (inPlace) {
+      std::sort(spans.begin(), spans.end(),
+                [](const Span &a, const Span &b) { return a.out < b.out; });
+      std::vector<Span> runs;
+      for (const Span &sp : spans) {
+        if (!runs.empty() && runs.back().dtype == sp.dtype &&
+            sp.out >= runs.back().out + runs.back().bytes &&
+            sp.out - (runs.back().out + runs.back().bytes) < 256)
+          runs.back().bytes = sp.out + sp.bytes - runs.back().out;
+        else
+          runs.push_back(sp);
+      }
+      spans = std::move(runs);
+      for (Span &sp : spans)
+        sp.in = sp.out;
+    }
+    CU(cuEventRecord(l.ready, stream));
+    CU(cuStreamWaitEvent(commStream, l.ready, 0));
+    // While profiling, the group between two events of its own stream.
+    std::optional<Timed> t;
+    if (timed) {
+      double bytes = 0;
+      for (const Span &sp : spans)
+        bytes += static_cast<double>(sp.bytes);
+      t = Timed{"nccl all-reduce (" + std::to_string(n) + " gradients, " +
+                    std::to_string(spans.size()) + " calls)",
+                "nccl", l.planKernel, pooledEvent(), pooledEvent(), 0, bytes,
+                false};
+      CU(cuEventRecord(t->begin, commStream));
+    }
+    dcomm->groupStart();
+    for (const Span &sp : spans)
+      dcomm->allReduceMean(reinterpret_cast<const void *>(sp.in),
+                           reinterpret_cast<void *>(sp.out),
+                           sp.bytes / dtypeBytes(sp.dtype), commType(sp.dtype),
+                           commStream);
+    dcomm->groupEnd();
+    if (t) {
+      CU(cuEventRecord(t->end, commStream));
+      timed->push_back(std::move(*t));
+    }
+    if (!inPlace || serialComm) {
+      CU(cuEventRecord(l.reduced, commStream));
+      CU(cuStreamWaitEvent(stream, l.reduced, 0));
+    } else {
+      commPending = true;
+    }
+  }
+
+  /// The compute stream waits for the collectives enqueued so far.
+  void joinComm() {
+    if (!commPending)
+      return;
+    CU(cuEventRecord(commJoined, commStream));
+    CU(cuStreamWaitEvent(compute, commJoined, 0));
+    commPending = false;
+  }
+
+  /// At the end of a data-parallel step (after its last micro-batch): the
+  /// loss averaged over the processes, and, when the plan has no bucket
+  /// collectives of its own (it accumulates micro-batches), the gradients,
+  /// in one NCCL group on the compute stream.
+  void enqueueStepReduction(bool gradients) {
+    if (!dcomm)
+      return;
+    dcomm->groupStart();
+    if (gradients && paramElements > 0) {
+      CUdeviceptr g = arena + regionOffset.at(Region::Grad);
+      dcomm->allReduceMean(reinterpret_cast<void *>(g),
+                           reinterpret_cast<void *>(g),
+                           static_cast<size_t>(paramElements),
+                           DeviceComm::Type::F32, compute);
+    }
+    if (plan.loss >= 0) {
+      CUdeviceptr loss = ptr(plan.loss, 0);
+      dcomm->allReduceMean(reinterpret_cast<void *>(loss),
+                           reinterpret_cast<void *>(loss), 1,
+                           commType(plan.buffers[plan.loss].dtype), compute);
+    }
+    dcomm->groupEnd();
+  }
 
   CUdeviceptr ptr(int id, int slot) const {
     if (id == CudaLaunch::kWorkspace)
@@ -970,7 +1132,9 @@ struct CudaExecutor::Impl {
 
   void enqueueLaunch(Launch &l, int slot, CUstream stream) {
     const CudaLaunch &s = *l.spec;
-    if (s.kind == CudaLaunch::Kind::Memset) {
+    if (s.kind == CudaLaunch::Kind::AllReduce) {
+      enqueueAllReduce(l, slot, stream);
+    } else if (s.kind == CudaLaunch::Kind::Memset) {
       const Buffer &b = plan.buffers[s.c];
       CU(cuMemsetD8Async(ptr(s.c, slot), 0, b.slots() * 4, stream));
     } else if (s.kind == CudaLaunch::Kind::Gemm) {
@@ -1060,8 +1224,10 @@ struct CudaExecutor::Impl {
       }
       CU(cuEventRecord(joined, side));
       CU(cuStreamWaitEvent(compute, joined, 0));
+      joinComm();
       return;
     }
+    serialComm = static_cast<bool>(afterKernel);
     size_t reported = 0;
     for (size_t i = 0; i < launches.size(); ++i) {
       if (inStep(launches[i]))
@@ -1074,6 +1240,7 @@ struct CudaExecutor::Impl {
     }
     for (; afterKernel && reported < plan.kernels.size(); ++reported)
       afterKernel(reported, slot);
+    joinComm();
   }
 
   /// While profiling: events around each launch, in order (begin, end).
@@ -1208,8 +1375,8 @@ struct CudaExecutor::Impl {
 };
 
 CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
-                           bool tf32)
-    : impl(std::make_unique<Impl>(plan, program, tf32)) {
+                           bool tf32, Communicator *comm)
+    : impl(std::make_unique<Impl>(plan, program, tf32, comm)) {
   std::string error;
   {
     StartupPhase phase("CUDA driver and context");
@@ -1415,6 +1582,18 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
       }
       I.launches.push_back(l);
     }
+  // Bucket collectives: events to order them, and their own stream.
+  bool collectives = false;
+  for (Impl::Launch &l : I.launches)
+    if (l.spec->kind == CudaLaunch::Kind::AllReduce) {
+      collectives = true;
+      CU(cuEventCreate(&l.ready, CU_EVENT_DISABLE_TIMING));
+      CU(cuEventCreate(&l.reduced, CU_EVENT_DISABLE_TIMING));
+    }
+  if (I.dcomm && (collectives || plan.kind == "step")) {
+    CU(cuStreamCreate(&I.commStream, CU_STREAM_NON_BLOCKING));
+    CU(cuEventCreate(&I.commJoined, CU_EVENT_DISABLE_TIMING));
+  }
   StartupPhase gemmPhase("cuBLASLt heuristics");
   for (Impl::Launch &l : I.launches)
     if (l.spec->kind == CudaLaunch::Kind::Gemm)
@@ -1517,6 +1696,8 @@ void CudaExecutor::step(int slot, bool update, bool wantLoss, int part,
     I.enqueueKernels(slot, afterKernel);
     if (parts > 1 && I.plan.kind == "step")
       I.enqueueAccumulate(part, parts);
+    if (part + 1 == parts && I.plan.kind == "step")
+      I.enqueueStepReduction(/*gradients=*/parts > 1);
     if (update)
       I.enqueueUpdate();
   };
@@ -1804,6 +1985,8 @@ void CudaExecutor::profile(int warmup, int steps, Profile &out) {
       nvtxRangePop();
     if (!phase.empty())
       nvtxRangePop();
+    I.joinComm();
+    I.enqueueStepReduction(/*gradients=*/false);
     nvtxRangePushA("optimizer");
     I.enqueueUpdate();
     nvtxRangePop();
@@ -1845,6 +2028,8 @@ void CudaExecutor::profile(int warmup, int steps, Profile &out) {
       } else {
         r.phase = r.kind == "copy" ? "copy" : "optimizer";
       }
+      if (r.kind == "nccl")
+        r.phase = "communication";
       records.push_back(std::move(r));
     }
   }

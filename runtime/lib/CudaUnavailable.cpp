@@ -39,7 +39,12 @@ CompileStats &gtc::rt::compileStats() {
 
 struct CudaExecutor::Impl {};
 
-CudaExecutor::CudaExecutor(const Plan &, const CudaProgram &, bool) {
+void gtc::rt::selectCudaDevice(int) {}
+
+int gtc::rt::cudaDeviceCount() { return 0; }
+
+CudaExecutor::CudaExecutor(const Plan &, const CudaProgram &, bool,
+                           Communicator *) {
   throw RuntimeError(kMessage);
 }
 CudaExecutor::~CudaExecutor() = default;
@@ -49,7 +54,7 @@ void CudaExecutor::download(int, void *, int) {}
 void CudaExecutor::uploadRegion(Region, const void *) {}
 void CudaExecutor::downloadRegion(Region, void *) {}
 void *CudaExecutor::stagedInput(int, int) { return nullptr; }
-void CudaExecutor::step(int, bool, bool) {}
+void CudaExecutor::step(int, bool, bool, int, int) {}
 double CudaExecutor::loss() { return 0; }
 void CudaExecutor::setSchedule(int64_t, int64_t, int64_t) {}
 double CudaExecutor::accuracy() { return 0; }

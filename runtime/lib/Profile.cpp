@@ -160,6 +160,11 @@ void gtc::rt::writeChromeTrace(const Profile &p, std::ostream &os) {
   };
   int phases = tid("phases"), layers = tid("layers"), compute = tid("kernels"),
       copy = tid("copies");
+  // Collectives run on their own stream, beside the kernels they overlap.
+  int collectives = -1;
+  for (const ProfileRecord &r : p.records)
+    if (r.kind == "nccl" && collectives < 0)
+      collectives = tid("collectives (NCCL)");
   auto event = [&](const std::string &name, const std::string &cat, int t,
                    double ts, double dur, const std::string &args) {
     os << ",\n{\"name\": " << jsonString(name) << ", \"cat\": "
@@ -172,13 +177,14 @@ void gtc::rt::writeChromeTrace(const Profile &p, std::ostream &os) {
     size_t i = 0;
     while (i < p.records.size()) {
       const ProfileRecord &r = p.records[i];
-      if (r.kind == "copy" || key(r).empty()) {
+      if (r.kind == "copy" || r.kind == "nccl" || key(r).empty()) {
         ++i;
         continue;
       }
       size_t j = i;
       double end = r.startUs + r.durationUs;
       while (j + 1 < p.records.size() && p.records[j + 1].kind != "copy" &&
+             p.records[j + 1].kind != "nccl" &&
              p.records[j + 1].step == r.step && key(p.records[j + 1]) == key(r)) {
         ++j;
         end = std::max(end, p.records[j].startUs + p.records[j].durationUs);
@@ -202,8 +208,11 @@ void gtc::rt::writeChromeTrace(const Profile &p, std::ostream &os) {
                        ", \"plan_kernel\": " + std::to_string(r.planKernel) +
                        ", \"bytes\": " + fixed(r.bytes, 0) +
                        ", \"flops\": " + fixed(r.flops, 0);
-    event(r.name, r.kind, r.kind == "copy" ? copy : compute, r.startUs,
-          r.durationUs, args);
+    event(r.name, r.kind,
+          r.kind == "copy"   ? copy
+          : r.kind == "nccl" ? collectives
+                             : compute,
+          r.startUs, r.durationUs, args);
   }
   os << "\n]}\n";
 }
@@ -241,6 +250,8 @@ void gtc::rt::printProfileTable(const Profile &p, std::ostream &os,
     row.bytes += r.bytes;
     row.tensorCore = row.tensorCore || r.tensorCore;
     phaseUs[r.phase] += r.durationUs;
+    if (r.kind == "nccl")
+      continue; // on its own stream, beside the kernels
     totalUs += r.durationUs;
     ++launches;
   }
@@ -297,4 +308,33 @@ void gtc::rt::printProfileTable(const Profile &p, std::ostream &os,
       os << " " << phase << " " << fixed(phaseUs[phase] / steps / 1000, 3)
          << " ms";
   os << "\n";
+  if (!phaseUs.count("communication"))
+    return;
+  // How much of the collectives' time other kernels ran beside: the part
+  // of each collective's span covered by a kernel, GEMM or memset span.
+  std::vector<std::pair<double, double>> busy;
+  for (const ProfileRecord &r : p.records)
+    if (r.kind != "copy" && r.kind != "nccl")
+      busy.push_back({r.startUs, r.startUs + r.durationUs});
+  std::sort(busy.begin(), busy.end());
+  std::vector<std::pair<double, double>> merged;
+  for (auto [lo, hi] : busy)
+    if (!merged.empty() && lo <= merged.back().second)
+      merged.back().second = std::max(merged.back().second, hi);
+    else
+      merged.push_back({lo, hi});
+  double covered = 0;
+  for (const ProfileRecord &r : p.records) {
+    if (r.kind != "nccl")
+      continue;
+    double lo = r.startUs, hi = r.startUs + r.durationUs;
+    for (auto [a, b] : merged)
+      covered += std::max(0.0, std::min(b, hi) - std::max(a, lo));
+  }
+  double comm = phaseUs["communication"];
+  os << "collectives (NCCL, their own stream): "
+     << fixed(comm / steps / 1000, 3) << " ms a step, "
+     << fixed(covered / steps / 1000, 3) << " ms of it ("
+     << fixed(comm > 0 ? 100 * covered / comm : 0, 0)
+     << "%) beside other kernels\n";
 }

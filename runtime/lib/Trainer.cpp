@@ -298,9 +298,10 @@ public:
     for (const Kernel &k : plan.kernels)
       reducesInStep = reducesInStep || k.op == OpKind::AllReduce;
     if (comm && reducesInStep)
-      exec.allReduceMean = [comm](float *data, size_t n) {
-        comm->allReduceMean(data, n);
-      };
+      exec.allReduceMean =
+          [comm](const std::vector<std::pair<float *, size_t>> &bucket) {
+            comm->allReduceMean(bucket);
+          };
   }
   void *feed(int id) override { return exec.data(id); }
   void run(double lr, int64_t, bool, int part, int parts) override {
@@ -478,8 +479,9 @@ public:
 
 class CudaBackend : public Backend {
 public:
-  CudaBackend(const Plan &plan, const CudaProgram &program, bool tf32)
-      : plan(plan), exec(plan, program, tf32) {}
+  CudaBackend(const Plan &plan, const CudaProgram &program, bool tf32,
+              Communicator *comm)
+      : plan(plan), exec(plan, program, tf32, comm) {}
   void prepare() override { exec.waitSlot(slot); }
   void *feed(int id) override { return exec.stagedInput(slot, id); }
   void run(double, int64_t, bool wantLoss, int part, int parts) override {
@@ -638,16 +640,17 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
   const bool cuda = options.device == "cuda";
   const bool tf32 = c.precision == Precision::Tf32;
   std::unique_ptr<Backend> backend;
-  if (cuda && comm) {
-    err << "gtc: error: data parallelism on GPUs needs NCCL, which is not "
-           "built yet; train on one GPU, or on the CPU with --device cpu\n";
+  if (cuda && comm && options.shardOptimizer) {
+    err << "gtc: error: shard = optimizer (ZeRO-1) on GPUs is not built yet; "
+           "train with shard = none (every GPU keeps the optimizer state), "
+           "or shard on the CPU with --device cpu\n";
     return 1;
   }
   if (cuda) {
     const CudaProgram *program = options.programFor(step);
     if (!program)
       return 1;
-    backend = std::make_unique<CudaBackend>(step, *program, tf32);
+    backend = std::make_unique<CudaBackend>(step, *program, tf32, comm);
   } else {
     StartupPhase phase("memory");
     backend = std::make_unique<CpuBackend>(step, options.comm,
@@ -1029,6 +1032,10 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
                            : std::max<int64_t>(1, (total - start) / 50);
   auto t0 = std::chrono::steady_clock::now();
   auto lastPrint = t0;
+  // When the first step (graph capture, cuBLASLt's choices) had finished,
+  // and the evaluation time by then: the steady rate is measured from there.
+  std::optional<std::chrono::steady_clock::time_point> firstDone;
+  double evalBeforeSteady = 0;
   double lossEma = 0, lastLoss = 0;
   bool haveEma = false;
   int64_t sinceStart = 0;
@@ -1093,6 +1100,11 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
       return 1;
     }
     ++sinceStart;
+    if (sinceStart == 1 && s + 1 < total) {
+      backend->loss(); // waits for the first step
+      firstDone = std::chrono::steady_clock::now();
+      evalBeforeSteady = evalSeconds;
+    }
     auto now = std::chrono::steady_clock::now();
     // The loss is read only when it is shown or logged: on a GPU that is
     // the only time the host waits for the device.
@@ -1177,6 +1189,17 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
   if (evalSeconds > 0)
     out << " (training " << elapsed - evalSeconds << " s, evaluation "
         << evalSeconds << " s)";
+  if (firstDone) {
+    // Steps 2 to the last, evaluation left out: the rate to compare runs
+    // on different numbers of devices by.
+    double steady = std::chrono::duration<double>(
+                        std::chrono::steady_clock::now() - *firstDone)
+                        .count() -
+                    (evalSeconds - evalBeforeSteady);
+    out << ", " << std::setprecision(1)
+        << (sinceStart - 1) * batch / std::max(steady, 1e-9)
+        << " samples/s after the first step";
+  }
   out << "\n" << std::defaultfloat;
   if (!save(total))
     return 1;
@@ -1234,7 +1257,16 @@ static int64_t benchRange(const Plan &plan, int buffer) {
 /// over graph replays on a GPU, a steady clock on the CPU. Prints the median
 /// ms per step.
 int gtc::rt::benchmark(const Plan &plan, const RunOptions &run, int64_t iters,
-                       std::ostream &out, std::ostream &err) {
+                       std::ostream &rankOut, std::ostream &err) {
+  // Data parallelism (GPUs): every process times its step with the
+  // collectives; rank 0 prints and writes the trace.
+  const int rank = run.comm ? run.comm->rank() : 0;
+  std::ostream nowhere(nullptr);
+  std::ostream &out = rank == 0 ? rankOut : nowhere;
+  if (run.comm && run.device != "cuda") {
+    err << "gtc: error: --bench and --profile time one CPU process\n";
+    return 1;
+  }
   Rng rng(1);
   std::vector<float> params(plan.regionSize.at(Region::Param));
   initParameters(plan, 0, params.data());
@@ -1265,7 +1297,7 @@ int gtc::rt::benchmark(const Plan &plan, const RunOptions &run, int64_t iters,
   constexpr int kProfileSteps = 3;
   Profile profile;
   std::ofstream trace;
-  if (profiling) {
+  if (profiling && rank == 0) {
     trace.open(run.profilePath);
     if (!trace) {
       err << "gtc: error: cannot write the profile to '" << run.profilePath
@@ -1279,7 +1311,7 @@ int gtc::rt::benchmark(const Plan &plan, const RunOptions &run, int64_t iters,
       if (!program)
         return 1;
       CudaExecutor exec(plan, *program,
-                                 plan.config.precision == Precision::Tf32);
+                        plan.config.precision == Precision::Tf32, run.comm);
       exec.uploadRegion(Region::Param, params.data());
       for (int slot = 0; slot < 2; ++slot)
         fill([&](int id) { return exec.stagedInput(slot, id); });
@@ -1374,6 +1406,8 @@ int gtc::rt::benchmark(const Plan &plan, const RunOptions &run, int64_t iters,
                 (long long)(plan.batch * plan.microBatches),
                 run.device.c_str(), name(plan.config.precision), ms);
   out << line;
+  if (run.comm)
+    out << " (each of " << run.comm->size() << " GPUs, gradients averaged)";
   if (plan.microBatches > 1)
     out << " (" << plan.microBatches << " micro-batches of " << plan.batch
         << ")";
@@ -1381,7 +1415,7 @@ int gtc::rt::benchmark(const Plan &plan, const RunOptions &run, int64_t iters,
     out << ", device memory " << std::fixed << std::setprecision(1)
         << deviceMiB << " MiB" << std::defaultfloat;
   out << "\n";
-  if (!profiling)
+  if (!profiling || rank != 0)
     return 0;
   writeChromeTrace(profile, trace);
   trace.flush();

@@ -11,6 +11,7 @@
 
 #include "gtc/CodeGen/CudaEmitter.h"
 #include "gtc/Runtime/Comm.h"
+#include "gtc/Runtime/Cuda.h"
 #include "gtc/Runtime/Startup.h"
 #include "gtc/Runtime/Bundle.h"
 #include "gtc/Runtime/RunArgs.h"
@@ -152,23 +153,27 @@ int main(int argc, char **argv) {
     return usageError(self, error);
 
   rt::RunOptions run = opts.run;
+  const bool timesSteps = opts.bench || !run.profilePath.empty();
+  if (processes > 1 && timesSteps && opts.device == "cpu")
+    return usageError(self, "--bench and --profile time one CPU process; "
+                            "this executable trains with " +
+                                std::to_string(processes) +
+                                " (on GPUs, --device cuda times them)");
+  // The launcher itself opens no GPU; a process of a launch uses the GPU of
+  // its local rank.
+  if (processes > 1 && world.size == 1)
+    return rt::spawnWorkers(processes, argv);
+  if (world.size > 1)
+    rt::selectCudaDevice(world.localRank);
   if (!rt::chooseDevice(opts.device, run, error)) {
     std::cerr << self << ": error: " << error << "\n";
     return 1;
   }
-  if (processes > 1 && run.device == "cuda")
-    return usageError(self, compiled + ": data parallelism on GPUs needs "
-                                       "NCCL, which is not built yet; run "
-                                       "it with --device cpu");
-  if (processes > 1 && (opts.bench || !run.profilePath.empty()))
-    return usageError(self, "--bench and --profile time one process; this "
-                            "executable trains with " +
-                                std::to_string(processes));
-  if (processes > 1 && world.size == 1)
-    return rt::spawnWorkers(processes, argv);
+  if (processes > 1 && timesSteps && run.device != "cuda")
+    return usageError(self, "--bench and --profile time one CPU process");
   std::unique_ptr<rt::Communicator> comm;
   if (world.size > 1) {
-    if (!(comm = rt::connectCpu(world, error))) {
+    if (!(comm = rt::connect(world, run.device, error))) {
       std::cerr << self << ": error: " << error << "\n";
       return 1;
     }

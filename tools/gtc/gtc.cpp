@@ -350,6 +350,9 @@ void explainKernels(const gtc::rt::Plan &plan,
       launches += gemms + others;
       if (gemms + others == 0)
         where = "  (done by an earlier launch)";
+      else if (program->kernels[i][0].kind ==
+               gtc::rt::CudaLaunch::Kind::AllReduce)
+        where = "  (one NCCL group on the communication stream)";
       else if (own == 1 && gemms + others == 1)
         where = "  (gtc's small GEMM)";
       else if (gemms)
@@ -517,39 +520,36 @@ int runModel(const Options &opts, mlir::ModuleOp module,
              llvm::ToolOutputFile *output) {
   gtc::rt::RunOptions run = opts.args.run;
   std::string error;
-  // A dry run plans for --device cuda without a GPU; auto takes the GPU
-  // if there is one, as a run would.
-  std::string device = opts.emit == Emit::None ? opts.args.device : "cpu";
-  if (opts.args.dryRun && device == "cuda") {
-    run.device = "cuda";
-  } else if (!gtc::rt::chooseDevice(device, run, error)) {
-    llvm::errs() << "gtc: error: " << error << "\n";
-    return 1;
-  }
   mlir::gt::TrainOp trainOp;
   for (auto t : module.getOps<mlir::gt::TrainOp>())
     trainOp = t;
 
   // Data parallelism: join the processes of a launcher (torchrun, srun,
-  // mpirun, or gtc's own workers), or start `devices` of them.
+  // mpirun, or gtc's own workers), or start `devices` of them. A process of
+  // a launch uses the GPU of its local rank.
   gtc::rt::World world;
   if (!gtc::rt::worldFromEnvironment(world, opts.args.rendezvous, error)) {
     llvm::errs() << "gtc: error: " << error << "\n";
     return 1;
   }
+  if (world.size > 1)
+    gtc::rt::selectCudaDevice(world.localRank);
   const std::string devices = devicesSetting(opts, trainOp);
   // `all` is every GPU of this host (a dry run without one plans for one);
   // the CPU is one device.
   int processes = 1;
-  gtc::rt::CudaDeviceInfo gpu;
-  std::string none;
-  if (devices == "all" && run.device == "cuda" &&
-      gtc::rt::cudaAvailable(gpu, none))
-    processes = gpu.count;
+  const bool mayUseGpu = opts.args.device != "cpu" && opts.emit == Emit::None;
+  if (devices == "all" && mayUseGpu)
+    processes = std::max(1, gtc::rt::cudaDeviceCount());
   else if (!devices.empty() && devices != "all" && devices != "cpu")
     processes = std::stoi(devices);
   const bool trains = opts.emit == Emit::None && !opts.args.dryRun &&
                       !opts.args.explain && opts.args.bench == 0;
+  // What N processes run together: training, or on GPUs the step timed
+  // (--bench, --profile) with its collectives.
+  const bool timesSteps =
+      opts.emit == Emit::None && !opts.args.dryRun && !opts.args.explain &&
+      (opts.args.bench > 0 || !run.profilePath.empty());
   if (world.size > 1 && processes > 1 && processes != world.size) {
     // Every process of the launch finds this: one write each, so that
     // their messages do not interleave on a shared stderr.
@@ -562,24 +562,34 @@ int runModel(const Options &opts, mlir::ModuleOp module,
   }
   if (world.size > 1)
     processes = world.size;
-  if (processes > 1 && run.device == "cuda") {
-    llvm::errs() << "gtc: error: devices = " << devices << " asks for "
-                 << processes << " processes: data parallelism on GPUs, which needs NCCL "
-                    "and is not built yet; train with --devices 1 on one "
-                    "GPU, or on the CPU with --device cpu --devices N\n";
+  if (processes > 1 && timesSteps && opts.args.device == "cpu") {
+    llvm::errs() << "gtc: error: --bench and --profile time one CPU process; "
+                    "give --devices 1 (each of N processes runs the step at "
+                    "batch / N), or time N GPUs with --device cuda\n";
     return 1;
   }
-  if (processes > 1 && opts.args.bench) {
-    llvm::errs() << "gtc: error: --bench times one process; give --devices "
-                    "1 (each of N processes runs the step at batch / N)\n";
-    return 1;
-  }
-  // `batch` is the global batch: each process takes batch / N rows.
-  if (processes > 1 && world.size == 1 && trains) {
+  // `batch` is the global batch: each process takes batch / N rows. The
+  // launcher itself opens no GPU.
+  if (processes > 1 && world.size == 1 && (trains || timesSteps)) {
     if (!opts.args.batchAuto &&
         !batchSplits(trainBatch(opts, trainOp), processes))
       return 1;
     return gtc::rt::spawnWorkers(processes, opts.argv);
+  }
+
+  // A dry run plans for --device cuda without a GPU; auto takes the GPU
+  // if there is one, as a run would.
+  std::string device = opts.emit == Emit::None ? opts.args.device : "cpu";
+  if (opts.args.dryRun && device == "cuda") {
+    run.device = "cuda";
+  } else if (!gtc::rt::chooseDevice(device, run, error)) {
+    llvm::errs() << "gtc: error: " << error << "\n";
+    return 1;
+  }
+  if (processes > 1 && timesSteps && run.device != "cuda") {
+    llvm::errs() << "gtc: error: --bench and --profile time one CPU process; "
+                    "give --devices 1\n";
+    return 1;
   }
 
   gtc::CompileOptions compile;
@@ -593,8 +603,8 @@ int runModel(const Options &opts, mlir::ModuleOp module,
   run.shardOptimizer =
       processes > 1 && shardSetting(opts, trainOp) == "optimizer";
   std::unique_ptr<gtc::rt::Communicator> comm;
-  if (world.size > 1 && trains) {
-    if (!(comm = gtc::rt::connectCpu(world, error))) {
+  if (world.size > 1 && (trains || timesSteps)) {
+    if (!(comm = gtc::rt::connect(world, run.device, error))) {
       llvm::errs() << "gtc: error: " << error << "\n";
       return 1;
     }

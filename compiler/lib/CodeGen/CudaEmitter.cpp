@@ -159,11 +159,21 @@ bool Emitter::emitKernel() {
   switch (k->op) {
   case OpKind::Fused:
     return fused();
-  case OpKind::AllReduce:
-    // The trainer refuses a data-parallel run on GPUs before it compiles.
-    return fail("data parallelism on GPUs (gt-bucket's all_reduce) needs "
-                "NCCL, which is not built yet; train on one GPU, or on the "
-                "CPU with --device cpu --devices N");
+  case OpKind::AllReduce: {
+    // A bucket's NCCL group, which the executor issues on its
+    // communication stream (CudaLaunch::Kind::AllReduce).
+    if (k->inputs.size() != k->outputs.size() || k->inputs.empty())
+      return wrong();
+    CudaLaunch l;
+    l.kind = CudaLaunch::Kind::AllReduce;
+    l.name = "all_reduce bucket";
+    l.buffers = k->inputs;
+    l.buffers.insert(l.buffers.end(), k->outputs.begin(), k->outputs.end());
+    l.comment = "// all-reduce (mean over the processes) of " +
+                str(k->inputs.size()) + " gradients\n";
+    launches.push_back(std::move(l));
+    return true;
+  }
   case OpKind::Relu:
   case OpKind::Neg:
   case OpKind::Tanh:

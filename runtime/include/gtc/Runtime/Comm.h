@@ -4,8 +4,9 @@
 // is (from the variables of torchrun, Slurm or Open MPI, or those `gtc run
 // --devices N` gives the workers it starts); a Communicator joins the others
 // through a rendezvous (a small TCP key-value store that rank 0 serves at
-// MASTER_ADDR:MASTER_PORT, or files in a shared directory) and runs the collectives
-// (Gloo between CPU processes).
+// MASTER_ADDR:MASTER_PORT, or files in a shared directory) and runs the
+// collectives: Gloo between CPU processes; NCCL between GPUs (DeviceComm,
+// Nccl.h), whose host-side collectives go through rank 0's store.
 //===----------------------------------------------------------------------===//
 
 #ifndef GTC_RUNTIME_COMM_H
@@ -14,9 +15,12 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gtc::rt {
+
+class DeviceComm;
 
 /// This process's place in a data-parallel run.
 struct World {
@@ -43,12 +47,24 @@ public:
   virtual int size() const = 0;
   /// In place: every process ends with the mean over processes.
   virtual void allReduceMean(float *data, size_t n) = 0;
+  /// In place, the mean over processes of each tensor (pointer, elements)
+  /// of a gradient bucket, in one collective call for all of them.
+  virtual void
+  allReduceMean(const std::vector<std::pair<float *, size_t>> &bucket) = 0;
   /// In place: every process ends with the sum over processes.
   virtual void allReduceSum(double *data, size_t n) = 0;
   /// In place: `data` holds consecutive segments of counts[r] elements, one
   /// per rank; every process ends with every rank's own segment.
   virtual void allGather(float *data, const std::vector<size_t> &counts) = 0;
   virtual void barrier() = 0;
+  /// The collective calls made so far (each bucket's is one).
+  size_t collectiveCalls() const { return calls; }
+  /// The NCCL communicator of a GPU run, for collectives on the device;
+  /// null between CPU processes.
+  virtual DeviceComm *device() { return nullptr; }
+
+protected:
+  size_t calls = 0;
 };
 
 /// Joins the other processes of `world` (size > 1) for CPU collectives
@@ -56,6 +72,22 @@ public:
 /// rendezvous that timed out, a build without Gloo).
 std::unique_ptr<Communicator> connectCpu(const World &world,
                                          std::string &error);
+
+/// Joins the other processes of `world` (size > 1) for GPU collectives:
+/// NCCL (loaded at run time, Nccl.h), its unique id through the rendezvous,
+/// on the GPU chosen for this process (selectCudaDevice, Cuda.h), which
+/// must be current. A watchdog thread beats to rank 0 and, when a rank dies
+/// or stops answering or NCCL reports an error, aborts the communicator and
+/// ends this process with a message that names the rank. Null with a
+/// message naming what failed (no NCCL, an unreachable master, a rank that
+/// did not come).
+std::unique_ptr<Communicator> connectGpu(const World &world,
+                                         std::string &error);
+
+/// connectGpu for `device` "cuda", else connectCpu.
+std::unique_ptr<Communicator> connect(const World &world,
+                                      const std::string &device,
+                                      std::string &error);
 
 /// `gtc run --devices N` on one host: starts N workers, each this program
 /// with `argv` and the variables of rank r of N (MASTER_ADDR 127.0.0.1, a

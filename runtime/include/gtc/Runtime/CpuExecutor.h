@@ -72,9 +72,11 @@ public:
   /// and end (steady-clock microseconds) for profiles.
   void run(std::vector<double> *spans = nullptr);
   /// The collective of a data-parallel run (set by the trainer): in place,
-  /// the mean over the processes; an all_reduce kernel calls it for each of
-  /// its buffers. Empty in a single process.
-  std::function<void(T *, size_t)> allReduceMean;
+  /// the mean over the processes of each (pointer, elements) of a bucket;
+  /// an all_reduce kernel calls it once with all of its buffers. Empty in a
+  /// single process.
+  std::function<void(const std::vector<std::pair<T *, size_t>> &)>
+      allReduceMean;
   /// Called after each op (each op of a fusion region too) with the plan
   /// kernel's index and the op; --check-numerics looks at its outputs.
   std::function<void(size_t, const Kernel &)> afterOp;

@@ -12,6 +12,7 @@
 #ifndef GTC_RUNTIME_CUDA_H
 #define GTC_RUNTIME_CUDA_H
 
+#include "gtc/Runtime/Comm.h"
 #include "gtc/Runtime/CpuExecutor.h"
 #include "gtc/Runtime/CudaProgram.h"
 #include "gtc/Runtime/Optimizer.h"
@@ -27,7 +28,8 @@ namespace gtc::rt {
 /// Facts about the GPU, for logs and --explain.
 struct CudaDeviceInfo {
   std::string name;
-  int count = 1; ///< GPUs on this host (the first is the one used)
+  int count = 1;   ///< GPUs this process sees
+  int ordinal = 0; ///< the one it uses (selectCudaDevice)
   int major = 0, minor = 0;
   int multiprocessors = 0;
   size_t memory = 0;
@@ -40,10 +42,19 @@ struct CudaDeviceInfo {
   double peakBytesPerSecond() const;
 };
 
-/// Loads the driver and picks device 0. Returns false with a message that
-/// says what is missing and what to do (e.g. "no NVIDIA driver/GPU found
-/// (libcuda.so.1: cannot open ...); use --device cpu").
+/// Loads the driver and opens the GPU selectCudaDevice chose (device 0 by
+/// default). Returns false with a message that says what is missing and
+/// what to do (e.g. "no NVIDIA driver/GPU found (libcuda.so.1: cannot open
+/// ...); use --device cpu").
 bool cudaAvailable(CudaDeviceInfo &info, std::string &error);
+
+/// Which GPU this process uses (a data-parallel process: its local rank);
+/// call before anything opens the GPU.
+void selectCudaDevice(int ordinal);
+
+/// The GPUs the driver shows this process (CUDA_VISIBLE_DEVICES applies),
+/// without opening one; 0 without a driver or GPU.
+int cudaDeviceCount();
 
 /// NVRTC compiles `source` for `arch` (e.g. "sm_90") to a cubin, or for a
 /// virtual arch ("compute_90") to PTX, through the on-disk cache; kernels
@@ -84,8 +95,13 @@ CompileStats &compileStats();
 class CudaExecutor {
 public:
   /// Throws RuntimeError when the GPU, a kernel compilation or an
-  /// allocation fails.
-  CudaExecutor(const Plan &plan, const CudaProgram &program, bool tf32);
+  /// allocation fails. With `comm` (a GPU communicator, connectGpu), the
+  /// plan's all_reduce kernels (gt-bucket) run as NCCL collectives on a
+  /// communication stream, each as soon as its bucket is computed, and the
+  /// step's loss is averaged over the processes; a plan that accumulates
+  /// micro-batches has its gradients averaged after the last one.
+  CudaExecutor(const Plan &plan, const CudaProgram &program, bool tf32,
+               Communicator *comm = nullptr);
   ~CudaExecutor();
 
   const Plan &plan() const;

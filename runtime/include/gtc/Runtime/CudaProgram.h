@@ -18,7 +18,7 @@ namespace gtc::rt {
 
 /// One GPU operation.
 struct CudaLaunch {
-  enum class Kind { Kernel, Gemm, Memset };
+  enum class Kind { Kernel, Gemm, Memset, AllReduce };
   Kind kind = Kind::Kernel;
 
   // Kernel: `source` defines `extern "C" __global__ void gtc_kernel(T0 *p0,
@@ -111,6 +111,12 @@ struct CudaLaunch {
   }
 
   // Memset: clear buffer `c` (all of it) to zero.
+
+  // AllReduce (gt-bucket's all_reduce): `buffers` holds the bucket's n
+  // inputs, then their n outputs; each output becomes the mean over the
+  // data-parallel processes of its input (in place when the two are one
+  // buffer). The CUDA executor issues the bucket as one NCCL group on its
+  // communication stream; in one process it copies.
 };
 
 /// The launches of every plan kernel (same order and count as Plan::kernels).
