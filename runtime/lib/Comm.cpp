@@ -181,6 +181,7 @@ private:
 
 class GlooCommunicator : public Communicator {
 public:
+  std::string describe() const override { return "Gloo"; }
   int rank() const override { return context->rank; }
   int size() const override { return context->size; }
   void allReduceMean(float *data, size_t n) override {

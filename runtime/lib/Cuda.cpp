@@ -309,6 +309,14 @@ CompileStats &gtc::rt::compileStats() {
 
 void gtc::rt::selectCudaDevice(int ordinal) { selectedOrdinal = ordinal; }
 
+size_t gtc::rt::cudaMemoryInUse() {
+  Libs &l = libs();
+  size_t free = 0, total = 0;
+  if (!l.context || l.cuMemGetInfo(&free, &total) != CUDA_SUCCESS)
+    return 0;
+  return total - free;
+}
+
 int gtc::rt::cudaDeviceCount() {
   Libs &l = libs();
   int count = 0;
@@ -765,9 +773,25 @@ struct CudaExecutor::Impl {
   /// Each collective joined at once (--check-numerics reads its outputs).
   bool serialComm = false;
 
-  Impl(const Plan &p, const CudaProgram &prog, bool tf32, Communicator *comm)
+  /// ZeRO-1 (shard = optimizer): this rank keeps the optimizer state of,
+  /// and updates, parameters [ownFrom, ownFrom + own) of equal shares of
+  /// `share` elements (the last one shorter), then the parameters (and
+  /// their 16-bit copies) are all-gathered; the parameter, gradient and
+  /// copy regions are allocated for ranks * share elements.
+  bool sharded = false;
+  int64_t share = 0, ownFrom = 0, own = 0;
+
+  Impl(const Plan &p, const CudaProgram &prog, bool tf32, Communicator *comm,
+       bool shardOptimizer)
       : plan(p), program(prog), tf32(tf32),
-        dcomm(comm ? comm->device() : nullptr) {}
+        dcomm(comm ? comm->device() : nullptr),
+        sharded(dcomm && shardOptimizer && dcomm->deviceRanks() > 1) {}
+
+  /// The elements of the parameter region that updates and gathers touch:
+  /// ranks * share when sharded.
+  int64_t paddedParams() const {
+    return sharded ? share * dcomm->deviceRanks() : paramElements;
+  }
 
   static DeviceComm::Type commType(DType t) {
     return t == DType::BF16  ? DeviceComm::Type::BF16
@@ -1281,10 +1305,15 @@ struct CudaExecutor::Impl {
   void enqueueUpdate() {
     if (paramElements == 0 || plan.kind != "step")
       return;
-    CUdeviceptr p = arena + regionOffset.at(Region::Param);
-    CUdeviceptr g = arena + regionOffset.at(Region::Grad);
-    CUdeviceptr m = state, v = state + paramElements * 4;
-    long long n = paramElements;
+    // Sharded, the update covers this rank's share; the norm all of the
+    // (all-reduced) gradients.
+    CUdeviceptr p = arena + regionOffset.at(Region::Param) + ownFrom * 4;
+    CUdeviceptr g = arena + regionOffset.at(Region::Grad) + ownFrom * 4;
+    const int64_t updated = sharded ? own : paramElements;
+    CUdeviceptr m = state, v = state + updated * 4;
+    long long n = updated;
+    CUdeviceptr allGrads = arena + regionOffset.at(Region::Grad);
+    long long allN = paramElements;
     int np = static_cast<int>(partials);
     const TrainConfig &c = plan.config;
     const bool scaling = plan.scalesLoss();
@@ -1306,7 +1335,7 @@ struct CudaExecutor::Impl {
     CUdeviceptr scale = scaling ? ptr(plan.lossScale, 0) : 0;
     double bytes = static_cast<double>(paramElements) * 4;
     if (updateNeedsNorm(plan)) {
-      void *args[] = {&g, &n, &partial};
+      void *args[] = {&allGrads, &allN, &partial};
       timedLaunch("gtc_sumsq (gradient norm)", "optimizer", -1, 0, bytes,
                   false, [&] {
                     CU(cuLaunchKernel(sumsq, static_cast<unsigned>(partials),
@@ -1323,7 +1352,7 @@ struct CudaExecutor::Impl {
     CUdeviceptr copy = 0;
     int copyType = 0;
     if (plan.paramCopies >= 0) {
-      copy = arena + regionOffset.at(Region::Copy);
+      copy = arena + regionOffset.at(Region::Copy) + ownFrom * 2;
       copyType = plan.paramCopyType() == DType::BF16 ? 1 : 2;
     }
     void *args[] = {&p,     &g,     &m,    &v,        &n,      &h,
@@ -1336,6 +1365,27 @@ struct CudaExecutor::Impl {
                   CU(cuLaunchKernel(update, 132 * 4, 1, 1, 256, 1, 1, 0,
                                     compute, args, nullptr));
                 });
+    if (sharded)
+      enqueueGatherParams();
+  }
+
+  /// ZeRO-1: every rank's updated share of the parameters, and of their
+  /// 16-bit copies, to every rank (in place: NCCL reads this rank's share
+  /// where it lies in the output).
+  void enqueueGatherParams() {
+    const size_t count = static_cast<size_t>(share);
+    CUdeviceptr p = arena + regionOffset.at(Region::Param);
+    dcomm->groupStart();
+    dcomm->allGather(reinterpret_cast<void *>(p + ownFrom * 4),
+                     reinterpret_cast<void *>(p), count,
+                     DeviceComm::Type::F32, compute);
+    if (plan.paramCopies >= 0) {
+      CUdeviceptr c = arena + regionOffset.at(Region::Copy);
+      dcomm->allGather(reinterpret_cast<void *>(c + ownFrom * 2),
+                       reinterpret_cast<void *>(c), count,
+                       commType(plan.paramCopyType()), compute);
+    }
+    dcomm->groupEnd();
   }
 
   /// After micro-batch `part` of `parts`: adds its gradients (and loss)
@@ -1375,8 +1425,9 @@ struct CudaExecutor::Impl {
 };
 
 CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
-                           bool tf32, Communicator *comm)
-    : impl(std::make_unique<Impl>(plan, program, tf32, comm)) {
+                           bool tf32, Communicator *comm, bool shardOptimizer)
+    : impl(std::make_unique<Impl>(plan, program, tf32, comm,
+                                  shardOptimizer && plan.kind == "step")) {
   std::string error;
   {
     StartupPhase phase("CUDA driver and context");
@@ -1430,11 +1481,28 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
     bytesTotal += (bytes + 255) / 256 * 256;
     return at;
   };
+  I.paramElements = plan.regionSize.count(Region::Param)
+                        ? plan.regionSize.at(Region::Param)
+                        : 0;
+  if (I.sharded) {
+    // Equal shares of whole 256-byte lines (NCCL gathers equal counts).
+    const int64_t ranks = I.dcomm->deviceRanks(), rank = I.dcomm->deviceRank();
+    I.share = ((I.paramElements + ranks - 1) / ranks + 127) / 128 * 128;
+    I.ownFrom = std::min(I.paramElements, rank * I.share);
+    I.own = std::min(I.paramElements, I.ownFrom + I.share) - I.ownFrom;
+  }
   // The arena first: a region's offset into it is its offset into the
   // allocation.
-  for (auto [region, elements] : plan.regionSize)
-    if (region != Region::Input && region != Region::Local)
-      I.regionOffset[region] = take(static_cast<size_t>(elements) * 4);
+  for (auto [region, elements] : plan.regionSize) {
+    if (region == Region::Input || region == Region::Local)
+      continue;
+    int64_t e = elements;
+    if (I.sharded && (region == Region::Param || region == Region::Grad))
+      e = std::max(e, I.paddedParams());
+    if (I.sharded && region == Region::Copy)
+      e = std::max(e, (I.paddedParams() + 1) / 2);
+    I.regionOffset[region] = take(static_cast<size_t>(e) * 4);
+  }
   I.arenaBytes = std::max<size_t>(bytesTotal, 256);
   bytesTotal = I.arenaBytes;
   size_t inputBytes = std::max<size_t>(
@@ -1445,14 +1513,14 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
   size_t inputAt[2] = {take(inputBytes), take(inputBytes)};
   size_t workspaceAt = take(I.workspaceBytes);
   size_t scratchAt = take(static_cast<size_t>(program.workspaceBytes));
-  I.paramElements = plan.regionSize.count(Region::Param)
-                        ? plan.regionSize.at(Region::Param)
-                        : 0;
   size_t stateAt = 0, counterAt = 0, accumulatorAt = 0;
   const bool stepping = plan.kind == "step" && I.paramElements > 0;
   if (stepping) {
     // Adam's two moments; SGD's momentum buffer (Plan::memory).
     I.stateBytes = static_cast<size_t>(plan.memory().optimizerState);
+    if (I.sharded) // the state of this rank's share
+      I.stateBytes = I.stateBytes / static_cast<size_t>(I.paramElements) *
+                     static_cast<size_t>(std::max<int64_t>(I.own, 64));
     stateAt = take(I.stateBytes);
     I.partials = (I.paramElements + 4095) / 4096;
     counterAt = take(512 + I.partials * 4);
@@ -1785,24 +1853,50 @@ void CudaExecutor::uploadScaler(const LossScaler &scaler) {
 
 void CudaExecutor::downloadState(std::vector<float> &first,
                                  std::vector<float> &second) {
-  CU(cuStreamSynchronize(impl->compute));
-  size_t n = static_cast<size_t>(impl->paramElements);
+  Impl &I = *impl;
+  CU(cuStreamSynchronize(I.compute));
+  size_t n = static_cast<size_t>(I.paramElements);
   first.assign(n, 0.f);
   second.assign(n, 0.f);
-  if (impl->stateBytes >= n * 4)
-    CU(cuMemcpyDtoH(first.data(), impl->state, n * 4));
-  if (impl->stateBytes >= n * 8)
-    CU(cuMemcpyDtoH(second.data(), impl->state + n * 4, n * 4));
+  if (!I.sharded) {
+    if (I.stateBytes >= n * 4)
+      CU(cuMemcpyDtoH(first.data(), I.state, n * 4));
+    if (I.stateBytes >= n * 8)
+      CU(cuMemcpyDtoH(second.data(), I.state + n * 4, n * 4));
+    return;
+  }
+  // ZeRO-1, a collective: every rank's share of each moment gathered into
+  // the gradient region (free between steps), then copied out.
+  const size_t own = static_cast<size_t>(I.own);
+  CUdeviceptr grads = I.arena + I.regionOffset.at(Region::Grad);
+  for (int moment = 0; moment < 2; ++moment) {
+    std::vector<float> &out = moment ? second : first;
+    if (I.stateBytes < (moment + 1) * std::max<size_t>(own, 64) * 4)
+      continue;
+    CU(cuMemsetD8Async(grads, 0, I.paddedParams() * 4, I.compute));
+    CU(cuMemcpyDtoDAsync(grads + I.ownFrom * 4, I.state + moment * own * 4,
+                         own * 4, I.compute));
+    I.dcomm->allGather(reinterpret_cast<void *>(grads + I.ownFrom * 4),
+                       reinterpret_cast<void *>(grads),
+                       static_cast<size_t>(I.share), DeviceComm::Type::F32,
+                       I.compute);
+    CU(cuStreamSynchronize(I.compute));
+    CU(cuMemcpyDtoH(out.data(), grads, n * 4));
+  }
 }
 
 void CudaExecutor::uploadState(const std::vector<float> &first,
                                const std::vector<float> &second) {
-  size_t n = static_cast<size_t>(impl->paramElements);
-  CU(cuStreamSynchronize(impl->compute));
-  if (first.size() == n && impl->stateBytes >= n * 4)
-    CU(cuMemcpyHtoD(impl->state, first.data(), n * 4));
-  if (second.size() == n && impl->stateBytes >= n * 8)
-    CU(cuMemcpyHtoD(impl->state + n * 4, second.data(), n * 4));
+  Impl &I = *impl;
+  size_t n = static_cast<size_t>(I.paramElements);
+  const size_t from = static_cast<size_t>(I.ownFrom);
+  const size_t own = static_cast<size_t>(I.sharded ? I.own : I.paramElements);
+  CU(cuStreamSynchronize(I.compute));
+  // Sharded, this rank's share of each moment.
+  if (first.size() == n && I.stateBytes >= own * 4)
+    CU(cuMemcpyHtoD(I.state, first.data() + from, own * 4));
+  if (second.size() == n && I.stateBytes >= own * 8)
+    CU(cuMemcpyHtoD(I.state + own * 4, second.data() + from, own * 4));
 }
 
 std::vector<std::pair<std::string, size_t>>

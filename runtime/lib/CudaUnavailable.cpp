@@ -43,8 +43,10 @@ void gtc::rt::selectCudaDevice(int) {}
 
 int gtc::rt::cudaDeviceCount() { return 0; }
 
+size_t gtc::rt::cudaMemoryInUse() { return 0; }
+
 CudaExecutor::CudaExecutor(const Plan &, const CudaProgram &, bool,
-                           Communicator *) {
+                           Communicator *, bool) {
   throw RuntimeError(kMessage);
 }
 CudaExecutor::~CudaExecutor() = default;

@@ -192,6 +192,9 @@ public:
   bool connect(std::string &error);
 
   // Communicator: host-side collectives, through rank 0's store.
+  std::string describe() const override {
+    return "NCCL " + nccl().version;
+  }
   int rank() const override { return world.rank; }
   int size() const override { return world.size; }
   void allReduceSum(double *data, size_t n) override { hostSum(data, n); }

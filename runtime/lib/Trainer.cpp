@@ -480,8 +480,8 @@ public:
 class CudaBackend : public Backend {
 public:
   CudaBackend(const Plan &plan, const CudaProgram &program, bool tf32,
-              Communicator *comm)
-      : plan(plan), exec(plan, program, tf32, comm) {}
+              Communicator *comm, bool shardOptimizer)
+      : plan(plan), exec(plan, program, tf32, comm, shardOptimizer) {}
   void prepare() override { exec.waitSlot(slot); }
   void *feed(int id) override { return exec.stagedInput(slot, id); }
   void run(double, int64_t, bool wantLoss, int part, int parts) override {
@@ -640,17 +640,12 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
   const bool cuda = options.device == "cuda";
   const bool tf32 = c.precision == Precision::Tf32;
   std::unique_ptr<Backend> backend;
-  if (cuda && comm && options.shardOptimizer) {
-    err << "gtc: error: shard = optimizer (ZeRO-1) on GPUs is not built yet; "
-           "train with shard = none (every GPU keeps the optimizer state), "
-           "or shard on the CPU with --device cpu\n";
-    return 1;
-  }
   if (cuda) {
     const CudaProgram *program = options.programFor(step);
     if (!program)
       return 1;
-    backend = std::make_unique<CudaBackend>(step, *program, tf32, comm);
+    backend = std::make_unique<CudaBackend>(step, *program, tf32, comm,
+                                            options.shardOptimizer);
   } else {
     StartupPhase phase("memory");
     backend = std::make_unique<CpuBackend>(step, options.comm,
@@ -958,7 +953,7 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
       << "  " << step.parameterCount() << " parameters, batch " << batch;
   if (ranks > 1)
     out << " (" << ranks << " processes of " << micro * parts
-        << ", gradients averaged"
+        << ", gradients averaged over " << comm->describe()
         << (options.shardOptimizer ? ", optimizer state sharded" : "")
         << ")";
   if (parts > 1)
@@ -1093,6 +1088,13 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
                                .count());
         (tty ? err : out) << "first step: " << Startup::get().report()
                           << "\n";
+        if (cuda)
+          (tty ? err : out)
+              << "  GPU memory in use after the first step: " << std::fixed
+              << std::setprecision(1) << cudaMemoryInUse() / 1048576.0
+              << " MiB (cuMemGetInfo: the context, the step's memory, "
+                 "cuBLASLt's and NCCL's buffers)\n"
+              << std::defaultfloat;
         Startup::get().close();
       }
     } catch (const RuntimeError &e) {
@@ -1311,7 +1313,8 @@ int gtc::rt::benchmark(const Plan &plan, const RunOptions &run, int64_t iters,
       if (!program)
         return 1;
       CudaExecutor exec(plan, *program,
-                        plan.config.precision == Precision::Tf32, run.comm);
+                        plan.config.precision == Precision::Tf32, run.comm,
+                        run.shardOptimizer);
       exec.uploadRegion(Region::Param, params.data());
       for (int slot = 0; slot < 2; ++slot)
         fill([&](int id) { return exec.stagedInput(slot, id); });

@@ -57,6 +57,8 @@ public:
   /// per rank; every process ends with every rank's own segment.
   virtual void allGather(float *data, const std::vector<size_t> &counts) = 0;
   virtual void barrier() = 0;
+  /// What carries the collectives: "Gloo", "NCCL 2.28.3".
+  virtual std::string describe() const = 0;
   /// The collective calls made so far (each bucket's is one).
   size_t collectiveCalls() const { return calls; }
   /// The NCCL communicator of a GPU run, for collectives on the device;

@@ -52,6 +52,11 @@ bool cudaAvailable(CudaDeviceInfo &info, std::string &error);
 /// call before anything opens the GPU.
 void selectCudaDevice(int ordinal);
 
+/// Bytes of the GPU's memory in use now (cuMemGetInfo's total - free: this
+/// process's context, allocations and libraries such as NCCL, and any other
+/// process's); 0 before the GPU is opened.
+size_t cudaMemoryInUse();
+
 /// The GPUs the driver shows this process (CUDA_VISIBLE_DEVICES applies),
 /// without opening one; 0 without a driver or GPU.
 int cudaDeviceCount();
@@ -99,9 +104,12 @@ public:
   /// plan's all_reduce kernels (gt-bucket) run as NCCL collectives on a
   /// communication stream, each as soon as its bucket is computed, and the
   /// step's loss is averaged over the processes; a plan that accumulates
-  /// micro-batches has its gradients averaged after the last one.
+  /// micro-batches has its gradients averaged after the last one. With
+  /// `shardOptimizer` too (ZeRO-1), each process keeps the optimizer state
+  /// of and updates an equal share of the parameters, which are then
+  /// all-gathered; downloadState() is then a collective.
   CudaExecutor(const Plan &plan, const CudaProgram &program, bool tf32,
-               Communicator *comm = nullptr);
+               Communicator *comm = nullptr, bool shardOptimizer = false);
   ~CudaExecutor();
 
   const Plan &plan() const;
