@@ -346,8 +346,12 @@ std::unique_ptr<Communicator> gtc::rt::connect(const World &world,
 namespace {
 
 std::vector<pid_t> *workers = nullptr;
+/// The launcher was asked to stop (SIGTERM): its workers get the grace
+/// period of a failure, then are killed.
+volatile sig_atomic_t terminated = 0;
 
 extern "C" void forwardSignal(int sig) {
+  terminated = 1;
   if (workers)
     for (pid_t p : *workers)
       if (p > 0)
@@ -375,6 +379,7 @@ std::string freePort() {
 } // namespace
 
 int gtc::rt::spawnWorkers(int n, char **argv) {
+  terminated = 0;
   const std::string port = freePort();
   std::vector<pid_t> pids(n, -1);
   std::vector<int> errFds(n, -1);
@@ -496,6 +501,13 @@ int gtc::rt::spawnWorkers(int n, char **argv) {
     } else if (fds.empty()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
+    if (terminated && !stopping) {
+      stopping = true; // forwardSignal sent SIGTERM already
+      stoppedAt = std::chrono::steady_clock::now();
+      for (int r = 0; r < n; ++r)
+        if (pids[r] > 0)
+          ::kill(pids[r], SIGCONT);
+    }
     if (stopping && !killed &&
         std::chrono::steady_clock::now() - stoppedAt > kGrace) {
       killed = true;
@@ -517,6 +529,8 @@ int gtc::rt::spawnWorkers(int n, char **argv) {
       pids[r] = -1;
       --running;
       int code = WIFEXITED(ws) ? WEXITSTATUS(ws) : 1;
+      if (code != 0 && status == 0 && terminated)
+        status = code; // stopped as asked: 130 after a checkpoint
       if (code != 0 && !stopping) {
         if (WIFSIGNALED(ws))
           std::cerr << "gtc: error: rank " << r << " was killed by signal "

@@ -71,6 +71,8 @@ namespace {
   X(cuStreamEndCapture)                                                        \
   X(cuGraphInstantiateWithFlags)                                               \
   X(cuGraphLaunch)                                                             \
+  X(cuGraphDestroy)                                                            \
+  X(cuGraphExecDestroy)                                                        \
   X(cuEventCreate)                                                             \
   X(cuEventRecord)                                                             \
   X(cuEventSynchronize)                                                        \
@@ -1624,6 +1626,10 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
         for (int id : s.buffers)
           ok = ok && (valid(id) || (id == CudaLaunch::kWorkspace &&
                                     program.workspaceBytes > 0));
+      } else if (s.kind == CudaLaunch::Kind::AllReduce) {
+        ok = !s.buffers.empty() && s.buffers.size() % 2 == 0;
+        for (int id : s.buffers)
+          ok = ok && valid(id);
       } else if (s.kind == CudaLaunch::Kind::Gemm)
         ok = valid(s.a) && valid(s.b) && valid(s.c) &&
              (s.bias == -1 || valid(s.bias));
@@ -1693,6 +1699,13 @@ CudaExecutor::~CudaExecutor() {
   Libs &L = libs();
   if (L.cuStreamSynchronize && impl->compute)
     L.cuStreamSynchronize(impl->compute);
+  // The graphs first: those of a data-parallel step hold NCCL's work,
+  // which the communicator waits for when it is destroyed.
+  for (int s = 0; s < 2; ++s)
+    for (int p = 0; p < 3; ++p)
+      for (CUgraphExec g : {impl->graphs[s][p], impl->noUpdate[s][p]})
+        if (g)
+          L.cuGraphExecDestroy(g);
   if (impl->device)
     L.cuMemFree(impl->device);
   for (void *p : {impl->staged[0], impl->staged[1], impl->pinnedOut})
@@ -1773,12 +1786,17 @@ void CudaExecutor::step(int slot, bool update, bool wantLoss, int part,
   const int phase = Impl::microPhase(part, parts);
   CUgraphExec &exec = update || part + 1 < parts ? I.graphs[slot][phase]
                                                  : I.noUpdate[slot][phase];
+  if (I.dcomm && std::getenv("GTC_TRACE_COMM"))
+    std::fprintf(stderr, "[comm rank %d] step: slot %d, part %d of %d%s\n",
+                 I.dcomm->deviceRank(), slot, part, parts,
+                 useGraph && !exec ? ", capturing" : "");
   if (useGraph && !exec) {
     CUgraph graph;
     CU(cuStreamBeginCapture(I.compute, CU_STREAM_CAPTURE_MODE_RELAXED));
     enqueue();
     CU(cuStreamEndCapture(I.compute, &graph));
     CU(cuGraphInstantiateWithFlags(&exec, graph, 0));
+    CU(cuGraphDestroy(graph));
   }
   if (useGraph)
     CU(cuGraphLaunch(exec, I.compute));

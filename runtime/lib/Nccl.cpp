@@ -158,6 +158,17 @@ NcclLib &nccl() {
   return l;
 }
 
+/// GTC_TRACE_COMM=1: each step of joining and each host-side collective on
+/// standard error, to find where a rank waits.
+void trace(int rank, const std::string &what) {
+  static const bool on = std::getenv("GTC_TRACE_COMM") != nullptr;
+  if (!on)
+    return;
+  std::string line = "[comm rank " + std::to_string(rank) + "] " + what + "\n";
+  ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
+  (void)ignored;
+}
+
 ncclDataType_t ncclType(DeviceComm::Type t) {
   switch (t) {
   case DeviceComm::Type::F32:
@@ -178,11 +189,13 @@ class NcclCommunicator : public Communicator, public DeviceComm {
 public:
   NcclCommunicator(const World &world) : world(world) {}
   ~NcclCommunicator() override {
+    trace(world.rank, "finishing");
     watched = nullptr;
     if (comm)
       nccl().ncclCommDestroy(comm);
     stopWatchdog();
     client.reset();
+    trace(world.rank, "finished");
     // Rank 0 serves the store until the others have read their last
     // answers (its watchdog's and main connections are closed by now).
     if (server)
@@ -285,6 +298,8 @@ private:
   }
   void hostSum(double *data, size_t n) {
     ++calls;
+    trace(world.rank, "host sum " + std::to_string(sequence) + " of " +
+                          std::to_string(n));
     if (!client->sum("sum/" + std::to_string(sequence++), world.size, data,
                      n))
       fail("a host-side sum");
@@ -345,6 +360,7 @@ bool NcclCommunicator::connect(std::string &error) {
     }
     std::memcpy(id.internal, blob.data(), sizeof id.internal);
   }
+  trace(world.rank, "NCCL " + nccl().version + ": ncclCommInitRank");
   if (ncclResult_t r = nccl().ncclCommInitRank(&comm, world.size, id,
                                                world.rank);
       r != ncclSuccess) {
@@ -355,6 +371,7 @@ bool NcclCommunicator::connect(std::string &error) {
     return false;
   }
   watched = comm;
+  trace(world.rank, "joined");
   return true;
 }
 

@@ -25,14 +25,38 @@ for f in gtc gtc-runner; do
 done
 GTC=$BIN/gtc
 # Every run has a time limit: a hang fails its row instead of the whole run.
-gtc() { timeout "${LIMIT:-240}" "$GTC" "$@"; }
+gtc() { timeout -k 10 "${LIMIT:-240}" "$GTC" "$@"; }
 export GTC_CACHE_DIR=$W/kernel-cache
 # NVLink multicast stays off on these machines, in every process.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 ROWS=()
-row() { ROWS+=("$(printf '%-78s | %s' "$1" "$2")"); }
+row() {
+  ROWS+=("$(printf '%-78s | %s' "$1" "$2")")
+  [ -n "$RESULTS" ] && printf '%s\n' "${ROWS[-1]}" >> "$RESULTS/rows.txt"
+}
+# DEADLINE (seconds, default none): sections that would start later are
+# skipped, so that a device call's limit leaves time for the table.
+DEADLINE=${DEADLINE:-100000}
+has() {
+  case ",$SECTIONS," in *",$1,"*) ;; *) return 1 ;; esac
+  if [ $SECONDS -ge $DEADLINE ]; then row "section $1 skipped: past the deadline ($SECONDS s)" "SKIP"; return 1; fi
+  return 0
+}
+finish() {
+  if [ -n "$RESULTS" ]; then
+    cp "$W"/scale.txt "$W"/memory.txt "$RESULTS"/ 2>/dev/null
+    tar czf "$RESULTS/multi-logs.tgz" --exclude=kernel-cache --exclude=alone \
+      --exclude=tokens.bin --exclude=eval.bin --exclude='*.safetensors' --exclude='*.json' -C "$W" .
+  fi
+  echo
+  echo "== gtc data parallelism on $NGPU x $GPU ($SECONDS s)"
+  printf '%s\n' "${ROWS[@]}"
+  cat "$W/memory.txt" 2>/dev/null
+  echo "== throughput (GPT-2 124M bf16, T = 1024; gtc: samples/s after the first step of 30; PyTorch: torch_ddp.py)"
+  cat "$W/scale.txt" 2>/dev/null || echo "(not run)"
+}
+trap finish EXIT
 verdict() { [ "$1" = 0 ] && echo PASS || echo "FAIL (status $1)"; }
-has() { case ",$SECTIONS," in *",$1,"*) return 0 ;; esac; return 1; }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$W/gpu.txt"
 nvidia-smi topo -m > "$W/topo.txt" 2>&1
@@ -58,6 +82,7 @@ steady() { # log -> samples/s after the first step
 }
 
 if has parity; then
+# (examples/gpt2.gt says devices = all: one GPU is --devices 1.)
 # Losses on 2 and N GPUs against one with the same global batch: fp32
 # (char_gpt, 50 steps, rel 1e-5) and bf16 (GPT-2 124M, 20 steps, rel 1e-3).
 GPT="--data $W/tokens.bin --eval $W/eval.bin"
@@ -68,12 +93,133 @@ for n in 2 $NGPU; do
   r=$(same "$W/c1.jsonl" "$W/c$n.jsonl" 1e-5 2>&1); s2=$?
   row "char_gpt fp32, $n GPUs vs 1, batch 32: $r" "$(verdict $((s + s2)))"
 done
-gtc run examples/gpt2.gt --device cuda --batch 16 --steps 20 --log-every 1 $GPT --log "$W/g1.jsonl" > "$W/g1.txt" 2>&1
+gtc run examples/gpt2.gt --device cuda --devices 1 --batch 16 --steps 20 --log-every 1 $GPT --log "$W/g1.jsonl" > "$W/g1.txt" 2>&1
 for n in 2 $NGPU; do
   gtc run examples/gpt2.gt --device cuda --devices $n --batch 16 --steps 20 --log-every 1 $GPT --log "$W/g$n.jsonl" > "$W/g$n.txt" 2>&1; s=$?
   tail -2 "$W/g$n.txt"
   r=$(same "$W/g1.jsonl" "$W/g$n.jsonl" 1e-3 2>&1); s2=$?
   row "GPT-2 124M bf16, $n GPUs vs 1, batch 16: $r" "$(verdict $((s + s2)))"
+done
+fi
+
+scale() { # sequences per GPU, tag, PyTorch modes
+  local b=$1 tag=$2 modes=$3 one
+  gtc run examples/gpt2.gt --device cuda --devices 1 --batch $b --steps 30 --data "$W/tokens.bin" --eval "$W/eval.bin" > "$W/s$tag-1.txt" 2>&1
+  one=$(steady "$W/s$tag-1.txt")
+  echo "gtc 1 GPU B=$b: $one samples/s" | tee -a "$W/scale.txt"
+  for n in 2 4; do
+    [ $n -le $NGPU ] || continue
+    gtc run examples/gpt2.gt --device cuda --devices $n --batch $((b * n)) --steps 30 --data "$W/tokens.bin" --eval "$W/eval.bin" > "$W/s$tag-$n.txt" 2>&1; s=$?
+    local r; r=$(steady "$W/s$tag-$n.txt")
+    tail -1 "$W/s$tag-$n.txt"
+    python3 - "$one" "$r" $n $b >> "$W/scale.txt" <<'PY'
+import sys
+one, r, n, b = float(sys.argv[1] or 0), float(sys.argv[2] or 0), int(sys.argv[3]), int(sys.argv[4])
+print(f"gtc {n} GPUs B={b}/GPU: {r:.1f} samples/s = {r*1024/1e3:.0f}k tokens/s, {r/one if one else 0:.3f}x of 1 GPU; step {1e3*n*b/r if r else 0:.2f} ms vs {1e3*b/one if one else 0:.2f} ms on 1 (exposed {1e3*n*b/r - 1e3*b/one if r and one else 0:.2f} ms)")
+PY
+    tail -1 "$W/scale.txt"
+  done
+  for mode in $modes; do
+    for n in ${TORCH_GPUS:-1 2 4}; do
+      [ $n -le $NGPU ] || continue
+      MODE=$mode B=$b timeout 300 torchrun --standalone --nproc_per_node=$n "$B/torch_ddp.py" > "$W/ddp-$mode-$n-$b.txt" 2>&1
+      grep '^{' "$W/ddp-$mode-$n-$b.txt" | tee -a "$W/scale.txt"
+    done
+  done
+}
+has scale && scale 16 16 "eager compile"
+has small && scale 4 4 ""
+
+if has profile; then
+gtc run examples/gpt2.gt --device cuda --devices 2 --batch 32 --bench 20 --profile "$W/gpt2-dp2.json" > "$W/profile-dp2.txt" 2>&1; s=$?
+head -40 "$W/profile-dp2.txt"
+grep "collectives" "$W/profile-dp2.txt"
+row "--profile on 2 GPUs: $(grep -o 'collectives.*' "$W/profile-dp2.txt" | cut -c1-70)" "$(verdict $s)"
+[ -n "$RESULTS" ] && cp "$W/gpt2-dp2.json" "$RESULTS/" 2>/dev/null
+fi
+
+
+if has launch; then
+# Launchers: real torchrun, two nodes simulated on one host (network
+# transport), a compiled executable: 20 GPT-2 steps each, losses equal to
+# gtc run --devices 2.
+GPT="--data $W/tokens.bin --eval $W/eval.bin"
+gtc run examples/gpt2.gt --device cuda --devices 2 --batch 32 --steps 20 --log-every 1 $GPT --log "$W/l-dev.jsonl" > "$W/l-dev.txt" 2>&1; s0=$?
+torchrun --standalone --nproc_per_node=2 --no-python "$GTC" run examples/gpt2.gt --device cuda --batch 32 --steps 20 --log-every 1 $GPT --log "$W/l-tr.jsonl" > "$W/l-tr.txt" 2>&1; s=$?
+tail -2 "$W/l-tr.txt"
+r=$(same "$W/l-dev.jsonl" "$W/l-tr.jsonl" 1e-6 2>&1); s2=$?
+row "torchrun --nproc_per_node 2 vs gtc run --devices 2 (GPT-2, 20 steps): $r" "$(verdict $((s0 + s + s2)))"
+if [ $NGPU -ge 4 ]; then
+  PORT=29611
+  for node in 0 1; do
+    CUDA_VISIBLE_DEVICES=$((2 * node)),$((2 * node + 1)) NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 \
+      torchrun --no-python --nnodes 2 --node_rank $node --nproc_per_node 2 --master_addr 127.0.0.1 --master_port $PORT \
+      "$GTC" run examples/gpt2.gt --device cuda --batch 64 --steps 20 --log-every 1 $GPT --log "$W/l-nodes$node.jsonl" > "$W/l-nodes$node.txt" 2>&1 &
+  done
+  wait
+  gtc run examples/gpt2.gt --device cuda --devices 4 --batch 64 --steps 20 --log-every 1 $GPT --log "$W/l-dev4.jsonl" > "$W/l-dev4.txt" 2>&1
+  tail -2 "$W/l-nodes0.txt"
+  grep -h "NET/\|via NET\|Using network" "$W"/l-nodes*.txt | head -3
+  r=$(same "$W/l-dev4.jsonl" "$W/l-nodes0.jsonl" 1e-6 2>&1); s2=$?
+  row "2 nodes x 2 GPUs (torchrun --nnodes 2, P2P/SHM off) vs --devices 4: $r" "$(verdict $s2)"
+fi
+mkdir -p "$W/alone"
+gtc compile examples/gpt2.gt --devices 2 --batch 32 -o "$W/alone/gpt2x2" > "$W/l-compile.txt" 2>&1
+( cd "$W/alone" && ./gpt2x2 --device cuda --steps 20 --log-every 1 $GPT --log "$W/l-exe.jsonl" ) > "$W/l-exe.txt" 2>&1; s=$?
+tail -2 "$W/l-exe.txt"
+r=$(same "$W/l-dev.jsonl" "$W/l-exe.jsonl" 1e-6 2>&1); s2=$?
+row "compiled executable (devices = 2) vs gtc run --devices 2: $r" "$(verdict $((s + s2)))"
+fi
+
+if has fault; then
+# Faults on 2 GPUs: each case must end every rank within 60 s, naming the rank.
+for how in kill0 kill1 stop1; do
+  start=$(date +%s)
+  python3 - "$GTC" "$W" $how > "$W/fault-$how.txt" 2>&1 <<'PY'
+import os, signal, subprocess, sys, time
+gtc, w, how = sys.argv[1:4]
+env = dict(os.environ, GTC_TIMEOUT="10")
+p = subprocess.Popen(["torchrun", "--standalone", "--nproc_per_node=2", "--max-restarts=0", "--no-python", gtc, "run",
+                      "examples/gpt2.gt", "--device", "cuda", "--batch", "32", "--steps", "100000",
+                      "--data", f"{w}/tokens.bin", "--eval", f"{w}/eval.bin", "--log-every", "1", "--log", f"{w}/fault-{how}.jsonl"],
+                     env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+# Wait for training to run, then find the ranks' processes (gtc children of torchrun).
+t0 = time.time()
+while time.time() - t0 < 120:
+    if os.path.exists(f"{w}/fault-{how}.jsonl") and sum(1 for _ in open(f"{w}/fault-{how}.jsonl")) > 5:
+        break
+    time.sleep(0.5)
+pids = {}
+for d in os.listdir("/proc"):
+    if d.isdigit():
+        try:
+            env_ = open(f"/proc/{d}/environ", "rb").read().split(b"\0")
+            cmd = open(f"/proc/{d}/cmdline", "rb").read()
+        except Exception:
+            continue
+        if b"gtc" in cmd.split(b"\0")[0] and any(e.startswith(b"RANK=") for e in env_):
+            rank = int([e for e in env_ if e.startswith(b"RANK=")][0][5:])
+            pids[rank] = int(d)
+print("ranks", pids, flush=True)
+rank = 0 if how == "kill0" else 1
+killed = time.time()
+os.kill(pids[rank], signal.SIGSTOP if how.startswith("stop") else signal.SIGKILL)
+try:
+    out, _ = p.communicate(timeout=90)
+except subprocess.TimeoutExpired:
+    p.kill(); out, _ = p.communicate()
+    print(out); print("NOT ENDED within 90 s"); sys.exit(1)
+print(out[-3000:])
+others = [r for r in pids if r != rank]
+alive = [r for r in others if os.path.exists(f"/proc/{pids[r]}") and open(f"/proc/{pids[r]}/stat").read().split()[2] != "Z"]
+print(f"ended {time.time() - killed:.1f} s after the signal; other ranks alive: {alive}")
+if how.startswith("stop"):
+    os.kill(pids[rank], signal.SIGKILL)
+sys.exit(0 if not alive and time.time() - killed < 60 else 1)
+PY
+  s=$?
+  msg=$(grep -h "gtc: error: rank" "$W/fault-$how.txt" | head -1 | cut -c1-90)
+  row "fault $how: $(tail -1 "$W/fault-$how.txt" | cut -c1-40); $msg" "$(verdict $s)"
 done
 fi
 
@@ -124,133 +270,3 @@ r=$(same "$W/r-last10.jsonl" "$W/r-onN.jsonl" 1e-5 2>&1); s2=$?
 row "checkpoint of 1 GPU resumed on $N (ZeRO-1): $r" "$(verdict $((s + s2)))"
 fi
 
-scale() { # sequences per GPU, tag
-  local b=$1 tag=$2 one
-  gtc run examples/gpt2.gt --device cuda --batch $b --steps 30 --data "$W/tokens.bin" --eval "$W/eval.bin" > "$W/s$tag-1.txt" 2>&1
-  one=$(steady "$W/s$tag-1.txt")
-  echo "gtc 1 GPU B=$b: $one samples/s" | tee -a "$W/scale.txt"
-  for n in 2 4; do
-    [ $n -le $NGPU ] || continue
-    gtc run examples/gpt2.gt --device cuda --devices $n --batch $((b * n)) --steps 30 --data "$W/tokens.bin" --eval "$W/eval.bin" > "$W/s$tag-$n.txt" 2>&1; s=$?
-    local r; r=$(steady "$W/s$tag-$n.txt")
-    tail -1 "$W/s$tag-$n.txt"
-    python3 - "$one" "$r" $n $b >> "$W/scale.txt" <<'PY'
-import sys
-one, r, n, b = float(sys.argv[1] or 0), float(sys.argv[2] or 0), int(sys.argv[3]), int(sys.argv[4])
-print(f"gtc {n} GPUs B={b}/GPU: {r:.1f} samples/s = {r*1024/1e3:.0f}k tokens/s, {r/one if one else 0:.3f}x of 1 GPU; step {1e3*n*b/r if r else 0:.2f} ms vs {1e3*b/one if one else 0:.2f} ms on 1 (exposed {1e3*n*b/r - 1e3*b/one if r and one else 0:.2f} ms)")
-PY
-    tail -1 "$W/scale.txt"
-  done
-  for mode in eager compile; do
-    for n in 1 2 4; do
-      [ $n -le $NGPU ] || continue
-      MODE=$mode B=$b timeout 300 torchrun --standalone --nproc_per_node=$n "$B/torch_ddp.py" > "$W/ddp-$mode-$n-$b.txt" 2>&1
-      grep '^{' "$W/ddp-$mode-$n-$b.txt" | tee -a "$W/scale.txt"
-    done
-  done
-}
-has scale && scale 16 16
-has small && scale 4 4
-
-if has launch; then
-# Launchers: real torchrun, two nodes simulated on one host (network
-# transport), a compiled executable: 20 GPT-2 steps each, losses equal to
-# gtc run --devices 2.
-GPT="--data $W/tokens.bin --eval $W/eval.bin"
-gtc run examples/gpt2.gt --device cuda --devices 2 --batch 32 --steps 20 --log-every 1 $GPT --log "$W/l-dev.jsonl" > "$W/l-dev.txt" 2>&1; s0=$?
-torchrun --standalone --nproc_per_node=2 "$GTC" run examples/gpt2.gt --device cuda --batch 32 --steps 20 --log-every 1 $GPT --log "$W/l-tr.jsonl" > "$W/l-tr.txt" 2>&1; s=$?
-tail -2 "$W/l-tr.txt"
-r=$(same "$W/l-dev.jsonl" "$W/l-tr.jsonl" 1e-6 2>&1); s2=$?
-row "torchrun --nproc_per_node 2 vs gtc run --devices 2 (GPT-2, 20 steps): $r" "$(verdict $((s0 + s + s2)))"
-if [ $NGPU -ge 4 ]; then
-  PORT=29611
-  for node in 0 1; do
-    CUDA_VISIBLE_DEVICES=$((2 * node)),$((2 * node + 1)) NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 \
-      torchrun --nnodes 2 --node_rank $node --nproc_per_node 2 --master_addr 127.0.0.1 --master_port $PORT \
-      "$GTC" run examples/gpt2.gt --device cuda --batch 64 --steps 20 --log-every 1 $GPT --log "$W/l-nodes$node.jsonl" > "$W/l-nodes$node.txt" 2>&1 &
-  done
-  wait
-  gtc run examples/gpt2.gt --device cuda --devices 4 --batch 64 --steps 20 --log-every 1 $GPT --log "$W/l-dev4.jsonl" > "$W/l-dev4.txt" 2>&1
-  tail -2 "$W/l-nodes0.txt"
-  grep -h "NET/\|via NET\|Using network" "$W"/l-nodes*.txt | head -3
-  r=$(same "$W/l-dev4.jsonl" "$W/l-nodes0.jsonl" 1e-6 2>&1); s2=$?
-  row "2 nodes x 2 GPUs (torchrun --nnodes 2, P2P/SHM off) vs --devices 4: $r" "$(verdict $s2)"
-fi
-mkdir -p "$W/alone"
-gtc compile examples/gpt2.gt --devices 2 --batch 32 -o "$W/alone/gpt2x2" > "$W/l-compile.txt" 2>&1
-( cd "$W/alone" && ./gpt2x2 --device cuda --steps 20 --log-every 1 $GPT --log "$W/l-exe.jsonl" ) > "$W/l-exe.txt" 2>&1; s=$?
-tail -2 "$W/l-exe.txt"
-r=$(same "$W/l-dev.jsonl" "$W/l-exe.jsonl" 1e-6 2>&1); s2=$?
-row "compiled executable (devices = 2) vs gtc run --devices 2: $r" "$(verdict $((s + s2)))"
-fi
-
-if has fault; then
-# Faults on 2 GPUs: each case must end every rank within 60 s, naming the rank.
-for how in kill0 kill1 stop1; do
-  start=$(date +%s)
-  python3 - "$GTC" "$W" $how > "$W/fault-$how.txt" 2>&1 <<'PY'
-import os, signal, subprocess, sys, time
-gtc, w, how = sys.argv[1:4]
-env = dict(os.environ, GTC_TIMEOUT="20")
-p = subprocess.Popen(["torchrun", "--standalone", "--nproc_per_node=2", "--max-restarts=0", gtc, "run",
-                      "examples/gpt2.gt", "--device", "cuda", "--batch", "32", "--steps", "100000",
-                      "--data", f"{w}/tokens.bin", "--eval", f"{w}/eval.bin", "--log-every", "1", "--log", f"{w}/fault-{how}.jsonl"],
-                     env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-# Wait for training to run, then find the ranks' processes (gtc children of torchrun).
-t0 = time.time()
-while time.time() - t0 < 120:
-    if os.path.exists(f"{w}/fault-{how}.jsonl") and sum(1 for _ in open(f"{w}/fault-{how}.jsonl")) > 5:
-        break
-    time.sleep(0.5)
-pids = {}
-for d in os.listdir("/proc"):
-    if d.isdigit():
-        try:
-            env_ = open(f"/proc/{d}/environ", "rb").read().split(b"\0")
-            cmd = open(f"/proc/{d}/cmdline", "rb").read()
-        except Exception:
-            continue
-        if b"gtc" in cmd.split(b"\0")[0] and any(e.startswith(b"RANK=") for e in env_):
-            rank = int([e for e in env_ if e.startswith(b"RANK=")][0][5:])
-            pids[rank] = int(d)
-print("ranks", pids, flush=True)
-rank = 0 if how == "kill0" else 1
-killed = time.time()
-os.kill(pids[rank], signal.SIGSTOP if how.startswith("stop") else signal.SIGKILL)
-try:
-    out, _ = p.communicate(timeout=90)
-except subprocess.TimeoutExpired:
-    p.kill(); out, _ = p.communicate()
-    print(out); print("NOT ENDED within 90 s"); sys.exit(1)
-print(out[-3000:])
-others = [r for r in pids if r != rank]
-alive = [r for r in others if os.path.exists(f"/proc/{pids[r]}") and open(f"/proc/{pids[r]}/stat").read().split()[2] != "Z"]
-print(f"ended {time.time() - killed:.1f} s after the signal; other ranks alive: {alive}")
-if how.startswith("stop"):
-    os.kill(pids[rank], signal.SIGKILL)
-sys.exit(0 if not alive and time.time() - killed < 60 else 1)
-PY
-  s=$?
-  msg=$(grep -h "gtc: error: rank" "$W/fault-$how.txt" | head -1 | cut -c1-90)
-  row "fault $how: $(tail -1 "$W/fault-$how.txt" | cut -c1-40); $msg" "$(verdict $s)"
-done
-fi
-
-if has profile; then
-gtc run examples/gpt2.gt --device cuda --devices 2 --batch 32 --bench 20 --profile "$W/gpt2-dp2.json" > "$W/profile-dp2.txt" 2>&1; s=$?
-head -40 "$W/profile-dp2.txt"
-grep "collectives" "$W/profile-dp2.txt"
-row "--profile on 2 GPUs: $(grep -o 'collectives.*' "$W/profile-dp2.txt" | cut -c1-70)" "$(verdict $s)"
-[ -n "$RESULTS" ] && cp "$W/gpt2-dp2.json" "$RESULTS/" 2>/dev/null
-fi
-
-if [ -n "$RESULTS" ]; then
-  tar czf "$RESULTS/multi-logs.tgz" --exclude=kernel-cache --exclude=alone \
-    --exclude=tokens.bin --exclude='*.safetensors' --exclude='*.json' -C "$W" .
-fi
-echo
-echo "== gtc data parallelism on $NGPU x $GPU"
-printf '%s\n' "${ROWS[@]}"
-cat "$W/memory.txt" 2>/dev/null
-echo "== throughput (GPT-2 124M bf16, T = 1024; gtc: samples/s after the first step of 30; PyTorch: torch_ddp.py)"
-cat "$W/scale.txt" 2>/dev/null || echo "(not run)"
