@@ -535,11 +535,13 @@ int runModel(const Options &opts, mlir::ModuleOp module,
   if (world.size > 1)
     gtc::rt::selectCudaDevice(world.localRank);
   const std::string devices = devicesSetting(opts, trainOp);
-  // `all` is every GPU of this host (a dry run without one plans for one);
-  // the CPU is one device.
+  // `all` is every GPU of this host (a dry run without one plans for one),
+  // or under a launcher its processes; the CPU is one device.
   int processes = 1;
   const bool mayUseGpu = opts.args.device != "cpu" && opts.emit == Emit::None;
-  if (devices == "all" && mayUseGpu)
+  if (devices == "all" && world.size > 1)
+    processes = world.size;
+  else if (devices == "all" && mayUseGpu)
     processes = std::max(1, gtc::rt::cudaDeviceCount());
   else if (!devices.empty() && devices != "all" && devices != "cpu")
     processes = std::stoi(devices);
