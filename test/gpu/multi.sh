@@ -8,12 +8,13 @@
 #   test/gpu/multi.sh BUNDLE [SECTIONS]
 #
 # BUNDLE is what `tools/dev.sh gpu-bundle` makes; SECTIONS is a comma list
-# of parity, zero, resume, scale, small, launch, fault, profile (default:
-# all of them).
+# of parity, scale, small, profile, launch, exe, fault, zero, resume
+# (default: all of them). TORCH_MODES (default "eager compile") are the
+# PyTorch DDP modes timed beside gtc.
 set -u
 cd "$(dirname "$0")/../.."
 B=${1:-gpu-bundle}
-SECTIONS=${2:-parity,zero,resume,scale,small,launch,fault,profile}
+SECTIONS=${2:-parity,scale,small,profile,launch,exe,fault,zero,resume}
 RESULTS=${OUT:-}
 W=/tmp/gtc-multi
 rm -rf "$W" && mkdir -p "$W"
@@ -127,7 +128,7 @@ PY
     done
   done
 }
-has scale && scale 16 16 "eager compile"
+has scale && scale 16 16 "${TORCH_MODES-eager compile}"
 has small && scale 4 4 ""
 
 if has profile; then
@@ -145,7 +146,7 @@ if has launch; then
 # gtc run --devices 2.
 GPT="--data $W/tokens.bin --eval $W/eval.bin"
 gtc run examples/gpt2.gt --device cuda --devices 2 --batch 32 --steps 20 --log-every 1 $GPT --log "$W/l-dev.jsonl" > "$W/l-dev.txt" 2>&1; s0=$?
-torchrun --standalone --nproc_per_node=2 --no-python "$GTC" run examples/gpt2.gt --device cuda --batch 32 --steps 20 --log-every 1 $GPT --log "$W/l-tr.jsonl" > "$W/l-tr.txt" 2>&1; s=$?
+torchrun --standalone --nproc_per_node=2 --no_python "$GTC" run examples/gpt2.gt --device cuda --batch 32 --steps 20 --log-every 1 $GPT --log "$W/l-tr.jsonl" > "$W/l-tr.txt" 2>&1; s=$?
 tail -2 "$W/l-tr.txt"
 r=$(same "$W/l-dev.jsonl" "$W/l-tr.jsonl" 1e-6 2>&1); s2=$?
 row "torchrun --nproc_per_node 2 vs gtc run --devices 2 (GPT-2, 20 steps): $r" "$(verdict $((s0 + s + s2)))"
@@ -153,7 +154,7 @@ if [ $NGPU -ge 4 ]; then
   PORT=29611
   for node in 0 1; do
     CUDA_VISIBLE_DEVICES=$((2 * node)),$((2 * node + 1)) NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 \
-      torchrun --no-python --nnodes 2 --node_rank $node --nproc_per_node 2 --master_addr 127.0.0.1 --master_port $PORT \
+      torchrun --no_python --nnodes 2 --node_rank $node --nproc_per_node 2 --master_addr 127.0.0.1 --master_port $PORT \
       "$GTC" run examples/gpt2.gt --device cuda --batch 64 --steps 20 --log-every 1 $GPT --log "$W/l-nodes$node.jsonl" > "$W/l-nodes$node.txt" 2>&1 &
   done
   wait
@@ -163,6 +164,11 @@ if [ $NGPU -ge 4 ]; then
   r=$(same "$W/l-dev4.jsonl" "$W/l-nodes0.jsonl" 1e-6 2>&1); s2=$?
   row "2 nodes x 2 GPUs (torchrun --nnodes 2, P2P/SHM off) vs --devices 4: $r" "$(verdict $s2)"
 fi
+fi
+
+if has exe; then
+GPT="--data $W/tokens.bin --eval $W/eval.bin"
+[ -f "$W/l-dev.jsonl" ] || gtc run examples/gpt2.gt --device cuda --devices 2 --batch 32 --steps 20 --log-every 1 $GPT --log "$W/l-dev.jsonl" > "$W/l-dev.txt" 2>&1
 mkdir -p "$W/alone"
 gtc compile examples/gpt2.gt --devices 2 --batch 32 -o "$W/alone/gpt2x2" > "$W/l-compile.txt" 2>&1
 ( cd "$W/alone" && ./gpt2x2 --device cuda --steps 20 --log-every 1 $GPT --log "$W/l-exe.jsonl" ) > "$W/l-exe.txt" 2>&1; s=$?
@@ -179,7 +185,7 @@ for how in kill0 kill1 stop1; do
 import os, signal, subprocess, sys, time
 gtc, w, how = sys.argv[1:4]
 env = dict(os.environ, GTC_TIMEOUT="10")
-p = subprocess.Popen(["torchrun", "--standalone", "--nproc_per_node=2", "--max-restarts=0", "--no-python", gtc, "run",
+p = subprocess.Popen(["torchrun", "--standalone", "--nproc_per_node=2", "--max_restarts=0", "--no_python", gtc, "run",
                       "examples/gpt2.gt", "--device", "cuda", "--batch", "32", "--steps", "100000",
                       "--data", f"{w}/tokens.bin", "--eval", f"{w}/eval.bin", "--log-every", "1", "--log", f"{w}/fault-{how}.jsonl"],
                      env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
