@@ -84,6 +84,7 @@ bool recvBlob(int fd, std::string &s) {
 //===----------------------------------------------------------------------===//
 
 bool StoreServer::listenOn(const std::string &port, std::string &error) {
+  stale = std::min(commTimeout(), std::chrono::seconds(30));
   fd = ::socket(AF_INET6, SOCK_STREAM, 0);
   int off = 0, on = 1;
   bool v6 = fd >= 0;
@@ -146,7 +147,7 @@ void StoreServer::waitForClients(size_t keep, std::chrono::seconds timeout) {
   changed.wait_for(lock, timeout, [&] { return connections <= keep; });
 }
 
-std::string StoreServer::failedRank(std::chrono::seconds stale) {
+std::string StoreServer::failedRank() {
   auto now = std::chrono::steady_clock::now();
   for (int r : vanished)
     return "rank " + std::to_string(r) +
@@ -165,8 +166,6 @@ void StoreServer::serve(int c) {
   char op;
   std::string key, value;
   int beating = -1; // the rank whose heartbeats come on this connection
-  const std::chrono::seconds stale =
-      std::min(commTimeout(), std::chrono::seconds(30));
   while (recvAll(c, &op, 1) && recvBlob(c, key)) {
     if (op == 'S') {
       if (!recvBlob(c, value))
@@ -215,7 +214,7 @@ void StoreServer::serve(int c) {
       std::unique_lock<std::mutex> lock(mutex);
       beating = std::atoi(key.c_str());
       lastBeat[beating] = std::chrono::steady_clock::now();
-      std::string failure = failedRank(stale);
+      std::string failure = failedRank();
       lock.unlock();
       if (!sendBlob(c, failure))
         break;

@@ -40,9 +40,11 @@ private:
   void acceptLoop();
   void serve(int fd);
   /// The heartbeat answer: empty while every rank that ever beat is alive.
-  std::string failedRank(std::chrono::seconds stale);
+  std::string failedRank();
 
   int fd = -1;
+  /// How long a rank may go without a heartbeat: GTC_TIMEOUT, at most 30 s.
+  std::chrono::seconds stale{30};
   std::mutex mutex;
   std::condition_variable changed;
   std::map<std::string, std::string> map;

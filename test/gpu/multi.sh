@@ -146,7 +146,7 @@ if has launch; then
 # gtc run --devices 2.
 GPT="--data $W/tokens.bin --eval $W/eval.bin"
 gtc run examples/gpt2.gt --device cuda --devices 2 --batch 32 --steps 20 --log-every 1 $GPT --log "$W/l-dev.jsonl" > "$W/l-dev.txt" 2>&1; s0=$?
-torchrun --standalone --nproc_per_node=2 --no_python "$GTC" run examples/gpt2.gt --device cuda --batch 32 --steps 20 --log-every 1 $GPT --log "$W/l-tr.jsonl" > "$W/l-tr.txt" 2>&1; s=$?
+torchrun --standalone --nproc_per_node=2 --no_python -- "$GTC" run examples/gpt2.gt --device cuda --batch 32 --steps 20 --log-every 1 $GPT --log "$W/l-tr.jsonl" > "$W/l-tr.txt" 2>&1; s=$?
 tail -2 "$W/l-tr.txt"
 r=$(same "$W/l-dev.jsonl" "$W/l-tr.jsonl" 1e-6 2>&1); s2=$?
 row "torchrun --nproc_per_node 2 vs gtc run --devices 2 (GPT-2, 20 steps): $r" "$(verdict $((s0 + s + s2)))"
@@ -154,7 +154,7 @@ if [ $NGPU -ge 4 ]; then
   PORT=29611
   for node in 0 1; do
     CUDA_VISIBLE_DEVICES=$((2 * node)),$((2 * node + 1)) NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 \
-      torchrun --no_python --nnodes 2 --node_rank $node --nproc_per_node 2 --master_addr 127.0.0.1 --master_port $PORT \
+      torchrun --no_python --nnodes 2 --node_rank $node --nproc_per_node 2 --master_addr 127.0.0.1 --master_port $PORT -- \
       "$GTC" run examples/gpt2.gt --device cuda --batch 64 --steps 20 --log-every 1 $GPT --log "$W/l-nodes$node.jsonl" > "$W/l-nodes$node.txt" 2>&1 &
   done
   wait
@@ -185,7 +185,7 @@ for how in kill0 kill1 stop1; do
 import os, signal, subprocess, sys, time
 gtc, w, how = sys.argv[1:4]
 env = dict(os.environ, GTC_TIMEOUT="10")
-p = subprocess.Popen(["torchrun", "--standalone", "--nproc_per_node=2", "--max_restarts=0", "--no_python", gtc, "run",
+p = subprocess.Popen(["torchrun", "--standalone", "--nproc_per_node=2", "--max_restarts=0", "--no_python", "--", gtc, "run",
                       "examples/gpt2.gt", "--device", "cuda", "--batch", "32", "--steps", "100000",
                       "--data", f"{w}/tokens.bin", "--eval", f"{w}/eval.bin", "--log-every", "1", "--log", f"{w}/fault-{how}.jsonl"],
                      env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -65,6 +65,30 @@ TEST(StoreTest, SumsAndHeartbeats) {
   EXPECT_EQ(failure, "rank 1 ended without finishing (killed or crashed)");
 }
 
+/// A rank that stops beating (SIGSTOP, a hang) is named once it has been
+/// silent for GTC_TIMEOUT seconds.
+TEST(StoreTest, SilentRankIsNamed) {
+  ::setenv("GTC_TIMEOUT", "1", 1);
+  const std::string port = testPort(2);
+  auto *server = new rt::StoreServer(); // lives as long as the process
+  std::string error, failure;
+  ASSERT_TRUE(server->listenOn(port, error)) << error;
+  ::unsetenv("GTC_TIMEOUT");
+  rt::StoreClient a, b;
+  ASSERT_TRUE(a.connect("127.0.0.1", port, std::chrono::seconds(10), error));
+  ASSERT_TRUE(b.connect("127.0.0.1", port, std::chrono::seconds(10), error));
+  ASSERT_TRUE(b.heartbeat(1, failure));
+  ASSERT_TRUE(a.heartbeat(0, failure));
+  EXPECT_EQ(failure, "");
+  for (int i = 0; i < 40 && failure.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ASSERT_TRUE(a.heartbeat(0, failure));
+  }
+  EXPECT_NE(failure.find("rank 1 has not answered for"), std::string::npos)
+      << failure;
+  EXPECT_NE(failure.find("(stopped or hung)"), std::string::npos) << failure;
+}
+
 /// gt-bucket's all_reduce hands the collective a whole bucket: one call per
 /// all_reduce kernel, never one per tensor.
 TEST(CommTest, OneCollectiveCallPerBucket) {
