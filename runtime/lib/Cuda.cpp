@@ -1490,8 +1490,10 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
     // Equal shares of whole 256-byte lines (NCCL gathers equal counts).
     const int64_t ranks = I.dcomm->deviceRanks(), rank = I.dcomm->deviceRank();
     I.share = ((I.paramElements + ranks - 1) / ranks + 127) / 128 * 128;
-    I.ownFrom = std::min(I.paramElements, rank * I.share);
-    I.own = std::min(I.paramElements, I.ownFrom + I.share) - I.ownFrom;
+    // Rank r's share starts at r * share, where the in-place all-gather
+    // reads it; the last shares may hold fewer elements, or none.
+    I.ownFrom = rank * I.share;
+    I.own = std::clamp<int64_t>(I.paramElements - I.ownFrom, 0, I.share);
   }
   // The arena first: a region's offset into it is its offset into the
   // allocation.
