@@ -1487,7 +1487,7 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
                         ? plan.regionSize.at(Region::Param)
                         : 0;
   if (I.sharded) {
-    // Equal shares of whole 256-byte lines (NCCL gathers equal counts).
+    // Equal shares of 128 elements at a time (NCCL gathers equal counts).
     const int64_t ranks = I.dcomm->deviceRanks(), rank = I.dcomm->deviceRank();
     I.share = ((I.paramElements + ranks - 1) / ranks + 127) / 128 * 128;
     // Rank r's share starts at r * share, where the in-place all-gather

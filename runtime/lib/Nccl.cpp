@@ -188,6 +188,14 @@ ncclDataType_t ncclType(DeviceComm::Type t) {
 class NcclCommunicator : public Communicator, public DeviceComm {
 public:
   NcclCommunicator(const World &world) : world(world) {}
+  void abort() override {
+    trace(world.rank, "aborting");
+    failed = true;
+    watched = nullptr;
+    if (comm)
+      nccl().ncclCommAbort(comm);
+    comm = nullptr;
+  }
   ~NcclCommunicator() override {
     trace(world.rank, "finishing");
     watched = nullptr;
@@ -317,6 +325,9 @@ private:
   uint64_t sequence = 0;
   std::thread watchdog;
   std::atomic<bool> stopping{false};
+  /// Set by abort(): the heartbeat connection closes without a goodbye,
+  /// which rank 0 reports to the others as a rank that ended.
+  std::atomic<bool> failed{false};
 };
 
 bool NcclCommunicator::connect(std::string &error) {
@@ -413,7 +424,8 @@ void NcclCommunicator::startWatchdog(std::chrono::seconds stale) {
       for (int i = 0; i < 10 && !stopping; ++i)
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-    beat->goodbye(rank);
+    if (!failed)
+      beat->goodbye(rank);
   });
 }
 

@@ -151,7 +151,7 @@ std::string StoreServer::failedRank() {
   auto now = std::chrono::steady_clock::now();
   for (int r : vanished)
     return "rank " + std::to_string(r) +
-           " ended without finishing (killed or crashed)";
+           " ended without finishing (an error, a crash, or killed)";
   for (auto [r, at] : lastBeat)
     if (!finished.count(r) && now - at > stale)
       return "rank " + std::to_string(r) + " has not answered for " +

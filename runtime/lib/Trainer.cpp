@@ -1215,8 +1215,9 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
 int gtc::rt::train(const Plan &step, const EvalPlanFn &evalPlan,
                    const RunOptions &options, std::ostream &out,
                    std::ostream &err) {
+  int status = 1;
   try {
-    return trainImpl(step, evalPlan, options, out, err);
+    status = trainImpl(step, evalPlan, options, out, err);
   } catch (const RuntimeError &e) {
     err << "\ngtc: error: " << e.what() << "\n";
   } catch (const std::bad_alloc &) {
@@ -1224,7 +1225,11 @@ int gtc::rt::train(const Plan &step, const EvalPlanFn &evalPlan,
   } catch (const std::exception &e) {
     err << "\ngtc: error: " << e.what() << "\n";
   }
-  return 1;
+  // After an error this rank leaves without the others: they learn it from
+  // the communicator instead of waiting for its collectives.
+  if (status == 1 && options.comm)
+    options.comm->abort();
+  return status;
 }
 
 /// The range [0, n) that `--bench` draws the i32 feed `buffer` from: the
@@ -1258,8 +1263,21 @@ static int64_t benchRange(const Plan &plan, int buffer) {
 /// uniform over what they index, benchRange), after warm-up: CUDA events
 /// over graph replays on a GPU, a steady clock on the CPU. Prints the median
 /// ms per step.
+static int benchmarkImpl(const Plan &plan, const RunOptions &run,
+                         int64_t iters, std::ostream &rankOut,
+                         std::ostream &err);
+
 int gtc::rt::benchmark(const Plan &plan, const RunOptions &run, int64_t iters,
-                       std::ostream &rankOut, std::ostream &err) {
+                       std::ostream &out, std::ostream &err) {
+  int status = benchmarkImpl(plan, run, iters, out, err);
+  if (status != 0 && run.comm)
+    run.comm->abort(); // as train() does
+  return status;
+}
+
+static int benchmarkImpl(const Plan &plan, const RunOptions &run,
+                         int64_t iters, std::ostream &rankOut,
+                         std::ostream &err) {
   // Data parallelism (GPUs): every process times its step with the
   // collectives; rank 0 prints and writes the trace.
   const int rank = run.comm ? run.comm->rank() : 0;

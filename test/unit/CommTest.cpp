@@ -62,7 +62,7 @@ TEST(StoreTest, SumsAndHeartbeats) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     ASSERT_TRUE(clients[0]->heartbeat(0, failure));
   }
-  EXPECT_EQ(failure, "rank 1 ended without finishing (killed or crashed)");
+  EXPECT_EQ(failure, "rank 1 ended without finishing (an error, a crash, or killed)");
 }
 
 /// A rank that stops beating (SIGSTOP, a hang) is named once it has been

@@ -236,6 +236,11 @@ void checkPlan(const rt::Plan &plan, Stats &stats,
       case rt::CudaLaunch::Kind::Memset:
         EXPECT_TRUE(validBuffer(l.c));
         break;
+      case rt::CudaLaunch::Kind::AllReduce:
+        EXPECT_EQ(l.buffers.size() % 2, 0u);
+        for (int id : l.buffers)
+          EXPECT_TRUE(validBuffer(id));
+        break;
       case rt::CudaLaunch::Kind::Kernel: {
         EXPECT_GE(l.grid, 1);
         EXPECT_TRUE(l.block >= 32 && l.block <= 1024 && l.block % 32 == 0);

@@ -57,6 +57,10 @@ public:
   /// per rank; every process ends with every rank's own segment.
   virtual void allGather(float *data, const std::vector<size_t> &counts) = 0;
   virtual void barrier() = 0;
+  /// After an error: leave without the others (no goodbye, no waiting for
+  /// them; NCCL's communicator aborted), so that they stop instead of
+  /// waiting for this process's collectives.
+  virtual void abort() {}
   /// What carries the collectives: "Gloo", "NCCL 2.28.3".
   virtual std::string describe() const = 0;
   /// The collective calls made so far (each bucket's is one).
