@@ -191,7 +191,7 @@ p = subprocess.Popen(["torchrun", "--standalone", "--nproc_per_node=2", "--max_r
                      env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 # Wait for training to run, then find the ranks' processes (gtc children of torchrun).
 t0 = time.time()
-while time.time() - t0 < 120:
+while time.time() - t0 < 120 and p.poll() is None:
     if os.path.exists(f"{w}/fault-{how}.jsonl") and sum(1 for _ in open(f"{w}/fault-{how}.jsonl")) > 5:
         break
     time.sleep(0.5)
@@ -208,6 +208,9 @@ for d in os.listdir("/proc"):
             pids[rank] = int(d)
 print("ranks", pids, flush=True)
 rank = 0 if how == "kill0" else 1
+if rank not in pids:
+    p.kill(); out, _ = p.communicate()
+    print(out[-3000:]); print("training did not start"); sys.exit(1)
 killed = time.time()
 os.kill(pids[rank], signal.SIGSTOP if how.startswith("stop") else signal.SIGKILL)
 try:
