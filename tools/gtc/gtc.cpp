@@ -680,6 +680,29 @@ int runModel(const Options &opts, mlir::ModuleOp module,
                    << step->batch * step->microBatches << " (global batch "
                    << step->batch * step->microBatches * processes
                    << "); the plan above is one process's\n";
+      // What each step all-reduces: gt-bucket's buckets, or the whole
+      // gradient after the last micro-batch.
+      int buckets = 0;
+      double bytes = 0;
+      for (const gtc::rt::Kernel &k : step->kernels)
+        if (k.op == gtc::rt::OpKind::AllReduce) {
+          ++buckets;
+          for (int id : k.outputs)
+            bytes += gtc::rt::bufferBytes(*step, id);
+        }
+      if (buckets)
+        llvm::outs() << "gradients averaged in " << buckets << " bucket"
+                     << (buckets == 1 ? "" : "s") << " during the backward, "
+                     << llvm::format("%.2f MiB", bytes / 1048576.0)
+                     << " a step ("
+                     << (run.device == "cuda" ? "NCCL" : "Gloo")
+                     << ", one collective each)\n";
+      else
+        llvm::outs() << "gradients averaged once after the last "
+                        "micro-batch, "
+                     << llvm::format("%.2f MiB",
+                                     step->parameterCount() * 4 / 1048576.0)
+                     << " a step\n";
       // ZeRO-1: the optimizer state of one process's part of the
       // parameters (the parts of gtc's CpuBackend: N equal ones, the last
       // shorter).
