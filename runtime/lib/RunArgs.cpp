@@ -214,6 +214,11 @@ ArgResult gtc::rt::parseRunArg(const std::vector<std::string> &args,
   } else if (name == "--devices" && (value == "all" || value == "cpu")) {
     out.devices = value;
   } else if (name == "--shard") {
+    if (value == "gradients") {
+      error = "--shard gradients (ZeRO-2: the gradient buffers sharded too) "
+              "is not built yet; use --shard optimizer (ZeRO-1) or none";
+      return ArgResult::Error;
+    }
     if (value != "optimizer" && value != "none") {
       error = "--shard needs optimizer or none, got '" + value + "'";
       return ArgResult::Error;
