@@ -270,7 +270,6 @@ public:
   std::unique_ptr<StoreClient> client;
 };
 
-
 } // namespace
 #endif
 

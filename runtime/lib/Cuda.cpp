@@ -237,7 +237,6 @@ bool initDevice(std::string &error) {
   l.cuDeviceGetName(name, sizeof name, l.device);
   l.info.name = name;
   l.info.count = count;
-  l.info.ordinal = selectedOrdinal;
   l.cuDeviceGetAttribute(&l.info.major,
                          CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, l.device);
   l.cuDeviceGetAttribute(&l.info.minor,
@@ -1788,7 +1787,8 @@ void CudaExecutor::step(int slot, bool update, bool wantLoss, int part,
   const int phase = Impl::microPhase(part, parts);
   CUgraphExec &exec = update || part + 1 < parts ? I.graphs[slot][phase]
                                                  : I.noUpdate[slot][phase];
-  if (I.dcomm && std::getenv("GTC_TRACE_COMM"))
+  static const bool traceComm = std::getenv("GTC_TRACE_COMM") != nullptr;
+  if (I.dcomm && traceComm)
     std::fprintf(stderr, "[comm rank %d] step: slot %d, part %d of %d%s\n",
                  I.dcomm->deviceRank(), slot, part, parts,
                  useGraph && !exec ? ", capturing" : "");

@@ -54,8 +54,6 @@ enum ncclDataType_t { ncclFloat16 = 6, ncclFloat32 = 7, ncclBfloat16 = 9 };
   X(ncclGroupEnd)                                                              \
   X(ncclAllReduce, const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,  \
     ncclComm_t, cudaStream_t)                                                  \
-  X(ncclReduceScatter, const void *, void *, size_t, ncclDataType_t,           \
-    ncclRedOp_t, ncclComm_t, cudaStream_t)                                     \
   X(ncclAllGather, const void *, void *, size_t, ncclDataType_t, ncclComm_t,   \
     cudaStream_t)
 
@@ -277,13 +275,6 @@ public:
     check(nccl().ncclAllReduce(in, out, n, ncclType(type), ncclAvg, comm,
                                static_cast<cudaStream_t>(stream)),
           "ncclAllReduce");
-  }
-  void reduceScatterMean(const void *in, void *out, size_t perRank, Type type,
-                         void *stream) override {
-    ++calls;
-    check(nccl().ncclReduceScatter(in, out, perRank, ncclType(type), ncclAvg,
-                                   comm, static_cast<cudaStream_t>(stream)),
-          "ncclReduceScatter");
   }
   void allGather(const void *in, void *out, size_t perRank, Type type,
                  void *stream) override {

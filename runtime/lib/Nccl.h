@@ -30,10 +30,6 @@ public:
   /// out = the mean over ranks of in (out == in: in place).
   virtual void allReduceMean(const void *in, void *out, size_t n, Type type,
                              void *stream) = 0;
-  /// out (perRank elements) = the mean over ranks of this rank's slice
-  /// [rank * perRank, (rank + 1) * perRank) of in.
-  virtual void reduceScatterMean(const void *in, void *out, size_t perRank,
-                                 Type type, void *stream) = 0;
   /// out (ranks * perRank elements) = every rank's in, in rank order (in
   /// may be this rank's slice of out).
   virtual void allGather(const void *in, void *out, size_t perRank, Type type,

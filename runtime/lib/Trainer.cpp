@@ -1284,7 +1284,7 @@ static int benchmarkImpl(const Plan &plan, const RunOptions &run,
   std::ostream nowhere(nullptr);
   std::ostream &out = rank == 0 ? rankOut : nowhere;
   if (run.comm && run.device != "cuda") {
-    err << "gtc: error: --bench and --profile time one CPU process\n";
+    err << "gtc: error: " << kCpuBenchError << "\n";
     return 1;
   }
   Rng rng(1);

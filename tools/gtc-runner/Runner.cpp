@@ -155,10 +155,7 @@ int main(int argc, char **argv) {
   rt::RunOptions run = opts.run;
   const bool timesSteps = opts.bench || !run.profilePath.empty();
   if (processes > 1 && timesSteps && opts.device == "cpu")
-    return usageError(self, "--bench and --profile time one CPU process; "
-                            "this executable trains with " +
-                                std::to_string(processes) +
-                                " (on GPUs, --device cuda times them)");
+    return usageError(self, rt::kCpuBenchError);
   // The launcher itself opens no GPU; a process of a launch uses the GPU of
   // its local rank.
   if (processes > 1 && world.size == 1)
@@ -169,8 +166,6 @@ int main(int argc, char **argv) {
     std::cerr << self << ": error: " << error << "\n";
     return 1;
   }
-  if (processes > 1 && timesSteps && run.device != "cuda")
-    return usageError(self, "--bench and --profile time one CPU process");
   std::unique_ptr<rt::Communicator> comm;
   if (world.size > 1) {
     if (!(comm = rt::connect(world, run.device, error))) {

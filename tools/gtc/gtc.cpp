@@ -564,18 +564,12 @@ int runModel(const Options &opts, mlir::ModuleOp module,
   }
   if (world.size > 1)
     processes = world.size;
-  // N CPU processes are not timed together (their step has no collectives
-  // to time): refused before any starts, and again once `auto` is known.
-  auto cpuBench = [&](const std::string &device) {
-    if (processes == 1 || !timesSteps || device != "cpu")
-      return false;
-    llvm::errs() << "gtc: error: --bench and --profile time one CPU process; "
-                    "give --devices 1 (each of N processes runs the step at "
-                    "batch / N), or time N GPUs with --device cuda\n";
-    return true;
-  };
-  if (cpuBench(opts.args.device))
+  // N CPU processes are not timed together: refused before any starts
+  // (benchmark() refuses too, once `auto` has chosen the CPU).
+  if (processes > 1 && timesSteps && opts.args.device == "cpu") {
+    llvm::errs() << "gtc: error: " << gtc::rt::kCpuBenchError << "\n";
     return 1;
+  }
   // `batch` is the global batch: each process takes batch / N rows. The
   // launcher itself opens no GPU.
   if (processes > 1 && world.size == 1 && (trains || timesSteps)) {
@@ -594,8 +588,6 @@ int runModel(const Options &opts, mlir::ModuleOp module,
     llvm::errs() << "gtc: error: " << error << "\n";
     return 1;
   }
-  if (cpuBench(run.device))
-    return 1;
 
   gtc::CompileOptions compile;
   if (!compileOptions(opts, module, trainOp,

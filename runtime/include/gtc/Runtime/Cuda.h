@@ -28,8 +28,7 @@ namespace gtc::rt {
 /// Facts about the GPU, for logs and --explain.
 struct CudaDeviceInfo {
   std::string name;
-  int count = 1;   ///< GPUs this process sees
-  int ordinal = 0; ///< the one it uses (selectCudaDevice)
+  int count = 1; ///< GPUs this process sees
   int major = 0, minor = 0;
   int multiprocessors = 0;
   size_t memory = 0;

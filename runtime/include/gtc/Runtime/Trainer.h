@@ -68,6 +68,13 @@ std::unique_ptr<Dataset> openSource(const TrainConfig::Source &source,
 int train(const Plan &step, const EvalPlanFn &evalPlan,
           const RunOptions &options, std::ostream &out, std::ostream &err);
 
+/// Why N CPU processes are not timed together: their step has no
+/// collectives to time.
+inline constexpr const char *kCpuBenchError =
+    "--bench and --profile time one CPU process; give --devices 1 (each of "
+    "N processes runs the step at batch / N), or time N GPUs with --device "
+    "cuda";
+
 /// `gtc run --bench N`: times the training step on random inputs (i32
 /// inputs in [0, 10)) after warm-up: CUDA events over graph replays on a
 /// GPU, a steady clock on the CPU. Prints the median ms per step. With
