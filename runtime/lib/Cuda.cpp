@@ -483,7 +483,7 @@ extern "C" __global__ void gtc_accumulate(float *__restrict__ acc,
       acc[i] += g[i];
     else
       g[i] = (acc[i] + g[i]) * scale;
-  if (blockIdx.x == 0 && threadIdx.x == 0) {
+  if (lossAcc && blockIdx.x == 0 && threadIdx.x == 0) {
     if (mode == 0)
       *lossAcc = *loss;
     else if (mode == 1)
@@ -771,6 +771,11 @@ struct CudaExecutor::Impl {
   CUstream commStream = nullptr;
   CUevent commJoined = nullptr;
   bool commPending = false;
+  /// The micro-batch being enqueued (step()'s part of parts), and whether
+  /// the plan has gt-bucket's all-reduces: with accumulation they run in the
+  /// last micro-batch, on each bucket's mean over the micro-batches.
+  int microPart = 0, microParts = 1;
+  bool bucketed = false;
   /// Each collective joined at once (--check-numerics reads its outputs).
   bool serialComm = false;
 
@@ -827,10 +832,23 @@ struct CudaExecutor::Impl {
       inPlace = inPlace && sp.in == sp.out;
       spans.push_back(sp);
     }
-    if (!dcomm) {
-      for (const Span &sp : spans)
-        if (sp.in != sp.out)
+    // With accumulation, a micro-batch before the last only leaves its
+    // gradients where the update reads them (enqueueAccumulate sums them);
+    // the last reduces each bucket's mean (finishMean).
+    const bool accumulating = microParts > 1;
+    const bool reduceNow = dcomm && (!accumulating || microPart + 1 == microParts);
+    if (!reduceNow || (accumulating && !inPlace)) {
+      for (Span &sp : spans)
+        if (sp.in != sp.out) {
           CU(cuMemcpyDtoDAsync(sp.out, sp.in, sp.bytes, stream));
+          sp.in = sp.out;
+        }
+      inPlace = true;
+    }
+    if (!reduceNow) {
+      if (accumulating && microPart + 1 == microParts)
+        for (const Span &sp : spans)
+          finishMean(sp.out, sp.bytes, sp.dtype, stream);
       return;
     }
     if (inPlace) {
@@ -851,6 +869,9 @@ struct CudaExecutor::Impl {
     }
     CU(cuEventRecord(l.ready, stream));
     CU(cuStreamWaitEvent(commStream, l.ready, 0));
+    if (accumulating)
+      for (const Span &sp : spans)
+        finishMean(sp.out, sp.bytes, sp.dtype, commStream);
     // While profiling, the group between two events of its own stream.
     std::optional<Timed> t;
     if (timed) {
@@ -880,6 +901,26 @@ struct CudaExecutor::Impl {
     } else {
       commPending = true;
     }
+  }
+
+  /// In the last micro-batch, the gradients at `g` (`bytes` of the
+  /// gradient region) become their mean over the micro-batches:
+  /// (accumulated + last) / parts, as enqueueAccumulate does for the whole
+  /// region when the plan has no buckets.
+  void finishMean(CUdeviceptr g, size_t bytes, DType dtype, CUstream stream) {
+    CUdeviceptr grads = arena + regionOffset.at(Region::Grad);
+    if (dtype != DType::F32 || g < grads ||
+        g + bytes > grads + static_cast<size_t>(paramElements) * 4)
+      throw RuntimeError("an all-reduced bucket of a step with gradient "
+                         "accumulation is not in the fp32 gradient region");
+    CUdeviceptr acc = accumulator + (g - grads);
+    long long count = static_cast<long long>(bytes / 4);
+    int mode = 2;
+    float scale = 1.0f / static_cast<float>(microParts);
+    void *none = nullptr;
+    void *args[] = {&acc, &g, &count, &mode, &scale, &none, &none};
+    CU(cuLaunchKernel(accumulateFn, 132 * 4, 1, 1, 256, 1, 1, 0, stream, args,
+                      nullptr));
   }
 
   /// The compute stream waits for the collectives enqueued so far.
@@ -1396,8 +1437,9 @@ struct CudaExecutor::Impl {
     CUdeviceptr acc = accumulator, g = arena + regionOffset.at(Region::Grad);
     CUdeviceptr lossAcc = accumulator + paramElements * 4,
                 loss = ptr(plan.loss, 0);
-    long long n = paramElements;
     int mode = microPhase(part, parts);
+    // The last micro-batch's buckets made their own means (finishMean).
+    long long n = mode == 2 && bucketed ? 0 : paramElements;
     float scale = 1.0f / static_cast<float>(parts);
     void *args[] = {&acc, &g, &n, &mode, &scale, &lossAcc, &loss};
     timedLaunch("gtc_accumulate (micro-batches)", "optimizer", -1, 0,
@@ -1665,6 +1707,7 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
       CU(cuEventCreate(&l.ready, CU_EVENT_DISABLE_TIMING));
       CU(cuEventCreate(&l.reduced, CU_EVENT_DISABLE_TIMING));
     }
+  I.bucketed = collectives;
   if (I.dcomm && (collectives || plan.kind == "step")) {
     CU(cuStreamCreate(&I.commStream, CU_STREAM_NON_BLOCKING));
     CU(cuEventCreate(&I.commJoined, CU_EVENT_DISABLE_TIMING));
@@ -1774,12 +1817,14 @@ void CudaExecutor::step(int slot, bool update, bool wantLoss, int part,
   if (parts > 1 && !I.accumulator)
     throw RuntimeError("this executor's plan does not accumulate gradients");
   update = update && part + 1 == parts;
+  I.microPart = part;
+  I.microParts = parts;
   auto enqueue = [&] {
     I.enqueueKernels(slot, afterKernel);
     if (parts > 1 && I.plan.kind == "step")
       I.enqueueAccumulate(part, parts);
     if (part + 1 == parts && I.plan.kind == "step")
-      I.enqueueStepReduction(/*gradients=*/parts > 1);
+      I.enqueueStepReduction(/*gradients=*/parts > 1 && !I.bucketed);
     if (update)
       I.enqueueUpdate();
   };
@@ -2007,6 +2052,8 @@ void CudaExecutor::profile(int warmup, int steps, Profile &out) {
   std::vector<Impl::Timed> timed;
   std::vector<size_t> stepStart;
   I.timed = &timed;
+  I.microPart = 0; // one compiled batch, as a step without accumulation
+  I.microParts = 1;
   I.eventsUsed = 0;
   CUevent origin = I.pooledEvent();
   CU(cuEventRecord(origin, I.compute));

@@ -287,27 +287,37 @@ public:
     // parameters (the last one shorter), their optimizer state and update.
     const int64_t n = exec.regionElements(Region::Param);
     const int ranks = comm && shard ? comm->size() : 1;
-    const int64_t part = (n + ranks - 1) / ranks;
+    const int64_t each = (n + ranks - 1) / ranks;
     for (int r = 0; r < ranks; ++r)
       shares.push_back(static_cast<size_t>(
-          std::max<int64_t>(0, std::min(n, (r + 1) * part) - r * part)));
-    ownFrom = std::min(n, (comm && shard ? comm->rank() : 0) * part);
+          std::max<int64_t>(0, std::min(n, (r + 1) * each) - r * each)));
+    ownFrom = std::min(n, (comm && shard ? comm->rank() : 0) * each);
     // gt-bucket's all_reduce kernels reduce the gradients a bucket at a
-    // time during the step; a plan without them (one process, or gradient
-    // accumulation) has its gradients reduced after it, all at once.
+    // time during the step; a plan without them (one process) has its
+    // gradients reduced after it, all at once. With accumulation the
+    // buckets of the last micro-batch are reduced, each as the mean over
+    // the micro-batches (the earlier ones are summed after they run).
     for (const Kernel &k : plan.kernels)
       reducesInStep = reducesInStep || k.op == OpKind::AllReduce;
     if (comm && reducesInStep)
       exec.allReduceMean =
-          [comm](const std::vector<std::pair<float *, size_t>> &bucket) {
-            comm->allReduceMean(bucket);
+          [this](const std::vector<std::pair<float *, size_t>> &bucket) {
+            if (parts > 1) {
+              if (part + 1 < parts)
+                return;
+              for (auto [data, n] : bucket)
+                finishMean(data, n);
+            }
+            this->comm->allReduceMean(bucket);
           };
   }
   void *feed(int id) override { return exec.data(id); }
-  void run(double lr, int64_t, bool, int part, int parts) override {
+  void run(double lr, int64_t, bool, int thisPart, int stepParts) override {
     const bool scaling = plan.scalesLoss();
     if (scaling)
       exec.floats(plan.lossScale)[0] = scaler.scale;
+    part = thisPart;
+    parts = stepParts;
     exec.run();
     float *grads = exec.region(Region::Grad);
     int64_t n = exec.regionElements(Region::Param);
@@ -325,10 +335,10 @@ public:
       }
       if (part + 1 < parts)
         return;
-      const float scale = 1.0f / static_cast<float>(parts);
-      for (int64_t i = 0; i < n; ++i)
-        grads[i] = (accumulated[i] + grads[i]) * scale;
-      lastLoss = (static_cast<float>(lossSum) + lastLoss) * scale;
+      if (!comm || !reducesInStep)
+        finishMean(grads, static_cast<size_t>(n));
+      lastLoss = (static_cast<float>(lossSum) + lastLoss) *
+                 (1.0f / static_cast<float>(parts));
     }
     if (comm) {
       // The mean over processes of their batch shares' means: the mean
@@ -394,6 +404,18 @@ public:
     opt.second = ownPart(second);
     opt.step = steps;
   }
+  /// In the last micro-batch: the gradients at `g` (n of the gradient
+  /// region) become their mean over the micro-batches.
+  void finishMean(float *g, size_t n) {
+    float *grads = exec.region(Region::Grad);
+    const size_t at = static_cast<size_t>(g - grads);
+    if (g < grads || at + n > accumulated.size())
+      throw RuntimeError("an all-reduced bucket of a step with gradient "
+                         "accumulation is not in the gradient region");
+    const float scale = 1.0f / static_cast<float>(parts);
+    for (size_t i = 0; i < n; ++i)
+      g[i] = (accumulated[at + i] + g[i]) * scale;
+  }
   bool sharded() const { return shares.size() > 1; }
   size_t own() const {
     return shares[sharded() ? static_cast<size_t>(comm->rank()) : 0];
@@ -423,6 +445,7 @@ public:
   LossScaler scaler;
   std::vector<float> accumulated; ///< gradients summed over micro-batches
   float lossSum = 0, lastLoss = 0;
+  int part = 0, parts = 1; ///< the micro-batch being run, of the step's
   Communicator *comm;
   /// Whether the plan all-reduces its gradients itself (gt-bucket).
   bool reducesInStep = false;

@@ -8,13 +8,13 @@
 #   test/gpu/multi.sh BUNDLE [SECTIONS]
 #
 # BUNDLE is what `tools/dev.sh gpu-bundle` makes; SECTIONS is a comma list
-# of parity, scale, small, profile, launch, exe, fault, zero, resume
+# of parity, scale, small, profile, micro, launch, exe, fault, zero, resume
 # (default: all of them). TORCH_MODES (default "eager compile") are the
 # PyTorch DDP modes timed beside gtc.
 set -u
 cd "$(dirname "$0")/../.."
 B=${1:-gpu-bundle}
-SECTIONS=${2:-parity,scale,small,profile,launch,exe,fault,zero,resume}
+SECTIONS=${2:-parity,scale,small,profile,micro,launch,exe,fault,zero,resume}
 RESULTS=${OUT:-}
 W=/tmp/gtc-multi
 rm -rf "$W" && mkdir -p "$W"
@@ -140,6 +140,19 @@ row "--profile on 2 GPUs: $(grep -o 'collectives.*' "$W/profile-dp2.txt" | cut -
 fi
 
 
+if has micro; then
+# Gradient accumulation on 2 GPUs: the buckets are reduced during the last
+# micro-batch's backward, each as the mean over the micro-batches. fp32
+# char_gpt (2 micro-batches of 8 a GPU) against one GPU's batch of 32.
+[ -f "$W/c1.jsonl" ] || gtc run examples/char_gpt.gt --device cuda --precision fp32 --batch 32 --steps 50 --log-every 1 --log "$W/c1.jsonl" > "$W/c1.txt" 2>&1
+gtc run examples/char_gpt.gt --device cuda --devices 2 --micro-batch 8 --precision fp32 --batch 32 --steps 50 --log-every 1 --log "$W/m2.jsonl" > "$W/m2.txt" 2>&1; s=$?
+tail -2 "$W/m2.txt"
+r=$(same "$W/c1.jsonl" "$W/m2.jsonl" 1e-5 2>&1); s2=$?
+row "char_gpt fp32, 2 GPUs x 2 micro-batches vs 1 GPU, batch 32: $r" "$(verdict $((s + s2)))"
+gtc run examples/gpt2.gt --device cuda --devices 2 --batch 32 --micro-batch 8 --steps 30 --data "$W/tokens.bin" --eval "$W/eval.bin" > "$W/m-gpt.txt" 2>&1; s=$?
+row "GPT-2 bf16, 2 GPUs x 2 micro-batches of 8: $(steady "$W/m-gpt.txt") samples/s" "$(verdict $s)"
+fi
+
 if has launch; then
 # Launchers: real torchrun, two nodes simulated on one host (network
 # transport), a compiled executable: 20 GPT-2 steps each, losses equal to
@@ -150,20 +163,22 @@ torchrun --standalone --nproc_per_node=2 --no_python -- "$GTC" run examples/gpt2
 tail -2 "$W/l-tr.txt"
 r=$(same "$W/l-dev.jsonl" "$W/l-tr.jsonl" 1e-6 2>&1); s2=$?
 row "torchrun --nproc_per_node 2 vs gtc run --devices 2 (GPT-2, 20 steps): $r" "$(verdict $((s0 + s + s2)))"
-if [ $NGPU -ge 4 ]; then
-  PORT=29611
-  for node in 0 1; do
-    CUDA_VISIBLE_DEVICES=$((2 * node)),$((2 * node + 1)) NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 \
-      torchrun --no_python --nnodes 2 --node_rank $node --nproc_per_node 2 --master_addr 127.0.0.1 --master_port $PORT -- \
-      "$GTC" run examples/gpt2.gt --device cuda --batch 64 --steps 20 --log-every 1 $GPT --log "$W/l-nodes$node.jsonl" > "$W/l-nodes$node.txt" 2>&1 &
-  done
-  wait
-  gtc run examples/gpt2.gt --device cuda --devices 4 --batch 64 --steps 20 --log-every 1 $GPT --log "$W/l-dev4.jsonl" > "$W/l-dev4.txt" 2>&1
-  tail -2 "$W/l-nodes0.txt"
-  grep -h "NET/\|via NET\|Using network" "$W"/l-nodes*.txt | head -3
-  r=$(same "$W/l-dev4.jsonl" "$W/l-nodes0.jsonl" 1e-6 2>&1); s2=$?
-  row "2 nodes x 2 GPUs (torchrun --nnodes 2, P2P/SHM off) vs --devices 4: $r" "$(verdict $s2)"
-fi
+# Two nodes simulated on one host: 2 GPUs each on 4, 1 each on 2.
+PER=$((NGPU >= 4 ? 2 : 1)); ALL=$((2 * PER))
+PORT=29611
+for node in 0 1; do
+  VIS=$((PER * node)); [ $PER = 2 ] && VIS=$VIS,$((PER * node + 1))
+  CUDA_VISIBLE_DEVICES=$VIS NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_DEBUG=INFO \
+    timeout -k 10 "${LIMIT:-240}" torchrun --no_python --nnodes 2 --node_rank $node --nproc_per_node $PER --master_addr 127.0.0.1 --master_port $PORT -- \
+    "$GTC" run examples/gpt2.gt --device cuda --batch $((16 * ALL)) --steps 20 --log-every 1 $GPT --log "$W/l-nodes$node.jsonl" > "$W/l-nodes$node.txt" 2>&1 &
+done
+wait
+gtc run examples/gpt2.gt --device cuda --devices $ALL --batch $((16 * ALL)) --steps 20 --log-every 1 $GPT --log "$W/l-devn.jsonl" > "$W/l-devn.txt" 2>&1
+tail -2 "$W/l-nodes0.txt"
+net=$(grep -ho "via NET/[A-Za-z]*\|Using network [A-Za-z]*" "$W"/l-nodes*.txt | sort -u | tr '\n' ' ')
+echo "transport: $net"
+r=$(same "$W/l-devn.jsonl" "$W/l-nodes0.jsonl" 1e-6 2>&1); s2=$?
+row "2 nodes x $PER GPU (torchrun --nnodes 2, P2P/SHM off; $net) vs --devices $ALL: $r" "$(verdict $s2)"
 fi
 
 if has exe; then
@@ -230,6 +245,44 @@ PY
   msg=$(grep -h "gtc: error: rank" "$W/fault-$how.txt" | head -1 | cut -c1-90)
   row "fault $how: $(tail -1 "$W/fault-$how.txt" | cut -c1-40); $msg" "$(verdict $s)"
 done
+# Ctrl-C: SIGINT to the whole process group, as a terminal sends it. Every
+# rank stops at the same step, rank 0 writes the checkpoint, and training
+# resumes from it.
+python3 - "$GTC" "$W" > "$W/fault-ctrlc.txt" 2>&1 <<'PY'
+import os, re, signal, subprocess, sys, time
+gtc, w = sys.argv[1:3]
+ck = f"{w}/ctrlc.safetensors"
+p = subprocess.Popen([gtc, "run", "examples/gpt2.gt", "--device", "cuda", "--devices", "2", "--batch", "32",
+                      "--steps", "100000", "--data", f"{w}/tokens.bin", "--eval", f"{w}/eval.bin",
+                      "--log-every", "1", "--log", f"{w}/ctrlc.jsonl", "--save", ck],
+                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+t0 = time.time()
+while time.time() - t0 < 120 and p.poll() is None:
+    if os.path.exists(f"{w}/ctrlc.jsonl") and sum(1 for _ in open(f"{w}/ctrlc.jsonl")) > 5:
+        break
+    time.sleep(0.5)
+os.killpg(p.pid, signal.SIGINT)
+t = time.time()
+try:
+    out, _ = p.communicate(timeout=90)
+except subprocess.TimeoutExpired:
+    os.killpg(p.pid, signal.SIGKILL); out, _ = p.communicate()
+    print(out[-3000:]); print("NOT ENDED within 90 s"); sys.exit(1)
+print(out[-2000:])
+m = re.search(r"interrupted at step (\d+)", out)
+print(f"status {p.returncode}, ended {time.time() - t:.1f} s after SIGINT")
+if p.returncode != 130 or not m or not os.path.exists(ck):
+    print("no clean stop"); sys.exit(1)
+s = int(m.group(1))
+r = subprocess.run([gtc, "run", "examples/gpt2.gt", "--device", "cuda", "--devices", "2", "--batch", "32",
+                    "--steps", str(s + 2), "--data", f"{w}/tokens.bin", "--eval", f"{w}/eval.bin",
+                    "--resume", ck], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=200)
+print(r.stdout[-1500:])
+print(f"stopped at step {s}; resumed to {s + 2}: status {r.returncode}")
+sys.exit(r.returncode)
+PY
+s=$?
+row "fault ctrl-c (2 GPUs): $(tail -1 "$W/fault-ctrlc.txt" | cut -c1-60)" "$(verdict $s)"
 fi
 
 if has zero; then

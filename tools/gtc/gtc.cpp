@@ -465,21 +465,6 @@ bool perProcess(const Options &opts, int processes,
   return true;
 }
 
-/// --bucket-size sizes gt-bucket's buckets, which a step of several
-/// micro-batches does without (its mean is all-reduced once, after the
-/// last): refused there rather than ignored. False after printing the error.
-bool bucketsApply(const Options &opts, const gtc::rt::Plan &step) {
-  if (opts.args.bucketBytes == 0 || step.microBatches == 1)
-    return true;
-  llvm::errs() << "gtc: error: --bucket-size sizes the buckets that are "
-                  "all-reduced during the backward, and this step of "
-               << step.microBatches
-               << " micro-batches has none (it all-reduces the gradients' "
-                  "mean once, after the last micro-batch); leave "
-                  "--bucket-size out, or train without micro-batches\n";
-  return false;
-}
-
 /// The compile options of gtc run and gtc compile: the train block's batch
 /// unless --batch says, and the options' precision, padding, fusion and
 /// checkpointing; `deviceMemory` is what the step may use (0: unknown).
@@ -632,7 +617,7 @@ int runModel(const Options &opts, mlir::ModuleOp module,
     return 0;
   }
   mlir::FailureOr<gtc::rt::Plan> step = gtc::compileStep(module, compile);
-  if (mlir::failed(step) || !bucketsApply(opts, *step))
+  if (mlir::failed(step))
     return 1;
   if (!gtc::rt::applyDataPaths(opts.args, step->config, error))
     return usageError(error);
@@ -833,7 +818,7 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
   if (!perProcess(opts, processes, compile))
     return 1;
   mlir::FailureOr<gtc::rt::Plan> step = gtc::compileStep(module, compile);
-  if (mlir::failed(step) || !bucketsApply(opts, *step))
+  if (mlir::failed(step))
     return 1;
   std::vector<gtc::rt::Plan> plans{*step};
   gtc::rt::Bundle bundle;

@@ -308,13 +308,11 @@ FailureOr<rt::Plan> accumulate(ModuleOp module, CompileOptions &options) {
       return where->emitError("micro_batch = ")
              << micro << " does not divide the batch of " << batch
              << "; give a divisor of it (or auto)";
+    // gt-bucket's all-reduces stay: the executors run them in the last
+    // micro-batch, on the accumulated mean of each bucket.
     options.batch = micro;
-    // The accumulated mean is all-reduced after the last micro-batch.
-    const int64_t bucketBytes = options.bucketBytes;
-    options.bucketBytes = 0;
     FailureOr<rt::Plan> plan = resolve(module, options);
     options.batch = batch;
-    options.bucketBytes = bucketBytes;
     if (succeeded(plan))
       plan->microBatches = batch / micro;
     return plan;
@@ -331,8 +329,6 @@ FailureOr<rt::Plan> accumulate(ModuleOp module, CompileOptions &options) {
       continue;
     CompileOptions o = options;
     o.batch = m;
-    if (m < batch)
-      o.bucketBytes = 0; // as above
     FailureOr<rt::Plan> plan;
     {
       // A micro-batch too large for a checkpoint budget is one to skip.
