@@ -105,20 +105,28 @@ fi
 
 scale() { # sequences per GPU, tag, PyTorch modes
   local b=$1 tag=$2 modes=$3 one
-  gtc run examples/gpt2.gt --device cuda --devices 1 --batch $b --steps 30 --data "$W/tokens.bin" --eval "$W/eval.bin" > "$W/s$tag-1.txt" 2>&1
+  # One GPU: plain gtc run (gpt2.gt's devices = all sees one GPU).
+  CUDA_VISIBLE_DEVICES=0 gtc run examples/gpt2.gt --device cuda --batch $b --steps 30 --data "$W/tokens.bin" --eval "$W/eval.bin" > "$W/s$tag-1.txt" 2>&1
   one=$(steady "$W/s$tag-1.txt")
   echo "gtc 1 GPU B=$b: $one samples/s" | tee -a "$W/scale.txt"
   for n in 2 4; do
     [ $n -le $NGPU ] || continue
-    gtc run examples/gpt2.gt --device cuda --devices $n --batch $((b * n)) --steps 30 --data "$W/tokens.bin" --eval "$W/eval.bin" > "$W/s$tag-$n.txt" 2>&1; s=$?
-    local r; r=$(steady "$W/s$tag-$n.txt")
-    tail -1 "$W/s$tag-$n.txt"
-    python3 - "$one" "$r" $n $b >> "$W/scale.txt" <<'PY'
+    # NCCL_ENVS: ';'-separated settings to time beside the default (such
+    # as NCCL_MAX_CTAS=8).
+    local IFS_=$IFS; IFS=';'; local envs=("" ${NCCL_ENVS:-}); IFS=$IFS_
+    for e in "${envs[@]}"; do
+      local f="$W/s$tag-$n${e:+-${e//[^A-Za-z0-9]/_}}.txt"
+      env $e timeout -k 10 "${LIMIT:-240}" "$GTC" run examples/gpt2.gt --device cuda --devices $n --batch $((b * n)) --steps 30 --data "$W/tokens.bin" --eval "$W/eval.bin" > "$f" 2>&1
+      local r; r=$(steady "$f")
+      tail -1 "$f"
+      python3 - "$one" "$r" $n $b "$e" >> "$W/scale.txt" <<'PY'
 import sys
 one, r, n, b = float(sys.argv[1] or 0), float(sys.argv[2] or 0), int(sys.argv[3]), int(sys.argv[4])
-print(f"gtc {n} GPUs B={b}/GPU: {r:.1f} samples/s = {r*1024/1e3:.0f}k tokens/s, {r/one if one else 0:.3f}x of 1 GPU; step {1e3*n*b/r if r else 0:.2f} ms vs {1e3*b/one if one else 0:.2f} ms on 1 (exposed {1e3*n*b/r - 1e3*b/one if r and one else 0:.2f} ms)")
+e = f" ({sys.argv[5]})" if sys.argv[5] else ""
+print(f"gtc {n} GPUs B={b}/GPU{e}: {r:.1f} samples/s = {r*1024/1e3:.0f}k tokens/s, {r/one if one else 0:.3f}x of 1 GPU; step {1e3*n*b/r if r else 0:.2f} ms vs {1e3*b/one if one else 0:.2f} ms on 1 (exposed {1e3*n*b/r - 1e3*b/one if r and one else 0:.2f} ms)")
 PY
-    tail -1 "$W/scale.txt"
+      tail -1 "$W/scale.txt"
+    done
   done
   for mode in $modes; do
     for n in ${TORCH_GPUS:-1 2 4}; do
@@ -238,7 +246,10 @@ others = [r for r in pids if r != rank]
 alive = [r for r in others if os.path.exists(f"/proc/{pids[r]}") and open(f"/proc/{pids[r]}/stat").read().split()[2] != "Z"]
 print(f"ended {time.time() - killed:.1f} s after the signal; other ranks alive: {alive}")
 if how.startswith("stop"):
-    os.kill(pids[rank], signal.SIGKILL)
+    try:  # torchrun may have killed it already
+        os.kill(pids[rank], signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 sys.exit(0 if not alive and time.time() - killed < 60 else 1)
 PY
   s=$?
@@ -318,7 +329,7 @@ if has resume; then
 N=$NGPU
 C="examples/char_gpt.gt --device cuda --precision fp32 --batch 32"
 gtc run $C --steps 20 --log-every 1 --log "$W/r-straight.jsonl" > "$W/r-straight.txt" 2>&1
-tail -n 11 "$W/r-straight.jsonl" > "$W/r-last10.jsonl"
+tail -n 10 "$W/r-straight.jsonl" > "$W/r-last10.jsonl"
 gtc run $C --steps 10 --devices $N --shard optimizer --save "$W/r-ck$N.safetensors" > "$W/r-save$N.txt" 2>&1
 gtc run $C --steps 20 --devices 2 --log-every 1 --resume "$W/r-ck$N.safetensors" --log "$W/r-on2.jsonl" > "$W/r-on2.txt" 2>&1; s=$?
 r=$(same "$W/r-last10.jsonl" "$W/r-on2.jsonl" 1e-5 2>&1); s2=$?
