@@ -357,29 +357,21 @@ extern "C" void forwardSignal(int sig) {
         ::kill(p, sig);
 }
 
-/// A port no one listens on now (the kernel's choice).
-std::string freePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len) != 0) {
-    if (fd >= 0)
-      ::close(fd);
-    return "29500";
-  }
-  std::string port = std::to_string(ntohs(a.sin_port));
-  ::close(fd);
-  return port;
-}
-
 } // namespace
 
 int gtc::rt::spawnWorkers(int n, char **argv) {
   terminated = 0;
-  const std::string port = freePort();
+  // Rank 0's store socket, listening before any worker starts (a port
+  // merely found free could be taken before rank 0 binds it): rank 0
+  // inherits it.
+  std::string error;
+  int store = listeningSocket(0, error);
+  if (store < 0) {
+    std::cerr << "gtc: error: cannot open the workers' rendezvous socket: "
+              << error << "\n";
+    return 1;
+  }
+  const std::string port = std::to_string(boundPort(store));
   std::vector<pid_t> pids(n, -1);
   std::vector<int> errFds(n, -1);
   std::cout.flush();
@@ -401,6 +393,10 @@ int gtc::rt::spawnWorkers(int n, char **argv) {
       ::setenv("MASTER_ADDR", "127.0.0.1", 1);
       ::setenv("MASTER_PORT", port.c_str(), 1);
       ::setenv("GTC_LAUNCHED", "1", 1);
+      if (r == 0)
+        ::setenv("GTC_STORE_FD", std::to_string(store).c_str(), 1);
+      else
+        ::close(store);
       ::dup2(p[1], STDERR_FILENO);
       ::close(p[0]);
       ::close(p[1]);
@@ -424,6 +420,7 @@ int gtc::rt::spawnWorkers(int n, char **argv) {
     pids[r] = pid;
     errFds[r] = p[0];
   }
+  ::close(store);
   workers = &pids;
   struct sigaction sa {}, oldInt{}, oldTerm{};
   sa.sa_handler = forwardSignal;

@@ -112,6 +112,9 @@ struct Libs {
   std::string driverError, nvrtcError, cublasError;
   CUdevice device = 0;
   CUcontext context = nullptr;
+  /// Device memory in use once the context was open, before gtc allocated
+  /// anything (cuMemGetInfo's total - free).
+  size_t contextBytes = 0;
   CudaDeviceInfo info;
 };
 
@@ -233,6 +236,9 @@ bool initDevice(std::string &error) {
     error = "cannot open the GPU: " + cuError(r);
     return false;
   }
+  size_t free = 0, total = 0;
+  if (l.cuMemGetInfo(&free, &total) == CUDA_SUCCESS)
+    l.contextBytes = total - free;
   char name[256] = {0};
   l.cuDeviceGetName(name, sizeof name, l.device);
   l.info.name = name;
@@ -317,6 +323,8 @@ size_t gtc::rt::cudaMemoryInUse() {
     return 0;
   return total - free;
 }
+
+size_t gtc::rt::cudaContextMemory() { return libs().contextBytes; }
 
 int gtc::rt::cudaDeviceCount() {
   Libs &l = libs();

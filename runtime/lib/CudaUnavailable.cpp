@@ -45,6 +45,8 @@ int gtc::rt::cudaDeviceCount() { return 0; }
 
 size_t gtc::rt::cudaMemoryInUse() { return 0; }
 
+size_t gtc::rt::cudaContextMemory() { return 0; }
+
 CudaExecutor::CudaExecutor(const Plan &, const CudaProgram &, bool,
                            Communicator *, bool) {
   throw RuntimeError(kMessage);

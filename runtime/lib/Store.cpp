@@ -83,40 +83,67 @@ bool recvBlob(int fd, std::string &s) {
 // StoreServer
 //===----------------------------------------------------------------------===//
 
-bool StoreServer::listenOn(const std::string &port, std::string &error) {
-  stale = std::min(commTimeout(), std::chrono::seconds(30));
-  fd = ::socket(AF_INET6, SOCK_STREAM, 0);
+int gtc::rt::listeningSocket(int port, std::string &error) {
+  int fd = ::socket(AF_INET6, SOCK_STREAM, 0);
   int off = 0, on = 1;
   bool v6 = fd >= 0;
   if (!v6)
     fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) {
     error = std::string("cannot open a socket: ") + std::strerror(errno);
-    return false;
+    return -1;
   }
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-  int p = std::atoi(port.c_str());
   int rc;
   if (v6) {
     ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
     sockaddr_in6 a{};
     a.sin6_family = AF_INET6;
     a.sin6_addr = in6addr_any;
-    a.sin6_port = htons(static_cast<uint16_t>(p));
+    a.sin6_port = htons(static_cast<uint16_t>(port));
     rc = ::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
   } else {
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_ANY);
-    a.sin_port = htons(static_cast<uint16_t>(p));
+    a.sin_port = htons(static_cast<uint16_t>(port));
     rc = ::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
   }
   if (rc != 0 || ::listen(fd, 128) != 0) {
-    error = "rank 0 cannot serve the rendezvous on port " + port + ": " +
-            std::strerror(errno) +
-            " (another run there? choose another MASTER_PORT)";
+    error = std::strerror(errno);
     ::close(fd);
-    fd = -1;
+    return -1;
+  }
+  return fd;
+}
+
+int gtc::rt::boundPort(int fd) {
+  sockaddr_storage a{};
+  socklen_t len = sizeof a;
+  if (::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len) != 0)
+    return 0;
+  if (a.ss_family == AF_INET6)
+    return ntohs(reinterpret_cast<sockaddr_in6 *>(&a)->sin6_port);
+  if (a.ss_family == AF_INET)
+    return ntohs(reinterpret_cast<sockaddr_in *>(&a)->sin_port);
+  return 0;
+}
+
+bool StoreServer::listenOn(const std::string &port, std::string &error) {
+  stale = std::min(commTimeout(), std::chrono::seconds(30));
+  // gtc run --devices N made the socket before starting the workers, so no
+  // other program can take the port in between.
+  if (const char *inherited = std::getenv("GTC_STORE_FD")) {
+    int given = std::atoi(inherited);
+    ::unsetenv("GTC_STORE_FD");
+    if (given > 0 && std::to_string(boundPort(given)) == port)
+      fd = given;
+  }
+  if (fd < 0)
+    fd = listeningSocket(std::atoi(port.c_str()), error);
+  if (fd < 0) {
+    error = "rank 0 cannot serve the rendezvous on port " + port + ": " +
+            error + " (another run there? choose another MASTER_PORT)";
     return false;
   }
   std::thread([this] { acceptLoop(); }).detach();

@@ -26,11 +26,20 @@ namespace gtc::rt {
 /// (GTC_TIMEOUT, default 300).
 std::chrono::seconds commTimeout();
 
+/// A TCP socket listening on `port` (0: the kernel's choice) of every
+/// address, IPv6 and IPv4; -1 with a message if it cannot.
+int listeningSocket(int port, std::string &error);
+
+/// The port a socket is bound to; 0 if it is not.
+int boundPort(int fd);
+
 /// Rank 0's side: a map, and a thread per connection answering its
 /// requests (see StoreClient).
 class StoreServer {
 public:
   /// Serves on `port` of every address; false with a message if it cannot.
+  /// A socket gtc's launcher made for rank 0 (GTC_STORE_FD) is served
+  /// instead of binding the port again.
   bool listenOn(const std::string &port, std::string &error);
   /// Waits (at most `timeout`) until no connection but `keep` is open: the
   /// other ranks have read their last answers and gone.

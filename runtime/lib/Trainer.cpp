@@ -603,6 +603,26 @@ std::unique_ptr<Dataset> gtc::rt::openSource(const TrainConfig::Source &s,
 }
 
 namespace {
+/// The GPU's memory in use (cuMemGetInfo) and where it went: what the
+/// context took when it opened, what gtc's executor allocated (against its
+/// plan), and the rest: the libraries' own (NCCL's buffers, cuBLASLt),
+/// loaded kernels and captured graphs.
+std::string memoryInUse(CudaBackend &gpu) {
+  size_t planned = 0, measured = 0;
+  for (auto [what, bytes] : gpu.exec.memoryBreakdown())
+    (what == "measured (cuMemGetInfo)" ? measured : planned) += bytes;
+  const double mib = 1048576.0, used = cudaMemoryInUse() / mib,
+               context = cudaContextMemory() / mib;
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(1)
+    << "GPU memory in use after the first step: " << used
+    << " MiB (cuMemGetInfo) = " << context << " MiB the context had + "
+    << measured / mib << " MiB gtc's (" << planned / mib << " planned) + "
+    << used - context - measured / mib
+    << " MiB the rest (NCCL's buffers, cuBLASLt, kernels, graphs)";
+  return o.str();
+}
+
 int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
               const RunOptions &options, std::ostream &rankOut,
               std::ostream &err) {
@@ -1111,13 +1131,8 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
                                .count());
         (tty ? err : out) << "first step: " << Startup::get().report()
                           << "\n";
-        if (cuda)
-          (tty ? err : out)
-              << "  GPU memory in use after the first step: " << std::fixed
-              << std::setprecision(1) << cudaMemoryInUse() / 1048576.0
-              << " MiB (cuMemGetInfo: the context, the step's memory, "
-                 "cuBLASLt's and NCCL's buffers)\n"
-              << std::defaultfloat;
+        if (auto *gpu = dynamic_cast<CudaBackend *>(backend.get()))
+          (tty ? err : out) << "  " << memoryInUse(*gpu) << "\n";
         Startup::get().close();
       }
     } catch (const RuntimeError &e) {

@@ -65,6 +65,29 @@ TEST(StoreTest, SumsAndHeartbeats) {
   EXPECT_EQ(failure, "rank 1 ended without finishing (an error, a crash, or killed)");
 }
 
+/// gtc's launcher opens rank 0's socket before starting the workers (a
+/// port merely found free may be taken before rank 0 binds it); rank 0
+/// serves that socket, whose port is taken meanwhile, rather than binding
+/// again.
+TEST(StoreTest, ServesTheLaunchersSocket) {
+  std::string error;
+  int fd = rt::listeningSocket(0, error);
+  ASSERT_GE(fd, 0) << error;
+  const std::string port = std::to_string(rt::boundPort(fd));
+  ASSERT_NE(port, "0");
+  EXPECT_LT(rt::listeningSocket(std::atoi(port.c_str()), error), 0);
+  ::setenv("GTC_STORE_FD", std::to_string(fd).c_str(), 1);
+  auto *server = new rt::StoreServer(); // lives as long as the process
+  ASSERT_TRUE(server->listenOn(port, error)) << error;
+  EXPECT_EQ(std::getenv("GTC_STORE_FD"), nullptr);
+  rt::StoreClient a;
+  ASSERT_TRUE(a.connect("127.0.0.1", port, std::chrono::seconds(10), error))
+      << error;
+  double one = 1;
+  EXPECT_TRUE(a.sum("sum/launcher", 1, &one, 1));
+  EXPECT_EQ(one, 1);
+}
+
 /// A rank that stops beating (SIGSTOP, a hang) is named once it has been
 /// silent for GTC_TIMEOUT seconds.
 TEST(StoreTest, SilentRankIsNamed) {

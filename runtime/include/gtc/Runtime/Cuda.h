@@ -56,6 +56,11 @@ void selectCudaDevice(int ordinal);
 /// process's); 0 before the GPU is opened.
 size_t cudaMemoryInUse();
 
+/// Bytes in use once this process's context was open, before gtc allocated
+/// anything (the context's own memory, and any other process's); 0 before
+/// the GPU is opened.
+size_t cudaContextMemory();
+
 /// The GPUs the driver shows this process (CUDA_VISIBLE_DEVICES applies),
 /// without opening one; 0 without a driver or GPU.
 int cudaDeviceCount();
