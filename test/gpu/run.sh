@@ -23,7 +23,12 @@ GTC=$BIN/gtc
 export GTC_CACHE_DIR=$OUT/kernel-cache
 rm -rf "$GTC_CACHE_DIR"
 ROWS=()
-row() { ROWS+=("$(printf '%-64s | %s' "$1" "$2")"); }
+# Each row is also written to $RESULTS/rows.txt as it comes, so a run cut
+# short by a time limit still returns what it did.
+row() {
+  ROWS+=("$(printf '%-64s | %s' "$1" "$2")")
+  [ -n "$RESULTS" ] && printf '%s\n' "${ROWS[-1]}" >> "$RESULTS/rows.txt"
+}
 verdict() { [ "$1" = 0 ] && echo PASS || echo "FAIL (status $1)"; }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
