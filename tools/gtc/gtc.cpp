@@ -675,8 +675,8 @@ int runModel(const Options &opts, mlir::ModuleOp module,
                    << step->batch * step->microBatches << " (global batch "
                    << step->batch * step->microBatches * processes
                    << "); the plan above is one process's\n";
-      // What each step all-reduces: gt-bucket's buckets, or the whole
-      // gradient after the last micro-batch.
+      // What each step all-reduces: gt-bucket's buckets (with
+      // accumulation, those of the last micro-batch).
       int buckets = 0;
       double bytes = 0;
       for (const gtc::rt::Kernel &k : step->kernels)
@@ -685,19 +685,14 @@ int runModel(const Options &opts, mlir::ModuleOp module,
           for (int id : k.outputs)
             bytes += gtc::rt::bufferBytes(*step, id);
         }
-      if (buckets)
-        llvm::outs() << "gradients averaged in " << buckets << " bucket"
-                     << (buckets == 1 ? "" : "s") << " during the backward, "
-                     << llvm::format("%.2f MiB", bytes / 1048576.0)
-                     << " a step ("
-                     << (run.device == "cuda" ? "NCCL" : "Gloo")
-                     << ", one collective each)\n";
-      else
-        llvm::outs() << "gradients averaged once after the last "
-                        "micro-batch, "
-                     << llvm::format("%.2f MiB",
-                                     step->parameterCount() * 4 / 1048576.0)
-                     << " a step\n";
+      llvm::outs() << "gradients averaged in " << buckets << " bucket"
+                   << (buckets == 1 ? "" : "s") << " during the "
+                   << (step->microBatches > 1 ? "last micro-batch's " : "")
+                   << "backward, "
+                   << llvm::format("%.2f MiB", bytes / 1048576.0)
+                   << " a step ("
+                   << (run.device == "cuda" ? "NCCL" : "Gloo")
+                   << ", one collective each)\n";
       // ZeRO-1: the optimizer state of one process's part of the
       // parameters (the parts of gtc's CpuBackend: N equal ones, the last
       // shorter).
@@ -717,6 +712,10 @@ int runModel(const Options &opts, mlir::ModuleOp module,
                         "optimizer state (" << mib(m.optimizerState)
                      << "); shard = optimizer would keep "
                      << mib(part) << " a process\n";
+      if (run.device == "cuda")
+        llvm::outs() << "not in the plan: NCCL's buffers and the CUDA "
+                        "context, sized when they open (gtc run prints each "
+                        "GPU's after the first step)\n";
     }
     if (gtc::checkpointRequested(module, compile)) {
       gtc::CompileOptions n = compile;
