@@ -21,6 +21,9 @@ for f in gtc gtc-runner gtc-gpu-check; do
 done
 GTC=$BIN/gtc
 export GTC_CACHE_DIR=$OUT/kernel-cache
+# The suite of one GPU: on a machine of several, the first (examples such as
+# gpt2.gt say devices = all, and their compiled executables train on one).
+export CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
 rm -rf "$GTC_CACHE_DIR"
 ROWS=()
 # Each row is also written to $RESULTS/rows.txt as it comes, so a run cut
