@@ -65,8 +65,6 @@ namespace {
   X(cuLaunchKernel)                                                            \
   X(cuLaunchKernelEx)                                                          \
   X(cuStreamCreate)                                                            \
-  X(cuStreamCreateWithPriority)                                                \
-  X(cuCtxGetStreamPriorityRange)                                               \
   X(cuStreamSynchronize)                                                       \
   X(cuStreamWaitEvent)                                                         \
   X(cuStreamBeginCapture)                                                      \
@@ -1719,16 +1717,7 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
     }
   I.bucketed = collectives;
   if (I.dcomm && (collectives || plan.kind == "step")) {
-    // The collectives' stream has the highest priority: a bucket's NCCL
-    // blocks take the SMs the backward frees first, rather than queueing
-    // behind its kernels (GTC_COMM_LOW_PRIORITY=1: the default priority,
-    // to compare).
-    int lowest = 0, highest = 0;
-    CU(cuCtxGetStreamPriorityRange(&lowest, &highest));
-    CU(cuStreamCreateWithPriority(&I.commStream, CU_STREAM_NON_BLOCKING,
-                                  std::getenv("GTC_COMM_LOW_PRIORITY")
-                                      ? 0
-                                      : highest));
+    CU(cuStreamCreate(&I.commStream, CU_STREAM_NON_BLOCKING));
     CU(cuEventCreate(&I.commJoined, CU_EVENT_DISABLE_TIMING));
   }
   StartupPhase gemmPhase("cuBLASLt heuristics");
