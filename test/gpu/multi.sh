@@ -185,7 +185,10 @@ gtc run examples/gpt2.gt --device cuda --devices $ALL --batch $((16 * ALL)) --st
 tail -2 "$W/l-nodes0.txt"
 net=$(grep -ho "via NET/[A-Za-z]*\|Using network [A-Za-z]*" "$W"/l-nodes*.txt | sort -u | tr '\n' ' ')
 echo "transport: $net"
-r=$(same "$W/l-devn.jsonl" "$W/l-nodes0.jsonl" 1e-6 2>&1); s2=$?
+# Over the network NCCL reduces with other algorithms (trees between the
+# nodes, fewer channels) than over NVLink, so in another order: the bf16
+# losses agree within 2e-6 relative, not bit for bit (4 x H200).
+r=$(same "$W/l-devn.jsonl" "$W/l-nodes0.jsonl" 1e-5 2>&1); s2=$?
 row "2 nodes x $PER GPU (torchrun --nnodes 2, P2P/SHM off; $net) vs --devices $ALL: $r" "$(verdict $s2)"
 fi
 
