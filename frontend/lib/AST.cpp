@@ -5,6 +5,25 @@
 
 using namespace gtc;
 
+Expr::~Expr() {
+  // Moves the subtrees into a work list instead of destroying them
+  // recursively, so only this loop's frame is on the stack.
+  std::vector<ExprPtr> pending;
+  auto take = [&](Expr &e) {
+    for (ExprPtr &o : e.operands)
+      pending.push_back(std::move(o));
+    for (Arg &a : e.args)
+      pending.push_back(std::move(a.value));
+  };
+  take(*this);
+  while (!pending.empty()) {
+    ExprPtr e = std::move(pending.back());
+    pending.pop_back();
+    if (e)
+      take(*e); // e then goes with no children left
+  }
+}
+
 namespace {
 /// Prints one node per line, indented by depth, with its location.
 class ASTPrinter {
@@ -113,6 +132,26 @@ private:
   }
 
   void print(const Expr &e) {
+    // A chain of binary operators (`a + b - c`, a left spine of Binary
+    // nodes) in a loop: the nodes down the spine, then their right
+    // operands back up, as the recursion would print them.
+    if (e.kind == Expr::Kind::Binary &&
+        e.operands[0]->kind == Expr::Kind::Binary) {
+      std::vector<const Expr *> spine;
+      const Expr *x = &e;
+      for (; x->kind == Expr::Kind::Binary; x = x->operands[0].get()) {
+        line() << "Binary " << x->text;
+        at(x->loc);
+        ++depth;
+        spine.push_back(x);
+      }
+      print(*x);
+      for (auto it = spine.rbegin(); it != spine.rend(); ++it) {
+        print(*(*it)->operands[1]);
+        --depth;
+      }
+      return;
+    }
     switch (e.kind) {
     case Expr::Kind::Number:
       line() << "Number " << e.text;

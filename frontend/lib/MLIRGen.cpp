@@ -318,6 +318,8 @@ private:
   FailureOr<Val> eval(const Expr &e);
   FailureOr<Val> evalName(const Expr &e);
   FailureOr<Val> evalBinary(const Expr &e);
+  /// One binary operator of `e` on its operands' values.
+  FailureOr<Val> applyBinary(const Expr &e, Val l, Val r);
   FailureOr<Val> evalUnary(const Expr &e);
   FailureOr<Val> evalCall(const Expr &e);
   FailureOr<Val> callDef(const Expr &e, const Stmt &def,
@@ -1258,12 +1260,24 @@ FailureOr<Val> Generator::evalUnary(const Expr &e) {
 }
 
 FailureOr<Val> Generator::evalBinary(const Expr &e) {
-  FailureOr<Val> l = eval(*e.operands[0]);
-  if (failed(l))
-    return failure();
-  FailureOr<Val> r = eval(*e.operands[1]);
-  if (failed(r))
-    return failure();
+  // A chain (`a + b - c ...`, a left spine of Binary nodes, 10,000 long
+  // for a sum of 10,000 terms) in a loop, from its first operand on.
+  std::vector<const Expr *> spine;
+  const Expr *x = &e;
+  for (; x->kind == Expr::Kind::Binary; x = x->operands[0].get())
+    spine.push_back(x);
+  FailureOr<Val> l = eval(*x);
+  for (auto it = spine.rbegin(); succeeded(l) && it != spine.rend(); ++it) {
+    FailureOr<Val> r = eval(*(*it)->operands[1]);
+    if (failed(r))
+      return failure();
+    l = applyBinary(**it, *l, *r);
+  }
+  return l;
+}
+
+FailureOr<Val> Generator::applyBinary(const Expr &e, Val lv, Val rv) {
+  Val *l = &lv, *r = &rv;
   char op = e.text[0];
 
   // Compile-time arithmetic.

@@ -87,11 +87,15 @@ bool Parser::measure(Expr &e, Loc at) {
   for (const Arg &a : e.args)
     below = std::max(below, a.value->height);
   e.height = below + 1;
+  // A chain of binary operators is walked in a loop (see Expr::height).
+  if (e.kind == Expr::Kind::Binary &&
+      e.operands[0]->kind == Expr::Kind::Binary)
+    e.height = std::max(e.operands[0]->height, e.operands[1]->height + 1);
   if (e.height > kMaxDepth)
     return fail(at, "this expression is too deep (more than " +
                         llvm::Twine(kMaxDepth) +
-                        " operations inside one another, a chain of binary "
-                        "operators included); split it into named parts");
+                        " operations inside one another); split it into "
+                        "named parts");
   return true;
 }
 

@@ -155,6 +155,33 @@ TEST(ParserTest, DeepNestingIsAnErrorNotAStackOverflow) {
   EXPECT_FALSE(parse(blocks).file);
 }
 
+/// A chain of one operator is walked in a loop: 100,000 terms parse with
+/// a height of 2 (real nesting alone is bounded), print in the order the
+/// recursion printed, and free without recursion.
+TEST(ParserTest, LongChainsAreNotDeep) {
+  std::string sum = "model m { x = a";
+  for (int i = 0; i < 100000; ++i)
+    sum += i % 2 ? " + a" : " - a";
+  Result r = parse(sum + " }");
+  ASSERT_TRUE(r.file) << r.error;
+  EXPECT_EQ(r.file->model->body[0]->value->height, 2u);
+
+  Result small = parse("model m { x = a + b * c - d }");
+  ASSERT_TRUE(small.file) << small.error;
+  std::string dumped;
+  llvm::raw_string_ostream os(dumped);
+  dump(*small.file, os);
+  EXPECT_NE(dumped.find("    Binary - @1:25\n"
+                        "      Binary + @1:17\n"
+                        "        Name a @1:15\n"
+                        "        Binary * @1:21\n"
+                        "          Name b @1:19\n"
+                        "          Name c @1:23\n"
+                        "      Name d @1:27\n"),
+            std::string::npos)
+      << dumped;
+}
+
 TEST(ParserTest, CallingACallIsAnError) {
   Result r = parse("model m { x = f(1)(2) }");
   EXPECT_FALSE(r.file);

@@ -32,6 +32,11 @@ struct Expr {
   enum class Kind { Number, String, Name, Unary, Binary, Call, Tuple };
 
   Expr(Kind kind, Loc loc) : kind(kind), loc(loc) {}
+  Expr(Expr &&) = default;
+  Expr &operator=(Expr &&) = default;
+  /// Frees the tree below without recursion: a chain of 10,000 additions is
+  /// a left spine 10,000 nodes long.
+  ~Expr();
 
   Kind kind;
   Loc loc;
@@ -41,8 +46,11 @@ struct Expr {
   std::string text;        ///< String value, Name, callee, or operator.
   std::vector<ExprPtr> operands; ///< Unary (1), Binary (2), Tuple elements.
   std::vector<Arg> args;   ///< Call arguments in source order.
-  /// Levels of the tree from here down (1 for a leaf): the parser bounds
-  /// it, so the passes that walk a tree recursively have bounded depth.
+  /// Levels of the tree from here down (1 for a leaf) that a walk
+  /// recurses through: the parser bounds it, so the passes that walk a tree
+  /// recursively have bounded depth. A Binary's left operand that is a
+  /// Binary too continues its chain (`a + b - c`), which every walk follows
+  /// in a loop, so it adds no level.
   unsigned height = 1;
 };
 
