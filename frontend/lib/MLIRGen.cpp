@@ -1564,6 +1564,21 @@ const llvm::StringMap<SettingBuiltin> &settingBuiltins() {
                  opt("dampening", K::Number), opt("nesterov", K::Bool),
                  opt("weight_decay", K::Number)},
                 [](Generator &g, Loc, Bound &a) -> FailureOr<Attribute> {
+                  // Arguments that would do nothing (torch.optim.SGD
+                  // refuses the nesterov cases too).
+                  const double momentum = a[1] ? a[1]->asDouble() : 0;
+                  if (momentum == 0 && a[2])
+                    return g.error(a[2]->loc)
+                           << "dampening has no effect without momentum (it "
+                              "damps the momentum buffer); give momentum: M "
+                              "or drop dampening";
+                  if (a[3] && a[3]->b && momentum == 0)
+                    return g.error(a[3]->loc)
+                           << "nesterov: true has no effect without "
+                              "momentum; give momentum: M or drop nesterov";
+                  if (a[3] && a[3]->b && a[2] && a[2]->asDouble() != 0)
+                    return g.error(a[2]->loc)
+                           << "Nesterov momentum needs dampening: 0";
                   DictBuilder d{g, {}};
                   d.str("name", "sgd").f64("lr", a[0], 1e-3);
                   d.f64("momentum", a[1], 0).f64("dampening", a[2], 0);
@@ -1585,6 +1600,11 @@ const llvm::StringMap<SettingBuiltin> &settingBuiltins() {
               [name](Generator &g, Loc, Bound &a) -> FailureOr<Attribute> {
                 if (a[0] && a[0]->i < 0)
                   return g.error(a[0]->loc) << "warmup must be >= 0";
+                if (name == "constant" && a[1])
+                  return g.error(a[1]->loc)
+                         << "final has no effect in a constant schedule (it "
+                            "keeps lr after the warm-up); decay to it with "
+                            "linear(...) or cosine(...), or drop final";
                 DictBuilder d{g, {}};
                 d.str("name", name).i64("warmup", a[0], 0);
                 d.f64("final", a[1], 0.0);
@@ -1731,6 +1751,12 @@ LogicalResult Generator::genTrain(const TrainDecl &train,
   if (seen.count("epochs") && seen.count("steps"))
     return error(seen["steps"])
            << "set either 'epochs' or 'steps', not both";
+  // Settings that would do nothing (--eval replaces the train block's eval
+  // data, so it cannot supply what the block lacks).
+  if (seen.count("eval_every") && !seen.count("eval"))
+    return error(seen["eval_every"])
+           << "eval_every has no effect: this train block names no data to "
+              "evaluate on; add eval = ... or drop eval_every";
   auto intSetting = [&](StringRef key) -> int64_t {
     for (const NamedAttribute &s : settings)
       if (s.getName() == key)

@@ -127,6 +127,50 @@ TEST(MLIRGenTest, TrainSettingsBecomeAttributes) {
             "bf16");
 }
 
+/// Every train setting in each state where it would do nothing is refused
+/// with a message that says why; the same settings where they act pass.
+TEST(MLIRGenTest, SettingsWithoutEffectAreRefused) {
+  struct Row {
+    const char *settings, *error; // error: empty where the block is fine
+  };
+  const Row rows[] = {
+      {"schedule = constant(final: 0.5)",
+       "final has no effect in a constant schedule"},
+      {"schedule = constant(warmup: 3)", ""},
+      {"schedule = cosine(warmup: 3, final: 0.1)", ""},
+      {"schedule = linear(final: 0.5)", ""},
+      {"eval_every = 10", "eval_every has no effect: this train block names "
+                          "no data to evaluate on"},
+      {"eval = text(\"e.txt\", seq: 8)\n eval_every = 10", ""},
+      {"optimizer = sgd(dampening: 0.1)",
+       "dampening has no effect without momentum"},
+      {"optimizer = sgd(momentum: 0, dampening: 0.1)",
+       "dampening has no effect without momentum"},
+      {"optimizer = sgd(nesterov: true)",
+       "nesterov: true has no effect without momentum"},
+      {"optimizer = sgd(momentum: 0.9, dampening: 0.1, nesterov: true)",
+       "Nesterov momentum needs dampening: 0"},
+      {"optimizer = sgd(momentum: 0.9, dampening: 0.1)", ""},
+      {"optimizer = sgd(momentum: 0.9, nesterov: true)", ""},
+      {"optimizer = sgd(nesterov: false)", ""},
+  };
+  for (const Row &row : rows) {
+    auto c = compile(std::string("model m { input x: f32[B, 2]\n"
+                                 "loss = mean(x) }\n"
+                                 "train { data = text(\"d.txt\", seq: 8)\n") +
+                     row.settings + " }");
+    if (!*row.error) {
+      EXPECT_TRUE(c->module) << row.settings << ": "
+                             << (c->errors.empty() ? "" : c->errors[0]);
+      continue;
+    }
+    EXPECT_FALSE(c->module) << row.settings;
+    ASSERT_EQ(c->errors.size(), 1u) << row.settings;
+    EXPECT_NE(c->errors[0].find(row.error), std::string::npos)
+        << row.settings << ": " << c->errors[0];
+  }
+}
+
 /// Mutations of a valid file through the whole front end: each ends in a
 /// module or exactly one error.
 TEST(MLIRGenTest, MutatedModelsNeverCrash) {

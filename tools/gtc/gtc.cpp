@@ -441,11 +441,17 @@ bool batchSplits(int64_t batch, int processes) {
 /// The compile options of one of `processes` processes, for gtc run's
 /// workers and gtc compile's executables alike: batch / N rows (--batch auto
 /// has chosen a process's batch already), the gradients all-reduced in
-/// buckets (gt-bucket). --bucket-size and --shard need several processes.
-/// False after printing the error.
-bool perProcess(const Options &opts, int processes,
-                gtc::CompileOptions &compile) {
+/// buckets (gt-bucket). --bucket-size and --shard need several processes;
+/// the train block's `shard` (a model file may train on one device or
+/// several) only draws a warning in one. False after printing the error.
+bool perProcess(const Options &opts, mlir::gt::TrainOp trainOp,
+                int processes, gtc::CompileOptions &compile) {
   if (processes == 1) {
+    if (opts.args.shard.empty() && shardSetting(opts, trainOp) == "optimizer")
+      llvm::errs() << "gtc: warning: shard = optimizer has no effect in one "
+                      "process: it splits the optimizer state over "
+                      "data-parallel processes (--devices N, devices = N, or "
+                      "a launcher's)\n";
     if (opts.args.bucketBytes == 0 && opts.args.shard.empty())
       return true;
     llvm::errs() << "gtc: error: "
@@ -595,7 +601,7 @@ int runModel(const Options &opts, mlir::ModuleOp module,
                                           : run.deviceFreeMemory,
                       compile))
     return 1;
-  if (!perProcess(opts, processes, compile))
+  if (!perProcess(opts, trainOp, processes, compile))
     return 1;
   run.shardOptimizer =
       processes > 1 && shardSetting(opts, trainOp) == "optimizer";
@@ -814,7 +820,7 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
   gtc::CompileOptions compile;
   if (!compileOptions(opts, module, trainOp, /*deviceMemory=*/0, compile))
     return 1;
-  if (!perProcess(opts, processes, compile))
+  if (!perProcess(opts, trainOp, processes, compile))
     return 1;
   mlir::FailureOr<gtc::rt::Plan> step = gtc::compileStep(module, compile);
   if (mlir::failed(step))

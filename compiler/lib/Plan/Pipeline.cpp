@@ -301,6 +301,12 @@ FailureOr<rt::Plan> accumulate(ModuleOp module, CompileOptions &options) {
   Operation *where = options.microBatch == 0 && findTrain(module)
                          ? findTrain(module).getOperation()
                          : module.getOperation();
+  if (micro == batch)
+    where->emitWarning("micro_batch = ")
+        << micro << " is the whole batch each step computes"
+        << " (a process's share, with data parallelism): nothing to "
+           "accumulate; give a divisor smaller than "
+        << batch << ", or drop micro_batch";
   if (micro == 0 || micro == batch)
     return resolve(module, options);
   if (micro > 0) {
