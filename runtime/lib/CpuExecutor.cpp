@@ -1,6 +1,7 @@
 //===- CpuExecutor.cpp - Runs a plan on the CPU ---------------------------===//
 
 #include "gtc/Runtime/CpuExecutor.h"
+#include "gtc/Runtime/ScalarOps.h"
 #include "gtc/Runtime/Rng.h"
 #include <algorithm>
 #include <cblas.h>
@@ -280,14 +281,6 @@ struct Div {
   template <typename T> T operator()(T a, T b) const { return a / b; }
 };
 
-template <typename T> T geluTanh(T x) {
-  const T c = T(0.7978845608028654); // sqrt(2/pi)
-  return T(0.5) * x * (T(1) + std::tanh(c * (x + T(0.044715) * x * x * x)));
-}
-template <typename T> T geluExact(T x) {
-  return T(0.5) * x * (T(1) + std::erf(x * T(0.7071067811865476)));
-}
-
 template <typename T, typename Fn>
 void unaryApply(Exec<T> &e, const Kernel &k, Fn fn) {
   const T *x = e.floats(k.inputs[0]);
@@ -298,79 +291,54 @@ void unaryApply(Exec<T> &e, const Kernel &k, Fn fn) {
   }, 4096);
 }
 
+// The activations: ScalarOps.h's formulas, which the generated CUDA calls
+// too.
 template <typename T> void relu(Exec<T> &e, const Kernel &k) {
-  unaryApply(e, k, [](T x) { return x > T(0) ? x : T(0); });
+  unaryApply(e, k, [](T x) { return gtc_scalar::relu_fwd(x); });
 }
 template <typename T> void neg(Exec<T> &e, const Kernel &k) {
   unaryApply(e, k, [](T x) { return -x; });
 }
 template <typename T> void tanhK(Exec<T> &e, const Kernel &k) {
-  unaryApply(e, k, [](T x) { return std::tanh(x); });
+  unaryApply(e, k, [](T x) { return gtc_scalar::tanh_fwd(x); });
 }
 template <typename T> void expK(Exec<T> &e, const Kernel &k) {
-  unaryApply(e, k, [](T x) { return std::exp(x); });
+  unaryApply(e, k, [](T x) { return gtc_scalar::exp_fwd(x); });
 }
 template <typename T> void logK(Exec<T> &e, const Kernel &k) {
-  unaryApply(e, k, [](T x) { return std::log(x); });
+  unaryApply(e, k, [](T x) { return gtc_scalar::log_fwd(x); });
 }
 template <typename T> void sqrtK(Exec<T> &e, const Kernel &k) {
-  unaryApply(e, k, [](T x) { return std::sqrt(x); });
+  unaryApply(e, k, [](T x) { return gtc_scalar::sqrt_fwd(x); });
 }
 template <typename T> void sigmoid(Exec<T> &e, const Kernel &k) {
-  unaryApply(e, k, [](T x) { return T(1) / (T(1) + std::exp(-x)); });
+  unaryApply(e, k, [](T x) { return gtc_scalar::sigmoid_fwd(x); });
 }
 template <typename T> void gelu(Exec<T> &e, const Kernel &k) {
   if (k.intAttr("approximate", 0))
-    unaryApply(e, k, [](T x) { return geluTanh(x); });
+    unaryApply(e, k, [](T x) { return gtc_scalar::gelu_tanh_fwd(x); });
   else
-    unaryApply(e, k, [](T x) { return geluExact(x); });
+    unaryApply(e, k, [](T x) { return gtc_scalar::gelu_fwd(x); });
 }
 
+/// dx = dy * the derivative of the activation `kind` at x.
 template <typename T> void activationGrad(Exec<T> &e, const Kernel &k) {
   const T *dy = e.floats(k.inputs[0]), *x = e.floats(k.inputs[1]);
   T *dx = e.floats(k.outputs[0]);
-  std::string kind = k.strAttr("kind", "");
-  int64_t n = countOf(e.plan(), k.outputs[0]);
+  const std::string kind = k.strAttr("kind", "");
+  const int64_t n = countOf(e.plan(), k.outputs[0]);
   auto apply = [&](auto deriv) {
     parallelFor(n, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i)
         dx[i] = dy[i] * deriv(x[i]);
     }, 4096);
   };
-  if (kind == "relu")
-    apply([](T v) { return v > T(0) ? T(1) : T(0); });
-  else if (kind == "tanh")
-    apply([](T v) {
-      T t = std::tanh(v);
-      return T(1) - t * t;
-    });
-  else if (kind == "sigmoid")
-    apply([](T v) {
-      T s = T(1) / (T(1) + std::exp(-v));
-      return s * (T(1) - s);
-    });
-  else if (kind == "exp")
-    apply([](T v) { return std::exp(v); });
-  else if (kind == "log")
-    apply([](T v) { return T(1) / v; });
-  else if (kind == "sqrt")
-    apply([](T v) { return T(0.5) / std::sqrt(v); });
-  else if (kind == "gelu")
-    apply([](T v) {
-      T cdf = T(0.5) * (T(1) + std::erf(v * T(0.7071067811865476)));
-      T pdf = std::exp(T(-0.5) * v * v) * T(0.3989422804014327);
-      return cdf + v * pdf;
-    });
-  else if (kind == "gelu_tanh")
-    apply([](T v) {
-      const T c = T(0.7978845608028654);
-      T u = c * (v + T(0.044715) * v * v * v);
-      T t = std::tanh(u);
-      T du = c * (T(1) + T(3 * 0.044715) * v * v);
-      return T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * du;
-    });
-  else
-    throw RuntimeError("unknown activation kind '" + kind + "'");
+#define GTC_KIND(name)                                                         \
+  if (kind == #name)                                                           \
+    return apply([](T v) { return gtc_scalar::name##_grad(v); });
+  GTC_ACTIVATIONS(GTC_KIND)
+#undef GTC_KIND
+  throw RuntimeError("unknown activation kind '" + kind + "'");
 }
 
 template <typename T> void copy(Exec<T> &e, const Kernel &k) {

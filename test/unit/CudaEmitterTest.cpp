@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include "gtc/Runtime/ScalarOps.h"
 #include <nvrtc.h>
 #include <set>
 #include <sstream>
@@ -35,6 +36,11 @@ std::string readExample(const std::string &name) {
   ss << in.rdbuf();
   return ss.str();
 }
+
+/// ScalarOps.h's text, as the emitter embeds it in kernels' preludes.
+const char *const kScalarOpsText =
+#include "ScalarOpsText.inc"
+    ;
 
 /// Compiles one kernel; returns the empty string or the NVRTC log.
 std::string nvrtcCompile(const std::string &source, const std::string &name,
@@ -59,6 +65,23 @@ std::string nvrtcCompile(const std::string &source, const std::string &name,
   if (r == NVRTC_SUCCESS)
     return "";
   return std::string(nvrtcGetErrorString(r)) + "\n" + log;
+}
+
+/// The activations' formulas (ScalarOps.h), as the emitter embeds them,
+/// compile with NVRTC: each forward and derivative called at float.
+TEST(CudaEmitterTest, ScalarOpsCompileWithNvrtc) {
+  std::string src = kScalarOpsText;
+  src += "\nextern \"C\" __global__ void k(float *y, const float *x) {\n";
+  int i = 0;
+#define GTC_KIND(name)                                                         \
+  src += "  y[" + std::to_string(i++) + "] = gtc_scalar::" #name               \
+         "_fwd(x[0]) + gtc_scalar::" #name "_grad(x[0]);\n";
+  GTC_ACTIVATIONS(GTC_KIND)
+#undef GTC_KIND
+  src += "}\n";
+  EXPECT_EQ(i, 8);
+  for (const char *arch : {"sm_80", "sm_90"})
+    EXPECT_EQ(nvrtcCompile(src, "scalar_ops", arch), "") << src;
 }
 
 struct Stats {
@@ -244,7 +267,12 @@ void checkPlan(const rt::Plan &plan, Stats &stats,
       case rt::CudaLaunch::Kind::Kernel: {
         EXPECT_GE(l.grid, 1);
         EXPECT_TRUE(l.block >= 32 && l.block <= 1024 && l.block % 32 == 0);
-        EXPECT_EQ(l.source.find("#include"), std::string::npos);
+        // No headers under NVRTC: ScalarOps.h's one include is for the
+        // CPU (#ifndef __CUDACC_RTC__).
+        std::string source = l.source;
+        if (size_t at = source.find(kScalarOpsText); at != std::string::npos)
+          source.erase(at, std::strlen(kScalarOpsText));
+        EXPECT_EQ(source.find("#include"), std::string::npos);
         // Nothing in the source names the plan kernel (identical kernels
         // compile once); the comment does.
         EXPECT_EQ(l.source.find("gtc plan kernel"), std::string::npos);

@@ -96,6 +96,9 @@ void Emitter::launch(const std::string &suffix, const std::string &what,
             (id < 0 ? std::string("(not stored)") : describe(id)) + "\n";
   l.comment = note + "// " + l.name + ": " + what + "\n";
   std::string src = kPrelude;
+  if (body.find("gtc_scalar::") != std::string::npos ||
+      consts.find("gtc_scalar::") != std::string::npos)
+    src += kScalarOpsSnippet;
   if (helpers & (kWarpHelpers | kRowHelpers | kArgmaxHelpers))
     src += kWarpSnippet;
   if (helpers & kRowHelpers)

@@ -6,6 +6,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "EmitterImpl.h"
+#include "gtc/Runtime/ScalarOps.h"
+#include <set>
 
 using namespace gtc;
 using namespace gtc::rt;
@@ -242,18 +244,20 @@ Operand Emitter::operand(int buffer, const std::string &name,
   return o;
 }
 
-/// The function of one element of an elementwise op, as CpuExecutor's
-/// lambdas: statements assigning `r` from the named operands.
+/// The function of one element of an elementwise op: statements assigning
+/// `r` from the named operands. The activations and their derivatives call
+/// runtime/include/gtc/Runtime/ScalarOps.h's functions, which the CPU
+/// executor calls too (launch() puts the header in the kernel's prelude).
 bool Emitter::elementFn(const Kernel &kernel, ElementFn &fn) {
   const OpKind op = kernel.op;
   static const std::map<OpKind, std::string> unaries = {
-      {OpKind::Relu, "r = x > 0.f ? x : 0.f;"},
+      {OpKind::Relu, "r = gtc_scalar::relu_fwd(x);"},
       {OpKind::Neg, "r = -x;"},
-      {OpKind::Tanh, "r = tanhf(x);"},
-      {OpKind::Exp, "r = expf(x);"},
-      {OpKind::Log, "r = logf(x);"},
-      {OpKind::Sqrt, "r = sqrtf(x);"},
-      {OpKind::Sigmoid, "r = 1.f / (1.f + expf(-x));"},
+      {OpKind::Tanh, "r = gtc_scalar::tanh_fwd(x);"},
+      {OpKind::Exp, "r = gtc_scalar::exp_fwd(x);"},
+      {OpKind::Log, "r = gtc_scalar::log_fwd(x);"},
+      {OpKind::Sqrt, "r = gtc_scalar::sqrt_fwd(x);"},
+      {OpKind::Sigmoid, "r = gtc_scalar::sigmoid_fwd(x);"},
       {OpKind::Copy, "r = x;"},
       {OpKind::Reshape, "r = x;"},
       {OpKind::Broadcast, "r = x;"},
@@ -269,47 +273,23 @@ bool Emitter::elementFn(const Kernel &kernel, ElementFn &fn) {
   } else if (auto it = binaries.find(op); it != binaries.end()) {
     fn = {{"a", "b"}, it->second};
   } else if (op == OpKind::Gelu) {
-    fn.params = {"x"};
-    fn.expr = kernel.intAttr("approximate", 0)
-                  ? "r = 0.5f * x * (1.f + tanhf(" +
-                        flt(0.7978845608028654f) + " * (x + " +
-                        flt(0.044715f) + " * x * x * x)));"
-                  : "r = 0.5f * x * (1.f + erff(x * " +
-                        flt(0.7071067811865476f) + "));";
+    fn = {{"x"}, kernel.intAttr("approximate", 0)
+                     ? "r = gtc_scalar::gelu_tanh_fwd(x);"
+                     : "r = gtc_scalar::gelu_fwd(x);"};
   } else if (op == OpKind::Cast) {
     if (kernel.outputs.size() != 1)
       return fail("a cast has one output");
     fn = {{"x"}, "r = static_cast<" + computeType(kernel.outputs[0]) + ">(x);"};
   } else if (op == OpKind::ActivationGrad) {
-    std::string kind = kernel.strAttr("kind", ""), d;
-    if (kind == "relu")
-      d = "const float d = x > 0.f ? 1.f : 0.f;";
-    else if (kind == "tanh")
-      d = "const float t = tanhf(x);\n  const float d = 1.f - t * t;";
-    else if (kind == "sigmoid")
-      d = "const float s = 1.f / (1.f + expf(-x));\n"
-          "  const float d = s * (1.f - s);";
-    else if (kind == "exp")
-      d = "const float d = expf(x);";
-    else if (kind == "log")
-      d = "const float d = 1.f / x;";
-    else if (kind == "sqrt")
-      d = "const float d = 0.5f / sqrtf(x);";
-    else if (kind == "gelu")
-      d = "const float cdf = 0.5f * (1.f + erff(x * " +
-          flt(0.7071067811865476f) + "));\n  const float pdf = expf(-0.5f * x * x) * " +
-          flt(0.3989422804014327f) + ";\n  const float d = cdf + x * pdf;";
-    else if (kind == "gelu_tanh")
-      d = "const float c = " + flt(0.7978845608028654f) +
-          ";\n  const float u = c * (x + " + flt(0.044715f) +
-          " * x * x * x);\n  const float t = tanhf(u);\n"
-          "  const float du = c * (1.f + " +
-          flt(static_cast<float>(3 * 0.044715)) +
-          " * x * x);\n  const float d = 0.5f * (1.f + t) + 0.5f * x * "
-          "(1.f - t * t) * du;";
-    else
+    const std::string kind = kernel.strAttr("kind", "");
+    static const std::set<std::string> kinds = {
+#define GTC_KIND(name) #name,
+        GTC_ACTIVATIONS(GTC_KIND)
+#undef GTC_KIND
+    };
+    if (!kinds.count(kind))
       return fail("unknown activation kind '" + kind + "'");
-    fn = {{"dy", "x"}, d + "\n  r = dy * d;"};
+    fn = {{"dy", "x"}, "r = dy * gtc_scalar::" + kind + "_grad(x);"};
   } else {
     return fail(std::string("'") + opName(op) + "' is not elementwise: it cannot be in a fused "
                 "elementwise kernel");

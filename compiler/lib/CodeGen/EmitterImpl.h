@@ -159,6 +159,13 @@ struct __align__(8) bf16_t4 { bf16_t x, y, z, w; };
 struct __align__(8) f16_t4 { f16_t x, y, z, w; };
 )CU";
 
+/// runtime/include/gtc/Runtime/ScalarOps.h as it is: the activations'
+/// formulas, which the CPU executor compiles too. Added to a kernel that
+/// calls them (gtc_scalar::).
+inline const char *const kScalarOpsSnippet =
+#include "ScalarOpsText.inc"
+    ;
+
 inline const char *const kWarpSnippet = R"CU(
 // Butterfly reductions: every lane gets the same, deterministic result. Over
 // the W lanes of an aligned group (W a power of two up to 32): the lanes of

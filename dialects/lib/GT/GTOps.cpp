@@ -1,6 +1,7 @@
 //===- GTOps.cpp - Operations of the gt dialect ---------------------------===//
 
 #include "gtc/Dialect/GT/GTOps.h"
+#include "gtc/Runtime/ScalarOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
@@ -931,14 +932,17 @@ LogicalResult AllReduceOp::verify() {
 }
 
 LogicalResult ActivationGradOp::verify() {
-  static const StringRef kinds[] = {"relu", "gelu", "gelu_tanh", "tanh",
-                                    "sigmoid", "exp", "log", "sqrt"};
-  if (!llvm::is_contained(kinds, getKind()))
-    return emitOpError("has unknown kind '")
-           << getKind()
-           << "'; expected relu, gelu, gelu_tanh, tanh, sigmoid, exp, log or "
-              "sqrt";
-  return success();
+  // The activations whose derivative the executors have (ScalarOps.h).
+  static const StringRef kinds[] = {
+#define GTC_KIND(name) #name,
+      GTC_ACTIVATIONS(GTC_KIND)
+#undef GTC_KIND
+  };
+  if (llvm::is_contained(kinds, getKind()))
+    return success();
+  auto diag = emitOpError("has unknown kind '") << getKind() << "'; expected ";
+  llvm::interleave(kinds, diag, ", ");
+  return diag;
 }
 
 LogicalResult LayerNormGradOp::verify() {
