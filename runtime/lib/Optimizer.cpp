@@ -1,6 +1,7 @@
 //===- Optimizer.cpp - Optimizers and schedules on flat buffers -----------===//
 
 #include "gtc/Runtime/Optimizer.h"
+#include "gtc/Runtime/ScalarOps.h"
 #include "gtc/Runtime/CpuExecutor.h"
 #include <cmath>
 
@@ -16,16 +17,8 @@ double gtc::rt::updateBytes(const TrainConfig &c, int64_t n) {
 
 double gtc::rt::scheduledLr(const TrainConfig &c, int64_t step,
                             int64_t total) {
-  if (c.warmup > 0 && step < c.warmup)
-    return c.lr * double(step + 1) / double(c.warmup);
-  if (c.schedule == ScheduleKind::Constant || total <= c.warmup)
-    return c.lr;
-  double progress =
-      std::min(1.0, double(step - c.warmup) / double(total - c.warmup));
-  double decay = c.schedule == ScheduleKind::Linear
-                     ? 1.0 - progress
-                     : 0.5 * (1.0 + std::cos(M_PI * progress));
-  return c.lr * (c.final + (1.0 - c.final) * decay);
+  return gtc_scalar::scheduled_lr(c.lr, c.final, c.warmup,
+                                  static_cast<int>(c.schedule), step, total);
 }
 
 bool gtc::rt::LossScaler::record(bool finite) {
@@ -87,23 +80,18 @@ void gtc::rt::optimizerStep(const TrainConfig &c, double lr, T *param,
     const double mom = c.momentum, damp = c.dampening;
     if (mom != 0 && state.first.size() != static_cast<size_t>(n))
       state.first.assign(n, T(0));
-    bool first = state.step == 1;
+    const bool first = state.step == 1;
     T *buf = state.first.data();
     parallelFor(n, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
-        T g = grad[i];
-        if (wd != 0)
-          g = T(g + wd * param[i]);
-        if (mom != 0) {
-          buf[i] = first ? g : T(mom * buf[i] + (1 - damp) * g);
-          g = c.nesterov ? T(g + mom * buf[i]) : buf[i];
-        }
-        param[i] = T(param[i] - lr * g);
+        T unused = T(0); // the buffer without momentum, which SGD ignores
+        gtc_scalar::sgd_update(param[i], grad[i], mom != 0 ? buf[i] : unused,
+                               lr, wd, mom, damp, c.nesterov, first);
       }
     }, 1 << 14);
     return;
   }
-  // Adam and AdamW, in torch.optim's order of operations.
+  // Adam and AdamW (ScalarOps.h's adam_update, as the GPU's update kernel).
   if (state.first.size() != static_cast<size_t>(n)) {
     state.first.assign(n, T(0));
     state.second.assign(n, T(0));
@@ -115,17 +103,9 @@ void gtc::rt::optimizerStep(const TrainConfig &c, double lr, T *param,
   const bool decoupled = c.optimizer == OptimizerKind::AdamW;
   T *m = state.first.data(), *v = state.second.data();
   parallelFor(n, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) {
-      T g = grad[i];
-      if (decoupled)
-        param[i] = T(param[i] * (1 - lr * wd));
-      else if (wd != 0)
-        g = T(g + wd * param[i]);
-      m[i] = T(m[i] + (g - m[i]) * (1 - b1));
-      v[i] = T(v[i] * b2 + (1 - b2) * double(g) * g);
-      T denom = T(std::sqrt(double(v[i])) / bc2Sqrt + eps);
-      param[i] = T(param[i] - stepSize * (m[i] / denom));
-    }
+    for (int64_t i = lo; i < hi; ++i)
+      gtc_scalar::adam_update(param[i], grad[i], m[i], v[i], lr, wd, decoupled,
+                              b1, b2, eps, stepSize, bc2Sqrt);
   }, 1 << 14);
 }
 

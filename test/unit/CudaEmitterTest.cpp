@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include "gtc/Runtime/Cuda.h"
 #include "gtc/Runtime/ScalarOps.h"
 #include <nvrtc.h>
 #include <set>
@@ -39,7 +40,7 @@ std::string readExample(const std::string &name) {
 
 /// ScalarOps.h's text, as the emitter embeds it in kernels' preludes.
 const char *const kScalarOpsText =
-#include "ScalarOpsText.inc"
+#include "gtc/Runtime/ScalarOpsText.inc"
     ;
 
 /// Compiles one kernel; returns the empty string or the NVRTC log.
@@ -82,6 +83,18 @@ TEST(CudaEmitterTest, ScalarOpsCompileWithNvrtc) {
   EXPECT_EQ(i, 8);
   for (const char *arch : {"sm_80", "sm_90"})
     EXPECT_EQ(nvrtcCompile(src, "scalar_ops", arch), "") << src;
+}
+
+/// The runtime's own kernels (Optimizer.cuh after ScalarOps.h: the update,
+/// the norm, gradient accumulation) compile with NVRTC.
+TEST(CudaEmitterTest, RuntimeKernelsCompileWithNvrtc) {
+  std::vector<std::string> sources = rt::runtimeKernelSources();
+  ASSERT_FALSE(sources.empty());
+  for (const std::string &src : sources) {
+    EXPECT_NE(src.find("gtc_update"), std::string::npos);
+    for (const char *arch : {"sm_80", "sm_90"})
+      EXPECT_EQ(nvrtcCompile(src, "runtime", arch), "");
+  }
 }
 
 struct Stats {

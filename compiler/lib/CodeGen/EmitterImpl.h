@@ -163,7 +163,7 @@ struct __align__(8) f16_t4 { f16_t x, y, z, w; };
 /// formulas, which the CPU executor compiles too. Added to a kernel that
 /// calls them (gtc_scalar::).
 inline const char *const kScalarOpsSnippet =
-#include "ScalarOpsText.inc"
+#include "gtc/Runtime/ScalarOpsText.inc"
     ;
 
 inline const char *const kWarpSnippet = R"CU(

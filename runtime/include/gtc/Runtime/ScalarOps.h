@@ -1,16 +1,19 @@
-//===- ScalarOps.h - Each activation's formula and derivative, once -*- C++ -*-===//
+//===- ScalarOps.h - Per-element formulas, once for CPU and GPU -*- C++ -*-===//
 //
-// The one definition of every activation's forward formula and derivative.
-// The CPU executor compiles this header (T = float, or double for the
-// gradient checks); the CUDA emitter puts its text, as it is, in the
-// prelude of every elementwise kernel, where NVRTC compiles it with
-// T = float (compiler/lib/CodeGen/CMakeLists.txt embeds it at build time).
-// So the CPU and the GPU evaluate the same expressions, and an activation is
-// added here: its two functions and a line of GTC_ACTIVATIONS, which the
-// dialect's verifier, both executors and the emitter read.
+// The one definition of every activation's forward formula and derivative,
+// and of the learning-rate schedule and the optimizers' update of one
+// element. The CPU compiles this header (T = float, or double for the
+// gradient checks); for the GPU its text, as it is, goes in the prelude of
+// the kernels that call it (the emitter's elementwise kernels, the
+// runtime's update kernel), where NVRTC compiles it with T = float
+// (runtime/CMakeLists.txt embeds it at build time). So the CPU and the GPU
+// evaluate the same expressions, and an activation is added here: its two
+// functions and a line of GTC_ACTIVATIONS, which the dialect's verifier,
+// both executors and the emitter read.
 //
-// Plain C++ that both compilers take: no headers under NVRTC, math through
-// GTC_MATH (tanhf, expf, ... on the GPU; std:: overloads on the CPU).
+// Plain C++ that both compilers take: no headers under NVRTC; math through
+// GTC_MATH at T (tanhf, expf, ... on the GPU; std:: overloads on the CPU)
+// and GTC_DMATH in double.
 //===----------------------------------------------------------------------===//
 
 #ifndef GTC_RUNTIME_SCALAROPS_H
@@ -19,10 +22,12 @@
 #ifdef __CUDACC_RTC__
 #define GTC_SCALAR __device__ __forceinline__
 #define GTC_MATH(fn) fn##f
+#define GTC_DMATH(fn) fn
 #else
 #include <cmath>
 #define GTC_SCALAR inline
 #define GTC_MATH(fn) std::fn
+#define GTC_DMATH(fn) std::fn
 #endif
 
 namespace gtc_scalar {
@@ -78,6 +83,56 @@ template <typename T> GTC_SCALAR T gelu_tanh_grad(T x) {
   T t = GTC_MATH(tanh)(u);
   T du = c * (T(1) + T(3 * 0.044715) * x * x);
   return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * du;
+}
+
+// The learning rate at `step` (from 0) of `total`: `warmup` steps rising
+// linearly to lr, then schedule 0 (constant) keeps it, 1 (linear) and
+// 2 (cosine) decay it to final * lr at the last step.
+GTC_SCALAR double scheduled_lr(double lr, double final, long long warmup,
+                               int schedule, long long step,
+                               long long total) {
+  if (warmup > 0 && step < warmup)
+    return lr * double(step + 1) / double(warmup);
+  if (schedule == 0 || total <= warmup)
+    return lr;
+  double progress = double(step - warmup) / double(total - warmup);
+  progress = progress < 1.0 ? progress : 1.0;
+  double decay = schedule == 1
+                     ? 1.0 - progress
+                     : 0.5 * (1.0 + GTC_DMATH(cos)(3.14159265358979323846 *
+                                                   progress));
+  return lr * (final + (1.0 - final) * decay);
+}
+
+// One element of torch.optim.SGD: parameter p, gradient g, momentum buffer
+// buf (used when mom != 0), on the first update or a later one.
+template <typename T>
+GTC_SCALAR void sgd_update(T &p, T g, T &buf, double lr, double wd,
+                           double mom, double damp, bool nesterov,
+                           bool first) {
+  if (wd != 0)
+    g = T(g + wd * p);
+  if (mom != 0) {
+    buf = first ? g : T(mom * buf + (1 - damp) * g);
+    g = nesterov ? T(g + mom * buf) : buf;
+  }
+  p = T(p - lr * g);
+}
+
+// One element of torch.optim.Adam (AdamW with `decoupled`), in its order of
+// operations: stepSize is lr / (1 - beta1^t), bc2Sqrt sqrt(1 - beta2^t).
+template <typename T>
+GTC_SCALAR void adam_update(T &p, T g, T &m, T &v, double lr, double wd,
+                            bool decoupled, double b1, double b2, double eps,
+                            double stepSize, double bc2Sqrt) {
+  if (decoupled)
+    p = T(p * (1 - lr * wd));
+  else if (wd != 0)
+    g = T(g + wd * p);
+  m = T(m + (g - m) * (1 - b1));
+  v = T(v * b2 + (1 - b2) * double(g) * g);
+  T denom = T(GTC_DMATH(sqrt)(double(v)) / bc2Sqrt + eps);
+  p = T(p - stepSize * (m / denom));
 }
 
 } // namespace gtc_scalar
