@@ -10,6 +10,7 @@
 
 #include "gtc/Frontend/MLIRGen.h"
 #include "gtc/Dialect/GT/GTOps.h"
+#include "gtc/Runtime/ScalarOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -563,12 +564,9 @@ FailureOr<int64_t> axisOf(Generator &g, Loc l, int64_t axis, int64_t rank) {
 const llvm::StringMap<Builtin> &modelBuiltins() {
   static const llvm::StringMap<Builtin> table = [] {
     llvm::StringMap<Builtin> t;
-    t["relu"] = unary<gt::ReluOp>();
-    t["tanh"] = unary<gt::TanhOp>();
-    t["exp"] = unary<gt::ExpOp>();
-    t["log"] = unary<gt::LogOp>();
-    t["sqrt"] = unary<gt::SqrtOp>();
-    t["sigmoid"] = unary<gt::SigmoidOp>();
+#define GTC_ACTIVATION_BUILTIN(Kind, name) t[#name] = unary<gt::Kind##Op>();
+    GTC_ACTIVATION_OPS(GTC_ACTIVATION_BUILTIN)
+#undef GTC_ACTIVATION_BUILTIN
     t["gelu"] = {{req("x", K::FloatTensor), opt("approximate", K::Bool)},
                  [](Generator &g, Loc l, Bound &a) {
                    bool approx = a[1] && a[1]->b;

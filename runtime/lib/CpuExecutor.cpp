@@ -291,28 +291,14 @@ void unaryApply(Exec<T> &e, const Kernel &k, Fn fn) {
   }, 4096);
 }
 
-// The activations: ScalarOps.h's formulas, which the generated CUDA calls
-// too.
-template <typename T> void relu(Exec<T> &e, const Kernel &k) {
-  unaryApply(e, k, [](T x) { return gtc_scalar::relu_fwd(x); });
-}
 template <typename T> void neg(Exec<T> &e, const Kernel &k) {
   unaryApply(e, k, [](T x) { return -x; });
 }
-template <typename T> void tanhK(Exec<T> &e, const Kernel &k) {
-  unaryApply(e, k, [](T x) { return gtc_scalar::tanh_fwd(x); });
-}
-template <typename T> void expK(Exec<T> &e, const Kernel &k) {
-  unaryApply(e, k, [](T x) { return gtc_scalar::exp_fwd(x); });
-}
-template <typename T> void logK(Exec<T> &e, const Kernel &k) {
-  unaryApply(e, k, [](T x) { return gtc_scalar::log_fwd(x); });
-}
-template <typename T> void sqrtK(Exec<T> &e, const Kernel &k) {
-  unaryApply(e, k, [](T x) { return gtc_scalar::sqrt_fwd(x); });
-}
-template <typename T> void sigmoid(Exec<T> &e, const Kernel &k) {
-  unaryApply(e, k, [](T x) { return gtc_scalar::sigmoid_fwd(x); });
+// The activations: ScalarOps.h's formulas, which the generated CUDA calls
+// too.
+template <typename T, T (*Fwd)(T)>
+void activation(Exec<T> &e, const Kernel &k) {
+  unaryApply(e, k, [](T x) { return Fwd(x); });
 }
 template <typename T> void gelu(Exec<T> &e, const Kernel &k) {
   if (k.intAttr("approximate", 0))
@@ -333,7 +319,7 @@ template <typename T> void activationGrad(Exec<T> &e, const Kernel &k) {
         dx[i] = dy[i] * deriv(x[i]);
     }, 4096);
   };
-#define GTC_KIND(name)                                                         \
+#define GTC_KIND(Op, name)                                                     \
   if (kind == #name)                                                           \
     return apply([](T v) { return gtc_scalar::name##_grad(v); });
   GTC_ACTIVATIONS(GTC_KIND)
@@ -955,18 +941,11 @@ template <typename T> void (*cpuKernel(OpKind kind))(Exec<T> &, const Kernel &) 
     return binary<T, Div>;
   case OpKind::Neg:
     return neg<T>;
-  case OpKind::Relu:
-    return relu<T>;
-  case OpKind::Tanh:
-    return tanhK<T>;
-  case OpKind::Exp:
-    return expK<T>;
-  case OpKind::Log:
-    return logK<T>;
-  case OpKind::Sqrt:
-    return sqrtK<T>;
-  case OpKind::Sigmoid:
-    return sigmoid<T>;
+#define GTC_ACTIVATION_CASE(Op, name)                                          \
+  case OpKind::Op:                                                             \
+    return activation<T, gtc_scalar::name##_fwd<T>>;
+    GTC_ACTIVATION_OPS(GTC_ACTIVATION_CASE)
+#undef GTC_ACTIVATION_CASE
   case OpKind::Gelu:
     return gelu<T>;
   case OpKind::ActivationGrad:

@@ -74,7 +74,7 @@ TEST(CudaEmitterTest, ScalarOpsCompileWithNvrtc) {
   std::string src = kScalarOpsText;
   src += "\nextern \"C\" __global__ void k(float *y, const float *x) {\n";
   int i = 0;
-#define GTC_KIND(name)                                                         \
+#define GTC_KIND(Op, name)                                                     \
   src += "  y[" + std::to_string(i++) + "] = gtc_scalar::" #name               \
          "_fwd(x[0]) + gtc_scalar::" #name "_grad(x[0]);\n";
   GTC_ACTIVATIONS(GTC_KIND)

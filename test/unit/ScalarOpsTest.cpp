@@ -25,7 +25,7 @@ struct Activation {
 
 std::vector<Activation> activations() {
   std::vector<Activation> all;
-#define GTC_KIND(name)                                                         \
+#define GTC_KIND(Op, name)                                                     \
   all.push_back({#name, gtc_scalar::name##_fwd<double>,                        \
                  gtc_scalar::name##_grad<double>,                              \
                  gtc_scalar::name##_fwd<float>,                                \

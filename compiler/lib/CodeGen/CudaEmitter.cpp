@@ -177,13 +177,10 @@ bool Emitter::emitKernel() {
     launches.push_back(std::move(l));
     return true;
   }
-  case OpKind::Relu:
+#define GTC_ACTIVATION_CASE(Op, name) case OpKind::Op:
+    GTC_ACTIVATION_OPS(GTC_ACTIVATION_CASE)
+#undef GTC_ACTIVATION_CASE
   case OpKind::Neg:
-  case OpKind::Tanh:
-  case OpKind::Exp:
-  case OpKind::Log:
-  case OpKind::Sqrt:
-  case OpKind::Sigmoid:
   case OpKind::Gelu:
     if (!arity(1, 1) || !isFloat(k->inputs[0]))
       return wrong();

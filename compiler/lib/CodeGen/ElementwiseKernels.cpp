@@ -251,13 +251,11 @@ Operand Emitter::operand(int buffer, const std::string &name,
 bool Emitter::elementFn(const Kernel &kernel, ElementFn &fn) {
   const OpKind op = kernel.op;
   static const std::map<OpKind, std::string> unaries = {
-      {OpKind::Relu, "r = gtc_scalar::relu_fwd(x);"},
+#define GTC_ACTIVATION_FN(Op, name)                                            \
+  {OpKind::Op, "r = gtc_scalar::" #name "_fwd(x);"},
+      GTC_ACTIVATION_OPS(GTC_ACTIVATION_FN)
+#undef GTC_ACTIVATION_FN
       {OpKind::Neg, "r = -x;"},
-      {OpKind::Tanh, "r = gtc_scalar::tanh_fwd(x);"},
-      {OpKind::Exp, "r = gtc_scalar::exp_fwd(x);"},
-      {OpKind::Log, "r = gtc_scalar::log_fwd(x);"},
-      {OpKind::Sqrt, "r = gtc_scalar::sqrt_fwd(x);"},
-      {OpKind::Sigmoid, "r = gtc_scalar::sigmoid_fwd(x);"},
       {OpKind::Copy, "r = x;"},
       {OpKind::Reshape, "r = x;"},
       {OpKind::Broadcast, "r = x;"},
@@ -283,7 +281,7 @@ bool Emitter::elementFn(const Kernel &kernel, ElementFn &fn) {
   } else if (op == OpKind::ActivationGrad) {
     const std::string kind = kernel.strAttr("kind", "");
     static const std::set<std::string> kinds = {
-#define GTC_KIND(name) #name,
+#define GTC_KIND(Op, name) #name,
         GTC_ACTIVATIONS(GTC_KIND)
 #undef GTC_KIND
     };

@@ -1,6 +1,7 @@
 //===- Autodiff.cpp - Reverse-mode differentiation into a training step ---===//
 
 #include "gtc/Dialect/GT/GTOps.h"
+#include "gtc/Runtime/ScalarOps.h"
 #include "gtc/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -124,12 +125,11 @@ LogicalResult Differentiator::differentiate(Operation *op, Value dy) {
         accumulate(o.getInput(), NegOp::create(b, loc, dy));
         return success();
       })
-      .Case<ReluOp>([&](auto) { return activation("relu"); })
-      .Case<TanhOp>([&](auto) { return activation("tanh"); })
-      .Case<SigmoidOp>([&](auto) { return activation("sigmoid"); })
-      .Case<ExpOp>([&](auto) { return activation("exp"); })
-      .Case<LogOp>([&](auto) { return activation("log"); })
-      .Case<SqrtOp>([&](auto) { return activation("sqrt"); })
+// The activations: dx = activation_grad(dy, x) of the op's kind.
+#define GTC_ACTIVATION_RULE(Kind, name)                                        \
+  .Case<Kind##Op>([&](auto) { return activation(#name); })
+      GTC_ACTIVATION_OPS(GTC_ACTIVATION_RULE)
+#undef GTC_ACTIVATION_RULE
       .Case<GeluOp>([&](GeluOp o) {
         return activation(o.getApproximate() ? "gelu_tanh" : "gelu");
       })

@@ -934,7 +934,7 @@ LogicalResult AllReduceOp::verify() {
 LogicalResult ActivationGradOp::verify() {
   // The activations whose derivative the executors have (ScalarOps.h).
   static const StringRef kinds[] = {
-#define GTC_KIND(name) #name,
+#define GTC_KIND(Op, name) #name,
       GTC_ACTIVATIONS(GTC_KIND)
 #undef GTC_KIND
   };

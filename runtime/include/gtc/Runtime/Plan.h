@@ -12,6 +12,7 @@
 #define GTC_RUNTIME_PLAN_H
 
 #include "gtc/Runtime/Data.h"
+#include "gtc/Runtime/ScalarOps.h" // Ops.def's activations
 #include <cstdint>
 #include <map>
 #include <string>

@@ -8,8 +8,7 @@
 // runtime's update kernel), where NVRTC compiles it with T = float
 // (runtime/CMakeLists.txt embeds it at build time). So the CPU and the GPU
 // evaluate the same expressions, and an activation is added here: its two
-// functions and a line of GTC_ACTIVATIONS, which the dialect's verifier,
-// both executors and the emitter read.
+// functions and a line of GTC_ACTIVATION_OPS (below).
 //
 // Plain C++ that both compilers take: no headers under NVRTC; math through
 // GTC_MATH at T (tanhf, expf, ... on the GPU; std:: overloads on the CPU)
@@ -137,16 +136,26 @@ GTC_SCALAR void adam_update(T &p, T g, T &m, T &v, double lr, double wd,
 
 } // namespace gtc_scalar
 
-// The activations gt.activation_grad differentiates, by the kind it names
-// them with: X(kind), where gtc_scalar::kind_fwd and kind_grad are above.
+// The activation ops, X(Op, name): gt.<name> (gt::<Op>Op, the runtime's
+// OpKind::<Op>) computes gtc_scalar::<name>_fwd, and its gradient is
+// gt.activation_grad of kind <name> (gtc_scalar::<name>_grad). The front
+// end's builtin, the gradient rule, the plan's op kind, both executors and
+// the emitter come from this list: a new activation is its gt op (ODS),
+// its two functions above and a line here. (gelu is not one: its
+// `approximate` attribute picks one of two kinds.)
+#define GTC_ACTIVATION_OPS(X)                                                  \
+  X(Relu, relu)                                                                \
+  X(Tanh, tanh)                                                                \
+  X(Exp, exp)                                                                  \
+  X(Log, log)                                                                  \
+  X(Sqrt, sqrt)                                                                \
+  X(Sigmoid, sigmoid)
+
+// The kinds gt.activation_grad differentiates, X(Op, kind): the activation
+// ops' and GELU's two.
 #define GTC_ACTIVATIONS(X)                                                     \
-  X(relu)                                                                      \
-  X(gelu)                                                                      \
-  X(gelu_tanh)                                                                 \
-  X(tanh)                                                                      \
-  X(sigmoid)                                                                   \
-  X(exp)                                                                       \
-  X(log)                                                                       \
-  X(sqrt)
+  GTC_ACTIVATION_OPS(X)                                                        \
+  X(Gelu, gelu)                                                                \
+  X(GeluTanh, gelu_tanh)
 
 #endif // GTC_RUNTIME_SCALAROPS_H
