@@ -363,7 +363,7 @@ func.func @all_reduce_bucket(%a: tensor<4xf32>) -> tensor<4xf32> {
 // An activation's gradient names one the executors can differentiate
 // (runtime/include/gtc/Runtime/ScalarOps.h's GTC_ACTIVATIONS).
 func.func @activation_grad_kind(%dy: tensor<4xf32>, %x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{'gt.activation_grad' op has unknown kind 'silu'; expected relu, tanh, exp, log, sqrt, sigmoid, gelu, gelu_tanh}}
-  %r = gt.activation_grad %dy, %x <{kind = "silu"}> : tensor<4xf32>
+  // expected-error @+1 {{'gt.activation_grad' op has unknown kind 'swish'; expected relu, tanh, exp, log, sqrt, sigmoid, silu, gelu, gelu_tanh}}
+  %r = gt.activation_grad %dy, %x <{kind = "swish"}> : tensor<4xf32>
   return %r : tensor<4xf32>
 }

@@ -98,3 +98,17 @@ func.func @padded() -> tensor<f32> attributes {gt.model} {
   %l = gt.mean %y : tensor<2x3xf32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// Every activation op differentiates through gt.activation_grad of its own
+// kind (ScalarOps.h's list): silu.
+// CHECK-LABEL: func.func @silu_step
+// CHECK:      %[[S:.*]] = gt.silu %[[P:.*]] : tensor<4xf32>
+// CHECK:      gt.activation_grad %{{.*}}, %[[P]] <{kind = "silu"}> : tensor<4xf32>
+func.func @silu() -> tensor<f32> attributes {gt.model} {
+  %p = gt.param "p" = "zeros" [] : tensor<4xf32>
+  %s = gt.silu %p : tensor<4xf32>
+  %l = gt.mean %s : tensor<4xf32>
+  return %l : tensor<f32>
+}

@@ -52,7 +52,7 @@ inline const std::vector<OpModel> &opModels() {
     param a: f32[5] = normal(1.0)
     h = relu(a * x) + tanh(a * x) + sigmoid(a - x) + exp(a * 0.5)
     h = h + log(a * a + 1) + sqrt(a * a + 0.5) + gelu(a * x)
-    h = h + gelu(x - a, approximate: true)
+    h = h + gelu(x - a, approximate: true) + silu(a * x - 0.5)
     loss = mean(h * x)
   })", 2, 3, 24},
       {"Softmax", R"(model m {

@@ -61,6 +61,15 @@ template <typename T> GTC_SCALAR T sqrt_grad(T x) {
   return T(0.5) / GTC_MATH(sqrt)(x);
 }
 
+// SiLU (swish), x * sigmoid(x), as torch.nn.SiLU.
+template <typename T> GTC_SCALAR T silu_fwd(T x) {
+  return x / (T(1) + GTC_MATH(exp)(-x));
+}
+template <typename T> GTC_SCALAR T silu_grad(T x) {
+  T s = T(1) / (T(1) + GTC_MATH(exp)(-x));
+  return s * (T(1) + x * (T(1) - s));
+}
+
 // GELU, exact (erf), as torch.nn.GELU().
 template <typename T> GTC_SCALAR T gelu_fwd(T x) {
   return T(0.5) * x * (T(1) + GTC_MATH(erf)(x * T(0.7071067811865476)));
@@ -149,7 +158,8 @@ GTC_SCALAR void adam_update(T &p, T g, T &m, T &v, double lr, double wd,
   X(Exp, exp)                                                                  \
   X(Log, log)                                                                  \
   X(Sqrt, sqrt)                                                                \
-  X(Sigmoid, sigmoid)
+  X(Sigmoid, sigmoid)                                                          \
+  X(Silu, silu)
 
 // The kinds gt.activation_grad differentiates, X(Op, kind): the activation
 // ops' and GELU's two.

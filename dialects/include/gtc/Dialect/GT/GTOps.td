@@ -168,6 +168,8 @@ def GT_LogOp : GT_UnaryOp<"log", "the natural logarithm", (ins),
 def GT_NegOp : GT_UnaryOp<"neg", "negation", (ins), [GT_ZeroPreserving]>;
 def GT_SqrtOp : GT_UnaryOp<"sqrt", "the square root", (ins), [GT_AutocastF32]>;
 def GT_SigmoidOp : GT_UnaryOp<"sigmoid", "the logistic sigmoid">;
+def GT_SiluOp : GT_UnaryOp<"silu", "SiLU (swish), x * sigmoid(x)", (ins),
+                           [GT_ZeroPreserving]>;
 def GT_GeluOp : GT_UnaryOp<"gelu", "the GELU activation",
     (ins DefaultValuedAttr<BoolAttr, "false">:$approximate),
     [GT_ZeroPreserving]> {
