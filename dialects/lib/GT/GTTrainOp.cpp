@@ -1,0 +1,199 @@
+//===- GTTrainOp.cpp - The gt.train op: a model's training settings -------===//
+//
+// gt.train names its model and carries the train block's settings as
+// attributes; its verifier checks each one (the front end checks the
+// combinations a setting needs, where it can say which line to change).
+//===----------------------------------------------------------------------===//
+
+#include "gtc/Dialect/GT/GTOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::gt;
+
+//===----------------------------------------------------------------------===//
+// Training configuration
+//===----------------------------------------------------------------------===//
+
+ArrayRef<StringRef> mlir::gt::trainSettingNames() {
+  static const StringRef names[] = {
+      "data",    "eval",      "batch",      "epochs",    "steps",
+      "seed",    "optimizer", "schedule",   "precision", "checkpoint",
+      "devices", "grad_clip", "log_every",  "eval_every", "shuffle",
+      "micro_batch", "shard"};
+  return names;
+}
+
+namespace {
+/// Checks the attributes of a gt.train op one by one.
+class TrainChecker {
+public:
+  explicit TrainChecker(TrainOp op) : op(op) {}
+
+  LogicalResult positiveInt(StringRef key, Attribute v, int64_t min = 1) {
+    auto i = dyn_cast<IntegerAttr>(v);
+    if (!i || i.getInt() < min)
+      return op.emitError("setting '") << key << "' must be an integer >= "
+                                       << min;
+    return success();
+  }
+
+  LogicalResult positiveFloat(StringRef key, Attribute v) {
+    auto f = dyn_cast<FloatAttr>(v);
+    if (!f || !(f.getValueAsDouble() > 0))
+      return op.emitError("setting '") << key << "' must be a number > 0";
+    return success();
+  }
+
+  LogicalResult oneOf(StringRef key, Attribute v,
+                      ArrayRef<StringRef> choices) {
+    auto s = dyn_cast<StringAttr>(v);
+    if (!s || !llvm::is_contained(choices, s.getValue())) {
+      auto diag = op.emitError("setting '") << key << "' must be one of ";
+      llvm::interleaveComma(choices, diag,
+                            [&](StringRef c) { diag << "\"" << c << "\""; });
+      return diag;
+    }
+    return success();
+  }
+
+  /// A dictionary with a string `tag` key, selecting `kinds`, whose other
+  /// keys are among `keys`.
+  LogicalResult tagged(StringRef key, Attribute v, StringRef tag,
+                       ArrayRef<StringRef> kinds, ArrayRef<StringRef> keys) {
+    auto dict = dyn_cast<DictionaryAttr>(v);
+    if (!dict)
+      return op.emitError("setting '") << key << "' must be a dictionary";
+    if (failed(oneOf((key + "." + tag).str(), dict.get(tag), kinds)))
+      return failure();
+    for (NamedAttribute entry : dict)
+      if (entry.getName() != tag &&
+          !llvm::is_contained(keys, entry.getName().getValue()))
+        return op.emitError("setting '")
+               << key << "' has unknown field '" << entry.getName().getValue()
+               << "'";
+    return success();
+  }
+
+  /// Checks that the numeric field `field` of the dictionary `key`, if
+  /// present, is a number >= min (> min when `strict`).
+  LogicalResult atLeast(StringRef key, Attribute v, StringRef field,
+                        double min, bool strict = false) {
+    Attribute a = cast<DictionaryAttr>(v).get(field);
+    if (!a)
+      return success();
+    std::optional<double> x;
+    if (auto f = dyn_cast<FloatAttr>(a))
+      x = f.getValueAsDouble();
+    else if (auto i = dyn_cast<IntegerAttr>(a))
+      x = static_cast<double>(i.getInt());
+    if (!x || !std::isfinite(*x) || (strict ? *x <= min : *x < min))
+      return op.emitError("setting '")
+             << key << "." << field << "' must be a number "
+             << (strict ? "> " : ">= ")
+             << (min == std::floor(min)
+                     ? std::to_string(static_cast<long long>(min))
+                     : llvm::formatv("{0}", min).str());
+    return success();
+  }
+
+  LogicalResult check(NamedAttribute attr) {
+    StringRef key = attr.getName().getValue();
+    Attribute v = attr.getValue();
+    if (key == "data" || key == "eval")
+      return failure(
+          failed(tagged(key, v, "kind", {"idx", "tokens", "text"},
+                        {"images", "labels", "path", "scale", "seq"})) ||
+          failed(atLeast(key, v, "seq", 1)));
+    if (key == "seed")
+      return positiveInt(key, v, 0);
+    if (key == "batch" || key == "epochs" || key == "steps" ||
+        key == "log_every" || key == "eval_every")
+      return positiveInt(key, v);
+    if (key == "optimizer")
+      return failure(
+          failed(tagged(key, v, "name", {"sgd", "adam", "adamw"},
+                        {"lr", "momentum", "nesterov", "weight_decay",
+                         "betas", "eps", "dampening"})) ||
+          failed(atLeast(key, v, "lr", 0)) ||
+          failed(atLeast(key, v, "momentum", 0)) ||
+          failed(atLeast(key, v, "dampening", 0)) ||
+          failed(atLeast(key, v, "weight_decay", 0)) ||
+          failed(atLeast(key, v, "eps", 0, /*strict=*/true)));
+    if (key == "schedule")
+      return failure(
+          failed(tagged(key, v, "name", {"constant", "linear", "cosine"},
+                        {"warmup", "final"})) ||
+          failed(atLeast(key, v, "warmup", 0)) ||
+          failed(atLeast(key, v, "final", 0)));
+    if (key == "precision")
+      return oneOf(key, v, {"fp32", "tf32", "bf16", "fp16"});
+    if (key == "checkpoint")
+      return failure(failed(tagged(key, v, "mode", {"none", "auto", "every"},
+                                   {"budget", "every"})) ||
+                     failed(atLeast(key, v, "budget", 0, /*strict=*/true)) ||
+                     failed(atLeast(key, v, "every", 1)));
+    if (key == "devices") {
+      if (isa<IntegerAttr>(v))
+        return positiveInt(key, v);
+      return oneOf(key, v, {"all", "cpu"});
+    }
+    if (key == "shard") {
+      auto s = dyn_cast<StringAttr>(v);
+      if (s && s.getValue() == "gradients")
+        return op.emitError("setting 'shard = gradients' (ZeRO-2: the "
+                            "gradient buffers sharded too) is not built yet; "
+                            "use \"optimizer\" (ZeRO-1) or \"none\"");
+      return oneOf(key, v, {"none", "optimizer"});
+    }
+    if (key == "micro_batch") {
+      if (isa<IntegerAttr>(v))
+        return positiveInt(key, v);
+      return oneOf(key, v, {"auto"});
+    }
+    if (key == "grad_clip")
+      return positiveFloat(key, v);
+    if (key == "shuffle") {
+      if (isa<BoolAttr>(v))
+        return success();
+      return op.emitError("setting 'shuffle' must be true or false");
+    }
+    if (key == "model")
+      return success();
+    return op.emitError("gt.train has unknown setting '") << key << "'";
+  }
+
+private:
+  TrainOp op;
+};
+} // namespace
+
+LogicalResult TrainOp::verify() {
+  TrainChecker checker(*this);
+  for (NamedAttribute attr : (*this)->getAttrs())
+    if (failed(checker.check(attr)))
+      return failure();
+  if ((*this)->hasAttr("epochs") && (*this)->hasAttr("steps"))
+    return emitOpError("sets both 'epochs' and 'steps'; choose one");
+  auto batch = (*this)->getAttrOfType<IntegerAttr>("batch");
+  auto micro = (*this)->getAttrOfType<IntegerAttr>("micro_batch");
+  if (batch && micro && batch.getInt() % micro.getInt() != 0)
+    return emitOpError("has micro_batch = ")
+           << micro.getInt() << ", which does not divide batch = "
+           << batch.getInt() << "; give a divisor of it (or auto)";
+  return success();
+}
+
+LogicalResult TrainOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto func =
+      symbolTable.lookupNearestSymbolFrom<func::FuncOp>(*this, getModelAttr());
+  if (!func || !func->hasAttr(kModelAttrName))
+    return emitOpError("names '")
+           << getModel() << "', which is not a func.func with the '"
+           << kModelAttrName << "' attribute";
+  return success();
+}
