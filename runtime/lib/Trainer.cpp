@@ -603,14 +603,21 @@ std::unique_ptr<Dataset> gtc::rt::openSource(const TrainConfig::Source &s,
 }
 
 namespace {
+/// The device memory the executor planned (regions, workspaces, state) and
+/// took (cuMemGetInfo around its allocation).
+std::pair<size_t, size_t> deviceMemory(CudaBackend &gpu) {
+  size_t planned = 0, measured = 0;
+  for (auto [what, bytes] : gpu.exec.memoryBreakdown())
+    (what == "measured (cuMemGetInfo)" ? measured : planned) += bytes;
+  return {planned, measured};
+}
+
 /// The GPU's memory in use (cuMemGetInfo) and where it went: what the
 /// context took when it opened, what gtc's executor allocated (against its
 /// plan), and the rest: the libraries' own (NCCL's buffers, cuBLASLt),
 /// loaded kernels and captured graphs.
 std::string memoryInUse(CudaBackend &gpu) {
-  size_t planned = 0, measured = 0;
-  for (auto [what, bytes] : gpu.exec.memoryBreakdown())
-    (what == "measured (cuMemGetInfo)" ? measured : planned) += bytes;
+  auto [planned, measured] = deviceMemory(gpu);
   const double mib = 1048576.0, used = cudaMemoryInUse() / mib,
                context = cudaContextMemory() / mib;
   std::ostringstream o;
@@ -1017,9 +1024,7 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
         << ": values rounded to it where the GPU stores it, arithmetic in "
            "fp32\n";
   if (auto *gpu = dynamic_cast<CudaBackend *>(backend.get())) {
-    size_t planned = 0, measured = 0;
-    for (auto [what, bytes] : gpu->exec.memoryBreakdown())
-      (what == "measured (cuMemGetInfo)" ? measured : planned) += bytes;
+    auto [planned, measured] = deviceMemory(*gpu);
     out << "  device memory: " << std::fixed << std::setprecision(1)
         << planned / 1048576.0 << " MiB planned, " << measured / 1048576.0
         << " MiB measured\n"
@@ -1384,25 +1389,20 @@ static int benchmarkImpl(const Plan &plan, const RunOptions &run,
           << compileStats().cacheHits << " from the cache\n";
     } else {
       setThreads(run.threads);
-      CpuExecutor<float> exec(plan);
-      std::copy(params.begin(), params.end(),
-                exec.region(Region::Param));
-      fill([&](int id) { return exec.data(id); });
-      OptimizerState<float> opt;
+      // The trainer's own step (accumulation, unscaling, clipping, the
+      // update), one process.
+      CpuBackend backend(plan, /*comm=*/nullptr, /*shard=*/false);
+      CpuExecutor<float> &exec = backend.exec;
+      backend.setParams(params);
+      fill([&](int id) { return backend.feed(id); });
+      OptimizerState<float> opt; // the profile's update, after its kernels
       int64_t n = exec.regionElements(Region::Param);
+      const int parts = static_cast<int>(plan.microBatches);
       std::vector<double> times;
-      std::vector<float> accumulated(plan.microBatches > 1 ? n : 0);
       for (int64_t i = 0; i < iters + 3; ++i) {
         auto t0 = std::chrono::steady_clock::now();
-        for (int64_t part = 0; part < plan.microBatches; ++part) {
-          exec.run();
-          const float *g = exec.region(Region::Grad);
-          for (size_t j = 0; j < accumulated.size(); ++j)
-            accumulated[j] += g[j];
-        }
-        optimizerStep(plan.config, 1e-4,
-                               exec.region(Region::Param),
-                               exec.region(Region::Grad), n, opt);
+        for (int part = 0; part < parts; ++part)
+          backend.run(1e-4, i + 1, /*wantLoss=*/false, part, parts);
         times.push_back(std::chrono::duration<double, std::milli>(
                             std::chrono::steady_clock::now() - t0)
                             .count());
