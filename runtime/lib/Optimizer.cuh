@@ -17,7 +17,8 @@ struct Hyper {
 // Gradient accumulation (Plan::microBatches): after micro-batch 0
 // acc = g, after the middle ones acc += g, after the last
 // g = (acc + g) * scale (scale = 1 / micro-batches), the loss likewise
-// (the last writes the mean into the loss buffer).
+// (the last writes the mean into the loss buffer). Without lossAcc, the
+// gradients alone: the executor's finishMean makes one bucket's mean so.
 extern "C" __global__ void gtc_accumulate(float *__restrict__ acc,
                                           float *__restrict__ g, long long n,
                                           int mode, float scale,
