@@ -1,0 +1,233 @@
+//===- Benchmark.cpp - gtc run --bench and --profile ---------------------===//
+//
+// Times the training step of a plan (CUDA-graph replays on a GPU, the
+// trainer's own CPU step otherwise) and, with --profile, each kernel.
+//===----------------------------------------------------------------------===//
+
+#include "Backends.h"
+#include "gtc/Runtime/Profile.h"
+#include "gtc/Runtime/Startup.h"
+#include "gtc/Runtime/Trainer.h"
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <iomanip>
+#include <ostream>
+
+using namespace gtc::rt;
+using namespace gtc::rt::backends;
+
+/// The range [0, n) that `--bench` draws the i32 feed `buffer` from: the
+/// rows of the tables it indexes and the classes of the logits it labels
+/// (the fewest of them), else 10. Tokens spread over the whole vocabulary,
+/// as PyTorch's benchmark draws them, and not on ten rows of the embedding
+/// (whose gradient then adds thousands of rows into the same ten).
+static int64_t benchRange(const Plan &plan, int buffer) {
+  int64_t range = 0;
+  auto use = [&](int64_t n) { range = range ? std::min(range, n) : n; };
+  auto visit = [&](const Kernel &k, auto &self) -> void {
+    for (const Kernel &sub : k.body)
+      self(sub, self);
+    const auto &in = k.inputs;
+    auto lastDim = [&](int id) { return plan.buffers[id].shape.empty()
+                                            ? int64_t(1)
+                                            : plan.buffers[id].shape.back(); };
+    if (k.op == OpKind::Embedding && in.size() == 2 && in[0] == buffer &&
+        !plan.buffers[in[1]].shape.empty())
+      use(plan.buffers[in[1]].shape[0]);
+    if ((k.op == OpKind::CrossEntropy || k.op == OpKind::Accuracy) &&
+        in.size() == 2 && in[1] == buffer)
+      use(lastDim(in[0]));
+  };
+  for (const Kernel &k : plan.kernels)
+    visit(k, visit);
+  return range > 0 ? range : 10;
+}
+
+/// `gtc run --bench N`: times the training step on random inputs (i32 ones
+/// uniform over what they index, benchRange), after warm-up: CUDA events
+/// over graph replays on a GPU, a steady clock on the CPU. Prints the median
+/// ms per step.
+static int benchmarkImpl(const Plan &plan, const RunOptions &run,
+                         int64_t iters, std::ostream &rankOut,
+                         std::ostream &err);
+
+int gtc::rt::benchmark(const Plan &plan, const RunOptions &run, int64_t iters,
+                       std::ostream &out, std::ostream &err) {
+  int status = benchmarkImpl(plan, run, iters, out, err);
+  if (status != 0 && run.comm)
+    run.comm->abort(); // as train() does
+  return status;
+}
+
+static int benchmarkImpl(const Plan &plan, const RunOptions &run,
+                         int64_t iters, std::ostream &rankOut,
+                         std::ostream &err) {
+  // Data parallelism (GPUs): every process times its step with the
+  // collectives; rank 0 prints and writes the trace.
+  const int rank = run.comm ? run.comm->rank() : 0;
+  std::ostream nowhere(nullptr);
+  std::ostream &out = rank == 0 ? rankOut : nowhere;
+  if (run.comm && run.device != "cuda") {
+    err << "gtc: error: " << kCpuBenchError << "\n";
+    return 1;
+  }
+  Rng rng(1);
+  std::vector<float> params(plan.regionSize.at(Region::Param));
+  initParameters(plan, 0, params.data());
+  auto fill = [&](auto dataFor) {
+    for (const Feed &f : plan.feeds) {
+      const Buffer &b = plan.buffers[f.buffer];
+      void *d = dataFor(f.buffer);
+      const int64_t range = benchRange(plan, f.buffer);
+      for (int64_t i = 0; i < b.elements(); ++i) {
+        if (b.dtype == DType::F32)
+          static_cast<float *>(d)[i] = static_cast<float>(rng.normal());
+        else
+          static_cast<int32_t *>(d)[i] =
+              static_cast<int32_t>(rng.below(range));
+      }
+    }
+  };
+  double ms = 0, deviceMiB = 0;
+  const bool profiling = !run.profilePath.empty();
+  if (profiling && plan.microBatches > 1) {
+    err << "gtc: error: --profile records the kernels of one step of the "
+           "compiled batch; with gradient accumulation ("
+        << plan.microBatches << " micro-batches of " << plan.batch
+        << ") profile --micro-batch " << plan.batch << " as --batch "
+        << plan.batch << " instead\n";
+    return 1;
+  }
+  constexpr int kProfileSteps = 3;
+  Profile profile;
+  std::ofstream trace;
+  if (profiling && rank == 0) {
+    trace.open(run.profilePath);
+    if (!trace) {
+      err << "gtc: error: cannot write the profile to '" << run.profilePath
+          << "'; check that its directory exists and is writable\n";
+      return 1;
+    }
+  }
+  try {
+    if (run.device == "cuda") {
+      const CudaProgram *program = run.programFor(plan);
+      if (!program)
+        return 1;
+      CudaExecutor exec(plan, *program,
+                        plan.config.precision == Precision::Tf32, run.comm,
+                        run.shardOptimizer);
+      exec.uploadRegion(Region::Param, params.data());
+      for (int slot = 0; slot < 2; ++slot)
+        fill([&](int id) { return exec.stagedInput(slot, id); });
+      ms = exec.timeStep(20, static_cast<int>(iters));
+      if (profiling)
+        exec.profile(5, kProfileSteps, profile);
+      for (auto [what, bytes] : exec.memoryBreakdown())
+        if (what == "measured (cuMemGetInfo)")
+          deviceMiB = bytes / 1048576.0;
+      out << "kernels: " << compileStats().compiled << " compiled, "
+          << compileStats().cacheHits << " from the cache\n";
+    } else {
+      setThreads(run.threads);
+      // The trainer's own step (accumulation, unscaling, clipping, the
+      // update), one process.
+      CpuBackend backend(plan, /*comm=*/nullptr, /*shard=*/false);
+      CpuExecutor<float> &exec = backend.exec;
+      backend.setParams(params);
+      fill([&](int id) { return backend.feed(id); });
+      OptimizerState<float> opt; // the profile's update, after its kernels
+      int64_t n = exec.regionElements(Region::Param);
+      const int parts = static_cast<int>(plan.microBatches);
+      std::vector<double> times;
+      for (int64_t i = 0; i < iters + 3; ++i) {
+        auto t0 = std::chrono::steady_clock::now();
+        for (int part = 0; part < parts; ++part)
+          backend.run(1e-4, i + 1, /*wantLoss=*/false, part, parts);
+        times.push_back(std::chrono::duration<double, std::milli>(
+                            std::chrono::steady_clock::now() - t0)
+                            .count());
+      }
+      times.erase(times.begin(), times.begin() + 3);
+      std::sort(times.begin(), times.end());
+      ms = times[times.size() / 2];
+      if (profiling) {
+        profile.device = "CPU (" + std::to_string(threads()) + " threads)";
+        profile.steps = kProfileSteps;
+        profile.stepMs = ms;
+        std::vector<KernelContext> contexts = kernelContexts(plan);
+        std::vector<double> spans;
+        double origin = -1;
+        for (int s = 0; s < kProfileSteps; ++s) {
+          spans.clear();
+          exec.run(&spans);
+          spans.push_back(spans.back());
+          optimizerStep(plan.config, 1e-4, exec.region(Region::Param),
+                        exec.region(Region::Grad), n, opt);
+          spans.push_back(std::chrono::duration<double, std::micro>(
+                              std::chrono::steady_clock::now()
+                                  .time_since_epoch())
+                              .count());
+          if (origin < 0)
+            origin = spans.front();
+          for (size_t i = 0; i + 1 < spans.size(); i += 2) {
+            ProfileRecord r;
+            size_t k = i / 2;
+            r.step = s;
+            r.startUs = spans[i] - origin;
+            r.durationUs = spans[i + 1] - spans[i];
+            if (k < plan.kernels.size()) {
+              const Kernel &kernel = plan.kernels[k];
+              r.name = "k" + std::to_string(k) + "_" + opName(kernel.op);
+              r.kind = "kernel";
+              r.op = opName(kernel.op);
+              r.planKernel = static_cast<int>(k);
+              r.phase = contexts[k].phase;
+              r.layer = contexts[k].layer;
+              r.bytes = kernelBytes(plan, kernel);
+              r.flops = kernelFlops(plan, kernel);
+            } else {
+              r.name = std::string("optimizer (") + name(plan.config.optimizer) + ")";
+              r.kind = r.phase = "optimizer";
+              r.bytes = updateBytes(plan.config, n);
+            }
+            profile.records.push_back(std::move(r));
+          }
+        }
+      }
+    }
+  } catch (const std::exception &e) {
+    err << "gtc: error: " << e.what() << "\n";
+    return 1;
+  }
+  char line[256];
+  std::snprintf(line, sizeof line, "bench %s batch %lld %s %s: %.4f ms/step",
+                plan.model.c_str(),
+                (long long)(plan.batch * plan.microBatches),
+                run.device.c_str(), name(plan.config.precision), ms);
+  out << line;
+  if (run.comm)
+    out << " (each of " << run.comm->size() << " GPUs, gradients averaged)";
+  if (plan.microBatches > 1)
+    out << " (" << plan.microBatches << " micro-batches of " << plan.batch
+        << ")";
+  if (deviceMiB > 0)
+    out << ", device memory " << std::fixed << std::setprecision(1)
+        << deviceMiB << " MiB" << std::defaultfloat;
+  out << "\n";
+  if (!profiling || rank != 0)
+    return 0;
+  writeChromeTrace(profile, trace);
+  trace.flush();
+  if (!trace) {
+    err << "gtc: error: cannot write the profile to '" << run.profilePath
+        << "'; check that its directory exists and is writable\n";
+    return 1;
+  }
+  printProfileTable(profile, out);
+  out << "trace: " << run.profilePath
+      << " (open in chrome://tracing or https://ui.perfetto.dev)\n";
+  return 0;
+}
