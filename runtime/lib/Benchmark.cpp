@@ -6,11 +6,9 @@
 
 #include "Backends.h"
 #include "gtc/Runtime/Profile.h"
-#include "gtc/Runtime/Startup.h"
 #include "gtc/Runtime/Trainer.h"
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <fstream>
 #include <iomanip>
 #include <ostream>
