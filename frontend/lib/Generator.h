@@ -328,6 +328,9 @@ private:
   FailureOr<Bound> bindArgs(Loc l, StringRef callee,
                             ArrayRef<ParamSpec> params,
                             std::vector<EvalArg> &args);
+  /// `name` or `name(args)` (an initializer, a train-block function) bound
+  /// to `params`: a bare name has no arguments.
+  FailureOr<Bound> bindCall(const Expr &e, ArrayRef<ParamSpec> params);
   const Binding *lookup(StringRef name) const;
   std::vector<StringRef> visibleNames() const;
 

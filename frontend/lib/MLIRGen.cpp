@@ -429,14 +429,7 @@ FailureOr<Val> Generator::genInitializer(const Stmt &s,
                            "normal(std) or uniform(low, high)"
                         << closest(e.text, {"zeros", "ones", "constant",
                                             "normal", "uniform"});
-  std::vector<EvalArg> args;
-  if (e.kind == Expr::Kind::Call) {
-    FailureOr<std::vector<EvalArg>> evaluated = evalArgs(e);
-    if (failed(evaluated))
-      return failure();
-    args = std::move(*evaluated);
-  }
-  FailureOr<Bound> bound = bindArgs(e.loc, e.text, it->second, args);
+  FailureOr<Bound> bound = bindCall(e, it->second);
   if (failed(bound))
     return failure();
   std::vector<double> values;
@@ -636,6 +629,18 @@ static std::string signature(StringRef callee, ArrayRef<ParamSpec> params) {
   for (auto [i, p] : llvm::enumerate(params))
     s += (i ? ", " : "") + p.name.str() + (p.required ? "" : ": ...");
   return s + ")";
+}
+
+FailureOr<Bound> Generator::bindCall(const Expr &e,
+                                     ArrayRef<ParamSpec> params) {
+  std::vector<EvalArg> args;
+  if (e.kind == Expr::Kind::Call) {
+    FailureOr<std::vector<EvalArg>> evaluated = evalArgs(e);
+    if (failed(evaluated))
+      return failure();
+    args = std::move(*evaluated);
+  }
+  return bindArgs(e.loc, e.text, params, args);
 }
 
 FailureOr<Bound> Generator::bindArgs(Loc l, StringRef callee,

@@ -211,15 +211,8 @@ FailureOr<Attribute> Generator::genSetting(const Setting &setting) {
   bool isCallable = e.kind == Expr::Kind::Call || e.kind == Expr::Kind::Name;
   if (takesCall && isCallable &&
       llvm::is_contained(fns->second, StringRef(e.text))) {
-    std::vector<EvalArg> args;
-    if (e.kind == Expr::Kind::Call) {
-      FailureOr<std::vector<EvalArg>> evaluated = evalArgs(e);
-      if (failed(evaluated))
-        return failure();
-      args = std::move(*evaluated);
-    }
     const SettingBuiltin &fn = settingBuiltins().find(e.text)->second;
-    FailureOr<Bound> bound = bindArgs(e.loc, e.text, fn.params, args);
+    FailureOr<Bound> bound = bindCall(e, fn.params);
     if (failed(bound))
       return failure();
     return fn.build(*this, e.loc, *bound);
