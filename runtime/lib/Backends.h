@@ -18,6 +18,7 @@
 #include "gtc/Runtime/Numerics.h"
 #include "gtc/Runtime/Optimizer.h"
 #include "gtc/Runtime/Plan.h"
+#include "gtc/Runtime/Trainer.h"
 #include <cstring>
 #include <memory>
 #include <string>
@@ -67,6 +68,8 @@ class CpuBackend : public Backend {
 public:
   CpuBackend(const Plan &plan, Communicator *comm, bool shard)
       : plan(plan), exec(plan), comm(comm) {
+    if (plan.shardRanks > 1)
+      throw RuntimeError(kCpuShardGradientsError);
     // ZeRO-1: rank r owns the r-th of N contiguous parts of the flat
     // parameters (the last one shorter), their optimizer state and update.
     const int64_t n = exec.regionElements(Region::Param);

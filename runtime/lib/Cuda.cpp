@@ -144,12 +144,19 @@ struct CudaExecutor::Impl {
   /// copy regions are allocated for ranks * share elements.
   bool sharded = false;
   int64_t share = 0, ownFrom = 0, own = 0;
+  /// ZeRO-2 (shard = gradients, Plan::shardRanks): also sharded, and the
+  /// gradient region holds only this rank's share: each bucket's group of
+  /// gradients (a temporary mirroring the bucket's parameters) is reduced
+  /// to the ranks whose shares it overlaps (enqueueReduceToOwners).
+  bool shardGrads = false;
 
   Impl(const Plan &p, const CudaProgram &prog, bool tf32, Communicator *comm,
        bool shardOptimizer)
       : plan(p), program(prog), tf32(tf32),
         dcomm(comm ? comm->device() : nullptr),
-        sharded(dcomm && shardOptimizer && dcomm->deviceRanks() > 1) {}
+        sharded(dcomm && (shardOptimizer || p.shardRanks > 1) &&
+                dcomm->deviceRanks() > 1),
+        shardGrads(sharded && p.shardRanks > 1) {}
 
   /// The elements of the parameter region that updates and gathers touch:
   /// ranks * share when sharded.
@@ -193,6 +200,8 @@ struct CudaExecutor::Impl {
     // With accumulation, a micro-batch before the last only leaves its
     // gradients where the update reads them (enqueueAccumulate sums them);
     // the last reduces each bucket's mean (finishMean).
+    if (shardGrads)
+      return enqueueReduceToOwners(l, slot, stream);
     const bool accumulating = microParts > 1;
     const bool reduceNow = dcomm && (!accumulating || microPart + 1 == microParts);
     if (!reduceNow || (accumulating && !inPlace)) {
@@ -254,6 +263,85 @@ struct CudaExecutor::Impl {
       timed->push_back(std::move(*t));
     }
     if (!inPlace || serialComm) {
+      CU(cuEventRecord(l.reduced, commStream));
+      CU(cuStreamWaitEvent(stream, l.reduced, 0));
+    } else {
+      commPending = true;
+    }
+  }
+
+  /// ZeRO-2: gt-bucket's all-reduce of one bucket becomes a reduction of
+  /// its gradients to the ranks that own them (a reduce-scatter of uneven
+  /// shares: one ncclReduce to each owner of a run of the bucket, in one
+  /// group on the communication stream). The bucket's gradients lie in its
+  /// group as their parameters lie in the parameter region (PlanBuilder's
+  /// groupGradients), so parameter offsets say where each element goes;
+  /// the alignment gaps between them are not sent, and stay zero in the
+  /// share. The group lives to the step's end, which joins the stream.
+  void enqueueReduceToOwners(Launch &l, int slot, CUstream stream) {
+    const CudaLaunch &s = *l.spec;
+    const size_t n = s.buffers.size() / 2;
+    struct Run {
+      CUdeviceptr in;
+      int64_t at, elements; // in the parameter region
+    };
+    std::vector<Run> runs;
+    for (size_t i = 0; i < n; ++i) {
+      const int out = s.buffers[n + i];
+      const Param *param = nullptr;
+      for (const Param &p : plan.params)
+        if (p.grad == out || (p.grad >= 0 && plan.buffers[out].viewOf == p.grad))
+          param = &p;
+      if (!param)
+        throw RuntimeError("shard = gradients: the bucket's '" +
+                           plan.buffers[out].name +
+                           "' is no parameter's gradient");
+      const Buffer &b = plan.buffers[param->buffer];
+      runs.push_back({ptr(s.buffers[i], slot), b.offset, b.elements()});
+    }
+    std::sort(runs.begin(), runs.end(),
+              [](const Run &a, const Run &b) { return a.at < b.at; });
+    std::vector<Run> merged;
+    for (const Run &r : runs)
+      if (!merged.empty() && merged.back().at + merged.back().elements == r.at &&
+          merged.back().in + merged.back().elements * 4 == r.in)
+        merged.back().elements += r.elements;
+      else
+        merged.push_back(r);
+    CU(cuEventRecord(l.ready, stream));
+    CU(cuStreamWaitEvent(commStream, l.ready, 0));
+    std::optional<Timed> t;
+    int calls = 0;
+    if (timed) {
+      t = Timed{"", "nccl", l.planKernel, pooledEvent(), pooledEvent(), 0, 0,
+                false};
+      CU(cuEventRecord(t->begin, commStream));
+    }
+    const int me = dcomm->deviceRank();
+    CUdeviceptr mine = arena + regionOffset.at(Region::Grad);
+    dcomm->groupStart();
+    for (const Run &r : merged)
+      for (int64_t at = r.at; at < r.at + r.elements;) {
+        const int owner = static_cast<int>(at / share);
+        const int64_t end = std::min(r.at + r.elements, (owner + 1) * share);
+        CUdeviceptr out = owner == me ? mine + (at - ownFrom) * 4 : mine;
+        dcomm->reduceMean(reinterpret_cast<const void *>(r.in + (at - r.at) * 4),
+                          reinterpret_cast<void *>(out),
+                          static_cast<size_t>(end - at), DeviceComm::Type::F32,
+                          owner, commStream);
+        if (t)
+          t->bytes += static_cast<double>(end - at) * 4;
+        ++calls;
+        at = end;
+      }
+    dcomm->groupEnd();
+    if (t) {
+      t->name = "nccl reduce to owners (" + std::to_string(n) +
+                " gradients, " + std::to_string(calls) + " calls)";
+      CU(cuEventRecord(t->end, commStream));
+      timed->push_back(std::move(*t));
+    }
+    if (serialComm) {
       CU(cuEventRecord(l.reduced, commStream));
       CU(cuStreamWaitEvent(stream, l.reduced, 0));
     } else {
@@ -707,14 +795,17 @@ struct CudaExecutor::Impl {
       return;
     // Sharded, the update covers this rank's share; the norm all of the
     // (all-reduced) gradients.
+    // ZeRO-2, the gradient region is this rank's share of the gradients,
+    // and the norm's partial sums are summed over the ranks.
     CUdeviceptr p = arena + regionOffset.at(Region::Param) + ownFrom * 4;
-    CUdeviceptr g = arena + regionOffset.at(Region::Grad) + ownFrom * 4;
+    CUdeviceptr g =
+        arena + regionOffset.at(Region::Grad) + (shardGrads ? 0 : ownFrom * 4);
     const int64_t updated = sharded ? own : paramElements;
     CUdeviceptr m = state, v = state + updated * 4;
     long long n = updated;
     CUdeviceptr allGrads = arena + regionOffset.at(Region::Grad);
-    long long allN = paramElements;
-    int np = static_cast<int>(partials);
+    long long allN = shardGrads ? own : paramElements;
+    int np = static_cast<int>(shardGrads ? (share + 4095) / 4096 : partials);
     const TrainConfig &c = plan.config;
     const bool scaling = plan.scalesLoss();
     Hyper h{c.lr,
@@ -738,10 +829,14 @@ struct CudaExecutor::Impl {
       void *args[] = {&allGrads, &allN, &partial};
       timedLaunch("gtc_sumsq (gradient norm)", "optimizer", -1, 0, bytes,
                   false, [&] {
-                    CU(cuLaunchKernel(sumsq, static_cast<unsigned>(partials),
-                                      1, 1, 256, 1, 1, 0, compute, args,
-                                      nullptr));
+                    CU(cuLaunchKernel(sumsq, static_cast<unsigned>(np), 1, 1,
+                                      256, 1, 1, 0, compute, args, nullptr));
                   });
+      if (shardGrads)
+        dcomm->allReduceSum(reinterpret_cast<void *>(partial),
+                            reinterpret_cast<void *>(partial),
+                            static_cast<size_t>(np), DeviceComm::Type::F32,
+                            compute);
       void *normArgs[] = {&partial, &np, &norm};
       timedLaunch("gtc_norm", "optimizer", -1, 0, 0, false, [&] {
         CU(cuLaunchKernel(normFn, 1, 1, 1, 1024, 1, 1, 0, compute, normArgs,
@@ -885,10 +980,22 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
   I.paramElements = plan.regionSize.count(Region::Param)
                         ? plan.regionSize.at(Region::Param)
                         : 0;
+  if (plan.shardRanks > 1 && !I.sharded)
+    throw RuntimeError("this plan shards its gradients over " +
+                       std::to_string(plan.shardRanks) +
+                       " processes (shard = gradients), and runs without "
+                       "them; run it with --devices " +
+                       std::to_string(plan.shardRanks) + " on GPUs");
   if (I.sharded) {
     // Equal shares of 128 elements at a time (NCCL gathers equal counts).
     const int64_t ranks = I.dcomm->deviceRanks(), rank = I.dcomm->deviceRank();
-    I.share = ((I.paramElements + ranks - 1) / ranks + 127) / 128 * 128;
+    I.share = plan.shareOf(ranks);
+    if (plan.shardRanks > 1 && plan.shardRanks != ranks)
+      throw RuntimeError("this plan shards its gradients over " +
+                         std::to_string(plan.shardRanks) +
+                         " processes (shard = gradients), and runs in " +
+                         std::to_string(ranks) + "; compile it for " +
+                         std::to_string(ranks));
     // Rank r's share starts at r * share, where the in-place all-gather
     // reads it; the last shares may hold fewer elements, or none.
     I.ownFrom = rank * I.share;
@@ -902,6 +1009,8 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
     int64_t e = elements;
     if (I.sharded && (region == Region::Param || region == Region::Grad))
       e = std::max(e, I.paddedParams());
+    if (I.shardGrads && region == Region::Grad)
+      e = I.share; // this rank's
     if (I.sharded && region == Region::Copy)
       e = std::max(e, (I.paddedParams() + 1) / 2);
     I.regionOffset[region] = take(static_cast<size_t>(e) * 4);
@@ -1289,9 +1398,22 @@ void CudaExecutor::downloadState(std::vector<float> &first,
     return;
   }
   // ZeRO-1, a collective: every rank's share of each moment gathered into
-  // the gradient region (free between steps), then copied out.
+  // the gradient region (free between steps), then copied out. ZeRO-2's
+  // holds a share: the temporaries' region when large enough (the
+  // gradients' groups are in it), else memory of its own for the while.
   const size_t own = static_cast<size_t>(I.own);
-  CUdeviceptr grads = I.arena + I.regionOffset.at(Region::Grad);
+  const size_t need = static_cast<size_t>(I.paddedParams()) * 4;
+  CUdeviceptr grads = I.arena + I.regionOffset.at(Region::Grad), extra = 0;
+  if (I.shardGrads) {
+    auto temp = I.plan.regionSize.find(Region::Temp);
+    if (temp != I.plan.regionSize.end() &&
+        static_cast<size_t>(temp->second) * 4 >= need)
+      grads = I.arena + I.regionOffset.at(Region::Temp);
+    else {
+      CU(cuMemAlloc(&extra, need));
+      grads = extra;
+    }
+  }
   for (int moment = 0; moment < 2; ++moment) {
     std::vector<float> &out = moment ? second : first;
     if (I.stateBytes < (moment + 1) * std::max<size_t>(own, 64) * 4)
@@ -1306,6 +1428,8 @@ void CudaExecutor::downloadState(std::vector<float> &first,
     CU(cuStreamSynchronize(I.compute));
     CU(cuMemcpyDtoH(out.data(), grads, n * 4));
   }
+  if (extra)
+    CU(cuMemFree(extra));
 }
 
 void CudaExecutor::uploadState(const std::vector<float> &first,
@@ -1330,6 +1454,8 @@ CudaExecutor::memoryBreakdown() const {
       continue; // registers
     size_t bytes = static_cast<size_t>(elements) * 4 *
                    (region == Region::Input ? 2 : 1);
+    if (region == Region::Grad && impl->shardGrads)
+      bytes = static_cast<size_t>(impl->share) * 4; // this rank's share
     out.push_back({regionName(region), bytes});
   }
   out.push_back({"optimizer state", impl->stateBytes});

@@ -55,7 +55,9 @@ enum ncclDataType_t { ncclFloat16 = 6, ncclFloat32 = 7, ncclBfloat16 = 9 };
   X(ncclAllReduce, const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,  \
     ncclComm_t, cudaStream_t)                                                  \
   X(ncclAllGather, const void *, void *, size_t, ncclDataType_t, ncclComm_t,   \
-    cudaStream_t)
+    cudaStream_t)                                                              \
+  X(ncclReduce, const void *, void *, size_t, ncclDataType_t, ncclRedOp_t,     \
+    int, ncclComm_t, cudaStream_t)
 
 struct NcclLib {
 #define DECLARE(f, ...) ncclResult_t (*f)(__VA_ARGS__) = nullptr;
@@ -275,6 +277,20 @@ public:
     check(nccl().ncclAllReduce(in, out, n, ncclType(type), ncclAvg, comm,
                                static_cast<cudaStream_t>(stream)),
           "ncclAllReduce");
+  }
+  void allReduceSum(const void *in, void *out, size_t n, Type type,
+                    void *stream) override {
+    ++calls;
+    check(nccl().ncclAllReduce(in, out, n, ncclType(type), ncclSum, comm,
+                               static_cast<cudaStream_t>(stream)),
+          "ncclAllReduce");
+  }
+  void reduceMean(const void *in, void *out, size_t n, Type type, int root,
+                  void *stream) override {
+    ++calls;
+    check(nccl().ncclReduce(in, out, n, ncclType(type), ncclAvg, root, comm,
+                            static_cast<cudaStream_t>(stream)),
+          "ncclReduce");
   }
   void allGather(const void *in, void *out, size_t perRank, Type type,
                  void *stream) override {

@@ -30,6 +30,13 @@ public:
   /// out = the mean over ranks of in (out == in: in place).
   virtual void allReduceMean(const void *in, void *out, size_t n, Type type,
                              void *stream) = 0;
+  /// out = the sum over ranks of in.
+  virtual void allReduceSum(const void *in, void *out, size_t n, Type type,
+                            void *stream) = 0;
+  /// On rank `root`, out = the mean over ranks of in (out unused on the
+  /// others): a share of a reduce-scatter of uneven shares, in a group.
+  virtual void reduceMean(const void *in, void *out, size_t n, Type type,
+                          int root, void *stream) = 0;
   /// out (ranks * perRank elements) = every rank's in, in rank order (in
   /// may be this rank's slice of out).
   virtual void allGather(const void *in, void *out, size_t perRank, Type type,

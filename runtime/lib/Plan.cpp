@@ -8,6 +8,7 @@
 //   kind step
 //   batch 128
 //   micro_batches 4                 (gradient accumulation; absent: 1)
+//   shard_gradients 2               (ZeRO-2 over 2 processes; absent: 1)
 //   region param 1863690
 //   buffer f32 param 0 2 1024 784 fc1.weight
 //   view 9 8                        (buffer 9 is a view of buffer 8)
@@ -271,6 +272,12 @@ int64_t Plan::parameterCount() const {
   return n;
 }
 
+int64_t Plan::shareOf(int64_t ranks) const {
+  auto it = regionSize.find(Region::Param);
+  const int64_t n = it == regionSize.end() ? 0 : it->second;
+  return ((n + ranks - 1) / ranks + 127) / 128 * 128;
+}
+
 Plan::Memory Plan::memory() const {
   auto bytes = [&](Region r) {
     auto it = regionSize.find(r);
@@ -290,6 +297,12 @@ Plan::Memory Plan::memory() const {
   m.gemmWorkspace = kGemmWorkspaceBytes;
   m.accumulator = microBatches > 1 ? m.gradients : 0;
   m.weightCopies = bytes(Region::Copy);
+  if (shardRanks > 1 && kind == "step") {
+    // ZeRO-2: one process's share of the gradients and of the state.
+    const int64_t share = shareOf(shardRanks) * 4;
+    m.gradients = share;
+    m.optimizerState = m.weights == 0 ? 0 : m.optimizerState / m.weights * share;
+  }
   return m;
 }
 
@@ -342,6 +355,8 @@ std::string gtc::rt::serialize(const Plan &plan) {
   os << "batch " << plan.batch << '\n';
   if (plan.microBatches != 1)
     os << "micro_batches " << plan.microBatches << '\n';
+  if (plan.shardRanks != 1)
+    os << "shard_gradients " << plan.shardRanks << '\n';
   for (auto [region, size] : plan.regionSize)
     os << "region " << regionName(region) << ' ' << size << '\n';
   for (const Buffer &b : plan.buffers) {
@@ -639,6 +654,9 @@ bool gtc::rt::deserialize(const std::string &text, Plan &plan,
       ok = in.number(plan.batch);
     } else if (tag == "micro_batches") {
       ok = in.number(plan.microBatches) && plan.microBatches >= 1;
+    } else if (tag == "shard_gradients") {
+      ok = in.number(plan.shardRanks) && plan.shardRanks >= 1 &&
+           plan.shardRanks <= 65536;
     } else if (tag == "region") {
       std::string name;
       Region r;

@@ -42,7 +42,9 @@ const char *const gtc::rt::kRunOptionsHelp =
                  at MASTER_ADDR:MASTER_PORT
   --shard S      data parallel: optimizer (ZeRO-1: each process keeps and
                  updates 1/N of the optimizer state, then the parameters
-                 are gathered) or none; overrides the train block's shard
+                 are gathered), gradients (ZeRO-2, GPUs: 1/N of the
+                 gradients kept too) or none; overrides the train block's
+                 shard
   --bucket-size SIZE  data parallel: gradients are all-reduced in buckets
                  of at most SIZE (default 25MiB), each as soon as the
                  backward has computed it
@@ -214,13 +216,8 @@ ArgResult gtc::rt::parseRunArg(const std::vector<std::string> &args,
   } else if (name == "--devices" && (value == "all" || value == "cpu")) {
     out.devices = value;
   } else if (name == "--shard") {
-    if (value == "gradients") {
-      error = "--shard gradients (ZeRO-2: the gradient buffers sharded too) "
-              "is not built yet; use --shard optimizer (ZeRO-1) or none";
-      return ArgResult::Error;
-    }
-    if (value != "optimizer" && value != "none") {
-      error = "--shard needs optimizer or none, got '" + value + "'";
+    if (value != "optimizer" && value != "gradients" && value != "none") {
+      error = "--shard needs optimizer, gradients or none, got '" + value + "'";
       return ArgResult::Error;
     }
     out.shard = value;

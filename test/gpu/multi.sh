@@ -307,22 +307,40 @@ gtc run examples/char_gpt.gt --device cuda --devices 2 --shard optimizer --preci
 tail -2 "$W/z-opt.txt"
 r=$(same "$W/z-none.jsonl" "$W/z-opt.jsonl" 1e-6 2>&1); s2=$?
 row "char_gpt fp32 2 GPUs: shard = optimizer vs none: $r" "$(verdict $((s + s2)))"
-for shard in none optimizer; do
+# ZeRO-2 (shard = gradients): the same against unsharded, on char_gpt and
+# on the MLP (whose parameters leave alignment gaps in their buckets).
+gtc run examples/char_gpt.gt --device cuda --devices 2 --shard gradients --precision fp32 --batch 32 --steps 50 --log-every 1 --log "$W/z-grad.jsonl" > "$W/z-grad.txt" 2>&1; s=$?
+tail -2 "$W/z-grad.txt"
+r=$(same "$W/z-none.jsonl" "$W/z-grad.jsonl" 1e-6 2>&1); s2=$?
+row "char_gpt fp32 2 GPUs: shard = gradients vs none: $r" "$(verdict $((s + s2)))"
+gtc run examples/mlp.gt --device cuda --devices 2 --precision fp32 --batch 64 --steps 50 --log-every 1 --log "$W/zm-mlp-none.jsonl" > "$W/zm-mlp-none.txt" 2>&1
+gtc run examples/mlp.gt --device cuda --devices 2 --shard gradients --precision fp32 --batch 64 --steps 50 --log-every 1 --log "$W/zm-mlp-grad.jsonl" > "$W/zm-mlp-grad.txt" 2>&1; s=$?
+r=$(same "$W/zm-mlp-none.jsonl" "$W/zm-mlp-grad.jsonl" 1e-6 2>&1); s2=$?
+row "mlp fp32 2 GPUs: shard = gradients vs none: $r" "$(verdict $((s + s2)))"
+for shard in none optimizer gradients; do
   gtc run examples/gpt2.gt --device cuda --devices 2 --shard $shard --batch 32 --steps 3 --data "$W/tokens.bin" --eval "$W/eval.bin" > "$W/zm-$shard.txt" 2>&1
   gtc run examples/gpt2.gt --device cuda --devices 2 --shard $shard --batch 32 --dry-run > "$W/zm-$shard-explain.txt" 2>&1
 done
 grep -h "in use after\|device memory" "$W"/zm-*.txt
-grep -h "shard = " "$W"/zm-*-explain.txt | head -2
+grep -h "shard = \|predicted peak\|peak" "$W"/zm-*-explain.txt | head -12
 python3 - "$W" >> "$W/memory.txt" <<'PY'
 import re, sys
 w = sys.argv[1]
-used = {s: float(re.search(r"in use after the first step: ([0-9.]+) MiB", open(f"{w}/zm-{s}.txt").read()).group(1)) for s in ("none", "optimizer")}
+def used(s):
+    m = re.search(r"in use after the first step: ([0-9.]+) MiB", open(f"{w}/zm-{s}.txt").read())
+    return float(m.group(1)) if m else float("nan")
+def peak(s):
+    m = re.search(r"predicted peak ([0-9.]+) MiB a process", open(f"{w}/zm-{s}-explain.txt").read())
+    return float(m.group(1)) if m else float("nan")
+none, opt, grad = used("none"), used("optimizer"), used("gradients")
 pred = re.search(r"optimizer state ([0-9.]+) MiB a process instead of ([0-9.]+) MiB", open(f"{w}/zm-optimizer-explain.txt").read())
 saving = float(pred.group(2)) - float(pred.group(1))
-got = used["none"] - used["optimizer"]
-print(f"GPT-2 bf16 on 2 GPUs, rank 0: {used['none']:.0f} MiB unsharded, {used['optimizer']:.0f} MiB with shard = optimizer: saved {got:.0f} MiB of a predicted {saving:.0f} MiB ({100 * got / saving:.0f}%)")
+print(f"GPT-2 bf16 on 2 GPUs, rank 0: {none:.0f} MiB unsharded, {opt:.0f} MiB with shard = optimizer: saved {none - opt:.0f} MiB of a predicted {saving:.0f} MiB ({100 * (none - opt) / saving:.0f}%)")
+# ZeRO-2's predicted saving: the plans' predicted peaks, unsharded minus sharded.
+p_opt, p_grad = peak("optimizer"), peak("gradients")
+print(f"GPT-2 bf16 on 2 GPUs, rank 0: {grad:.0f} MiB with shard = gradients: saved {opt - grad:.0f} MiB against shard = optimizer, of a predicted {p_opt - p_grad:.0f} MiB (predicted peaks {p_opt:.0f} and {p_grad:.0f} MiB)")
 PY
-tail -1 "$W/memory.txt"
+tail -2 "$W/memory.txt"
 fi
 
 if has resume; then
@@ -344,5 +362,12 @@ gtc run $C --steps 10 --save "$W/r-ck1.safetensors" > "$W/r-save1.txt" 2>&1
 gtc run $C --steps 20 --devices $N --shard optimizer --log-every 1 --resume "$W/r-ck1.safetensors" --log "$W/r-onN.jsonl" > "$W/r-onN.txt" 2>&1; s=$?
 r=$(same "$W/r-last10.jsonl" "$W/r-onN.jsonl" 1e-5 2>&1); s2=$?
 row "checkpoint of 1 GPU resumed on $N (ZeRO-1): $r" "$(verdict $((s + s2)))"
+gtc run $C --steps 10 --devices $N --shard gradients --save "$W/r-ckz2.safetensors" > "$W/r-savez2.txt" 2>&1
+gtc run $C --steps 20 --log-every 1 --resume "$W/r-ckz2.safetensors" --log "$W/r-z2on1.jsonl" > "$W/r-z2on1.txt" 2>&1; s=$?
+r=$(same "$W/r-last10.jsonl" "$W/r-z2on1.jsonl" 1e-5 2>&1); s2=$?
+row "checkpoint of $N GPUs (ZeRO-2) resumed on 1: $r" "$(verdict $((s + s2)))"
+gtc run $C --steps 20 --devices $N --shard gradients --log-every 1 --resume "$W/r-ck1.safetensors" --log "$W/r-z2onN.jsonl" > "$W/r-z2onN.txt" 2>&1; s=$?
+r=$(same "$W/r-last10.jsonl" "$W/r-z2onN.jsonl" 1e-5 2>&1); s2=$?
+row "checkpoint of 1 GPU resumed on $N (ZeRO-2): $r" "$(verdict $((s + s2)))"
 fi
 

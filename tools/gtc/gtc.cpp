@@ -417,8 +417,8 @@ std::string devicesSetting(const Options &opts, mlir::gt::TrainOp trainOp) {
   return "";
 }
 
-/// `shard`: --shard, else the train block's setting ("optimizer", "none" or
-/// empty).
+/// `shard`: --shard, else the train block's setting ("optimizer",
+/// "gradients", "none" or empty).
 std::string shardSetting(const Options &opts, mlir::gt::TrainOp trainOp) {
   if (!opts.args.shard.empty() || !trainOp)
     return opts.args.shard;
@@ -447,11 +447,13 @@ bool batchSplits(int64_t batch, int processes) {
 bool perProcess(const Options &opts, mlir::gt::TrainOp trainOp,
                 int processes, gtc::CompileOptions &compile) {
   if (processes == 1) {
-    if (opts.args.shard.empty() && shardSetting(opts, trainOp) == "optimizer")
-      llvm::errs() << "gtc: warning: shard = optimizer has no effect in one "
-                      "process: it splits the optimizer state over "
-                      "data-parallel processes (--devices N, devices = N, or "
-                      "a launcher's)\n";
+    const std::string shard = shardSetting(opts, trainOp);
+    if (opts.args.shard.empty() && (shard == "optimizer" || shard == "gradients"))
+      llvm::errs() << "gtc: warning: shard = " << shard
+                   << " has no effect in one process: it splits the "
+                   << (shard == "gradients" ? "gradients and the " : "")
+                   << "optimizer state over data-parallel processes "
+                      "(--devices N, devices = N, or a launcher's)\n";
     if (opts.args.bucketBytes == 0 && opts.args.shard.empty())
       return true;
     llvm::errs() << "gtc: error: "
@@ -468,6 +470,8 @@ bool perProcess(const Options &opts, mlir::gt::TrainOp trainOp,
   }
   compile.bucketBytes = opts.args.bucketBytes > 0 ? opts.args.bucketBytes
                                                   : gtc::kDefaultBucketBytes;
+  if (shardSetting(opts, trainOp) == "gradients")
+    compile.shardGradients = processes;
   return true;
 }
 
@@ -576,6 +580,11 @@ int runModel(const Options &opts, mlir::ModuleOp module,
     llvm::errs() << "gtc: error: " << gtc::rt::kCpuBenchError << "\n";
     return 1;
   }
+  if (processes > 1 && opts.args.device == "cpu" &&
+      shardSetting(opts, trainOp) == "gradients") {
+    llvm::errs() << "gtc: error: " << gtc::rt::kCpuShardGradientsError << "\n";
+    return 1;
+  }
   // `batch` is the global batch: each process takes batch / N rows. The
   // launcher itself opens no GPU.
   if (processes > 1 && world.size == 1 && (trains || timesSteps)) {
@@ -603,8 +612,8 @@ int runModel(const Options &opts, mlir::ModuleOp module,
     return 1;
   if (!perProcess(opts, trainOp, processes, compile))
     return 1;
-  run.shardOptimizer =
-      processes > 1 && shardSetting(opts, trainOp) == "optimizer";
+  run.shardOptimizer = processes > 1 && shardSetting(opts, trainOp) != "" &&
+                       shardSetting(opts, trainOp) != "none";
   std::unique_ptr<gtc::rt::Communicator> comm;
   if (world.size > 1 && (trains || timesSteps)) {
     if (!(comm = gtc::rt::connect(world, run.device, error))) {
@@ -698,7 +707,10 @@ int runModel(const Options &opts, mlir::ModuleOp module,
                    << llvm::format("%.2f MiB", bytes / 1048576.0)
                    << " a step ("
                    << (run.device == "cuda" ? "NCCL" : "Gloo")
-                   << ", one collective each)\n";
+                   << (step->shardRanks > 1
+                           ? ", each reduced to the processes that own its "
+                             "parts)\n"
+                           : ", one collective each)\n");
       // ZeRO-1: the optimizer state of one process's part of the
       // parameters (the parts of gtc's CpuBackend: N equal ones, the last
       // shorter).
@@ -707,7 +719,19 @@ int runModel(const Options &opts, mlir::ModuleOp module,
       auto mib = [](int64_t b) {
         return llvm::format("%.2f MiB", static_cast<double>(b) / 1048576.0);
       };
-      if (run.shardOptimizer)
+      if (step->shardRanks > 1)
+        llvm::outs() << "shard = gradients (ZeRO-2): gradients "
+                     << mib(m.gradients) << " and optimizer state "
+                     << mib(m.optimizerState) << " a process instead of "
+                     << mib(m.weights) << " and "
+                     << mib(m.weights == 0 ? 0
+                                           : m.optimizerState *
+                                                 (m.weights / 4) /
+                                                 step->shareOf(processes))
+                     << " (each bucket's gradients a temporary until the "
+                        "step's end); predicted peak "
+                     << mib(m.peak()) << " a process\n";
+      else if (run.shardOptimizer)
         llvm::outs() << "shard = optimizer (ZeRO-1): optimizer state "
                      << mib(part) << " a process instead of "
                      << mib(m.optimizerState) << "; predicted peak "
@@ -829,8 +853,8 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
   gtc::rt::Bundle bundle;
   bundle.step = gtc::rt::serialize(*step);
   bundle.processes = processes;
-  bundle.shardOptimizer =
-      processes > 1 && shardSetting(opts, trainOp) == "optimizer";
+  bundle.shardOptimizer = processes > 1 && shardSetting(opts, trainOp) != "" &&
+                          shardSetting(opts, trainOp) != "none";
   // Evaluation plans: full batches (micro-batches, with gradient
   // accumulation), and the remainder of the eval data as it is now (an
   // executable given other eval data says so).

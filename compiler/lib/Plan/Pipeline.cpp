@@ -76,7 +76,8 @@ FailureOr<rt::Plan> finishPlan(func::FuncOp func, ModuleOp lowered,
                                const CompileOptions &options) {
   rt::StartupPhase phase("planning");
   FailureOr<rt::Plan> plan =
-      gtc::buildPlan(func, findTrain(lowered), /*views=*/options.fuse);
+      gtc::buildPlan(func, findTrain(lowered), /*views=*/options.fuse,
+                     options.bucketBytes > 0 ? options.shardGradients : 1);
   if (succeeded(plan) && !options.precision.empty() &&
       !rt::parse(options.precision, plan->config.precision))
     return func.emitError("unknown precision '")
@@ -364,7 +365,14 @@ FailureOr<rt::Plan> accumulate(ModuleOp module, CompileOptions &options) {
 FailureOr<rt::Plan> gtc::compileStep(ModuleOp module,
                                      const CompileOptions &options) {
   CompileOptions o = options;
-  return accumulate(module, o);
+  FailureOr<rt::Plan> plan = accumulate(module, o);
+  if (succeeded(plan) && plan->shardRanks > 1 && plan->microBatches > 1)
+    return module.emitError("shard = gradients (ZeRO-2) with gradient "
+                            "accumulation (micro_batch) is not built: each "
+                            "micro-batch would need its own reduction into "
+                            "the shard; use shard = optimizer (ZeRO-1) "
+                            "with micro_batch, or drop micro_batch");
+  return plan;
 }
 
 FailureOr<OwningOpRef<ModuleOp>>

@@ -30,7 +30,8 @@ int64_t alignUp(int64_t n, int64_t align = kAlign) {
 
 class PlanBuilder {
 public:
-  PlanBuilder(func::FuncOp func, bool views) : func(func), views(views) {}
+  PlanBuilder(func::FuncOp func, bool views, int64_t shardRanks)
+      : func(func), views(views), shardRanks(shardRanks) {}
 
   FailureOr<rt::Plan> build();
 
@@ -66,9 +67,19 @@ private:
   /// parameters' places, and the plan names the kernel (paramCopies).
   void placeParamCopies();
   void placeTemporaries();
+  /// ZeRO-2 (shardRanks > 1): lays the parameters out a gt-bucket bucket
+  /// after another, and makes each bucket's gradients one temporary (its
+  /// group) that mirrors the bucket's range of the parameter region, live
+  /// from the first of them to the end of the step; the gradient region is
+  /// gone (the runtime keeps this rank's reduced share of it instead).
+  LogicalResult groupGradients();
 
   func::FuncOp func;
   bool views;
+  int64_t shardRanks;
+  /// ZeRO-2: gradients placed inside their bucket's group, at their
+  /// parameter's place in it.
+  std::map<int, std::pair<int, int64_t>> inGroup; // buffer -> (group, at)
   rt::Plan plan;
   DenseMap<Value, int> buffers;
   /// Kernel index of each temporary's definition and last use.
@@ -338,7 +349,8 @@ void PlanBuilder::placeParamCopies() {
 void PlanBuilder::placeTemporaries() {
   std::vector<int> temps;
   for (size_t i = 0; i < plan.buffers.size(); ++i)
-    if (plan.buffers[i].region == MemRegion::Temp && plan.buffers[i].viewOf < 0)
+    if (plan.buffers[i].region == MemRegion::Temp &&
+        plan.buffers[i].viewOf < 0 && !inGroup.count(static_cast<int>(i)))
       temps.push_back(static_cast<int>(i));
   std::stable_sort(temps.begin(), temps.end(), [&](int a, int b) {
     return plan.buffers[a].slots() > plan.buffers[b].slots();
@@ -369,6 +381,77 @@ void PlanBuilder::placeTemporaries() {
     placed.push_back(t);
   }
   plan.regionSize[MemRegion::Temp] = size;
+  for (auto [member, place] : inGroup)
+    plan.buffers[member].offset = plan.buffers[place.first].offset + place.second;
+}
+
+LogicalResult PlanBuilder::groupGradients() {
+  // The buckets: each all_reduce kernel's gradients, in place (the kernel's
+  // input is its output's memory), each a parameter's.
+  std::map<int, int> paramOfGrad; // gradient buffer -> parameter
+  for (size_t i = 0; i < plan.params.size(); ++i)
+    paramOfGrad[plan.params[i].grad] = static_cast<int>(i);
+  std::vector<std::vector<int>> buckets; // parameters
+  std::vector<bool> bucketed(plan.params.size());
+  for (const rt::Kernel &k : plan.kernels) {
+    if (k.op != rt::OpKind::AllReduce)
+      continue;
+    buckets.emplace_back();
+    for (size_t i = 0; i < k.outputs.size(); ++i) {
+      int out = storageOf(k.outputs[i]);
+      auto it = paramOfGrad.find(out);
+      if (it == paramOfGrad.end() || storageOf(k.inputs[i]) != out ||
+          plan.buffers[out].dtype != rt::DType::F32)
+        return func.emitError("shard = gradients needs every gradient "
+                              "written in place for its bucket, as gt-fuse "
+                              "plans them (bucket ")
+               << buckets.size() - 1 << "'s gradient " << i
+               << " is not); use shard = optimizer, or drop --no-fuse";
+      buckets.back().push_back(it->second);
+      bucketed[it->second] = true;
+    }
+  }
+  for (size_t i = 0; i < plan.params.size(); ++i)
+    if (!bucketed[i])
+      return func.emitError("shard = gradients: the gradient of '")
+             << plan.params[i].name
+             << "' is in no gt-bucket bucket; run gt-bucket first";
+  // The parameter region, a bucket after another; each group mirrors its
+  // bucket's range of it (alignment gaps included, which no kernel writes
+  // and the runtime does not reduce).
+  int64_t cursor = 0;
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    const int64_t lo = cursor;
+    int64_t first = INT64_MAX;
+    std::vector<std::pair<int, int64_t>> members;
+    for (int p : buckets[b]) {
+      rt::Buffer &param = plan.buffers[plan.params[p].buffer];
+      param.offset = cursor;
+      int grad = plan.params[p].grad;
+      members.push_back({grad, cursor - lo});
+      first = std::min(first, defAt[grad]);
+      cursor += alignUp(std::max<int64_t>(1, param.slots()), kParamAlign);
+    }
+    FailureOr<int> group = addBuffer(Value(), MemRegion::Temp,
+                                     "bucket " + std::to_string(b) +
+                                         " gradients");
+    if (failed(group))
+      return failure();
+    plan.buffers[*group].dtype = rt::DType::F32;
+    plan.buffers[*group].shape = {cursor - lo};
+    // Live to the step's end: its reduction runs on the communication
+    // stream, which the step joins at its end.
+    defAt[*group] = first;
+    lastUse[*group] = static_cast<int64_t>(plan.kernels.size());
+    for (auto [grad, at] : members) {
+      plan.buffers[grad].region = MemRegion::Temp;
+      inGroup[grad] = {*group, at};
+    }
+  }
+  plan.regionSize[MemRegion::Param] = cursor;
+  plan.regionSize[MemRegion::Grad] = 0;
+  plan.shardRanks = shardRanks;
+  return success();
 }
 
 FailureOr<rt::Plan> PlanBuilder::build() {
@@ -578,6 +661,8 @@ FailureOr<rt::Plan> PlanBuilder::build() {
   plan.regionSize[MemRegion::Param] = cursor[MemRegion::Param];
   plan.regionSize[MemRegion::Grad] =
       plan.kind == "step" ? cursor[MemRegion::Param] : 0;
+  if (shardRanks > 1 && plan.kind == "step" && failed(groupGradients()))
+    return failure();
   plan.regionSize[MemRegion::Input] = cursor[MemRegion::Input];
   plan.regionSize[MemRegion::Const] = cursor[MemRegion::Const];
   if (localSize > 0)
@@ -596,8 +681,8 @@ FailureOr<rt::Plan> PlanBuilder::build() {
 } // namespace
 
 FailureOr<gtc::rt::Plan> gtc::buildPlan(func::FuncOp func, TrainOp train,
-                                        bool views) {
-  FailureOr<rt::Plan> plan = PlanBuilder(func, views).build();
+                                        bool views, int64_t shardRanks) {
+  FailureOr<rt::Plan> plan = PlanBuilder(func, views, shardRanks).build();
   if (failed(plan))
     return failure();
   if (train) {

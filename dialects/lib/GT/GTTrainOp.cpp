@@ -142,14 +142,8 @@ public:
         return positiveInt(key, v);
       return oneOf(key, v, {"all", "cpu"});
     }
-    if (key == "shard") {
-      auto s = dyn_cast<StringAttr>(v);
-      if (s && s.getValue() == "gradients")
-        return op.emitError("setting 'shard = gradients' (ZeRO-2: the "
-                            "gradient buffers sharded too) is not built yet; "
-                            "use \"optimizer\" (ZeRO-1) or \"none\"");
-      return oneOf(key, v, {"none", "optimizer"});
-    }
+    if (key == "shard")
+      return oneOf(key, v, {"none", "optimizer", "gradients"});
     if (key == "micro_batch") {
       if (isa<IntegerAttr>(v))
         return positiveInt(key, v);

@@ -43,6 +43,10 @@ struct CompileOptions {
   /// backward has computed it. Not with gradient accumulation (the
   /// accumulated mean is all-reduced after the last micro-batch instead).
   int64_t bucketBytes = 0;
+  /// > 1: ZeRO-2 (shard = gradients) over this many processes: the plan's
+  /// gradients are temporaries grouped by bucket (Plan::shardRanks). Needs
+  /// bucketBytes, and no gradient accumulation.
+  int64_t shardGradients = 1;
 };
 
 /// Compiles the training step of the module's model at a fixed batch size:

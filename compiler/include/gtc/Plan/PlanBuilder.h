@@ -17,10 +17,13 @@ namespace gtc {
 /// are written straight into the gradient region when nothing else reads
 /// them. With `views`, a gt.reshape gets no kernel: its result is a view of
 /// its operand's memory, whose lifetime extends to the view's last use.
-/// `train`, if given, fills the plan's configuration.
+/// `train`, if given, fills the plan's configuration. With `shardRanks` >
+/// 1 (ZeRO-2, shard = gradients, over that many processes) the gradients
+/// are temporaries grouped by gt-bucket's buckets (Plan::shardRanks).
 mlir::FailureOr<rt::Plan> buildPlan(mlir::func::FuncOp func,
                                     mlir::gt::TrainOp train,
-                                    bool views = true);
+                                    bool views = true,
+                                    int64_t shardRanks = 1);
 
 /// Converts the attributes of a gt.train op into the runtime's configuration
 /// (defaults for what the op leaves out); an unknown optimizer, schedule or

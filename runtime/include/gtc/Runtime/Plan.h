@@ -184,6 +184,12 @@ struct Plan {
   /// micro-batches of `batch` rows, sums their gradients and updates once
   /// (the global batch is batch * microBatches).
   int64_t microBatches = 1;
+  /// ZeRO-2 (shard = gradients) over this many processes when > 1: the
+  /// parameter region is laid out a gt-bucket bucket after another, each
+  /// bucket's gradients are one temporary mirroring its range of it, and
+  /// there is no gradient region; each process keeps the reduced gradients
+  /// of its share (gradShare()) and the optimizer state of that share.
+  int64_t shardRanks = 1;
   std::vector<Buffer> buffers;
   std::vector<Kernel> kernels;
   std::vector<Param> params;
@@ -208,6 +214,10 @@ struct Plan {
   TrainConfig config;
 
   int64_t parameterCount() const;
+  /// The elements of the parameter region each of `ranks` processes
+  /// updates when sharded (ZeRO-1 and 2): equal shares of whole 128s, the
+  /// last ones shorter or empty.
+  int64_t shareOf(int64_t ranks) const;
   /// cuBLASLt's workspace on a GPU, in bytes.
   static constexpr int64_t kGemmWorkspaceBytes = int64_t(32) << 20;
   /// Bytes of a training step's memory by kind, and their sum: the peak the

@@ -75,6 +75,11 @@ inline constexpr const char *kCpuBenchError =
     "N processes runs the step at batch / N), or time N GPUs with --device "
     "cuda";
 
+/// Why shard = gradients does not run on CPU processes.
+inline constexpr const char *kCpuShardGradientsError =
+    "shard = gradients (ZeRO-2) runs on GPUs (NCCL): give --device cuda, or "
+    "shard = optimizer (ZeRO-1) for CPU processes";
+
 /// `gtc run --bench N`: times the training step on random inputs (i32
 /// inputs in [0, 10)) after warm-up: CUDA events over graph replays on a
 /// GPU, a steady clock on the CPU. Prints the median ms per step. With

@@ -859,7 +859,7 @@ def GT_TrainOp : GT_Op<"train", [DeclareOpInterfaceMethods<SymbolUserOpInterface
     | `precision` | `"fp32"`, `"tf32"`, `"bf16"` or `"fp16"` |
     | `checkpoint` | dictionary with `mode` (`"none"`, `"auto"`, `"every"`) and `budget` / `every` |
     | `devices` | `"all"`, `"cpu"` or a positive integer |
-    | `shard` | `"none"` or `"optimizer"` (ZeRO-1: each data-parallel process keeps and updates 1/N of the optimizer state) |
+    | `shard` | `"none"`, `"optimizer"` (ZeRO-1: each data-parallel process keeps and updates 1/N of the optimizer state) or `"gradients"` (ZeRO-2, GPUs: the reduced gradients kept 1/N a process too) |
     | `grad_clip` | positive float: clip the global gradient norm |
     | `shuffle` | boolean: `false` reads the training examples in file order |
 
