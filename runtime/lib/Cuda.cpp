@@ -794,9 +794,8 @@ struct CudaExecutor::Impl {
     if (paramElements == 0 || plan.kind != "step")
       return;
     // Sharded, the update covers this rank's share; the norm all of the
-    // (all-reduced) gradients.
-    // ZeRO-2, the gradient region is this rank's share of the gradients,
-    // and the norm's partial sums are summed over the ranks.
+    // (all-reduced) gradients. ZeRO-2's gradient region is this rank's
+    // share of them, and the norm's partial sums are summed over the ranks.
     CUdeviceptr p = arena + regionOffset.at(Region::Param) + ownFrom * 4;
     CUdeviceptr g =
         arena + regionOffset.at(Region::Grad) + (shardGrads ? 0 : ownFrom * 4);
@@ -1028,11 +1027,12 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
   size_t stateAt = 0, counterAt = 0, accumulatorAt = 0;
   const bool stepping = plan.kind == "step" && I.paramElements > 0;
   if (stepping) {
-    // Adam's two moments; SGD's momentum buffer (Plan::memory).
-    I.stateBytes = static_cast<size_t>(plan.memory().optimizerState);
-    if (I.sharded) // the state of this rank's share
-      I.stateBytes = I.stateBytes / static_cast<size_t>(I.paramElements) *
-                     static_cast<size_t>(std::max<int64_t>(I.own, 64));
+    // Adam's two moments; SGD's momentum buffer: of every parameter, or
+    // of this rank's share.
+    I.stateBytes = static_cast<size_t>(plan.stateFloats()) * 4 *
+                   static_cast<size_t>(I.sharded
+                                           ? std::max<int64_t>(I.own, 64)
+                                           : I.paramElements);
     stateAt = take(I.stateBytes);
     I.partials = (I.paramElements + 4095) / 4096;
     counterAt = take(512 + I.partials * 4);

@@ -286,11 +286,7 @@ Plan::Memory Plan::memory() const {
   Memory m;
   m.weights = bytes(Region::Param);
   m.gradients = bytes(Region::Grad);
-  // Adam's two moments; SGD's momentum buffer, which the update reads even
-  // at momentum 0.
-  m.optimizerState = kind != "step" ? 0
-                     : config.optimizer == OptimizerKind::Sgd ? m.weights
-                                                              : 2 * m.weights;
+  m.optimizerState = kind != "step" ? 0 : stateFloats() * m.weights;
   m.temporaries = bytes(Region::Temp);
   m.inputs = 2 * bytes(Region::Input); // two slots on a GPU
   m.constants = bytes(Region::Const);
@@ -301,7 +297,7 @@ Plan::Memory Plan::memory() const {
     // ZeRO-2: one process's share of the gradients and of the state.
     const int64_t share = shareOf(shardRanks) * 4;
     m.gradients = share;
-    m.optimizerState = m.weights == 0 ? 0 : m.optimizerState / m.weights * share;
+    m.optimizerState = stateFloats() * share;
   }
   return m;
 }

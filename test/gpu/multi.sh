@@ -341,6 +341,11 @@ p_opt, p_grad = peak("optimizer"), peak("gradients")
 print(f"GPT-2 bf16 on 2 GPUs, rank 0: {grad:.0f} MiB with shard = gradients: saved {opt - grad:.0f} MiB against shard = optimizer, of a predicted {p_opt - p_grad:.0f} MiB (predicted peaks {p_opt:.0f} and {p_grad:.0f} MiB)")
 PY
 tail -2 "$W/memory.txt"
+# What each mode costs a step (GPT-2 bf16, 16 sequences a GPU).
+for shard in none optimizer gradients; do
+  gtc run examples/gpt2.gt --device cuda --devices 2 --shard $shard --batch 32 --bench 20 > "$W/zb-$shard.txt" 2>&1; s=$?
+  row "GPT-2 bf16 2 GPUs shard = $shard: $(grep -o '[0-9.]* ms/step' "$W/zb-$shard.txt" | head -1)" "$(verdict $s)"
+done
 fi
 
 if has resume; then

@@ -724,10 +724,7 @@ int runModel(const Options &opts, mlir::ModuleOp module,
                      << mib(m.gradients) << " and optimizer state "
                      << mib(m.optimizerState) << " a process instead of "
                      << mib(m.weights) << " and "
-                     << mib(m.weights == 0 ? 0
-                                           : m.optimizerState *
-                                                 (m.weights / 4) /
-                                                 step->shareOf(processes))
+                     << mib(step->stateFloats() * m.weights)
                      << " (each bucket's gradients a temporary until the "
                         "step's end); predicted peak "
                      << mib(m.peak()) << " a process\n";

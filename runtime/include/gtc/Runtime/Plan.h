@@ -218,6 +218,12 @@ struct Plan {
   /// updates when sharded (ZeRO-1 and 2): equal shares of whole 128s, the
   /// last ones shorter or empty.
   int64_t shareOf(int64_t ranks) const;
+  /// The optimizer's state a parameter element, in floats: Adam's two
+  /// moments, SGD's momentum buffer (which the update reads even at
+  /// momentum 0).
+  int64_t stateFloats() const {
+    return config.optimizer == OptimizerKind::Sgd ? 1 : 2;
+  }
   /// cuBLASLt's workspace on a GPU, in bytes.
   static constexpr int64_t kGemmWorkspaceBytes = int64_t(32) << 20;
   /// Bytes of a training step's memory by kind, and their sum: the peak the
