@@ -283,54 +283,141 @@ std::string memoryInUse(CudaBackend &gpu) {
   return o.str();
 }
 
-int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
-              const RunOptions &options, std::ostream &rankOut,
-              std::ostream &err) {
-  const TrainConfig &c = step.config;
-  // Data parallelism: this process's share of every batch; rank 0 alone
-  // prints, logs and saves.
-  Communicator *comm = options.comm;
-  const int rank = comm ? comm->rank() : 0, ranks = comm ? comm->size() : 1;
-  std::ostream nowhere(nullptr);
-  std::ostream &out = rank == 0 ? rankOut : nowhere;
-  setThreads(options.threads);
-  std::string error;
-  if (c.data.kind.empty()) {
-    err << "gtc: error: the train block has no 'data' source; add e.g. "
-           "data = idx(\"images.gz\", \"labels.gz\")\n";
-    return 1;
-  }
-  auto dataPhase = std::make_optional<StartupPhase>("data");
-  std::unique_ptr<Dataset> data = openSource(c.data, error);
-  if (!data) {
-    err << "gtc: error: " << error << "\n";
-    return 1;
-  }
-  std::unique_ptr<Dataset> evalData;
-  if (!c.eval.kind.empty() && !(evalData = openSource(c.eval, error))) {
-    err << "gtc: error: " << error << "\n";
-    return 1;
-  }
-  dataPhase.reset();
-  Feeds feeds;
-  if (!matchFeeds(step, *data, "training", feeds, error)) {
-    err << "gtc: error: " << error << "\n";
-    return 1;
+/// One training run: opened (data, step count, backend), started
+/// (parameters fresh, from --init, or resumed), then its steps, with
+/// evaluation, progress, the log and checkpoints. Every method that can
+/// fail prints the error and returns false.
+class Training {
+public:
+  Training(const Plan &step, const EvalPlanFn &evalPlan,
+           const RunOptions &options, std::ostream &rankOut, std::ostream &err)
+      : step(step), c(step.config), evalPlan(evalPlan), options(options),
+        comm(options.comm), rank(comm ? comm->rank() : 0),
+        ranks(comm ? comm->size() : 1), nowhere(nullptr),
+        out(rank == 0 ? rankOut : nowhere), err(err),
+        cuda(options.device == "cuda"), tf32(c.precision == Precision::Tf32),
+        savePath(options.savePath) {}
+
+  /// The process's exit status: 0, 1 on an error, 130 when interrupted.
+  int run() {
+    if (!open() || !start())
+      return 1;
+    printHeader();
+    SignalGuard signals;
+    t0 = lastPrint = std::chrono::steady_clock::now();
+    for (int64_t s = first; s < total; ++s) {
+      if (stopVoted())
+        return stopAt(s);
+      if (!trainStep(s))
+        return 1;
+    }
+    return finish() ? 0 : 1;
   }
 
-  // With gradient accumulation a step reads `parts` micro-batches of the
-  // plan's batch: the examples one batch of micro * parts would hold.
-  const int64_t micro = step.batch, parts = step.microBatches,
-                batch = micro * parts * ranks;
-  uint64_t seed = options.seed.value_or(c.seed);
-  const int64_t perEpoch = data->size() / batch;
-  if (perEpoch == 0) {
-    err << "gtc: error: the training data has " << data->size()
-        << " examples, fewer than one batch of " << batch
-        << "; lower the batch size (--batch)\n";
-    return 1;
+private:
+  /// The data, the number of steps, the backend.
+  bool open();
+  /// The parameters (and optimizer state): fresh, from --init, or resumed.
+  bool start();
+  bool resume();
+  /// A checkpoint after `stepsDone` steps at savePath (none without one).
+  bool save(int64_t stepsDone);
+  /// Evaluation over the whole eval set, in batches (a smaller last one).
+  bool evaluate(int64_t atStep);
+  EvalBackend *evalBackend(int64_t n, bool &skip);
+  void printHeader();
+  /// All ranks stop at the same step when one is interrupted.
+  bool stopVoted();
+  int stopAt(int64_t s);
+  /// Step s: its micro-batches, then the loss, the log, the progress line
+  /// and evaluation as due.
+  bool trainStep(int64_t s);
+  bool checkLoss(int64_t s);
+  void logStep(int64_t s, int64_t epoch, double lr, double rate,
+               double elapsed);
+  void printProgress(int64_t s, int64_t epoch, double rate, double elapsed,
+                     double eta);
+  bool finish();
+  bool fail(const std::string &message) {
+    err << "gtc: error: " << message << "\n";
+    return false;
   }
-  int64_t total;
+
+  const Plan &step;
+  const TrainConfig &c;
+  const EvalPlanFn &evalPlan;
+  const RunOptions &options;
+  // Data parallelism: this process's share of every batch; rank 0 alone
+  // prints, logs and saves.
+  Communicator *comm;
+  const int rank, ranks;
+  std::ostream nowhere;
+  std::ostream &out, &err;
+  const bool cuda, tf32;
+
+  std::unique_ptr<Dataset> data, evalData;
+  Feeds feeds;
+  /// With gradient accumulation a step reads `parts` micro-batches of the
+  /// plan's batch: the examples one batch of micro * parts would hold.
+  int64_t micro = 0, parts = 1, batch = 0, perEpoch = 0, total = 0;
+  uint64_t seed = 0;
+  std::unique_ptr<Backend> backend;
+  std::vector<float> params, firstMoment, secondMoment;
+  int64_t first = 0; ///< the step training starts at (resumed: its step)
+  LossScaler resumedScaler; ///< fp16: the checkpoint's, if it has one
+  bool haveScaler = false;
+  std::unique_ptr<Loader> loader;
+  std::ofstream log;
+  /// Where checkpoints go: --save, or, when training is interrupted
+  /// without it (Ctrl-C, a scheduler's SIGTERM),
+  /// MODEL-interrupted.safetensors here, so that no progress is lost.
+  std::string savePath;
+
+  std::map<int64_t, std::unique_ptr<EvalBackend>> evals;
+  int64_t evalBatch = 0;  ///< chosen at the first evaluation
+  bool tightEval = false; ///< whether it had to be smaller than the step's
+  double evalSeconds = 0; ///< timed apart from training
+
+  bool scaling = false, tty = false;
+  int64_t logEvery = 1;
+  /// A test hook: GTC_INJECT_OVERFLOW=N makes step N's inputs overflow.
+  int64_t injectOverflowAt = 0;
+  std::optional<NumericsCheck> numerics;
+  std::chrono::steady_clock::time_point t0, lastPrint;
+  /// When the first step (graph capture, cuBLASLt's choices) had finished,
+  /// and the evaluation time by then: the steady rate is measured from
+  /// there.
+  std::optional<std::chrono::steady_clock::time_point> firstDone;
+  double evalBeforeSteady = 0;
+  double lossEma = 0, lastLoss = 0;
+  bool haveEma = false;
+  int64_t sinceStart = 0;
+};
+
+bool Training::open() {
+  setThreads(options.threads);
+  std::string error;
+  if (c.data.kind.empty())
+    return fail("the train block has no 'data' source; add e.g. "
+                "data = idx(\"images.gz\", \"labels.gz\")");
+  {
+    StartupPhase dataPhase("data");
+    if (!(data = openSource(c.data, error)))
+      return fail(error);
+    if (!c.eval.kind.empty() && !(evalData = openSource(c.eval, error)))
+      return fail(error);
+  }
+  if (!matchFeeds(step, *data, "training", feeds, error))
+    return fail(error);
+  micro = step.batch;
+  parts = step.microBatches;
+  batch = micro * parts * ranks;
+  seed = options.seed.value_or(c.seed);
+  perEpoch = data->size() / batch;
+  if (perEpoch == 0)
+    return fail("the training data has " + std::to_string(data->size()) +
+                " examples, fewer than one batch of " + std::to_string(batch) +
+                "; lower the batch size (--batch)");
   if (options.steps)
     total = *options.steps;
   else if (options.epochs)
@@ -339,14 +426,10 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
     total = c.steps;
   else
     total = std::max<int64_t>(1, c.epochs) * perEpoch;
-
-  const bool cuda = options.device == "cuda";
-  const bool tf32 = c.precision == Precision::Tf32;
-  std::unique_ptr<Backend> backend;
   if (cuda) {
     const CudaProgram *program = options.programFor(step);
     if (!program)
-      return 1;
+      return false;
     backend = std::make_unique<CudaBackend>(step, *program, tf32, comm,
                                             options.shardOptimizer);
   } else {
@@ -354,310 +437,319 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
     backend = std::make_unique<CpuBackend>(step, options.comm,
                                            options.shardOptimizer);
   }
-  auto paramPhase = std::make_optional<StartupPhase>("parameters");
-  const int64_t paramElements = step.regionSize.at(Region::Param);
-  std::vector<float> params(paramElements), first, second;
-  int64_t start = 0;
-  LossScaler resumedScaler; // fp16: the checkpoint's, if it has one
-  bool haveScaler = false;
+  return true;
+}
 
-  if (!options.resumePath.empty()) {
-    std::vector<StoredTensor> tensors;
-    std::map<std::string, std::string> meta;
-    if (!readSafetensors(options.resumePath, tensors, meta, error)) {
-      err << "gtc: error: cannot resume: " << error << "\n";
-      return 1;
-    }
-    if (meta["format"] != "gtc-checkpoint-1") {
-      err << "gtc: error: cannot resume: " << options.resumePath
-          << " is not a gtc checkpoint (its metadata lacks format "
-             "'gtc-checkpoint-1'); to start from its weights instead, use "
-             "--init\n";
-      return 1;
-    }
-    if (meta["model"] != step.model) {
-      err << "gtc: error: cannot resume: " << options.resumePath
-          << " is a checkpoint of model '" << meta["model"]
-          << "', not of model '" << step.model
-          << "'; to start from its weights instead, use --init (every "
-             "parameter must match by name and shape)\n";
-      return 1;
-    }
-    std::map<std::string, const StoredTensor *> byName;
-    for (const StoredTensor &t : tensors)
-      byName[t.name] = &t;
-    bool hasState = meta["optimizer"] == name(c.optimizer);
-    if (hasState && c.optimizer != OptimizerKind::Sgd) {
-      first.assign(paramElements, 0.0f);
-      second.assign(paramElements, 0.0f);
-    } else if (hasState && c.momentum != 0) {
-      first.assign(paramElements, 0.0f);
-    }
-    // Every tensor that is missing or differs, named (a model edited
-    // since the checkpoint usually differs in several).
-    std::vector<std::string> differ;
-    auto load = [&](const std::string &name, const Buffer &b, float *dst) {
-      auto it = byName.find(name);
-      if (it == byName.end()) {
-        differ.push_back("'" + name + "' is missing (the model has " +
-                         typeText(DType::F32, b.shape) + ")");
+bool Training::start() {
+  {
+    StartupPhase paramPhase("parameters");
+    params.assign(step.regionSize.at(Region::Param), 0.0f);
+    if (!options.resumePath.empty()) {
+      if (!resume())
         return false;
-      }
-      if (it->second->dtype != "F32" || it->second->shape != b.shape) {
-        std::string dtype = it->second->dtype;
-        for (char &ch : dtype)
-          ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-        std::string have = dtype + "[";
-        for (size_t i = 0; i < it->second->shape.size(); ++i)
-          have += (i ? ", " : "") + std::to_string(it->second->shape[i]);
-        differ.push_back("'" + name + "' is " + have + "] there, " +
-                         typeText(DType::F32, b.shape) + " in the model");
+    } else if (!options.initPath.empty()) {
+      if (!loadInitialWeights(step, options.initPath, params, out, err))
         return false;
-      }
-      std::memcpy(dst, it->second->bytes.data(), it->second->bytes.size());
-      return true;
-    };
-    const char *firstName =
-        c.optimizer == OptimizerKind::Sgd ? "momentum_buffer" : "exp_avg";
-    for (const Param &p : step.params) {
-      const Buffer &b = step.buffers[p.buffer];
-      if (!load(p.name, b, params.data() + b.offset))
-        continue; // its optimizer state differs alike
-      if (!first.empty())
-        load(std::string("optimizer.") + firstName + "." + p.name, b,
-             first.data() + b.offset);
-      if (!second.empty())
-        load("optimizer.exp_avg_sq." + p.name, b, second.data() + b.offset);
+      backend->setParams(params);
+    } else {
+      initParameters(step, seed, params.data());
+      backend->setParams(params);
     }
-    if (!differ.empty()) {
-      constexpr size_t kShown = 8;
-      err << "gtc: error: cannot resume: " << options.resumePath
-          << " does not fit model '" << step.model << "' (was the model "
-          << "changed since it was saved?): " << differ.size()
-          << " tensor" << (differ.size() == 1 ? "" : "s") << " differ:\n";
-      for (size_t i = 0; i < differ.size() && i < kShown; ++i)
-        err << "  " << differ[i] << "\n";
-      if (differ.size() > kShown)
-        err << "  ... and " << differ.size() - kShown << " more\n";
-      return 1;
-    }
-    start = std::strtoll(meta["step"].c_str(), nullptr, 10);
-    // Continue the same sequence of batches unless a seed is given again,
-    // and the same schedule unless a length is given again.
-    if (!options.seed && !meta["seed"].empty())
-      seed = std::strtoull(meta["seed"].c_str(), nullptr, 10);
-    if (!options.steps && !options.epochs && !meta["total_steps"].empty())
-      total = std::strtoll(meta["total_steps"].c_str(), nullptr, 10);
-    if (start >= total) {
-      err << "gtc: error: " << options.resumePath << " is at step " << start
-          << ", and this run trains " << total
-          << " steps in all (resumed ones included); give --steps larger "
-             "than " << start << " to train on\n";
-      return 1;
-    }
-    // Skipped fp16 steps did not update: Adam's t counts the others. The
-    // scaler itself resumes where it was (fp16 runs only).
-    int64_t skipped = std::strtoll(meta["skipped_steps"].c_str(), nullptr, 10);
-    if (step.scalesLoss() && !meta["loss_scale"].empty()) {
-      haveScaler = true;
-      resumedScaler.scale = std::strtof(meta["loss_scale"].c_str(), nullptr);
-      resumedScaler.goodSteps =
-          std::strtoll(meta["loss_scale_good_steps"].c_str(), nullptr, 10);
-      resumedScaler.skipped = skipped;
-    }
-    backend->setParams(params);
-    backend->setState(first, second, hasState ? start - skipped : 0);
-    out << "resumed " << options.resumePath << " at step " << start << "\n";
-  } else if (!options.initPath.empty()) {
-    if (!loadInitialWeights(step, options.initPath, params, out, err))
-      return 1;
-    backend->setParams(params);
-  } else {
-    initParameters(step, seed, params.data());
-    backend->setParams(params);
   }
-  paramPhase.reset();
-
-  Loader loader(*data, batch, seed, c.shuffle, /*dropLast=*/true);
-  backend->setSchedule(start, total);
+  loader = std::make_unique<Loader>(*data, batch, seed, c.shuffle,
+                                    /*dropLast=*/true);
+  // The schedule's counters first: the scaler's are among them.
+  backend->setSchedule(first, total);
   if (haveScaler)
     backend->setScaler(resumedScaler);
-
-  std::ofstream log;
   if (!options.logPath.empty() && rank == 0) {
-    log.open(options.logPath, start > 0 ? std::ios::app : std::ios::trunc);
-    if (!log) {
-      err << "gtc: error: cannot write the log '" << options.logPath << "': "
-          << std::strerror(errno) << "\n";
-      return 1;
-    }
+    log.open(options.logPath, first > 0 ? std::ios::app : std::ios::trunc);
+    if (!log)
+      return fail("cannot write the log '" + options.logPath +
+                  "': " + std::strerror(errno));
   }
+  return true;
+}
 
-  // Where checkpoints go: --save, or, when training is interrupted without
-  // it (Ctrl-C, a scheduler's SIGTERM), MODEL-interrupted.safetensors here,
-  // so that no progress is lost.
-  std::string savePath = options.savePath;
-  auto save = [&](int64_t stepsDone) -> bool {
-    if (savePath.empty())
-      return true;
-    // The ranks' parameters are the same; with ZeRO-1 each holds a part of
-    // the optimizer state, which every rank gathers (a collective).
-    if (options.shardOptimizer && comm)
-      backend->getState(first, second);
-    if (rank != 0)
-      return true;
-    std::map<std::string, std::string> meta = {
-        {"format", "gtc-checkpoint-1"},
-        {"model", step.model},
-        {"step", std::to_string(stepsDone)},
-        {"total_steps", std::to_string(total)},
-        {"seed", std::to_string(seed)},
-        {"optimizer", name(c.optimizer)},
-        {"batch", std::to_string(batch)},
-        {"rng", "stateless: batches and windows derive from (seed, epoch, "
-                "index)"}};
-    // fp16: the loss scaler, so that a resumed run scales as this one would.
-    LossScaler scaler;
-    if (backend->getScaler(scaler)) {
-      char scale[32];
-      std::snprintf(scale, sizeof scale, "%.9g", scaler.scale);
-      meta["loss_scale"] = scale;
-      meta["loss_scale_good_steps"] = std::to_string(scaler.goodSteps);
-      meta["skipped_steps"] = std::to_string(scaler.skipped);
-    }
-    backend->getParams(params);
-    if (!(options.shardOptimizer && comm))
-      backend->getState(first, second);
-    if (!writeSafetensors(savePath,
-                          checkpointTensors(step, params, first, second),
-                          meta, error)) {
-      // The writer replaces the file only once the new one is complete.
-      err << "gtc: error: " << error
-          << (error.find("was replaced") == std::string::npos
-                  ? "; the checkpoint there before, if any, is unchanged"
-                  : "")
-          << "\n";
+bool Training::resume() {
+  std::string error;
+  const int64_t paramElements = static_cast<int64_t>(params.size());
+  std::vector<StoredTensor> tensors;
+  std::map<std::string, std::string> meta;
+  if (!readSafetensors(options.resumePath, tensors, meta, error))
+    return fail("cannot resume: " + error);
+  if (meta["format"] != "gtc-checkpoint-1")
+    return fail("cannot resume: " + options.resumePath +
+                " is not a gtc checkpoint (its metadata lacks format "
+                "'gtc-checkpoint-1'); to start from its weights instead, use "
+                "--init");
+  if (meta["model"] != step.model)
+    return fail("cannot resume: " + options.resumePath +
+                " is a checkpoint of model '" + meta["model"] +
+                "', not of model '" + step.model +
+                "'; to start from its weights instead, use --init (every "
+                "parameter must match by name and shape)");
+  std::map<std::string, const StoredTensor *> byName;
+  for (const StoredTensor &t : tensors)
+    byName[t.name] = &t;
+  bool hasState = meta["optimizer"] == name(c.optimizer);
+  if (hasState && c.optimizer != OptimizerKind::Sgd) {
+    firstMoment.assign(paramElements, 0.0f);
+    secondMoment.assign(paramElements, 0.0f);
+  } else if (hasState && c.momentum != 0) {
+    firstMoment.assign(paramElements, 0.0f);
+  }
+  // Every tensor that is missing or differs, named (a model edited
+  // since the checkpoint usually differs in several).
+  std::vector<std::string> differ;
+  auto load = [&](const std::string &name, const Buffer &b, float *dst) {
+    auto it = byName.find(name);
+    if (it == byName.end()) {
+      differ.push_back("'" + name + "' is missing (the model has " +
+                       typeText(DType::F32, b.shape) + ")");
       return false;
     }
+    if (it->second->dtype != "F32" || it->second->shape != b.shape) {
+      std::string dtype = it->second->dtype;
+      for (char &ch : dtype)
+        ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      std::string have = dtype + "[";
+      for (size_t i = 0; i < it->second->shape.size(); ++i)
+        have += (i ? ", " : "") + std::to_string(it->second->shape[i]);
+      differ.push_back("'" + name + "' is " + have + "] there, " +
+                       typeText(DType::F32, b.shape) + " in the model");
+      return false;
+    }
+    std::memcpy(dst, it->second->bytes.data(), it->second->bytes.size());
     return true;
   };
+  const char *firstName =
+      c.optimizer == OptimizerKind::Sgd ? "momentum_buffer" : "exp_avg";
+  for (const Param &p : step.params) {
+    const Buffer &b = step.buffers[p.buffer];
+    if (!load(p.name, b, params.data() + b.offset))
+      continue; // its optimizer state differs alike
+    if (!firstMoment.empty())
+      load(std::string("optimizer.") + firstName + "." + p.name, b,
+           firstMoment.data() + b.offset);
+    if (!secondMoment.empty())
+      load("optimizer.exp_avg_sq." + p.name, b, secondMoment.data() + b.offset);
+  }
+  if (!differ.empty()) {
+    constexpr size_t kShown = 8;
+    err << "gtc: error: cannot resume: " << options.resumePath
+        << " does not fit model '" << step.model << "' (was the model "
+        << "changed since it was saved?): " << differ.size() << " tensor"
+        << (differ.size() == 1 ? "" : "s") << " differ:\n";
+    for (size_t i = 0; i < differ.size() && i < kShown; ++i)
+      err << "  " << differ[i] << "\n";
+    if (differ.size() > kShown)
+      err << "  ... and " << differ.size() - kShown << " more\n";
+    return false;
+  }
+  first = std::strtoll(meta["step"].c_str(), nullptr, 10);
+  // Continue the same sequence of batches unless a seed is given again,
+  // and the same schedule unless a length is given again.
+  if (!options.seed && !meta["seed"].empty())
+    seed = std::strtoull(meta["seed"].c_str(), nullptr, 10);
+  if (!options.steps && !options.epochs && !meta["total_steps"].empty())
+    total = std::strtoll(meta["total_steps"].c_str(), nullptr, 10);
+  if (first >= total)
+    return fail(options.resumePath + " is at step " + std::to_string(first) +
+                ", and this run trains " + std::to_string(total) +
+                " steps in all (resumed ones included); give --steps larger "
+                "than " +
+                std::to_string(first) + " to train on");
+  // Skipped fp16 steps did not update: Adam's t counts the others. The
+  // scaler itself resumes where it was (fp16 runs only).
+  int64_t skipped = std::strtoll(meta["skipped_steps"].c_str(), nullptr, 10);
+  backend->setParams(params);
+  backend->setState(firstMoment, secondMoment,
+                    hasState ? first - skipped : 0);
+  if (step.scalesLoss() && !meta["loss_scale"].empty()) {
+    haveScaler = true;
+    resumedScaler.scale = std::strtof(meta["loss_scale"].c_str(), nullptr);
+    resumedScaler.goodSteps =
+        std::strtoll(meta["loss_scale_good_steps"].c_str(), nullptr, 10);
+    resumedScaler.skipped = skipped;
+  }
+  out << "resumed " << options.resumePath << " at step " << first << "\n";
+  return true;
+}
 
-  // Evaluation over the whole eval set, in batches (a smaller last one).
-  std::map<int64_t, std::unique_ptr<EvalBackend>> evals;
-  int64_t evalBatch = 0; // chosen at the first evaluation
-  bool tightEval = false; // whether it had to be smaller than the step's
-  double evalSeconds = 0; // timed apart from training
-  auto evaluate = [&](int64_t atStep) -> bool {
-    auto evalStart = std::chrono::steady_clock::now();
-    // Evaluation batches of the step's plan (micro-batches, when it
-    // accumulates), halved on a GPU until the evaluation plan fits 90% of
-    // the memory the training left (a batch chosen to fill the GPU, --batch
-    // auto, leaves little; an evaluation's logits are not chunked).
-    if (evalBatch == 0) {
-      evalBatch = micro;
-      CudaDeviceInfo info;
-      std::string why;
-      if (cuda && evalPlan && cudaAvailable(info, why))
-        while (evalBatch > 1) {
-          const Plan *p = evalPlan(evalBatch);
-          if (!p || p->memory().peak() <= int64_t(info.freeMemory) / 10 * 9)
-            break;
-          evalBatch = (evalBatch + 1) / 2;
-        }
-      tightEval = evalBatch < micro;
-      if (tightEval)
-        out << "  note: evaluation in batches of " << evalBatch
-            << ", which fit the memory left beside training\n";
-    }
-    Loader evalLoader(*evalData, evalBatch, seed, /*shuffle=*/false,
-                      /*dropLast=*/false);
-    backend->getParams(params);
-    double lossSum = 0, accSum = 0;
-    int64_t seen = 0;
-    bool hasAccuracy = false;
-    // With data parallelism each rank evaluates every ranks-th batch, and
-    // the sums are added up.
-    for (int64_t b = rank; b < evalLoader.batchesPerEpoch(); b += ranks) {
-      int64_t n = evalLoader.batchSize(b);
-      // Where the memory is tight one evaluation executor at a time (the
-      // full batches', then the last, smaller batch's).
-      if (tightEval && !evals.count(n))
-        evals.clear();
-      auto &ev = evals[n];
-      if (!ev) {
-        const Plan *plan = evalPlan ? evalPlan(n) : nullptr;
-        if (!plan && n < evalBatch) {
-          // A compiled executable given other eval data than it was
-          // compiled with has no plan for its last, smaller batch.
-          out << "  note: the last " << n << " eval examples are skipped "
-              << "(no evaluation plan for a batch of " << n << ")\n";
-          evals.erase(n);
-          continue;
-        }
-        if (!plan) {
-          err << "gtc: error: cannot build the evaluation for a batch of "
-              << n << "\n";
-          return false;
-        }
-        Feeds ef;
-        if (!matchFeeds(*plan, *evalData, "eval", ef, error)) {
-          err << "gtc: error: " << error << "\n";
-          return false;
-        }
-        if (cuda) {
-          const CudaProgram *program = options.programFor(*plan);
-          if (!program)
-            return false;
-          ev = std::make_unique<CudaEval>(*plan, *program, tf32);
-        } else {
-          ev = std::make_unique<CpuEval>(*plan);
-        }
+bool Training::save(int64_t stepsDone) {
+  if (savePath.empty())
+    return true;
+  // The ranks' parameters are the same; with ZeRO each holds a part of
+  // the optimizer state, which every rank gathers (a collective).
+  const bool sharded = options.shardOptimizer && comm;
+  if (sharded)
+    backend->getState(firstMoment, secondMoment);
+  if (rank != 0)
+    return true;
+  std::map<std::string, std::string> meta = {
+      {"format", "gtc-checkpoint-1"},
+      {"model", step.model},
+      {"step", std::to_string(stepsDone)},
+      {"total_steps", std::to_string(total)},
+      {"seed", std::to_string(seed)},
+      {"optimizer", name(c.optimizer)},
+      {"batch", std::to_string(batch)},
+      {"rng", "stateless: batches and windows derive from (seed, epoch, "
+              "index)"}};
+  // fp16: the loss scaler, so that a resumed run scales as this one would.
+  LossScaler scaler;
+  if (backend->getScaler(scaler)) {
+    char scale[32];
+    std::snprintf(scale, sizeof scale, "%.9g", scaler.scale);
+    meta["loss_scale"] = scale;
+    meta["loss_scale_good_steps"] = std::to_string(scaler.goodSteps);
+    meta["skipped_steps"] = std::to_string(scaler.skipped);
+  }
+  backend->getParams(params);
+  if (!sharded)
+    backend->getState(firstMoment, secondMoment);
+  std::string error;
+  if (!writeSafetensors(
+          savePath, checkpointTensors(step, params, firstMoment, secondMoment),
+          meta, error))
+    // The writer replaces the file only once the new one is complete.
+    return fail(error + (error.find("was replaced") == std::string::npos
+                             ? "; the checkpoint there before, if any, is "
+                               "unchanged"
+                             : ""));
+  return true;
+}
+
+/// The evaluation backend of batches of n (null with `skip` when there is
+/// no plan for it and it may be skipped; null alone after an error).
+EvalBackend *Training::evalBackend(int64_t n, bool &skip) {
+  skip = false;
+  // Where the memory is tight one evaluation executor at a time (the full
+  // batches', then the last, smaller batch's).
+  if (tightEval && !evals.count(n))
+    evals.clear();
+  std::unique_ptr<EvalBackend> &ev = evals[n];
+  if (ev)
+    return ev.get();
+  const Plan *plan = evalPlan ? evalPlan(n) : nullptr;
+  if (!plan && n < evalBatch) {
+    // A compiled executable given other eval data than it was compiled
+    // with has no plan for its last, smaller batch.
+    out << "  note: the last " << n << " eval examples are skipped "
+        << "(no evaluation plan for a batch of " << n << ")\n";
+    evals.erase(n);
+    skip = true;
+    return nullptr;
+  }
+  if (!plan) {
+    fail("cannot build the evaluation for a batch of " + std::to_string(n));
+    return nullptr;
+  }
+  Feeds ef;
+  std::string error;
+  if (!matchFeeds(*plan, *evalData, "eval", ef, error)) {
+    fail(error);
+    return nullptr;
+  }
+  if (cuda) {
+    const CudaProgram *program = options.programFor(*plan);
+    if (!program)
+      return nullptr;
+    ev = std::make_unique<CudaEval>(*plan, *program, tf32);
+  } else {
+    ev = std::make_unique<CpuEval>(*plan);
+  }
+  return ev.get();
+}
+
+bool Training::evaluate(int64_t atStep) {
+  auto evalStart = std::chrono::steady_clock::now();
+  // Evaluation batches of the step's plan (micro-batches, when it
+  // accumulates), halved on a GPU until the evaluation plan fits 90% of
+  // the memory the training left (a batch chosen to fill the GPU, --batch
+  // auto, leaves little; an evaluation's logits are not chunked).
+  if (evalBatch == 0) {
+    evalBatch = micro;
+    CudaDeviceInfo info;
+    std::string why;
+    if (cuda && evalPlan && cudaAvailable(info, why))
+      while (evalBatch > 1) {
+        const Plan *p = evalPlan(evalBatch);
+        if (!p || p->memory().peak() <= int64_t(info.freeMemory) / 10 * 9)
+          break;
+        evalBatch = (evalBatch + 1) / 2;
       }
-      ev->setParams(step, params);
-      Feeds ef;
-      matchFeeds(ev->plan(), *evalData, "eval", ef, error);
-      evalLoader.fill(0, b, ev->feed(ef.input), ev->feed(ef.label));
-      auto [l, a] = ev->run();
-      lossSum += l * n;
-      accSum += a * n;
-      hasAccuracy = ev->plan().accuracy >= 0;
-      seen += n;
-    }
-    if (comm) {
-      double sums[4] = {lossSum, accSum, static_cast<double>(seen),
-                        hasAccuracy ? 1.0 : 0.0};
-      comm->allReduceSum(sums, 4);
-      lossSum = sums[0];
-      accSum = sums[1];
-      seen = static_cast<int64_t>(sums[2]);
-      hasAccuracy = sums[3] > 0;
-    }
-    double loss = lossSum / std::max<int64_t>(1, seen);
-    double acc = accSum / std::max<int64_t>(1, seen);
-    out << "eval  step " << atStep << " | loss " << std::fixed
-        << std::setprecision(4) << loss;
-    if (hasAccuracy)
-      out << " | accuracy " << std::setprecision(2) << acc * 100 << "%";
-    double seconds = std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - evalStart)
-                         .count();
-    evalSeconds += seconds;
-    out << " | " << seen << " examples | " << std::setprecision(2) << seconds
-        << " s\n"
-        << std::defaultfloat << std::flush;
-    if (log)
-      log << "{\"eval\": true, \"step\": " << atStep
-          << ", \"loss\": " << num(loss) << ", \"accuracy\": " << num(acc)
-          << "}\n";
-    return true;
-  };
+    tightEval = evalBatch < micro;
+    if (tightEval)
+      out << "  note: evaluation in batches of " << evalBatch
+          << ", which fit the memory left beside training\n";
+  }
+  Loader evalLoader(*evalData, evalBatch, seed, /*shuffle=*/false,
+                    /*dropLast=*/false);
+  backend->getParams(params);
+  double lossSum = 0, accSum = 0;
+  int64_t seen = 0;
+  bool hasAccuracy = false;
+  // With data parallelism each rank evaluates every ranks-th batch, and
+  // the sums are added up.
+  for (int64_t b = rank; b < evalLoader.batchesPerEpoch(); b += ranks) {
+    int64_t n = evalLoader.batchSize(b);
+    bool skip;
+    EvalBackend *ev = evalBackend(n, skip);
+    if (skip)
+      continue;
+    if (!ev)
+      return false;
+    ev->setParams(step, params);
+    Feeds ef;
+    std::string error;
+    matchFeeds(ev->plan(), *evalData, "eval", ef, error);
+    evalLoader.fill(0, b, ev->feed(ef.input), ev->feed(ef.label));
+    auto [l, a] = ev->run();
+    lossSum += l * n;
+    accSum += a * n;
+    hasAccuracy = ev->plan().accuracy >= 0;
+    seen += n;
+  }
+  if (comm) {
+    double sums[4] = {lossSum, accSum, static_cast<double>(seen),
+                      hasAccuracy ? 1.0 : 0.0};
+    comm->allReduceSum(sums, 4);
+    lossSum = sums[0];
+    accSum = sums[1];
+    seen = static_cast<int64_t>(sums[2]);
+    hasAccuracy = sums[3] > 0;
+  }
+  double loss = lossSum / std::max<int64_t>(1, seen);
+  double acc = accSum / std::max<int64_t>(1, seen);
+  out << "eval  step " << atStep << " | loss " << std::fixed
+      << std::setprecision(4) << loss;
+  if (hasAccuracy)
+    out << " | accuracy " << std::setprecision(2) << acc * 100 << "%";
+  double seconds = std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - evalStart)
+                       .count();
+  evalSeconds += seconds;
+  out << " | " << seen << " examples | " << std::setprecision(2) << seconds
+      << " s\n"
+      << std::defaultfloat << std::flush;
+  if (log)
+    log << "{\"eval\": true, \"step\": " << atStep
+        << ", \"loss\": " << num(loss) << ", \"accuracy\": " << num(acc)
+        << "}\n";
+  return true;
+}
 
+void Training::printHeader() {
   out << "training " << step.model << " on " << data->describe() << "\n"
       << "  " << step.parameterCount() << " parameters, batch " << batch;
   if (ranks > 1)
     out << " (" << ranks << " processes of " << micro * parts
         << ", gradients averaged over " << comm->describe()
-        << (options.shardOptimizer ? ", optimizer state sharded" : "")
+        << (step.shardRanks > 1         ? ", gradients and optimizer state sharded"
+            : options.shardOptimizer ? ", optimizer state sharded"
+                                     : "")
         << ")";
   if (parts > 1)
     out << " (" << parts << " micro-batches of " << micro
@@ -690,17 +782,14 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
         << std::defaultfloat;
   out.flush();
 
-  const bool scaling = step.scalesLoss();
+  scaling = step.scalesLoss();
   if (scaling)
     out << "  loss scaling: dynamic, initial " << LossScaler::kInitial
         << ", x2 after " << LossScaler::kGrowthInterval
         << " finite steps, x0.5 and skip on inf/NaN\n";
-  // A test hook: GTC_INJECT_OVERFLOW=N makes step N's inputs overflow.
-  const int64_t injectOverflowAt =
-      std::getenv("GTC_INJECT_OVERFLOW")
-          ? std::atoll(std::getenv("GTC_INJECT_OVERFLOW"))
-          : 0;
-  std::optional<NumericsCheck> numerics;
+  injectOverflowAt = std::getenv("GTC_INJECT_OVERFLOW")
+                         ? std::atoll(std::getenv("GTC_INJECT_OVERFLOW"))
+                         : 0;
   if (options.checkNumerics) {
     numerics.emplace(step);
     backend->checkNumerics(*numerics);
@@ -718,169 +807,177 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
                 ? "\n"
                 : " (no effect: the inputs are not f32)\n");
   out.flush();
+  tty = options.progress && isatty(STDERR_FILENO);
+  logEvery = options.logEvery > 0 ? options.logEvery
+             : c.logEvery > 0     ? c.logEvery
+                                  : std::max<int64_t>(1, (total - first) / 50);
+}
 
-  SignalGuard signals;
-  const bool tty = options.progress && isatty(STDERR_FILENO);
-  const int64_t logEvery =
-      options.logEvery > 0
-          ? options.logEvery
-          : c.logEvery > 0 ? c.logEvery
-                           : std::max<int64_t>(1, (total - start) / 50);
-  auto t0 = std::chrono::steady_clock::now();
-  auto lastPrint = t0;
-  // When the first step (graph capture, cuBLASLt's choices) had finished,
-  // and the evaluation time by then: the steady rate is measured from there.
-  std::optional<std::chrono::steady_clock::time_point> firstDone;
-  double evalBeforeSteady = 0;
-  double lossEma = 0, lastLoss = 0;
-  bool haveEma = false;
-  int64_t sinceStart = 0;
-  for (int64_t s = start; s < total; ++s) {
-    // All ranks stop at the same step when one is interrupted. The decision
-    // is the reduced value alone: a signal that lands during the reduction
-    // stays in the flag for the next step (overwriting the flag with the
-    // result lost it, and the run went on).
-    bool stop = interrupted;
-    if (comm) {
-      double votes = stop ? 1 : 0;
-      comm->allReduceSum(&votes, 1);
-      stop = votes > 0;
-    }
-    if (stop) {
-      // Rank 0 speaks for all (it alone writes the checkpoint).
-      if (rank == 0)
-        err << "\ninterrupted at step " << s << "\n";
-      if (savePath.empty())
-        savePath = step.model + "-interrupted.safetensors";
-      if (!save(s))
-        return 1;
-      if (rank == 0)
-        err << "saved " << savePath << " (resume with --resume " << savePath
-            << ")\n";
-      return 130;
-    }
-    int64_t epoch = s / perEpoch, b = s % perEpoch;
-    double lr = scheduledLr(c, s, total);
-    bool lastStep = s + 1 == total;
-    bool logged = (s + 1) % logEvery == 0 || lastStep;
-    bool printLine =
-        tty ? std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                            lastPrint)
-                      .count() > 0.25 ||
-                  lastStep
-            : logged;
-    auto stepStart = std::chrono::steady_clock::now();
-    try {
-      for (int part = 0; part < parts; ++part) {
-        backend->prepare();
-        loader.fill(epoch, b, (rank * parts + part) * micro, micro,
-                    backend->feed(feeds.input), backend->feed(feeds.label));
-        if (s + 1 == injectOverflowAt)
-          injectOverflow(step, feeds, backend->feed(feeds.input));
-        backend->run(lr, s + 1, logged || printLine, part,
-                     static_cast<int>(parts));
-      }
-      if (s == start && !Startup::get().isClosed()) {
-        // Where the time to the first step went (waits for the step).
-        backend->loss();
-        Startup::get().add("the step",
-                           std::chrono::duration<double>(
-                               std::chrono::steady_clock::now() - stepStart)
-                               .count());
-        (tty ? err : out) << "first step: " << Startup::get().report()
-                          << "\n";
-        if (auto *gpu = dynamic_cast<CudaBackend *>(backend.get()))
-          (tty ? err : out) << "  " << memoryInUse(*gpu) << "\n";
-        Startup::get().close();
-      }
-    } catch (const RuntimeError &e) {
-      err << "\ngtc: error: at step " << s + 1 << ": " << e.what() << "\n";
-      return 1;
-    }
-    ++sinceStart;
-    if (sinceStart == 1 && s + 1 < total) {
-      backend->loss(); // waits for the first step
-      firstDone = std::chrono::steady_clock::now();
-      evalBeforeSteady = evalSeconds;
-    }
-    auto now = std::chrono::steady_clock::now();
-    // The loss is read only when it is shown or logged: on a GPU that is
-    // the only time the host waits for the device.
-    if (!cuda || logged || printLine) {
-      double loss = backend->loss();
-      lastLoss = loss;
-      // With loss scaling an inf/NaN step is skipped, not fatal.
-      if (!std::isfinite(loss) && !scaling) {
-        err << "\ngtc: error: the loss is " << loss << " at step " << s + 1
-            << "; lower the learning rate or add grad_clip\n";
-        return 1;
-      }
-      if (std::isfinite(loss)) {
-        lossEma = haveEma ? 0.9 * lossEma + 0.1 * loss : loss;
-        haveEma = true;
-      }
-      // Every step overflowing halves the scale each time; below fp16's
-      // smallest value it can no longer help.
-      double scale;
-      int64_t skipped;
-      if (scaling && backend->lossScale(scale, skipped) && scale < 0x1p-24) {
-        err << "\ngtc: error: the fp16 loss scale fell to " << scale
-            << " after " << skipped << " skipped steps (at step " << s + 1
-            << "): the gradients overflow whatever the scale; lower the "
-               "learning rate, add grad_clip, or use precision bf16\n";
-        return 1;
-      }
-    }
-    double elapsed = std::chrono::duration<double>(now - t0).count();
-    double rate = sinceStart * batch / std::max(elapsed - evalSeconds, 1e-9);
-    double eta = (total - s - 1) * batch / std::max(rate, 1e-9);
-    if (log && logged) {
-      double norm = backend->gradNorm(), scale = 0;
-      int64_t skipped = 0;
-      std::string scaleFields;
-      if (backend->lossScale(scale, skipped))
-        scaleFields = ", \"loss_scale\": " + num(scale) +
-                      ", \"skipped_steps\": " + std::to_string(skipped);
-      log << "{\"step\": " << s + 1 << ", \"epoch\": " << epoch + 1
-          << ", \"loss\": " << num(lastLoss) << ", \"lr\": " << num(lr)
-          << (norm >= 0 ? ", \"grad_norm\": " + num(norm) : "") << scaleFields
-          << ", \"samples_per_s\": " << num(rate)
-          << ", \"elapsed_s\": " << num(elapsed) << "}\n";
-    }
-    if (printLine) {
-      lastPrint = now;
-      std::ostringstream line;
-      line << "step " << s + 1 << "/" << total << " | epoch " << epoch + 1
-           << " | loss " << std::fixed << std::setprecision(4) << lossEma;
-      // fp16: the steps skipped on an overflow so far, as the log has them.
-      double scale = 0;
-      int64_t skipped = 0;
-      if (backend->lossScale(scale, skipped) && skipped > 0)
-        line << " | " << skipped << " skipped";
-      line << " | " << std::setprecision(0) << rate << " samples/s | "
-           << formatDuration(elapsed) << " elapsed | ETA "
-           << formatDuration(eta);
-      if (tty)
-        err << "\r" << line.str() << "\033[K" << std::flush;
-      else
-        out << line.str() << "\n" << std::flush;
-    }
-    bool epochEnd = (s + 1) % perEpoch == 0;
-    bool evalNow = evalData &&
-                   (c.evalEvery > 0 ? (s + 1) % c.evalEvery == 0 : epochEnd);
-    if (evalNow || (evalData && lastStep)) {
-      if (tty)
-        err << "\n";
-      if (!evaluate(s + 1))
-        return 1;
-    }
+bool Training::stopVoted() {
+  // The decision is the reduced value alone: a signal that lands during the
+  // reduction stays in the flag for the next step (overwriting the flag
+  // with the result lost it, and the run went on).
+  bool stop = interrupted;
+  if (comm) {
+    double votes = stop ? 1 : 0;
+    comm->allReduceSum(&votes, 1);
+    stop = votes > 0;
   }
+  return stop;
+}
+
+int Training::stopAt(int64_t s) {
+  // Rank 0 speaks for all (it alone writes the checkpoint).
+  if (rank == 0)
+    err << "\ninterrupted at step " << s << "\n";
+  if (savePath.empty())
+    savePath = step.model + "-interrupted.safetensors";
+  if (!save(s))
+    return 1;
+  if (rank == 0)
+    err << "saved " << savePath << " (resume with --resume " << savePath
+        << ")\n";
+  return 130;
+}
+
+bool Training::trainStep(int64_t s) {
+  int64_t epoch = s / perEpoch, b = s % perEpoch;
+  double lr = scheduledLr(c, s, total);
+  bool lastStep = s + 1 == total;
+  bool logged = (s + 1) % logEvery == 0 || lastStep;
+  bool printLine =
+      tty ? std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                          lastPrint)
+                    .count() > 0.25 ||
+                lastStep
+          : logged;
+  auto stepStart = std::chrono::steady_clock::now();
+  try {
+    for (int part = 0; part < parts; ++part) {
+      backend->prepare();
+      loader->fill(epoch, b, (rank * parts + part) * micro, micro,
+                   backend->feed(feeds.input), backend->feed(feeds.label));
+      if (s + 1 == injectOverflowAt)
+        injectOverflow(step, feeds, backend->feed(feeds.input));
+      backend->run(lr, s + 1, logged || printLine, part,
+                   static_cast<int>(parts));
+    }
+    if (s == first && !Startup::get().isClosed()) {
+      // Where the time to the first step went (waits for the step).
+      backend->loss();
+      Startup::get().add("the step",
+                         std::chrono::duration<double>(
+                             std::chrono::steady_clock::now() - stepStart)
+                             .count());
+      (tty ? err : out) << "first step: " << Startup::get().report() << "\n";
+      if (auto *gpu = dynamic_cast<CudaBackend *>(backend.get()))
+        (tty ? err : out) << "  " << memoryInUse(*gpu) << "\n";
+      Startup::get().close();
+    }
+  } catch (const RuntimeError &e) {
+    err << "\ngtc: error: at step " << s + 1 << ": " << e.what() << "\n";
+    return false;
+  }
+  ++sinceStart;
+  if (sinceStart == 1 && s + 1 < total) {
+    backend->loss(); // waits for the first step
+    firstDone = std::chrono::steady_clock::now();
+    evalBeforeSteady = evalSeconds;
+  }
+  auto now = std::chrono::steady_clock::now();
+  // The loss is read only when it is shown or logged: on a GPU that is the
+  // only time the host waits for the device.
+  if ((!cuda || logged || printLine) && !checkLoss(s))
+    return false;
+  double elapsed = std::chrono::duration<double>(now - t0).count();
+  double rate = sinceStart * batch / std::max(elapsed - evalSeconds, 1e-9);
+  double eta = (total - s - 1) * batch / std::max(rate, 1e-9);
+  if (log && logged)
+    logStep(s, epoch, lr, rate, elapsed);
+  if (printLine) {
+    lastPrint = now;
+    printProgress(s, epoch, rate, elapsed, eta);
+  }
+  bool epochEnd = (s + 1) % perEpoch == 0;
+  bool evalNow = evalData &&
+                 (c.evalEvery > 0 ? (s + 1) % c.evalEvery == 0 : epochEnd);
+  if (evalNow || (evalData && lastStep)) {
+    if (tty)
+      err << "\n";
+    if (!evaluate(s + 1))
+      return false;
+  }
+  return true;
+}
+
+/// Reads step s's loss: false (printed) when training cannot go on.
+bool Training::checkLoss(int64_t s) {
+  double loss = backend->loss();
+  lastLoss = loss;
+  // With loss scaling an inf/NaN step is skipped, not fatal.
+  if (!std::isfinite(loss) && !scaling) {
+    err << "\ngtc: error: the loss is " << loss << " at step " << s + 1
+        << "; lower the learning rate or add grad_clip\n";
+    return false;
+  }
+  if (std::isfinite(loss)) {
+    lossEma = haveEma ? 0.9 * lossEma + 0.1 * loss : loss;
+    haveEma = true;
+  }
+  // Every step overflowing halves the scale each time; below fp16's
+  // smallest value it can no longer help.
+  double scale;
+  int64_t skipped;
+  if (scaling && backend->lossScale(scale, skipped) && scale < 0x1p-24) {
+    err << "\ngtc: error: the fp16 loss scale fell to " << scale << " after "
+        << skipped << " skipped steps (at step " << s + 1
+        << "): the gradients overflow whatever the scale; lower the "
+           "learning rate, add grad_clip, or use precision bf16\n";
+    return false;
+  }
+  return true;
+}
+
+void Training::logStep(int64_t s, int64_t epoch, double lr, double rate,
+                       double elapsed) {
+  double norm = backend->gradNorm(), scale = 0;
+  int64_t skipped = 0;
+  std::string scaleFields;
+  if (backend->lossScale(scale, skipped))
+    scaleFields = ", \"loss_scale\": " + num(scale) +
+                  ", \"skipped_steps\": " + std::to_string(skipped);
+  log << "{\"step\": " << s + 1 << ", \"epoch\": " << epoch + 1
+      << ", \"loss\": " << num(lastLoss) << ", \"lr\": " << num(lr)
+      << (norm >= 0 ? ", \"grad_norm\": " + num(norm) : "") << scaleFields
+      << ", \"samples_per_s\": " << num(rate)
+      << ", \"elapsed_s\": " << num(elapsed) << "}\n";
+}
+
+void Training::printProgress(int64_t s, int64_t epoch, double rate,
+                             double elapsed, double eta) {
+  std::ostringstream line;
+  line << "step " << s + 1 << "/" << total << " | epoch " << epoch + 1
+       << " | loss " << std::fixed << std::setprecision(4) << lossEma;
+  // fp16: the steps skipped on an overflow so far, as the log has them.
+  double scale = 0;
+  int64_t skipped = 0;
+  if (backend->lossScale(scale, skipped) && skipped > 0)
+    line << " | " << skipped << " skipped";
+  line << " | " << std::setprecision(0) << rate << " samples/s | "
+       << formatDuration(elapsed) << " elapsed | ETA " << formatDuration(eta);
+  if (tty)
+    err << "\r" << line.str() << "\033[K" << std::flush;
+  else
+    out << line.str() << "\n" << std::flush;
+}
+
+bool Training::finish() {
   if (tty)
     err << "\n";
   lastLoss = backend->loss();
-  double elapsed = std::chrono::duration<double>(
-                       std::chrono::steady_clock::now() - t0)
-                       .count();
+  double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
   out << "done: " << total << " steps, final loss " << std::fixed
       << std::setprecision(4) << lastLoss << ", " << std::setprecision(1)
       << elapsed << " s";
@@ -888,8 +985,8 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
     out << " (training " << elapsed - evalSeconds << " s, evaluation "
         << evalSeconds << " s)";
   if (firstDone) {
-    // Steps 2 to the last, evaluation left out: the rate to compare runs
-    // on different numbers of devices by.
+    // Steps 2 to the last, evaluation left out: the rate to compare runs on
+    // different numbers of devices by.
     double steady = std::chrono::duration<double>(
                         std::chrono::steady_clock::now() - *firstDone)
                         .count() -
@@ -900,10 +997,10 @@ int trainImpl(const Plan &step, const EvalPlanFn &evalPlan,
   }
   out << "\n" << std::defaultfloat;
   if (!save(total))
-    return 1;
+    return false;
   if (!options.savePath.empty())
     out << "saved " << options.savePath << "\n";
-  return 0;
+  return true;
 }
 
 } // namespace
@@ -913,7 +1010,7 @@ int gtc::rt::train(const Plan &step, const EvalPlanFn &evalPlan,
                    std::ostream &err) {
   int status = 1;
   try {
-    status = trainImpl(step, evalPlan, options, out, err);
+    status = Training(step, evalPlan, options, out, err).run();
   } catch (const RuntimeError &e) {
     err << "\ngtc: error: " << e.what() << "\n";
   } catch (const std::bad_alloc &) {
