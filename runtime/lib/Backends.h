@@ -19,6 +19,7 @@
 #include "gtc/Runtime/Optimizer.h"
 #include "gtc/Runtime/Plan.h"
 #include "gtc/Runtime/Trainer.h"
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -105,7 +106,24 @@ public:
       exec.floats(plan.lossScale)[0] = scaler.scale;
     part = thisPart;
     parts = stepParts;
-    exec.run();
+    exec.run(spans);
+    // While profiling: the rest of the step (the update), timed as one.
+    struct UpdateSpan {
+      std::vector<double> *spans;
+      explicit UpdateSpan(std::vector<double> *s) : spans(s) {
+        if (spans)
+          spans->push_back(now());
+      }
+      ~UpdateSpan() {
+        if (spans)
+          spans->push_back(now());
+      }
+      static double now() {
+        return std::chrono::duration<double, std::micro>(
+                   std::chrono::steady_clock::now().time_since_epoch())
+            .count();
+      }
+    } updateSpan(spans);
     float *grads = exec.region(Region::Grad);
     int64_t n = exec.regionElements(Region::Param);
     lastLoss = exec.floats(plan.loss)[0];
@@ -236,6 +254,9 @@ public:
   Communicator *comm;
   /// Whether the plan all-reduces its gradients itself (gt-bucket).
   bool reducesInStep = false;
+  /// While profiling (--profile): each kernel's (start, end) in
+  /// microseconds of the steady clock, then the update's.
+  std::vector<double> *spans = nullptr;
   /// ZeRO-1: the parameters' elements each rank owns, and where this
   /// rank's start (one part of all of them, from 0, without sharding).
   std::vector<size_t> shares;
