@@ -1,8 +1,8 @@
 //===- CommTest.cpp - Rendezvous store, bucket collectives, NCCL loading ---===//
 
 #include "CompileHelpers.h"
-#include "Nccl.h"
-#include "Store.h"
+#include "Comm/Nccl.h"
+#include "Comm/Store.h"
 #include "gtc/Runtime/Comm.h"
 #include "gtc/Runtime/CpuExecutor.h"
 #include "gtest/gtest.h"

@@ -2,7 +2,7 @@
 //
 // Every plan kernel becomes GEMMs (matmul, linear) or NVRTC translation units
 // whose shapes and attributes are compile-time constants. The functions are
-// those of runtime/lib/CpuExecutor.cpp; the comments of each emitter name
+// those of runtime/lib/Cpu/CpuExecutor.cpp; the comments of each emitter name
 // what they mirror. Conventions of the generated code:
 //   * 256 threads per block, grid-stride loops, 16-byte vector loads and
 //     stores in elementwise kernels when the element count allows (plan

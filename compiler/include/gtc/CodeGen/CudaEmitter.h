@@ -3,7 +3,7 @@
 // Turns a plan into the GPU launches the CUDA executor runs (CudaProgram.h):
 // GEMMs for matmul and linear, and for every other kernel one or more NVRTC
 // translation units with all shapes and attributes baked in. The kernels
-// compute the functions of the CPU executor (runtime/lib/CpuExecutor.cpp) in
+// compute the functions of the CPU executor (runtime/lib/Cpu/CpuExecutor.cpp) in
 // fp32, with deterministic reductions (no floating-point atomics), so a step
 // is bitwise reproducible from run to run. Plain C++: no MLIR, no CUDA.
 //===----------------------------------------------------------------------===//

@@ -30,7 +30,7 @@ template <typename T> struct OptimizerState {
 /// the loss's gradient starts at 2^16; a step whose gradients hold an inf or
 /// NaN is skipped (no update) and halves the scale; 2000 finite steps in a
 /// row double it. The GPU's update kernel applies the same rule on the
-/// device (runtime/lib/Cuda.cpp, gtc_update).
+/// device (runtime/lib/Cuda/CudaOptimizer.cpp, gtc_update).
 struct LossScaler {
   static constexpr float kInitial = 65536.0f;
   static constexpr int64_t kGrowthInterval = 2000;

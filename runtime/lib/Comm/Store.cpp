@@ -6,7 +6,7 @@
 // answer.
 //===----------------------------------------------------------------------===//
 
-#include "Store.h"
+#include "Comm/Store.h"
 
 #include <arpa/inet.h>
 #include <cerrno>

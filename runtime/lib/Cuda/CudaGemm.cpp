@@ -4,7 +4,7 @@
 // layouts and the heuristic's choices, timed once on the device.
 //===----------------------------------------------------------------------===//
 
-#include "CudaImpl.h"
+#include "Cuda/CudaImpl.h"
 #include <algorithm>
 #include <chrono>
 

@@ -1,6 +1,6 @@
 //===- CudaLibs.cpp - Loading libcuda, NVRTC and cuBLASLt; the kernel cache ===//
 
-#include "CudaLibs.h"
+#include "Cuda/CudaLibs.h"
 #include "gtc/Runtime/Bundle.h"
 #include "gtc/Runtime/Startup.h"
 #include <atomic>

@@ -4,7 +4,7 @@
 // trainer's own CPU step otherwise) and, with --profile, each kernel.
 //===----------------------------------------------------------------------===//
 
-#include "Backends.h"
+#include "Train/Backends.h"
 #include "gtc/Runtime/Profile.h"
 #include "gtc/Runtime/Trainer.h"
 #include <algorithm>

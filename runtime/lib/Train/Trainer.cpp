@@ -1,7 +1,7 @@
 //===- Trainer.cpp - The training loop ------------------------------------===//
 
 #include "gtc/Runtime/Trainer.h"
-#include "Backends.h"
+#include "Train/Backends.h"
 #include "gtc/Runtime/Startup.h"
 #include "gtc/Runtime/Checkpoint.h"
 #include "gtc/Runtime/CpuExecutor.h"

@@ -6,7 +6,7 @@
 // reductions, and ZeRO's gather of the parameters.
 //===----------------------------------------------------------------------===//
 
-#include "CudaImpl.h"
+#include "Cuda/CudaImpl.h"
 #include <algorithm>
 #include <optional>
 

@@ -6,7 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "gtc/Runtime/Cuda.h"
-#include "CudaImpl.h"
+#include "Cuda/CudaImpl.h"
 #include "gtc/Runtime/Bundle.h"
 #include "gtc/Runtime/Optimizer.h"
 #include "gtc/Runtime/Profile.h"
@@ -34,7 +34,7 @@ using namespace gtc::rt::cu;
 
 namespace {
 
-/// Clipping and the optimizers over flat buffers (runtime/lib/Optimizer.cuh,
+/// Clipping and the optimizers over flat buffers (runtime/lib/Cuda/Optimizer.cuh,
 /// after ScalarOps.h, whose update rules the CPU's optimizerStep() calls).
 const std::string kOptimizerSource = std::string(
 #include "gtc/Runtime/ScalarOpsText.inc"

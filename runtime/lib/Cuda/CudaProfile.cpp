@@ -4,7 +4,7 @@
 // launch between events, with FLOPs and bytes against the device's peaks).
 //===----------------------------------------------------------------------===//
 
-#include "CudaImpl.h"
+#include "Cuda/CudaImpl.h"
 #include "gtc/Runtime/Profile.h"
 #include <algorithm>
 #include <map>

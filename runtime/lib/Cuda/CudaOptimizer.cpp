@@ -5,7 +5,7 @@
 // optimizer state in and out (gathered from its shares under ZeRO).
 //===----------------------------------------------------------------------===//
 
-#include "CudaImpl.h"
+#include "Cuda/CudaImpl.h"
 #include "gtc/Runtime/Optimizer.h"
 #include <algorithm>
 

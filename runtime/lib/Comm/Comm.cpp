@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "gtc/Runtime/Comm.h"
-#include "Store.h"
+#include "Comm/Store.h"
 
 #include <arpa/inet.h>
 #include <cerrno>

@@ -10,8 +10,8 @@
 #ifndef GTC_RUNTIME_LIB_CUDAIMPL_H
 #define GTC_RUNTIME_LIB_CUDAIMPL_H
 
-#include "CudaLibs.h"
-#include "Nccl.h"
+#include "Cuda/CudaLibs.h"
+#include "Comm/Nccl.h"
 #include "gtc/Runtime/Cuda.h"
 #include "gtc/Runtime/CudaProgram.h"
 #include "gtc/Runtime/Plan.h"

@@ -7,8 +7,8 @@
 // NCCL's asynchronous errors, polled every second.
 //===----------------------------------------------------------------------===//
 
-#include "Nccl.h"
-#include "Store.h"
+#include "Comm/Nccl.h"
+#include "Comm/Store.h"
 #include "gtc/Runtime/Comm.h"
 #include "gtc/Runtime/CpuExecutor.h"
 
