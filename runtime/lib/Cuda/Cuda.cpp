@@ -7,6 +7,7 @@
 
 #include "gtc/Runtime/Cuda.h"
 #include "Cuda/CudaImpl.h"
+#include "Train/StepSequence.h"
 #include "gtc/Runtime/Bundle.h"
 #include "gtc/Runtime/Optimizer.h"
 #include "gtc/Runtime/Profile.h"
@@ -34,8 +35,9 @@ using namespace gtc::rt::cu;
 
 namespace {
 
-/// Clipping and the optimizers over flat buffers (runtime/lib/Cuda/Optimizer.cuh,
-/// after ScalarOps.h, whose update rules the CPU's optimizerStep() calls).
+/// Clipping and the optimizers over flat buffers
+/// (runtime/lib/Cuda/Optimizer.cuh, after ScalarOps.h, whose update rules the
+/// CPU's optimizerStep() calls).
 const std::string kOptimizerSource = std::string(
 #include "gtc/Runtime/ScalarOpsText.inc"
                                          ) +
@@ -609,13 +611,14 @@ void CudaExecutor::step(int slot, bool update, bool wantLoss, int part,
   I.microPart = part;
   I.microParts = parts;
   auto enqueue = [&] {
-    I.enqueueKernels(slot, afterKernel);
-    if (parts > 1 && I.plan.kind == "step")
-      I.enqueueAccumulate(part, parts);
-    if (part + 1 == parts && I.plan.kind == "step")
-      I.enqueueStepReduction(/*gradients=*/parts > 1 && !I.bucketed);
-    if (update)
-      I.enqueueUpdate();
+    if (I.plan.kind != "step")
+      return I.enqueueKernels(slot, afterKernel);
+    runStepSequence(
+        {part, parts, update, I.bucketed},
+        [&] { I.enqueueKernels(slot, afterKernel); },
+        [&] { I.enqueueAccumulate(part, parts); },
+        [&](bool gradients) { I.enqueueStepReduction(gradients); },
+        [&] { I.enqueueUpdate(); });
   };
   bool useGraph = std::getenv("GTC_NO_GRAPH") == nullptr && !afterKernel;
   const int phase = Impl::microPhase(part, parts);

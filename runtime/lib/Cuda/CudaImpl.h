@@ -281,6 +281,10 @@ struct CudaExecutor::Impl {
     timed->push_back(std::move(t));
   }
 
+  /// While profiling: launch `l` between two events, named and counted
+  /// (FLOPs, bytes).
+  void timedEnqueue(Launch &l, int slot);
+
   void enqueueUpdate();
 
   /// ZeRO-1: every rank's updated share of the parameters, and of their

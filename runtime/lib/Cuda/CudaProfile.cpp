@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Cuda/CudaImpl.h"
+#include "Train/StepSequence.h"
 #include "gtc/Runtime/Profile.h"
 #include <algorithm>
 #include <map>
@@ -61,6 +62,54 @@ double CudaDeviceInfo::peakBytesPerSecond() const {
   return 2.0 * memoryClockKHz * 1e3 * busWidthBits / 8;
 }
 
+/// Enqueues launch `l` between two events, named and counted (FLOPs, bytes)
+/// for the profile.
+void CudaExecutor::Impl::timedEnqueue(Launch &l, int slot) {
+  Impl &I = *this;
+  const CudaLaunch &spec = *l.spec;
+  const Kernel &k = I.plan.kernels[l.planKernel];
+  std::string name = spec.name;
+  const char *kind = "kernel";
+  double flops = 0, bytes = 0;
+  bool tensorCore = false;
+  if (spec.kind == CudaLaunch::Kind::Gemm) {
+    kind = "gemm";
+    // Operands' type (the tensor-core rate applies), and the output's
+    // when a folded cast widens it.
+    DType in = I.plan.buffers[spec.a].dtype, d = I.plan.buffers[spec.c].dtype;
+    tensorCore = dtypeBytes(in) == 2 || I.tf32;
+    OpKind op = k.op == OpKind::Fused && !k.body.empty() ? k.body[0].op : k.op;
+    name = std::string("gemm ") + opName(op) + " " + std::to_string(spec.m) +
+           "x" + std::to_string(spec.n) + "x" + std::to_string(spec.k) +
+           (spec.batch > 1 ? " x" + std::to_string(spec.batch) : "") + " " +
+           dtypeName(in) + (d != in ? std::string(" -> ") + dtypeName(d) : "") +
+           spec.epilogueName();
+    flops = spec.gemmFlops();
+    // The operands' parts it touches (a GEMM may cover a slice of its
+    // buffers); C twice when beta adds to it.
+    auto part = [&](int id, int64_t rows, int64_t cols, int64_t stride) {
+      return static_cast<double>(dtypeBytes(I.plan.buffers[id].dtype)) * rows *
+             cols * (stride ? spec.batch : 1);
+    };
+    bytes = part(spec.a, spec.m, spec.k, spec.strideA) +
+            part(spec.b, spec.k, spec.n, spec.strideB) +
+            part(spec.c, spec.m, spec.n, 1) * (spec.beta != 0 ? 2 : 1);
+    for (int id : {spec.bias, spec.aux, spec.biasGrad})
+      bytes += bufferBytes(I.plan, id);
+  } else if (spec.kind == CudaLaunch::Kind::Memset) {
+    kind = "memset";
+    name = "memset";
+    bytes = static_cast<double>(I.plan.buffers[spec.c].slots()) * 4;
+  } else {
+    for (int id : spec.buffers)
+      bytes += bufferBytes(I.plan, id);
+    flops = spec.gemmFlops();
+    tensorCore = spec.tensorCores;
+  }
+  I.timedLaunch(name, kind, l.planKernel, flops, bytes, tensorCore,
+                [&] { I.enqueueLaunch(l, slot); });
+}
+
 void CudaExecutor::profile(int warmup, int steps, Profile &out) {
   Impl &I = *impl;
   const Libs &L = libs();
@@ -106,81 +155,42 @@ void CudaExecutor::profile(int warmup, int steps, Profile &out) {
       CU(cuStreamWaitEvent(I.compute, c.end, 0));
       timed.push_back(c);
     }
-    std::string phase, layer;
-    for (Impl::Launch &l : I.launches) {
-      if (!I.inStep(l))
-        continue;
-      const KernelContext &ctx = contexts[l.planKernel];
-      std::string group = layerGroup(ctx.layer);
-      if (ctx.phase != phase || group != layer) {
-        if (!layer.empty())
-          nvtxRangePop();
-        if (ctx.phase != phase) {
-          if (!phase.empty())
+    auto kernels = [&] {
+      std::string phase, layer;
+      for (Impl::Launch &l : I.launches) {
+        if (!I.inStep(l))
+          continue;
+        const KernelContext &ctx = contexts[l.planKernel];
+        std::string group = layerGroup(ctx.layer);
+        if (ctx.phase != phase || group != layer) {
+          if (!layer.empty())
             nvtxRangePop();
-          nvtxRangePushA(ctx.phase.c_str());
-          phase = ctx.phase;
+          if (ctx.phase != phase) {
+            if (!phase.empty())
+              nvtxRangePop();
+            nvtxRangePushA(ctx.phase.c_str());
+            phase = ctx.phase;
+          }
+          layer = group;
+          if (!layer.empty())
+            nvtxRangePushA(layer.c_str());
         }
-        layer = group;
-        if (!layer.empty())
-          nvtxRangePushA(layer.c_str());
+        I.timedEnqueue(l, slot);
       }
-      const CudaLaunch &spec = *l.spec;
-      const Kernel &k = I.plan.kernels[l.planKernel];
-      std::string name = spec.name;
-      const char *kind = "kernel";
-      double flops = 0, bytes = 0;
-      bool tensorCore = false;
-      if (spec.kind == CudaLaunch::Kind::Gemm) {
-        kind = "gemm";
-        // Operands' type (the tensor-core rate applies), and the output's
-        // when a folded cast widens it.
-        DType in = I.plan.buffers[spec.a].dtype,
-              d = I.plan.buffers[spec.c].dtype;
-        tensorCore = dtypeBytes(in) == 2 || I.tf32;
-        OpKind op =
-            k.op == OpKind::Fused && !k.body.empty() ? k.body[0].op : k.op;
-        name = std::string("gemm ") + opName(op) + " " +
-               std::to_string(spec.m) + "x" + std::to_string(spec.n) + "x" +
-               std::to_string(spec.k) +
-               (spec.batch > 1 ? " x" + std::to_string(spec.batch) : "") + " " +
-               dtypeName(in) +
-               (d != in ? std::string(" -> ") + dtypeName(d) : "") +
-               spec.epilogueName();
-        flops = spec.gemmFlops();
-        // The operands' parts it touches (a GEMM may cover a slice of its
-        // buffers); C twice when beta adds to it.
-        auto part = [&](int id, int64_t rows, int64_t cols, int64_t stride) {
-          return static_cast<double>(dtypeBytes(I.plan.buffers[id].dtype)) *
-                 rows * cols * (stride ? spec.batch : 1);
-        };
-        bytes = part(spec.a, spec.m, spec.k, spec.strideA) +
-                part(spec.b, spec.k, spec.n, spec.strideB) +
-                part(spec.c, spec.m, spec.n, 1) * (spec.beta != 0 ? 2 : 1);
-        for (int id : {spec.bias, spec.aux, spec.biasGrad})
-          bytes += bufferBytes(I.plan, id);
-      } else if (spec.kind == CudaLaunch::Kind::Memset) {
-        kind = "memset";
-        name = "memset";
-        bytes = static_cast<double>(I.plan.buffers[spec.c].slots()) * 4;
-      } else {
-        for (int id : spec.buffers)
-          bytes += bufferBytes(I.plan, id);
-        flops = spec.gemmFlops();
-        tensorCore = spec.tensorCores;
-      }
-      I.timedLaunch(name, kind, l.planKernel, flops, bytes, tensorCore,
-                    [&] { I.enqueueLaunch(l, slot); });
-    }
-    if (!layer.empty())
-      nvtxRangePop();
-    if (!phase.empty())
-      nvtxRangePop();
-    I.joinComm();
-    I.enqueueStepReduction(/*gradients=*/false);
-    nvtxRangePushA("optimizer");
-    I.enqueueUpdate();
-    nvtxRangePop();
+      if (!layer.empty())
+        nvtxRangePop();
+      if (!phase.empty())
+        nvtxRangePop();
+      I.joinComm();
+    };
+    runStepSequence(
+        {0, 1, /*update=*/true, I.bucketed}, kernels, [] {},
+        [&](bool gradients) { I.enqueueStepReduction(gradients); },
+        [&] {
+          nvtxRangePushA("optimizer");
+          I.enqueueUpdate();
+          nvtxRangePop();
+        });
     nvtxRangePop(); // step
   }
   CU(cuStreamSynchronize(I.compute));

@@ -19,9 +19,11 @@
 #include "gtc/Runtime/Optimizer.h"
 #include "gtc/Runtime/Plan.h"
 #include "gtc/Runtime/Trainer.h"
+#include "Train/StepSequence.h"
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -101,58 +103,73 @@ public:
   }
   void *feed(int id) override { return exec.data(id); }
   void run(double lr, int64_t, bool, int thisPart, int stepParts) override {
-    const bool scaling = plan.scalesLoss();
-    if (scaling)
+    if (plan.scalesLoss())
       exec.floats(plan.lossScale)[0] = scaler.scale;
     part = thisPart;
     parts = stepParts;
-    exec.run(spans);
-    // While profiling: the rest of the step (the update), timed as one.
-    struct UpdateSpan {
-      std::vector<double> *spans;
-      explicit UpdateSpan(std::vector<double> *s) : spans(s) {
-        if (spans)
-          spans->push_back(now());
-      }
-      ~UpdateSpan() {
-        if (spans)
-          spans->push_back(now());
-      }
-      static double now() {
-        return std::chrono::duration<double, std::micro>(
-                   std::chrono::steady_clock::now().time_since_epoch())
-            .count();
-      }
-    } updateSpan(spans);
     float *grads = exec.region(Region::Grad);
-    int64_t n = exec.regionElements(Region::Param);
-    lastLoss = exec.floats(plan.loss)[0];
-    if (parts > 1) {
-      // The sums over micro-batches, then their mean (as the GPU's
-      // gtc_accumulate: (sum + last) * (1 / parts)).
-      if (part == 0) {
-        accumulated.assign(grads, grads + n);
-        lossSum = lastLoss;
-      } else if (part + 1 < parts) {
-        for (int64_t i = 0; i < n; ++i)
-          accumulated[i] += grads[i];
-        lossSum += lastLoss;
-      }
-      if (part + 1 < parts)
-        return;
-      if (!comm || !reducesInStep)
-        finishMean(grads, static_cast<size_t>(n));
-      lastLoss = (static_cast<float>(lossSum) + lastLoss) *
-                 (1.0f / static_cast<float>(parts));
+    const int64_t n = exec.regionElements(Region::Param);
+    std::optional<UpdateSpan> updateSpan;
+    runStepSequence(
+        {part, parts, /*update=*/true, /*bucketed=*/comm && reducesInStep},
+        [&] {
+          exec.run(spans);
+          updateSpan.emplace(spans);
+          lastLoss = exec.floats(plan.loss)[0];
+        },
+        [&] { accumulate(grads, n); },
+        [&](bool gradients) {
+          // The mean over processes of their batch shares' means: the
+          // mean over the global batch (the shares are equal).
+          if (!comm)
+            return;
+          if (gradients)
+            comm->allReduceMean(grads, static_cast<size_t>(n));
+          comm->allReduceMean(&lastLoss, 1);
+        },
+        [&] { update(lr, grads, n); });
+  }
+  /// While profiling: the rest of the step after its kernels, timed as one
+  /// (from construction to destruction).
+  struct UpdateSpan {
+    std::vector<double> *spans;
+    explicit UpdateSpan(std::vector<double> *s) : spans(s) {
+      if (spans)
+        spans->push_back(now());
     }
-    if (comm) {
-      // The mean over processes of their batch shares' means: the mean
-      // over the global batch (the shares are equal).
-      if (!reducesInStep)
-        comm->allReduceMean(grads, static_cast<size_t>(n));
-      comm->allReduceMean(&lastLoss, 1);
+    ~UpdateSpan() {
+      if (spans)
+        spans->push_back(now());
     }
-    if (scaling) {
+    static double now() {
+      return std::chrono::duration<double, std::micro>(
+                 std::chrono::steady_clock::now().time_since_epoch())
+          .count();
+    }
+  };
+  /// The sums over micro-batches, then after the last their mean (as the
+  /// GPU's gtc_accumulate: (sum + last) * (1 / parts)); the buckets of the
+  /// last one made their own means, as they were all-reduced.
+  void accumulate(float *grads, int64_t n) {
+    if (part == 0) {
+      accumulated.assign(grads, grads + n);
+      lossSum = lastLoss;
+    } else if (part + 1 < parts) {
+      for (int64_t i = 0; i < n; ++i)
+        accumulated[i] += grads[i];
+      lossSum += lastLoss;
+    }
+    if (part + 1 < parts)
+      return;
+    if (!comm || !reducesInStep)
+      finishMean(grads, static_cast<size_t>(n));
+    lastLoss = (static_cast<float>(lossSum) + lastLoss) *
+               (1.0f / static_cast<float>(parts));
+  }
+  /// Unscaling (skipping a step whose gradients overflowed), clipping, the
+  /// update of this rank's part, and ZeRO-1's gather.
+  void update(double lr, float *grads, int64_t n) {
+    if (plan.scalesLoss()) {
       // Unscale with the scale this step used; skip on inf/NaN.
       float used = scaler.scale;
       if (!scaler.record(allFinite(grads, n))) {
