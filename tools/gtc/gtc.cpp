@@ -525,6 +525,126 @@ bool compileOptions(const Options &opts, mlir::ModuleOp module,
   return true;
 }
 
+/// --explain and --dry-run of one of `processes` data-parallel processes:
+/// the global batch, what each step reduces, and what each process keeps
+/// of the gradients and optimizer state (ZeRO).
+void explainDataParallel(const gtc::rt::Plan &step, int processes, bool cuda,
+                         bool shardOptimizer, llvm::raw_ostream &os) {
+  os << "data parallel: " << processes << " processes of batch "
+     << step.batch * step.microBatches << " (global batch "
+     << step.batch * step.microBatches * processes
+     << "); the plan above is one process's\n";
+  // What each step all-reduces: gt-bucket's buckets (with
+  // accumulation, those of the last micro-batch).
+  int buckets = 0;
+  double bytes = 0;
+  for (const gtc::rt::Kernel &k : step.kernels)
+    if (k.op == gtc::rt::OpKind::AllReduce) {
+      ++buckets;
+      for (int id : k.outputs)
+        bytes += gtc::rt::bufferBytes(step, id);
+    }
+  os << "gradients averaged in " << buckets << " bucket"
+     << (buckets == 1 ? "" : "s") << " during the "
+     << (step.microBatches > 1 ? "last micro-batch's " : "") << "backward, "
+     << llvm::format("%.2f MiB", bytes / 1048576.0) << " a step ("
+     << (cuda ? "NCCL" : "Gloo")
+     << (step.shardRanks > 1 ? ", each reduced to the processes that own its "
+                               "parts)\n"
+                             : ", one collective each)\n");
+  // ZeRO-1: the optimizer state of one process's part of the
+  // parameters (the parts of gtc's CpuBackend: N equal ones, the last
+  // shorter).
+  const gtc::rt::Plan::Memory m = step.memory();
+  const int64_t part = (m.optimizerState + processes - 1) / processes;
+  auto mib = [](int64_t b) {
+    return llvm::format("%.2f MiB", static_cast<double>(b) / 1048576.0);
+  };
+  if (step.shardRanks > 1)
+    os << "shard = gradients (ZeRO-2): gradients " << mib(m.gradients)
+       << " and optimizer state " << mib(m.optimizerState)
+       << " a process instead of " << mib(m.weights) << " and "
+       << mib(step.stateFloats() * m.weights)
+       << " (each bucket's gradients a temporary until the "
+          "step's end); predicted peak "
+       << mib(m.peak()) << " a process\n";
+  else if (shardOptimizer)
+    os << "shard = optimizer (ZeRO-1): optimizer state " << mib(part)
+       << " a process instead of " << mib(m.optimizerState)
+       << "; predicted peak " << mib(m.peak() - m.optimizerState + part)
+       << " a process instead of " << mib(m.peak()) << "\n";
+  else
+    os << "shard = none: every process keeps the whole "
+          "optimizer state ("
+       << mib(m.optimizerState) << "); shard = optimizer would keep "
+       << mib(part) << " a process\n";
+  if (cuda)
+    os << "not in the plan: NCCL's buffers and the CUDA "
+          "context, sized when they open (gtc run prints each "
+          "GPU's after the first step)\n";
+}
+
+/// --emit=cuda: every launch of the program, kernels with their source.
+void emitCuda(const gtc::rt::Plan &step, const gtc::rt::CudaProgram *program,
+              llvm::raw_ostream &os) {
+  for (size_t k = 0; k < program->kernels.size(); ++k)
+    for (const gtc::rt::CudaLaunch &l : program->kernels[k]) {
+      if (l.kind == gtc::rt::CudaLaunch::Kind::Kernel)
+        os << "// launch " << l.name << ": grid " << l.grid << ", block "
+           << l.block << "\n"
+           << l.comment << l.source << "\n";
+      else if (l.kind == gtc::rt::CudaLaunch::Kind::Gemm)
+        os << "// cuBLASLt GEMM for kernel " << k << " ("
+           << gtc::rt::opName(step.kernels[k].op) << "): " << l.m << "x" << l.n
+           << "x" << l.k << (l.transA ? " A^T" : "") << (l.transB ? " B^T" : "")
+           << ", batch " << l.batch
+           << (l.epilogueName().empty() ? std::string()
+                                        : ", epilogue" + l.epilogueName())
+           << "\n\n";
+      else
+        os << "// memset of buffer " << l.c << "\n\n";
+    }
+}
+
+/// --explain and --dry-run: the plan, its precision (against fp32's), data
+/// parallelism, checkpointing and the kernels. False after an error.
+bool explainRun(mlir::ModuleOp module, const gtc::CompileOptions &compile,
+                const gtc::rt::Plan &step, const gtc::rt::RunOptions &run,
+                int processes) {
+  explainPlan(step, llvm::outs());
+  std::optional<gtc::rt::Plan> fp32;
+  gtc::rt::Precision p = step.config.precision;
+  if (p == gtc::rt::Precision::Bf16 || p == gtc::rt::Precision::Fp16) {
+    // Best effort: an fp32 plan that does not compile (a checkpoint
+    // budget it cannot meet) only leaves the comparison out.
+    mlir::ScopedDiagnosticHandler quiet(
+        module.getContext(),
+        [](mlir::Diagnostic &) { return mlir::success(); });
+    gtc::CompileOptions f = compile;
+    f.precision = "fp32";
+    f.padAll = false; // nothing to pad at fp32
+    if (auto plan = gtc::compileStep(module, f); mlir::succeeded(plan))
+      fp32 = std::move(*plan);
+  }
+  explainPrecision(step, fp32 ? &*fp32 : nullptr, llvm::outs());
+  if (processes > 1)
+    explainDataParallel(step, processes, run.device == "cuda",
+                        run.shardOptimizer, llvm::outs());
+  if (gtc::checkpointRequested(module, compile)) {
+    gtc::CompileOptions n = compile;
+    n.checkpointEvery = -1;
+    n.checkpointBudget = 0;
+    if (auto none = gtc::compileStep(module, n); mlir::succeeded(none))
+      explainCheckpoint(step, *none, llvm::outs());
+  }
+  const gtc::rt::CudaProgram *program = nullptr;
+  if (run.device == "cuda" && !(program = run.programFor(step)))
+    return false;
+  explainKernels(step, program, llvm::outs());
+  llvm::outs().flush();
+  return true;
+}
+
 /// `gtc run`: compiles the step (and evaluation) plans and trains.
 int runModel(const Options &opts, mlir::ModuleOp module,
              llvm::ToolOutputFile *output) {
@@ -646,117 +766,13 @@ int runModel(const Options &opts, mlir::ModuleOp module,
     const gtc::rt::CudaProgram *program = run.programFor(*step);
     if (!program)
       return 1;
-    for (size_t k = 0; k < program->kernels.size(); ++k)
-      for (const gtc::rt::CudaLaunch &l : program->kernels[k]) {
-        if (l.kind == gtc::rt::CudaLaunch::Kind::Kernel)
-          output->os() << "// launch " << l.name << ": grid " << l.grid
-                       << ", block " << l.block << "\n"
-                       << l.comment << l.source << "\n";
-        else if (l.kind == gtc::rt::CudaLaunch::Kind::Gemm)
-          output->os() << "// cuBLASLt GEMM for kernel " << k << " ("
-                       << gtc::rt::opName(step->kernels[k].op) << "): " << l.m << "x" << l.n
-                       << "x" << l.k << (l.transA ? " A^T" : "")
-                       << (l.transB ? " B^T" : "") << ", batch " << l.batch
-                       << (l.epilogueName().empty()
-                               ? std::string()
-                               : ", epilogue" + l.epilogueName())
-                       << "\n\n";
-        else
-          output->os() << "// memset of buffer " << l.c << "\n\n";
-      }
+    emitCuda(*step, program, output->os());
     output->keep();
     return 0;
   }
-  if (opts.args.explain || opts.args.dryRun) {
-    explainPlan(*step, llvm::outs());
-    std::optional<gtc::rt::Plan> fp32;
-    gtc::rt::Precision p = step->config.precision;
-    if (p == gtc::rt::Precision::Bf16 || p == gtc::rt::Precision::Fp16) {
-      // Best effort: an fp32 plan that does not compile (a checkpoint
-      // budget it cannot meet) only leaves the comparison out.
-      mlir::ScopedDiagnosticHandler quiet(module.getContext(),
-                                          [](mlir::Diagnostic &) {
-                                            return mlir::success();
-                                          });
-      gtc::CompileOptions f = compile;
-      f.precision = "fp32";
-      f.padAll = false; // nothing to pad at fp32
-      if (auto plan = gtc::compileStep(module, f); mlir::succeeded(plan))
-        fp32 = std::move(*plan);
-    }
-    explainPrecision(*step, fp32 ? &*fp32 : nullptr, llvm::outs());
-    if (processes > 1) {
-      llvm::outs() << "data parallel: " << processes << " processes of batch "
-                   << step->batch * step->microBatches << " (global batch "
-                   << step->batch * step->microBatches * processes
-                   << "); the plan above is one process's\n";
-      // What each step all-reduces: gt-bucket's buckets (with
-      // accumulation, those of the last micro-batch).
-      int buckets = 0;
-      double bytes = 0;
-      for (const gtc::rt::Kernel &k : step->kernels)
-        if (k.op == gtc::rt::OpKind::AllReduce) {
-          ++buckets;
-          for (int id : k.outputs)
-            bytes += gtc::rt::bufferBytes(*step, id);
-        }
-      llvm::outs() << "gradients averaged in " << buckets << " bucket"
-                   << (buckets == 1 ? "" : "s") << " during the "
-                   << (step->microBatches > 1 ? "last micro-batch's " : "")
-                   << "backward, "
-                   << llvm::format("%.2f MiB", bytes / 1048576.0)
-                   << " a step ("
-                   << (run.device == "cuda" ? "NCCL" : "Gloo")
-                   << (step->shardRanks > 1
-                           ? ", each reduced to the processes that own its "
-                             "parts)\n"
-                           : ", one collective each)\n");
-      // ZeRO-1: the optimizer state of one process's part of the
-      // parameters (the parts of gtc's CpuBackend: N equal ones, the last
-      // shorter).
-      const gtc::rt::Plan::Memory m = step->memory();
-      const int64_t part = (m.optimizerState + processes - 1) / processes;
-      auto mib = [](int64_t b) {
-        return llvm::format("%.2f MiB", static_cast<double>(b) / 1048576.0);
-      };
-      if (step->shardRanks > 1)
-        llvm::outs() << "shard = gradients (ZeRO-2): gradients "
-                     << mib(m.gradients) << " and optimizer state "
-                     << mib(m.optimizerState) << " a process instead of "
-                     << mib(m.weights) << " and "
-                     << mib(step->stateFloats() * m.weights)
-                     << " (each bucket's gradients a temporary until the "
-                        "step's end); predicted peak "
-                     << mib(m.peak()) << " a process\n";
-      else if (run.shardOptimizer)
-        llvm::outs() << "shard = optimizer (ZeRO-1): optimizer state "
-                     << mib(part) << " a process instead of "
-                     << mib(m.optimizerState) << "; predicted peak "
-                     << mib(m.peak() - m.optimizerState + part)
-                     << " a process instead of " << mib(m.peak()) << "\n";
-      else
-        llvm::outs() << "shard = none: every process keeps the whole "
-                        "optimizer state (" << mib(m.optimizerState)
-                     << "); shard = optimizer would keep "
-                     << mib(part) << " a process\n";
-      if (run.device == "cuda")
-        llvm::outs() << "not in the plan: NCCL's buffers and the CUDA "
-                        "context, sized when they open (gtc run prints each "
-                        "GPU's after the first step)\n";
-    }
-    if (gtc::checkpointRequested(module, compile)) {
-      gtc::CompileOptions n = compile;
-      n.checkpointEvery = -1;
-      n.checkpointBudget = 0;
-      if (auto none = gtc::compileStep(module, n); mlir::succeeded(none))
-        explainCheckpoint(*step, *none, llvm::outs());
-    }
-    const gtc::rt::CudaProgram *program = nullptr;
-    if (run.device == "cuda" && !(program = run.programFor(*step)))
-      return 1;
-    explainKernels(*step, program, llvm::outs());
-    llvm::outs().flush();
-  }
+  if ((opts.args.explain || opts.args.dryRun) &&
+      !explainRun(module, compile, *step, run, processes))
+    return 1;
   if (opts.args.dryRun) {
     llvm::outs() << "dry run: planned " << step->model << " at batch "
                  << step->batch << " for "
