@@ -47,6 +47,44 @@ int usageError(const std::string &self, const std::string &message) {
   return 2;
 }
 
+/// What an executable cannot change, as it was compiled: the batch, the
+/// precision, and the options of compiling. Empty when `opts` asks for none
+/// of them, else why.
+std::string compiledSettings(const rt::RunArgs &opts, const rt::Plan &step,
+                             int processes) {
+  // The global batch: the plan's rows, times its micro-batches and the
+  // processes that each run it.
+  const int64_t batch = step.batch * step.microBatches * processes;
+  if (opts.batch && *opts.batch != batch)
+    return ("this executable was compiled for batch " + std::to_string(batch) +
+            "; for batch " + std::to_string(*opts.batch) +
+            " run gtc compile --batch " + std::to_string(*opts.batch));
+  if (!opts.precision.empty() &&
+      opts.precision != rt::name(step.config.precision))
+    return (std::string("this executable was compiled for "
+                        "precision ") +
+            rt::name(step.config.precision) + "; for " + opts.precision +
+            " run gtc compile --precision " + opts.precision);
+  bool checkpoint = opts.checkpointEvery != 0 || opts.checkpointBudget != 0;
+  if (opts.noPad || opts.padAll || opts.noFuse || opts.explain || opts.dryRun ||
+      checkpoint || opts.batchAuto || opts.microBatch != 0)
+    return (std::string(opts.noPad             ? "--no-pad"
+                        : opts.padAll          ? "--pad-all"
+                        : opts.noFuse          ? "--no-fuse"
+                        : opts.dryRun          ? "--dry-run"
+                        : checkpoint           ? "--checkpoint"
+                        : opts.batchAuto       ? "--batch auto"
+                        : opts.microBatch != 0 ? "--micro-batch"
+                                               : "--explain") +
+            " applies when compiling: gtc run/compile");
+  if (opts.bucketBytes != 0 || !opts.shard.empty())
+    return (std::string(opts.bucketBytes ? "--bucket-size" : "--shard") +
+            " applies when compiling: gtc compile "
+            "--devices N " +
+            (opts.bucketBytes ? "--bucket-size SIZE" : "--shard optimizer"));
+  return "";
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -86,43 +124,9 @@ int main(int argc, char **argv) {
   }
   if (!rt::checkRunArgs(opts, error))
     return usageError(self, error);
-  // The global batch: the plan's rows, times its micro-batches and the
-  // processes that each run it.
-  const int64_t batch = step.batch * step.microBatches * bundle.processes;
-  if (opts.batch && *opts.batch != batch)
-    return usageError(self, "this executable was compiled for batch " +
-                                std::to_string(batch) +
-                                "; for batch " + std::to_string(*opts.batch) +
-                                " run gtc compile --batch " +
-                                std::to_string(*opts.batch));
-  if (!opts.precision.empty() &&
-      opts.precision != rt::name(step.config.precision))
-    return usageError(self, std::string("this executable was compiled for "
-                                        "precision ") +
-                                rt::name(step.config.precision) + "; for " +
-                                opts.precision +
-                                " run gtc compile --precision " +
-                                opts.precision);
-  bool checkpoint = opts.checkpointEvery != 0 || opts.checkpointBudget != 0;
-  if (opts.noPad || opts.padAll || opts.noFuse || opts.explain ||
-      opts.dryRun || checkpoint || opts.batchAuto || opts.microBatch != 0)
-    return usageError(self, std::string(opts.noPad       ? "--no-pad"
-                                        : opts.padAll    ? "--pad-all"
-                                        : opts.noFuse    ? "--no-fuse"
-                                        : opts.dryRun    ? "--dry-run"
-                                        : checkpoint     ? "--checkpoint"
-                                        : opts.batchAuto ? "--batch auto"
-                                        : opts.microBatch != 0
-                                            ? "--micro-batch"
-                                            : "--explain") +
-                                " applies when compiling: gtc run/compile");
-  if (opts.bucketBytes != 0 || !opts.shard.empty())
-    return usageError(self, std::string(opts.bucketBytes ? "--bucket-size"
-                                                         : "--shard") +
-                                " applies when compiling: gtc compile "
-                                "--devices N " +
-                                (opts.bucketBytes ? "--bucket-size SIZE"
-                                                  : "--shard optimizer"));
+  if (std::string why = compiledSettings(opts, step, bundle.processes);
+      !why.empty())
+    return usageError(self, why);
   // Data parallelism: an executable compiled with devices = N trains with N
   // processes, each with its plan of batch / N rows: it starts them itself,
   // or joins a launcher's N (torchrun, srun, mpirun).

@@ -645,6 +645,28 @@ bool explainRun(mlir::ModuleOp module, const gtc::CompileOptions &compile,
   return true;
 }
 
+/// Trains `step`, compiling an evaluation plan for each batch size the
+/// trainer asks for (the eval set's full batches and its remainder).
+int trainModel(mlir::ModuleOp module, const gtc::CompileOptions &compile,
+               const gtc::rt::Plan &step, const gtc::rt::RunOptions &run) {
+  std::map<int64_t, std::unique_ptr<gtc::rt::Plan>> evalPlans;
+  gtc::rt::EvalPlanFn evalPlan = [&](int64_t n) -> const gtc::rt::Plan * {
+    auto &slot = evalPlans[n];
+    if (!slot) {
+      gtc::CompileOptions evalOptions = compile;
+      evalOptions.batch = n;
+      mlir::FailureOr<gtc::rt::Plan> plan =
+          gtc::compileEval(module, evalOptions);
+      if (mlir::failed(plan))
+        return nullptr;
+      slot = std::make_unique<gtc::rt::Plan>(std::move(*plan));
+    }
+    return slot.get();
+  };
+  std::cout.flush();
+  return gtc::rt::train(step, evalPlan, run, std::cout, std::cerr);
+}
+
 /// `gtc run`: compiles the step (and evaluation) plans and trains.
 int runModel(const Options &opts, mlir::ModuleOp module,
              llvm::ToolOutputFile *output) {
@@ -788,22 +810,7 @@ int runModel(const Options &opts, mlir::ModuleOp module,
                     "at least 'data = ...' (see frontend/LANGUAGE.md)\n";
     return 1;
   }
-  std::map<int64_t, std::unique_ptr<gtc::rt::Plan>> evalPlans;
-  gtc::rt::EvalPlanFn evalPlan = [&](int64_t n) -> const gtc::rt::Plan * {
-    auto &slot = evalPlans[n];
-    if (!slot) {
-      gtc::CompileOptions evalOptions = compile;
-      evalOptions.batch = n;
-      mlir::FailureOr<gtc::rt::Plan> plan =
-          gtc::compileEval(module, evalOptions);
-      if (mlir::failed(plan))
-        return nullptr;
-      slot = std::make_unique<gtc::rt::Plan>(std::move(*plan));
-    }
-    return slot.get();
-  };
-  std::cout.flush();
-  return gtc::rt::train(*step, evalPlan, run, std::cout, std::cerr);
+  return trainModel(module, compile, *step, run);
 }
 
 /// The runner `gtc compile` builds on: $GTC_RUNNER, else gtc-runner next to
@@ -816,6 +823,102 @@ std::string findRunner(const char *argv0) {
   llvm::SmallString<256> dir(llvm::sys::path::parent_path(self));
   llvm::sys::path::append(dir, "gtc-runner");
   return std::string(dir);
+}
+
+/// Cubins of every plan's kernels (and the runtime's own, the optimizer
+/// update) for each of the bundle's archs, and PTX for `ptxArch` (later
+/// GPUs), into the bundle; without NVRTC, or on a compile error, none (the
+/// executable compiles them on the GPU machine), with a warning.
+void precompileKernels(const std::vector<gtc::rt::Plan> &plans,
+                       const std::string &ptxArch, gtc::rt::Bundle &bundle) {
+  std::string nvrtcProblem;
+  // The plans' kernels and the runtime's own (the optimizer update).
+  std::vector<std::string> sources = gtc::rt::runtimeKernelSources();
+  for (const gtc::rt::Plan &plan : plans) {
+    gtc::rt::CudaProgram program;
+    std::string error;
+    if (!gtc::codegen::emitCuda(plan, program, error)) {
+      llvm::errs() << "gtc: warning: no GPU kernels (" << error
+                   << "); the executable trains on the CPU only\n";
+      sources.clear();
+      break;
+    }
+    for (const auto &launches : program.kernels)
+      for (const gtc::rt::CudaLaunch &l : launches)
+        if (l.kind == gtc::rt::CudaLaunch::Kind::Kernel)
+          sources.push_back(l.source);
+  }
+  // Cubins for each arch, and PTX of the newest for later GPUs: one NVRTC
+  // job per (distinct source, target), on every core.
+  std::vector<gtc::rt::CompileJob> jobs;
+  std::vector<std::string> jobKeys;
+  std::set<std::string> keys;
+  for (const std::string &source : sources) {
+    std::vector<std::string> targets = bundle.archs;
+    targets.push_back(ptxArch);
+    for (const std::string &a : targets) {
+      std::string key = gtc::rt::kernelKey(source, a == ptxArch ? "ptx" : a);
+      if (keys.insert(key).second) {
+        jobs.push_back({&source, a, {}, false, ""});
+        jobKeys.push_back(key);
+      }
+    }
+  }
+  unsigned threads = 0;
+  gtc::rt::compileCudaJobs(jobs, threads);
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    if (!jobs[j].error.empty()) {
+      nvrtcProblem = jobs[j].error;
+      break;
+    }
+    bundle.kernels[jobKeys[j]].assign(jobs[j].binary.begin(),
+                                      jobs[j].binary.end());
+  }
+  if (!nvrtcProblem.empty()) {
+    llvm::errs() << "gtc: warning: GPU kernels not precompiled ("
+                 << nvrtcProblem.substr(0, nvrtcProblem.find('\n'))
+                 << "); the executable compiles them with NVRTC on the GPU "
+                    "machine\n";
+    bundle.kernels.clear();
+    bundle.archs.clear();
+  }
+}
+
+/// Writes the executable `output`: the runner, then the bundle's payload;
+/// beside the target first, then renamed, so never a half-written one.
+/// False after printing the error.
+bool writeExecutable(const std::string &output, llvm::StringRef runner,
+                     const std::string &payload) {
+  // Write beside the target, then rename: never a half-written executable.
+  std::string tmp = output + ".tmp";
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream out(tmp, ec, llvm::sys::fs::OF_None);
+    if (ec) {
+      llvm::errs() << "gtc: error: cannot write " << tmp << ": " << ec.message()
+                   << "\n";
+      return false;
+    }
+    out << runner << payload;
+    out.close();
+    if (out.has_error()) {
+      llvm::errs() << "gtc: error: writing " << tmp
+                   << " failed: " << out.error().message() << "\n";
+      out.clear_error();
+      llvm::sys::fs::remove(tmp);
+      return false;
+    }
+  }
+  llvm::sys::fs::setPermissions(tmp, llvm::sys::fs::all_read |
+                                         llvm::sys::fs::all_exe |
+                                         llvm::sys::fs::owner_write);
+  if (std::error_code ec = llvm::sys::fs::rename(tmp, output)) {
+    llvm::errs() << "gtc: error: cannot create " << output << ": "
+                 << ec.message() << "\n";
+    llvm::sys::fs::remove(tmp);
+    return false;
+  }
+  return true;
 }
 
 /// `gtc compile`: the runner plus the plans (step; evaluation at the batch
@@ -906,57 +1009,7 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
       newest = a.str();
   }
   std::string ptxArch = "compute_" + newest.substr(3);
-  std::string nvrtcProblem;
-  // The plans' kernels and the runtime's own (the optimizer update).
-  std::vector<std::string> sources = gtc::rt::runtimeKernelSources();
-  for (const gtc::rt::Plan &plan : plans) {
-    gtc::rt::CudaProgram program;
-    std::string error;
-    if (!gtc::codegen::emitCuda(plan, program, error)) {
-      llvm::errs() << "gtc: warning: no GPU kernels (" << error
-                   << "); the executable trains on the CPU only\n";
-      sources.clear();
-      break;
-    }
-    for (const auto &launches : program.kernels)
-      for (const gtc::rt::CudaLaunch &l : launches)
-        if (l.kind == gtc::rt::CudaLaunch::Kind::Kernel)
-          sources.push_back(l.source);
-  }
-  // Cubins for each arch, and PTX of the newest for later GPUs: one NVRTC
-  // job per (distinct source, target), on every core.
-  std::vector<gtc::rt::CompileJob> jobs;
-  std::vector<std::string> jobKeys;
-  std::set<std::string> keys;
-  for (const std::string &source : sources) {
-    std::vector<std::string> targets = bundle.archs;
-    targets.push_back(ptxArch);
-    for (const std::string &a : targets) {
-      std::string key = gtc::rt::kernelKey(source, a == ptxArch ? "ptx" : a);
-      if (keys.insert(key).second) {
-        jobs.push_back({&source, a, {}, false, ""});
-        jobKeys.push_back(key);
-      }
-    }
-  }
-  unsigned threads = 0;
-  gtc::rt::compileCudaJobs(jobs, threads);
-  for (size_t j = 0; j < jobs.size(); ++j) {
-    if (!jobs[j].error.empty()) {
-      nvrtcProblem = jobs[j].error;
-      break;
-    }
-    bundle.kernels[jobKeys[j]].assign(jobs[j].binary.begin(),
-                                      jobs[j].binary.end());
-  }
-  if (!nvrtcProblem.empty()) {
-    llvm::errs() << "gtc: warning: GPU kernels not precompiled ("
-                 << nvrtcProblem.substr(0, nvrtcProblem.find('\n'))
-                 << "); the executable compiles them with NVRTC on the GPU "
-                    "machine\n";
-    bundle.kernels.clear();
-    bundle.archs.clear();
-  }
+  precompileKernels(plans, ptxArch, bundle);
 
   std::string runnerPath = findRunner(argv0);
   auto runner = llvm::MemoryBuffer::getFile(runnerPath, /*IsText=*/false);
@@ -967,35 +1020,8 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
     return 1;
   }
   std::string payload = gtc::rt::packBundle(bundle);
-  // Write beside the target, then rename: never a half-written executable.
-  std::string tmp = opts.output + ".tmp";
-  {
-    std::error_code ec;
-    llvm::raw_fd_ostream out(tmp, ec, llvm::sys::fs::OF_None);
-    if (ec) {
-      llvm::errs() << "gtc: error: cannot write " << tmp << ": "
-                   << ec.message() << "\n";
-      return 1;
-    }
-    out << (*runner)->getBuffer() << payload;
-    out.close();
-    if (out.has_error()) {
-      llvm::errs() << "gtc: error: writing " << tmp << " failed: "
-                   << out.error().message() << "\n";
-      out.clear_error();
-      llvm::sys::fs::remove(tmp);
-      return 1;
-    }
-  }
-  llvm::sys::fs::setPermissions(tmp, llvm::sys::fs::all_read |
-                                         llvm::sys::fs::all_exe |
-                                         llvm::sys::fs::owner_write);
-  if (std::error_code ec = llvm::sys::fs::rename(tmp, opts.output)) {
-    llvm::errs() << "gtc: error: cannot create " << opts.output << ": "
-                 << ec.message() << "\n";
-    llvm::sys::fs::remove(tmp);
+  if (!writeExecutable(opts.output, (*runner)->getBuffer(), payload))
     return 1;
-  }
   double seconds = std::chrono::duration<double>(
                        std::chrono::steady_clock::now() - t0)
                        .count();
