@@ -4,6 +4,7 @@
 #include "gtc/CodeGen/SmallKernels.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
 #include <algorithm>
 #include <climits>
 #include <optional>
@@ -73,6 +74,17 @@ private:
   /// from the first of them to the end of the step; the gradient region is
   /// gone (the runtime keeps this rank's reduced share of it instead).
   LogicalResult groupGradients();
+  /// The gradients written in place, and the results that are views of
+  /// them (inPlaceGrad, viewOf).
+  void findInPlaceGradients();
+  // build()'s steps: the buffers (and kernels) of each op in order, then
+  // the results, the regions' sizes and the placement of temporaries.
+  LogicalResult addParam(ParamOp p);
+  LogicalResult addFeed(Operation &op);
+  LogicalResult addConstant(Operation &op);
+  LogicalResult addGradient(GradientOp g);
+  LogicalResult addComputing(Operation &op);
+  LogicalResult finish(func::ReturnOp ret);
 
   func::FuncOp func;
   bool views;
@@ -80,6 +92,12 @@ private:
   /// ZeRO-2: gradients placed inside their bucket's group, at their
   /// parameter's place in it.
   std::map<int, std::pair<int, int64_t>> inGroup; // buffer -> (group, at)
+  /// Gradients that can be written in place (findInPlaceGradients), with
+  /// their gt.gradient, and the results that are views of another value.
+  DenseMap<Value, GradientOp> inPlaceGrad;
+  DenseMap<Value, Value> viewOf; // a result -> the value it is a view of
+  /// The index of each parameter in plan.params, by name.
+  llvm::StringMap<int> paramIndex;
   rt::Plan plan;
   DenseMap<Value, int> buffers;
   /// Kernel index of each temporary's definition and last use.
@@ -459,10 +477,32 @@ FailureOr<rt::Plan> PlanBuilder::build() {
   plan.model = func.getSymName().str();
   if (plan.kind == "step" && StringRef(plan.model).ends_with("_step"))
     plan.model.resize(plan.model.size() - 5); // the model's own name
-  for (MemRegion r : {MemRegion::Param, MemRegion::Grad, MemRegion::Input, MemRegion::Const,
-                   MemRegion::Temp})
+  for (MemRegion r : {MemRegion::Param, MemRegion::Grad, MemRegion::Input,
+                      MemRegion::Const, MemRegion::Temp})
     cursor[r] = 0;
+  findInPlaceGradients();
+  for (Operation &op : func.getBody().front().without_terminator()) {
+    LogicalResult added = success();
+    if (auto p = dyn_cast<ParamOp>(op))
+      added = addParam(p);
+    else if (isa<InputOp, LabelOp>(op))
+      added = addFeed(op);
+    else if (isa<ConstantOp, PositionsOp>(op))
+      added = addConstant(op);
+    else if (auto g = dyn_cast<GradientOp>(op))
+      added = addGradient(g);
+    else
+      added = addComputing(op);
+    if (failed(added))
+      return failure();
+  }
+  if (failed(
+          finish(cast<func::ReturnOp>(func.getBody().front().getTerminator()))))
+    return failure();
+  return plan;
+}
 
+void PlanBuilder::findInPlaceGradients() {
   // Gradients that can be written in place: a value computed by a kernel,
   // read by nothing but its gt.gradient. Under such a value, what it is
   // computed over in place can be the gradient instead, when that too is
@@ -471,8 +511,6 @@ FailureOr<rt::Plan> PlanBuilder::build() {
   // region scatters onto (a tied embedding's dW). That value is then the
   // gradient, written in place by its kernel, and the results above it are
   // views of it (viewOf).
-  DenseMap<Value, GradientOp> inPlaceGrad;
-  DenseMap<Value, Value> viewOf; // a result -> the value it is a view of
   auto computed = [](Value v) {
     Operation *def = v.getDefiningOp();
     return def && v.hasOneUse() &&
@@ -496,143 +534,145 @@ FailureOr<rt::Plan> PlanBuilder::build() {
     if (!computed(v))
       return;
     inPlaceGrad[v] = g;
-    for (Value u = under(v);
-         u && computed(u) && !u.getDefiningOp<ReshapeOp>(); u = under(u)) {
+    for (Value u = under(v); u && computed(u) && !u.getDefiningOp<ReshapeOp>();
+         u = under(u)) {
       inPlaceGrad[u] = g;
       viewOf[v] = u;
       v = u;
     }
   });
-  llvm::StringMap<int> paramIndex;
+}
 
-  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
-  for (Operation &op : func.getBody().front().without_terminator()) {
-    if (auto p = dyn_cast<ParamOp>(op)) {
-      FailureOr<int> id = addBuffer(p, MemRegion::Param, p.getName().str());
-      if (failed(id))
-        return failure();
-      paramIndex[p.getName()] = static_cast<int>(plan.params.size());
-      rt::Param param;
-      param.name = p.getName().str();
-      param.buffer = *id;
-      param.init = p.getInit().str();
-      for (Attribute a : p.getArgs())
-        param.args.push_back(cast<FloatAttr>(a).getValueAsDouble());
-      plan.params.push_back(std::move(param));
-      continue;
+LogicalResult PlanBuilder::addParam(ParamOp p) {
+  FailureOr<int> id = addBuffer(p, MemRegion::Param, p.getName().str());
+  if (failed(id))
+    return failure();
+  paramIndex[p.getName()] = static_cast<int>(plan.params.size());
+  rt::Param param;
+  param.name = p.getName().str();
+  param.buffer = *id;
+  param.init = p.getInit().str();
+  for (Attribute a : p.getArgs())
+    param.args.push_back(cast<FloatAttr>(a).getValueAsDouble());
+  plan.params.push_back(std::move(param));
+  return success();
+}
+
+LogicalResult PlanBuilder::addFeed(Operation &op) {
+  StringRef name = isa<InputOp>(op) ? cast<InputOp>(op).getName()
+                                    : cast<LabelOp>(op).getName();
+  FailureOr<int> id = addBuffer(op.getResult(0), MemRegion::Input, name.str());
+  if (failed(id))
+    return failure();
+  plan.feeds.push_back({name.str(), *id, isa<LabelOp>(op)});
+  return success();
+}
+
+LogicalResult PlanBuilder::addConstant(Operation &op) {
+  FailureOr<int> id = addBuffer(op.getResult(0), MemRegion::Const,
+                                op.getName().stripDialect().str());
+  if (failed(id))
+    return failure();
+  rt::Constant c;
+  c.buffer = *id;
+  if (auto pos = dyn_cast<PositionsOp>(op)) {
+    for (uint64_t i = 0; i < pos.getLength(); ++i)
+      c.values.push_back(static_cast<double>(i));
+  } else {
+    auto dense = dyn_cast<DenseElementsAttr>(cast<ConstantOp>(op).getValue());
+    if (!dense)
+      return op.emitError("the plan supports dense constants only");
+    if (dense.isSplat()) {
+      c.values.push_back(
+          isa<FloatType>(dense.getElementType())
+              ? dense.getSplatValue<APFloat>().convertToDouble()
+              : double(dense.getSplatValue<APInt>().getSExtValue()));
+    } else if (isa<FloatType>(dense.getElementType())) {
+      for (APFloat v : dense.getValues<APFloat>())
+        c.values.push_back(v.convertToDouble());
+    } else {
+      for (APInt v : dense.getValues<APInt>())
+        c.values.push_back(double(v.getSExtValue()));
     }
-    if (isa<InputOp, LabelOp>(op)) {
-      StringRef name = isa<InputOp>(op) ? cast<InputOp>(op).getName()
-                                        : cast<LabelOp>(op).getName();
-      FailureOr<int> id = addBuffer(op.getResult(0), MemRegion::Input, name.str());
-      if (failed(id))
-        return failure();
-      plan.feeds.push_back({name.str(), *id, isa<LabelOp>(op)});
-      continue;
-    }
-    if (isa<ConstantOp, PositionsOp>(op)) {
-      FailureOr<int> id = addBuffer(op.getResult(0), MemRegion::Const,
-                                    op.getName().stripDialect().str());
-      if (failed(id))
-        return failure();
-      rt::Constant c;
-      c.buffer = *id;
-      if (auto pos = dyn_cast<PositionsOp>(op)) {
-        for (uint64_t i = 0; i < pos.getLength(); ++i)
-          c.values.push_back(static_cast<double>(i));
-      } else {
-        auto dense = dyn_cast<DenseElementsAttr>(cast<ConstantOp>(op).getValue());
-        if (!dense)
-          return op.emitError("the plan supports dense constants only");
-        if (dense.isSplat()) {
-          c.values.push_back(
-              isa<FloatType>(dense.getElementType())
-                  ? dense.getSplatValue<APFloat>().convertToDouble()
-                  : double(dense.getSplatValue<APInt>().getSExtValue()));
-        } else if (isa<FloatType>(dense.getElementType())) {
-          for (APFloat v : dense.getValues<APFloat>())
-            c.values.push_back(v.convertToDouble());
-        } else {
-          for (APInt v : dense.getValues<APInt>())
-            c.values.push_back(double(v.getSExtValue()));
-        }
-      }
-      plan.constants.push_back(std::move(c));
-      if (op.hasAttr(kLossGradAttrName))
-        plan.lossScale = *id;
-      continue;
-    }
-    if (auto g = dyn_cast<GradientOp>(op)) {
-      auto it = paramIndex.find(g.getName());
-      if (it == paramIndex.end())
-        return g.emitError("gradient of unknown parameter '")
-               << g.getName() << "'";
-      rt::Param &param = plan.params[it->second];
-      if (param.grad >= 0)
-        return g.emitError("parameter '") << g.getName()
-                                          << "' has two gradients";
-      if (inPlaceGrad.count(g.getGrad())) {
-        param.grad = storageOf(bufferOf(g.getGrad()));
-      } else {
-        FailureOr<int> id =
-            addBuffer(Value(), MemRegion::Grad, "grad " + param.name);
-        if (failed(id))
-          return failure();
-        plan.buffers[*id].shape = plan.buffers[param.buffer].shape;
-        param.grad = *id;
-        rt::Kernel copy;
-        copy.op = rt::OpKind::Copy;
-        copy.inputs = {bufferOf(g.getGrad())};
-        copy.outputs = {*id};
-        int index = static_cast<int>(plan.kernels.size());
-        int from = storageOf(copy.inputs[0]);
-        lastUse[from] = std::max<int64_t>(lastUse[from], index);
-        defAt[*id] = index;
-        plan.kernels.push_back(std::move(copy));
-      }
-      continue;
-    }
-    // A reshape moves no data: a view of its operand (unless the gradient
-    // region wants the value in place).
-    if (auto reshape = dyn_cast<ReshapeOp>(op);
-        reshape && views && !inPlaceGrad.count(reshape.getResult())) {
-      addView(reshape.getResult(), bufferOf(reshape.getInput()));
-      continue;
-    }
-    // A computing op: results are temporaries, or gradients in place. A
-    // fusion region's result is named by the op inside that computes it.
-    auto fusedOp = dyn_cast<FusedOp>(op);
-    Value overLogits = inPlaceLoss(fusedOp);
-    if (overLogits)
-      addView(fusedOp.getResult(1), bufferOf(overLogits),
-              "cross_entropy_grad");
-    for (Value r : op.getResults())
-      if (Value of = viewOf.lookup(r))
-        addView(r, bufferOf(of), op.getName().stripDialect().str());
-    for (Value r : op.getResults()) {
-      if (buffers.count(r))
-        continue;
-      auto g = inPlaceGrad.find(r);
-      Operation *namer =
-          fusedOp ? fusedOp.getYield()
-                        .getValues()[cast<OpResult>(r).getResultNumber()]
-                        .getDefiningOp()
-                  : &op;
-      FailureOr<int> id =
-          addBuffer(r, g == inPlaceGrad.end() ? MemRegion::Temp : MemRegion::Grad,
-                    namer->getName().stripDialect().str());
-      if (failed(id))
-        return failure();
-    }
-    if (fusedOp && failed(addFusedBody(fusedOp)))
+  }
+  plan.constants.push_back(std::move(c));
+  if (op.hasAttr(kLossGradAttrName))
+    plan.lossScale = *id;
+  return success();
+}
+
+LogicalResult PlanBuilder::addGradient(GradientOp g) {
+  auto it = paramIndex.find(g.getName());
+  if (it == paramIndex.end())
+    return g.emitError("gradient of unknown parameter '") << g.getName() << "'";
+  rt::Param &param = plan.params[it->second];
+  if (param.grad >= 0)
+    return g.emitError("parameter '") << g.getName() << "' has two gradients";
+  if (inPlaceGrad.count(g.getGrad())) {
+    param.grad = storageOf(bufferOf(g.getGrad()));
+  } else {
+    FailureOr<int> id =
+        addBuffer(Value(), MemRegion::Grad, "grad " + param.name);
+    if (failed(id))
       return failure();
-    if (failed(addKernel(&op)))
-      return failure();
-    if (fusedOp && fusedOp.getKind() == "classifier" &&
-        failed(addClassifierChunk(fusedOp)))
+    plan.buffers[*id].shape = plan.buffers[param.buffer].shape;
+    param.grad = *id;
+    rt::Kernel copy;
+    copy.op = rt::OpKind::Copy;
+    copy.inputs = {bufferOf(g.getGrad())};
+    copy.outputs = {*id};
+    int index = static_cast<int>(plan.kernels.size());
+    int from = storageOf(copy.inputs[0]);
+    lastUse[from] = std::max<int64_t>(lastUse[from], index);
+    defAt[*id] = index;
+    plan.kernels.push_back(std::move(copy));
+  }
+  return success();
+}
+
+LogicalResult PlanBuilder::addComputing(Operation &op) {
+  // A reshape moves no data: a view of its operand (unless the gradient
+  // region wants the value in place).
+  if (auto reshape = dyn_cast<ReshapeOp>(op);
+      reshape && views && !inPlaceGrad.count(reshape.getResult())) {
+    addView(reshape.getResult(), bufferOf(reshape.getInput()));
+    return success();
+  }
+  // A computing op: results are temporaries, or gradients in place. A
+  // fusion region's result is named by the op inside that computes it.
+  auto fusedOp = dyn_cast<FusedOp>(op);
+  Value overLogits = inPlaceLoss(fusedOp);
+  if (overLogits)
+    addView(fusedOp.getResult(1), bufferOf(overLogits), "cross_entropy_grad");
+  for (Value r : op.getResults())
+    if (Value of = viewOf.lookup(r))
+      addView(r, bufferOf(of), op.getName().stripDialect().str());
+  for (Value r : op.getResults()) {
+    if (buffers.count(r))
+      continue;
+    auto g = inPlaceGrad.find(r);
+    Operation *namer =
+        fusedOp ? fusedOp.getYield()
+                      .getValues()[cast<OpResult>(r).getResultNumber()]
+                      .getDefiningOp()
+                : &op;
+    FailureOr<int> id =
+        addBuffer(r, g == inPlaceGrad.end() ? MemRegion::Temp : MemRegion::Grad,
+                  namer->getName().stripDialect().str());
+    if (failed(id))
       return failure();
   }
+  if (fusedOp && failed(addFusedBody(fusedOp)))
+    return failure();
+  if (failed(addKernel(&op)))
+    return failure();
+  if (fusedOp && fusedOp.getKind() == "classifier" &&
+      failed(addClassifierChunk(fusedOp)))
+    return failure();
+  return success();
+}
 
+LogicalResult PlanBuilder::finish(func::ReturnOp ret) {
   // Results: the loss, then an optional accuracy. They must outlive the step.
   if (ret.getNumOperands() < 1 || ret.getNumOperands() > 2)
     return func.emitError("a plan's function returns the loss and, "
@@ -675,7 +715,7 @@ FailureOr<rt::Plan> PlanBuilder::build() {
       b.region = plan.buffers[b.viewOf].region;
       b.offset = plan.buffers[b.viewOf].offset;
     }
-  return plan;
+  return success();
 }
 
 } // namespace
