@@ -611,6 +611,131 @@ bool readConfig(LineReader &in, TrainConfig &c) {
   return false;
 }
 
+/// The most items a record may list.
+constexpr size_t kMaxRecords = size_t(1) << 32;
+
+/// A buffer record after its tag: type, region, offset, shape and name.
+bool readBuffer(LineReader &in, Buffer &b) {
+  std::string dtype, region;
+  size_t rank;
+  bool ok = in.word(dtype) && parseDType(dtype, b.dtype) && in.word(region) &&
+            parseRegion(region, b.region) && in.number(b.offset) &&
+            b.offset >= 0 && in.count(rank, 16);
+  for (size_t i = 0; ok && i < rank; ++i) {
+    int64_t d;
+    ok = in.number(d) && d > 0 && d < (int64_t(1) << 40);
+    b.shape.push_back(d);
+  }
+  ok = ok && in.str(b.name);
+  return ok;
+}
+
+/// A kernel or subkernel record after its tag: the op, inputs, outputs and
+/// attributes. An op this runtime does not know is left in `unknownOp`.
+bool readKernel(LineReader &in, Kernel &k, std::string &unknownOp) {
+  size_t n;
+  std::string op;
+  bool ok = in.str(op) && in.count(n, kMaxRecords);
+  if (ok && !parseOpKind(op, k.op)) {
+    unknownOp = op;
+    return false;
+  }
+  for (size_t i = 0; ok && i < n; ++i) {
+    int v;
+    ok = in.number(v);
+    k.inputs.push_back(v);
+  }
+  ok = ok && in.count(n, kMaxRecords);
+  for (size_t i = 0; ok && i < n; ++i) {
+    int v;
+    ok = in.number(v);
+    k.outputs.push_back(v);
+  }
+  ok = ok && in.count(n, 64);
+  for (size_t i = 0; ok && i < n; ++i) {
+    std::string key, kind;
+    Attr a;
+    ok = in.str(key) && in.word(kind);
+    if (!ok)
+      break;
+    if (kind == "i") {
+      a.kind = Attr::Kind::Int;
+      ok = in.number(a.i);
+    } else if (kind == "f") {
+      a.kind = Attr::Kind::Float;
+      ok = in.number(a.f);
+    } else if (kind == "s") {
+      a.kind = Attr::Kind::Str;
+      ok = in.str(a.s);
+    } else if (kind == "l") {
+      a.kind = Attr::Kind::Ints;
+      size_t m;
+      ok = in.count(m, 64);
+      for (size_t j = 0; ok && j < m; ++j) {
+        int64_t v;
+        ok = in.number(v);
+        a.ints.push_back(v);
+      }
+    } else {
+      ok = false;
+    }
+    k.attrs[key] = a;
+  }
+  return ok;
+}
+
+/// The plan's records against each other: every buffer id in range, every
+/// buffer inside its region, the loss and its scale where they must be.
+/// Empty when they agree, else what is wrong.
+std::string crossCheck(const Plan &plan) {
+  auto validId = [&](int id) {
+    return id >= 0 && static_cast<size_t>(id) < plan.buffers.size();
+  };
+  for (const Buffer &b : plan.buffers) {
+    auto it = plan.regionSize.find(b.region);
+    if (it == plan.regionSize.end() || b.offset + b.slots() > it->second)
+      return "buffer '" + b.name + "' lies outside its region";
+  }
+  for (const Kernel &kernel : plan.kernels) {
+    std::vector<const Kernel *> all{&kernel};
+    for (const Kernel &sub : kernel.body)
+      all.push_back(&sub);
+    for (const Kernel *k : all)
+      for (const std::vector<int> *ids : {&k->inputs, &k->outputs})
+        for (int id : *ids)
+          if (!validId(id))
+            return std::string("kernel '") + opName(k->op) + "' names buffer " +
+                   std::to_string(id) + ", which does not exist";
+  }
+  // Evaluation plans have no gradients (grad -1).
+  for (const Param &p : plan.params)
+    if (!validId(p.buffer) ||
+        !(validId(p.grad) || (plan.kind == "eval" && p.grad == -1)))
+      return "parameter '" + p.name + "' names a missing buffer";
+  for (const Constant &c : plan.constants)
+    if (!validId(c.buffer) ||
+        (c.values.size() != 1 && static_cast<int64_t>(c.values.size()) !=
+                                     plan.buffers[c.buffer].elements()))
+      return "a constant does not match its buffer";
+  for (const Feed &f : plan.feeds)
+    if (!validId(f.buffer))
+      return "feed '" + f.name + "' names a missing buffer";
+  if (!validId(plan.loss))
+    return "the plan has no loss buffer";
+  if (plan.accuracy != -1 && !validId(plan.accuracy))
+    return "the accuracy buffer does not exist";
+  if (plan.lossScale != -1 &&
+      (!validId(plan.lossScale) ||
+       plan.buffers[plan.lossScale].region != Region::Const ||
+       plan.buffers[plan.lossScale].dtype != DType::F32 ||
+       plan.buffers[plan.lossScale].elements() != 1))
+    return "the loss-scale buffer is not a scalar f32 constant";
+  if (plan.paramCopies != -1 && !plan.paramCopiesValid())
+    return "the parameter copies' kernel does not cast parameters to "
+           "their place in the copy region";
+  return "";
+}
+
 } // namespace
 
 bool gtc::rt::deserialize(const std::string &text, Plan &plan,
@@ -620,7 +745,6 @@ bool gtc::rt::deserialize(const std::string &text, Plan &plan,
   std::string line;
   int lineNo = 0;
   bool ended = false;
-  constexpr size_t kMaxCount = size_t(1) << 32;
   auto fail = [&](const std::string &what) {
     error = "plan line " + std::to_string(lineNo) + ": " + what;
     return false;
@@ -657,23 +781,13 @@ bool gtc::rt::deserialize(const std::string &text, Plan &plan,
       std::string name;
       Region r;
       int64_t size;
-      ok = in.word(name) && parseRegion(name, r) && in.number(size) &&
-           size >= 0;
+      ok =
+          in.word(name) && parseRegion(name, r) && in.number(size) && size >= 0;
       if (ok)
         plan.regionSize[r] = size;
     } else if (tag == "buffer") {
       Buffer b;
-      std::string dtype, region;
-      size_t rank;
-      ok = in.word(dtype) && parseDType(dtype, b.dtype) && in.word(region) &&
-           parseRegion(region, b.region) && in.number(b.offset) &&
-           b.offset >= 0 && in.count(rank, 16);
-      for (size_t i = 0; ok && i < rank; ++i) {
-        int64_t d;
-        ok = in.number(d) && d > 0 && d < (int64_t(1) << 40);
-        b.shape.push_back(d);
-      }
-      ok = ok && in.str(b.name);
+      ok = readBuffer(in, b);
       plan.buffers.push_back(std::move(b));
     } else if (tag == "view") {
       int id, of;
@@ -687,53 +801,11 @@ bool gtc::rt::deserialize(const std::string &text, Plan &plan,
         plan.buffers[id].viewOf = of;
     } else if (tag == "kernel" || tag == "subkernel") {
       Kernel k;
-      size_t n;
-      std::string op;
-      ok = in.str(op) && in.count(n, kMaxCount);
-      if (ok && !parseOpKind(op, k.op))
-        return fail("unknown kernel op '" + op +
+      std::string unknownOp;
+      ok = readKernel(in, k, unknownOp);
+      if (!unknownOp.empty())
+        return fail("unknown kernel op '" + unknownOp +
                     "'; this runtime is older than the plan's compiler");
-      for (size_t i = 0; ok && i < n; ++i) {
-        int v;
-        ok = in.number(v);
-        k.inputs.push_back(v);
-      }
-      ok = ok && in.count(n, kMaxCount);
-      for (size_t i = 0; ok && i < n; ++i) {
-        int v;
-        ok = in.number(v);
-        k.outputs.push_back(v);
-      }
-      ok = ok && in.count(n, 64);
-      for (size_t i = 0; ok && i < n; ++i) {
-        std::string key, kind;
-        Attr a;
-        ok = in.str(key) && in.word(kind);
-        if (!ok)
-          break;
-        if (kind == "i") {
-          a.kind = Attr::Kind::Int;
-          ok = in.number(a.i);
-        } else if (kind == "f") {
-          a.kind = Attr::Kind::Float;
-          ok = in.number(a.f);
-        } else if (kind == "s") {
-          a.kind = Attr::Kind::Str;
-          ok = in.str(a.s);
-        } else if (kind == "l") {
-          a.kind = Attr::Kind::Ints;
-          size_t m;
-          ok = in.count(m, 64);
-          for (size_t j = 0; ok && j < m; ++j) {
-            int64_t v;
-            ok = in.number(v);
-            a.ints.push_back(v);
-          }
-        } else {
-          ok = false;
-        }
-        k.attrs[key] = a;
-      }
       if (tag == "kernel")
         plan.kernels.push_back(std::move(k));
       else if (plan.kernels.empty())
@@ -745,8 +817,8 @@ bool gtc::rt::deserialize(const std::string &text, Plan &plan,
       std::string text;
       ok = in.number(i) && in.number(j) && in.str(text) && i >= 0 &&
            static_cast<size_t>(i) < plan.kernels.size() && j >= -1 &&
-           (j < 0 ||
-            static_cast<size_t>(j) < plan.kernels[static_cast<size_t>(i)].body.size());
+           (j < 0 || static_cast<size_t>(j) <
+                         plan.kernels[static_cast<size_t>(i)].body.size());
       if (ok) {
         Kernel &k = plan.kernels[static_cast<size_t>(i)];
         (j < 0 ? k : k.body[static_cast<size_t>(j)]).loc = text;
@@ -766,7 +838,7 @@ bool gtc::rt::deserialize(const std::string &text, Plan &plan,
     } else if (tag == "constant") {
       Constant c;
       size_t n;
-      ok = in.number(c.buffer) && in.count(n, kMaxCount);
+      ok = in.number(c.buffer) && in.count(n, kMaxRecords);
       for (size_t i = 0; ok && i < n; ++i) {
         double v;
         ok = in.number(v);
@@ -789,9 +861,9 @@ bool gtc::rt::deserialize(const std::string &text, Plan &plan,
       ok = in.number(plan.paramCopies);
     } else if (tag == "source") {
       std::string which;
-      ok = in.word(which) && (which == "data" || which == "eval") &&
-           readSource(in, which == "data" ? plan.config.data
-                                          : plan.config.eval);
+      ok =
+          in.word(which) && (which == "data" || which == "eval") &&
+          readSource(in, which == "data" ? plan.config.data : plan.config.eval);
     } else if (tag == "config") {
       ok = readConfig(in, plan.config);
     } else if (tag == "end") {
@@ -808,53 +880,7 @@ bool gtc::rt::deserialize(const std::string &text, Plan &plan,
   if (!ended)
     return fail("the plan is truncated (no 'end' record)");
 
-  // Cross-checks: every buffer id in range, every buffer inside its region.
-  auto validId = [&](int id) {
-    return id >= 0 && static_cast<size_t>(id) < plan.buffers.size();
-  };
-  for (const Buffer &b : plan.buffers) {
-    auto it = plan.regionSize.find(b.region);
-    if (it == plan.regionSize.end() || b.offset + b.slots() > it->second)
-      return fail("buffer '" + b.name + "' lies outside its region");
-  }
-  for (const Kernel &kernel : plan.kernels) {
-    std::vector<const Kernel *> all{&kernel};
-    for (const Kernel &sub : kernel.body)
-      all.push_back(&sub);
-    for (const Kernel *k : all)
-      for (const std::vector<int> *ids : {&k->inputs, &k->outputs})
-        for (int id : *ids)
-          if (!validId(id))
-            return fail(std::string("kernel '") + opName(k->op) +
-                        "' names buffer " +
-                        std::to_string(id) + ", which does not exist");
-  }
-  // Evaluation plans have no gradients (grad -1).
-  for (const Param &p : plan.params)
-    if (!validId(p.buffer) ||
-        !(validId(p.grad) || (plan.kind == "eval" && p.grad == -1)))
-      return fail("parameter '" + p.name + "' names a missing buffer");
-  for (const Constant &c : plan.constants)
-    if (!validId(c.buffer) ||
-        (c.values.size() != 1 &&
-         static_cast<int64_t>(c.values.size()) !=
-             plan.buffers[c.buffer].elements()))
-      return fail("a constant does not match its buffer");
-  for (const Feed &f : plan.feeds)
-    if (!validId(f.buffer))
-      return fail("feed '" + f.name + "' names a missing buffer");
-  if (!validId(plan.loss))
-    return fail("the plan has no loss buffer");
-  if (plan.accuracy != -1 && !validId(plan.accuracy))
-    return fail("the accuracy buffer does not exist");
-  if (plan.lossScale != -1 &&
-      (!validId(plan.lossScale) ||
-       plan.buffers[plan.lossScale].region != Region::Const ||
-       plan.buffers[plan.lossScale].dtype != DType::F32 ||
-       plan.buffers[plan.lossScale].elements() != 1))
-    return fail("the loss-scale buffer is not a scalar f32 constant");
-  if (plan.paramCopies != -1 && !plan.paramCopiesValid())
-    return fail("the parameter copies' kernel does not cast parameters to "
-                "their place in the copy region");
+  if (std::string wrong = crossCheck(plan); !wrong.empty())
+    return fail(wrong);
   return true;
 }
