@@ -432,27 +432,20 @@ std::string gtc::rt::serialize(const Plan &plan) {
   const TrainConfig &c = plan.config;
   writeSource(os, "data", c.data);
   writeSource(os, "eval", c.eval);
-  os << "config batch " << c.batch << '\n'
-     << "config epochs " << c.epochs << '\n'
-     << "config steps " << c.steps << '\n'
-     << "config seed " << c.seed << '\n'
-     << "config optimizer " << name(c.optimizer) << '\n'
-     << "config lr " << num(c.lr) << '\n'
-     << "config beta1 " << num(c.beta1) << '\n'
-     << "config beta2 " << num(c.beta2) << '\n'
-     << "config eps " << num(c.eps) << '\n'
-     << "config weight_decay " << num(c.weightDecay) << '\n'
-     << "config momentum " << num(c.momentum) << '\n'
-     << "config dampening " << num(c.dampening) << '\n'
-     << "config nesterov " << (c.nesterov ? 1 : 0) << '\n'
-     << "config schedule " << name(c.schedule) << '\n'
-     << "config warmup " << c.warmup << '\n'
-     << "config final " << num(c.final) << '\n'
-     << "config grad_clip " << num(c.gradClip) << '\n'
-     << "config precision " << name(c.precision) << '\n'
-     << "config log_every " << c.logEvery << '\n'
-     << "config eval_every " << c.evalEvery << '\n'
-     << "config shuffle " << (c.shuffle ? 1 : 0) << '\n';
+  auto field = [&](const char *key) -> std::ostream & {
+    return os << "config " << key << ' ';
+  };
+#define GTC_WRITE_Int(key, v) field(key) << (v) << '\n';
+#define GTC_WRITE_Float(key, v) field(key) << num(v) << '\n';
+#define GTC_WRITE_Bool(key, v) field(key) << ((v) ? 1 : 0) << '\n';
+#define GTC_WRITE_Name(key, v) field(key) << name(v) << '\n';
+#define GTC_WRITE(key, member, kind) GTC_WRITE_##kind(key, c.member)
+  GTC_TRAIN_CONFIG_FIELDS(GTC_WRITE)
+#undef GTC_WRITE
+#undef GTC_WRITE_Int
+#undef GTC_WRITE_Float
+#undef GTC_WRITE_Bool
+#undef GTC_WRITE_Name
   os << "end\n";
   return os.str();
 }
@@ -554,60 +547,31 @@ bool readSource(LineReader &in, TrainConfig::Source &s) {
          in.str(s.path) && in.number(s.scale) && in.number(s.seq);
 }
 
+template <typename T> bool readInt(LineReader &in, T &v) {
+  return in.number(v);
+}
+bool readFloat(LineReader &in, double &v) { return in.number(v); }
+bool readBool(LineReader &in, bool &v) {
+  int64_t flag = 0;
+  bool ok = in.number(flag);
+  v = flag != 0;
+  return ok;
+}
+template <typename E> bool readName(LineReader &in, E &v) {
+  std::string text;
+  return in.str(text) && parse(text, v);
+}
+
+/// A `config KEY VALUE` record after its tag (GTC_TRAIN_CONFIG_FIELDS).
 bool readConfig(LineReader &in, TrainConfig &c) {
   std::string key;
   if (!in.word(key))
     return false;
-  int64_t flag = 0;
-  if (key == "batch")
-    return in.number(c.batch);
-  if (key == "epochs")
-    return in.number(c.epochs);
-  if (key == "steps")
-    return in.number(c.steps);
-  if (key == "seed")
-    return in.number(c.seed);
-  std::string text;
-  if (key == "optimizer")
-    return in.str(text) && parse(text, c.optimizer);
-  if (key == "lr")
-    return in.number(c.lr);
-  if (key == "beta1")
-    return in.number(c.beta1);
-  if (key == "beta2")
-    return in.number(c.beta2);
-  if (key == "eps")
-    return in.number(c.eps);
-  if (key == "weight_decay")
-    return in.number(c.weightDecay);
-  if (key == "momentum")
-    return in.number(c.momentum);
-  if (key == "dampening")
-    return in.number(c.dampening);
-  if (key == "nesterov") {
-    bool ok = in.number(flag);
-    c.nesterov = flag != 0;
-    return ok;
-  }
-  if (key == "schedule")
-    return in.str(text) && parse(text, c.schedule);
-  if (key == "warmup")
-    return in.number(c.warmup);
-  if (key == "final")
-    return in.number(c.final);
-  if (key == "grad_clip")
-    return in.number(c.gradClip);
-  if (key == "precision")
-    return in.str(text) && parse(text, c.precision);
-  if (key == "log_every")
-    return in.number(c.logEvery);
-  if (key == "eval_every")
-    return in.number(c.evalEvery);
-  if (key == "shuffle") {
-    bool ok = in.number(flag);
-    c.shuffle = flag != 0;
-    return ok;
-  }
+#define GTC_READ(k, member, kind)                                              \
+  if (key == k)                                                                \
+    return read##kind(in, c.member);
+  GTC_TRAIN_CONFIG_FIELDS(GTC_READ)
+#undef GTC_READ
   return false;
 }
 

@@ -175,6 +175,33 @@ struct TrainConfig {
   bool shuffle = true;   ///< false: examples in file order, every epoch
 };
 
+/// Every TrainConfig field but the data sources, as the plan's text keeps
+/// it (one `config KEY VALUE` record each, in this order; Plan.cpp writes
+/// and reads them from this list): X(key, member, kind), kind Int, Float,
+/// Bool (0 or 1) or Name (an enum, by its name() and parse()).
+#define GTC_TRAIN_CONFIG_FIELDS(X)                                             \
+  X("batch", batch, Int)                                                       \
+  X("epochs", epochs, Int)                                                     \
+  X("steps", steps, Int)                                                       \
+  X("seed", seed, Int)                                                         \
+  X("optimizer", optimizer, Name)                                              \
+  X("lr", lr, Float)                                                           \
+  X("beta1", beta1, Float)                                                     \
+  X("beta2", beta2, Float)                                                     \
+  X("eps", eps, Float)                                                         \
+  X("weight_decay", weightDecay, Float)                                        \
+  X("momentum", momentum, Float)                                               \
+  X("dampening", dampening, Float)                                             \
+  X("nesterov", nesterov, Bool)                                                \
+  X("schedule", schedule, Name)                                                \
+  X("warmup", warmup, Int)                                                     \
+  X("final", final, Float)                                                     \
+  X("grad_clip", gradClip, Float)                                              \
+  X("precision", precision, Name)                                              \
+  X("log_every", logEvery, Int)                                                \
+  X("eval_every", evalEvery, Int)                                              \
+  X("shuffle", shuffle, Bool)
+
 /// A compiled training step (or evaluation pass) of one model.
 struct Plan {
   std::string model;
@@ -188,7 +215,7 @@ struct Plan {
   /// parameter region is laid out a gt-bucket bucket after another, each
   /// bucket's gradients are one temporary mirroring its range of it, and
   /// there is no gradient region; each process keeps the reduced gradients
-  /// of its share (gradShare()) and the optimizer state of that share.
+  /// of its share (shareOf()) and the optimizer state of that share.
   int64_t shardRanks = 1;
   std::vector<Buffer> buffers;
   std::vector<Kernel> kernels;
