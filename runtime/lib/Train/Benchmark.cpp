@@ -43,13 +43,59 @@ static int64_t benchRange(const Plan &plan, int buffer) {
   return range > 0 ? range : 10;
 }
 
+/// The steps --profile records.
+constexpr int kProfileSteps = 3;
+
+/// --profile on the CPU: kProfileSteps steps of `backend`, each kernel's
+/// span and then the update's, as profile records.
+static void profileCpu(const Plan &plan, CpuBackend &backend, int64_t firstStep,
+                       double stepMs, Profile &profile) {
+  const int64_t n = backend.exec.regionElements(Region::Param);
+  profile.device = "CPU (" + std::to_string(threads()) + " threads)";
+  profile.steps = kProfileSteps;
+  profile.stepMs = stepMs;
+  std::vector<KernelContext> contexts = kernelContexts(plan);
+  std::vector<double> spans;
+  double origin = -1;
+  for (int s = 0; s < kProfileSteps; ++s) {
+    spans.clear();
+    backend.spans = &spans;
+    backend.run(1e-4, firstStep + s, /*wantLoss=*/false, 0, 1);
+    backend.spans = nullptr;
+    if (origin < 0)
+      origin = spans.front();
+    for (size_t i = 0; i + 1 < spans.size(); i += 2) {
+      ProfileRecord r;
+      size_t k = i / 2;
+      r.step = s;
+      r.startUs = spans[i] - origin;
+      r.durationUs = spans[i + 1] - spans[i];
+      if (k < plan.kernels.size()) {
+        const Kernel &kernel = plan.kernels[k];
+        r.name = "k" + std::to_string(k) + "_" + opName(kernel.op);
+        r.kind = "kernel";
+        r.op = opName(kernel.op);
+        r.planKernel = static_cast<int>(k);
+        r.phase = contexts[k].phase;
+        r.layer = contexts[k].layer;
+        r.bytes = kernelBytes(plan, kernel);
+        r.flops = kernelFlops(plan, kernel);
+      } else {
+        r.name = std::string("optimizer (") + name(plan.config.optimizer) + ")";
+        r.kind = r.phase = "optimizer";
+        r.bytes = updateBytes(plan.config, n);
+      }
+      profile.records.push_back(std::move(r));
+    }
+  }
+}
+
 /// `gtc run --bench N`: times the training step on random inputs (i32 ones
 /// uniform over what they index, benchRange), after warm-up: CUDA events
 /// over graph replays on a GPU, a steady clock on the CPU. Prints the median
 /// ms per step.
-static int benchmarkImpl(const Plan &plan, const RunOptions &run,
-                         int64_t iters, std::ostream &rankOut,
-                         std::ostream &err);
+static int benchmarkImpl(const Plan &plan, const RunOptions &run, int64_t iters,
+                         std::ostream &rankOut, std::ostream &err);
 
 int gtc::rt::benchmark(const Plan &plan, const RunOptions &run, int64_t iters,
                        std::ostream &out, std::ostream &err) {
@@ -98,7 +144,6 @@ static int benchmarkImpl(const Plan &plan, const RunOptions &run,
         << plan.batch << " instead\n";
     return 1;
   }
-  constexpr int kProfileSteps = 3;
   Profile profile;
   std::ofstream trace;
   if (profiling && rank == 0) {
@@ -135,7 +180,6 @@ static int benchmarkImpl(const Plan &plan, const RunOptions &run,
       CpuBackend backend(plan, /*comm=*/nullptr, /*shard=*/false);
       backend.setParams(params);
       fill([&](int id) { return backend.feed(id); });
-      const int64_t n = backend.exec.regionElements(Region::Param);
       const int parts = static_cast<int>(plan.microBatches);
       std::vector<double> times;
       for (int64_t i = 0; i < iters + 3; ++i) {
@@ -149,45 +193,8 @@ static int benchmarkImpl(const Plan &plan, const RunOptions &run,
       times.erase(times.begin(), times.begin() + 3);
       std::sort(times.begin(), times.end());
       ms = times[times.size() / 2];
-      if (profiling) {
-        profile.device = "CPU (" + std::to_string(threads()) + " threads)";
-        profile.steps = kProfileSteps;
-        profile.stepMs = ms;
-        std::vector<KernelContext> contexts = kernelContexts(plan);
-        std::vector<double> spans;
-        double origin = -1;
-        for (int s = 0; s < kProfileSteps; ++s) {
-          spans.clear();
-          backend.spans = &spans;
-          backend.run(1e-4, iters + 4 + s, /*wantLoss=*/false, 0, 1);
-          backend.spans = nullptr;
-          if (origin < 0)
-            origin = spans.front();
-          for (size_t i = 0; i + 1 < spans.size(); i += 2) {
-            ProfileRecord r;
-            size_t k = i / 2;
-            r.step = s;
-            r.startUs = spans[i] - origin;
-            r.durationUs = spans[i + 1] - spans[i];
-            if (k < plan.kernels.size()) {
-              const Kernel &kernel = plan.kernels[k];
-              r.name = "k" + std::to_string(k) + "_" + opName(kernel.op);
-              r.kind = "kernel";
-              r.op = opName(kernel.op);
-              r.planKernel = static_cast<int>(k);
-              r.phase = contexts[k].phase;
-              r.layer = contexts[k].layer;
-              r.bytes = kernelBytes(plan, kernel);
-              r.flops = kernelFlops(plan, kernel);
-            } else {
-              r.name = std::string("optimizer (") + name(plan.config.optimizer) + ")";
-              r.kind = r.phase = "optimizer";
-              r.bytes = updateBytes(plan.config, n);
-            }
-            profile.records.push_back(std::move(r));
-          }
-        }
-      }
+      if (profiling)
+        profileCpu(plan, backend, iters + 4, ms, profile);
     }
   } catch (const std::exception &e) {
     err << "gtc: error: " << e.what() << "\n";
