@@ -357,6 +357,59 @@ extern "C" void forwardSignal(int sig) {
         ::kill(p, sig);
 }
 
+/// In the child of fork(): worker r of n, rank 0's store at `port` (rank
+/// 0 inherits its listening socket), standard error to the launcher's pipe
+/// (rank 0 alone keeps standard output), then gtc again.
+[[noreturn]] void execWorker(int r, int n, const std::string &port, int store,
+                             const int errPipe[2], char **argv) {
+  ::setenv("RANK", std::to_string(r).c_str(), 1);
+  ::setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+  ::setenv("WORLD_SIZE", std::to_string(n).c_str(), 1);
+  ::setenv("LOCAL_WORLD_SIZE", std::to_string(n).c_str(), 1);
+  ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+  ::setenv("MASTER_PORT", port.c_str(), 1);
+  ::setenv("GTC_LAUNCHED", "1", 1);
+  if (r == 0)
+    ::setenv("GTC_STORE_FD", std::to_string(store).c_str(), 1);
+  else
+    ::close(store);
+  ::dup2(errPipe[1], STDERR_FILENO);
+  ::close(errPipe[0]);
+  ::close(errPipe[1]);
+  if (r != 0) {
+    int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, STDOUT_FILENO);
+    ::close(null);
+  }
+  ::execv("/proc/self/exe", argv);
+  std::fprintf(stderr, "gtc: error: cannot start a worker: %s\n",
+               std::strerror(errno));
+  ::_exit(127);
+}
+
+/// Relays what worker r wrote to its pipe `fd`, a line at a time prefixed
+/// with its rank (`partial`: a line not yet ended). False once the pipe is
+/// closed (then closed here too).
+bool relayWorker(int r, int &fd, std::string &partial) {
+  char buf[4096];
+  ssize_t k = ::read(fd, buf, sizeof buf);
+  if (k <= 0) {
+    if (!partial.empty())
+      std::cerr << "[rank " << r << "] " << partial << "\n";
+    partial.clear();
+    ::close(fd);
+    fd = -1;
+    return false;
+  }
+  partial.append(buf, static_cast<size_t>(k));
+  size_t nl;
+  while ((nl = partial.find('\n')) != std::string::npos) {
+    std::cerr << "[rank " << r << "] " << partial.substr(0, nl) << "\n";
+    partial.erase(0, nl + 1);
+  }
+  return true;
+}
+
 } // namespace
 
 int gtc::rt::spawnWorkers(int n, char **argv) {
@@ -385,31 +438,8 @@ int gtc::rt::spawnWorkers(int n, char **argv) {
       return 1;
     }
     pid_t pid = ::fork();
-    if (pid == 0) {
-      ::setenv("RANK", std::to_string(r).c_str(), 1);
-      ::setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
-      ::setenv("WORLD_SIZE", std::to_string(n).c_str(), 1);
-      ::setenv("LOCAL_WORLD_SIZE", std::to_string(n).c_str(), 1);
-      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
-      ::setenv("MASTER_PORT", port.c_str(), 1);
-      ::setenv("GTC_LAUNCHED", "1", 1);
-      if (r == 0)
-        ::setenv("GTC_STORE_FD", std::to_string(store).c_str(), 1);
-      else
-        ::close(store);
-      ::dup2(p[1], STDERR_FILENO);
-      ::close(p[0]);
-      ::close(p[1]);
-      if (r != 0) {
-        int null = ::open("/dev/null", O_WRONLY);
-        ::dup2(null, STDOUT_FILENO);
-        ::close(null);
-      }
-      ::execv("/proc/self/exe", argv);
-      std::fprintf(stderr, "gtc: error: cannot start a worker: %s\n",
-                   std::strerror(errno));
-      ::_exit(127);
-    }
+    if (pid == 0)
+      execWorker(r, n, port, store, p, argv);
     ::close(p[1]);
     if (pid < 0) {
       ::close(p[0]);
@@ -474,24 +504,8 @@ int gtc::rt::spawnWorkers(int n, char **argv) {
         if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
           continue;
         int r = ranks[i];
-        char buf[4096];
-        ssize_t k = ::read(errFds[r], buf, sizeof buf);
-        if (k <= 0) {
-          if (!partial[r].empty())
-            std::cerr << "[rank " << r << "] " << partial[r] << "\n";
-          partial[r].clear();
-          ::close(errFds[r]);
-          errFds[r] = -1;
+        if (!relayWorker(r, errFds[r], partial[r]))
           --open;
-          continue;
-        }
-        partial[r].append(buf, static_cast<size_t>(k));
-        size_t nl;
-        while ((nl = partial[r].find('\n')) != std::string::npos) {
-          std::cerr << "[rank " << r << "] " << partial[r].substr(0, nl)
-                    << "\n";
-          partial[r].erase(0, nl + 1);
-        }
         std::cerr.flush();
       }
     } else if (fds.empty()) {
