@@ -700,6 +700,71 @@ bool writeSafetensors(const std::string &path,
   return true;
 }
 
+/// The header's tensors against the data section of `dataBytes`: known
+/// dtypes, sizes that match their shapes, offsets inside the data, and
+/// together the whole of it (no overlaps, no gaps). Empty when they fit,
+/// else what is wrong (without the file's name).
+std::string checkEntries(const std::vector<TensorEntry> &entries,
+                         uint64_t dataBytes) {
+  for (const TensorEntry &e : entries) {
+    const std::string which = "tensor " + quoted(e.name) + ": ";
+    size_t size = dtypeSize(e.dtype);
+    if (size == 0) {
+      return which + "unknown dtype " + quoted(e.dtype);
+    }
+    uint64_t expected;
+    if (!byteCount(e.shape, size, expected)) {
+      return which + "shape " + shapeText(e.shape) + " is too large";
+    }
+    if (e.end < e.begin) {
+      return which + "data_offsets [" + std::to_string(e.begin) + ", " +
+             std::to_string(e.end) + "] end before they begin";
+    }
+    if (e.end - e.begin != expected) {
+      return which + "data_offsets [" + std::to_string(e.begin) + ", " +
+             std::to_string(e.end) + "] hold " +
+             std::to_string(e.end - e.begin) + " bytes, but " + e.dtype + " " +
+             shapeText(e.shape) + " needs " + std::to_string(expected);
+    }
+    if (e.end > dataBytes) {
+      return which + "data_offsets [" + std::to_string(e.begin) + ", " +
+             std::to_string(e.end) + "] run past the end of the data (" +
+             std::to_string(dataBytes) + " bytes); the file is truncated";
+    }
+  }
+
+  // The tensors must tile the data section: no overlaps, no gaps.
+  std::vector<const TensorEntry *> byOffset;
+  for (const TensorEntry &e : entries)
+    byOffset.push_back(&e);
+  std::sort(byOffset.begin(), byOffset.end(),
+            [](const TensorEntry *a, const TensorEntry *b) {
+              if (a->begin != b->begin)
+                return a->begin < b->begin;
+              return a->end < b->end;
+            });
+  uint64_t covered = 0;
+  const TensorEntry *previous = nullptr;
+  for (const TensorEntry *e : byOffset) {
+    if (e->begin < covered) {
+      return "tensors " + quoted(previous->name) + " and " + quoted(e->name) +
+             " overlap";
+    }
+    if (e->begin > covered) {
+      return "bytes " + std::to_string(covered) + ".." +
+             std::to_string(e->begin) + " of the data belong to no tensor";
+    }
+    covered = e->end;
+    previous = e;
+  }
+  if (covered != dataBytes) {
+    return std::to_string(dataBytes - covered) +
+           " bytes after the last tensor's data (the header accounts for " +
+           std::to_string(covered) + " of " + std::to_string(dataBytes) + ")";
+  }
+  return "";
+}
+
 bool readSafetensors(const std::string &path,
                      std::vector<StoredTensor> &tensors,
                      std::map<std::string, std::string> &metadata,
@@ -778,69 +843,8 @@ bool readSafetensors(const std::string &path,
 
   const uint64_t dataStart = 8 + headerBytes;
   const uint64_t dataBytes = fileSize - dataStart;
-  for (const TensorEntry &e : entries) {
-    const std::string which = "tensor " + quoted(e.name) + ": ";
-    size_t size = dtypeSize(e.dtype);
-    if (size == 0) {
-      error = prefix + which + "unknown dtype " + quoted(e.dtype);
-      return false;
-    }
-    uint64_t expected;
-    if (!byteCount(e.shape, size, expected)) {
-      error = prefix + which + "shape " + shapeText(e.shape) + " is too large";
-      return false;
-    }
-    if (e.end < e.begin) {
-      error = prefix + which + "data_offsets [" + std::to_string(e.begin) +
-              ", " + std::to_string(e.end) + "] end before they begin";
-      return false;
-    }
-    if (e.end - e.begin != expected) {
-      error = prefix + which + "data_offsets [" + std::to_string(e.begin) +
-              ", " + std::to_string(e.end) + "] hold " +
-              std::to_string(e.end - e.begin) + " bytes, but " + e.dtype + " " +
-              shapeText(e.shape) + " needs " + std::to_string(expected);
-      return false;
-    }
-    if (e.end > dataBytes) {
-      error = prefix + which + "data_offsets [" + std::to_string(e.begin) +
-              ", " + std::to_string(e.end) +
-              "] run past the end of the data (" + std::to_string(dataBytes) +
-              " bytes); the file is truncated";
-      return false;
-    }
-  }
-
-  // The tensors must tile the data section: no overlaps, no gaps.
-  std::vector<const TensorEntry *> byOffset;
-  for (const TensorEntry &e : entries)
-    byOffset.push_back(&e);
-  std::sort(byOffset.begin(), byOffset.end(),
-            [](const TensorEntry *a, const TensorEntry *b) {
-              if (a->begin != b->begin)
-                return a->begin < b->begin;
-              return a->end < b->end;
-            });
-  uint64_t covered = 0;
-  const TensorEntry *previous = nullptr;
-  for (const TensorEntry *e : byOffset) {
-    if (e->begin < covered) {
-      error = prefix + "tensors " + quoted(previous->name) + " and " +
-              quoted(e->name) + " overlap";
-      return false;
-    }
-    if (e->begin > covered) {
-      error = prefix + "bytes " + std::to_string(covered) + ".." +
-              std::to_string(e->begin) + " of the data belong to no tensor";
-      return false;
-    }
-    covered = e->end;
-    previous = e;
-  }
-  if (covered != dataBytes) {
-    error = prefix + std::to_string(dataBytes - covered) +
-            " bytes after the last tensor's data (the header accounts for " +
-            std::to_string(covered) + " of " + std::to_string(dataBytes) + ")";
+  if (std::string wrong = checkEntries(entries, dataBytes); !wrong.empty()) {
+    error = prefix + wrong;
     return false;
   }
 
