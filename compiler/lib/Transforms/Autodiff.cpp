@@ -33,6 +33,13 @@ private:
   Value sumTo(Value g, Value like);
   Value constant(double v, Type elementType);
   LogicalResult differentiate(Operation *op, Value dy);
+  // The rules of differentiate() too long to stand in its switch.
+  LogicalResult matmulGrad(MatmulOp o, Value dy);
+  LogicalResult linearGrad(LinearOp o, Value dy);
+  /// gt.sum and gt.mean: dy broadcast back over the reduced axes (scaled by
+  /// 1/N for the mean).
+  template <typename ReductionOp>
+  LogicalResult reductionGrad(ReductionOp o, Value dy);
 
   func::FuncOp func;
   OpBuilder b;
@@ -78,6 +85,84 @@ static Value flatten2d(OpBuilder &b, Location loc, Value v) {
   if (type == t)
     return v;
   return ReshapeOp::create(b, loc, type, v);
+}
+
+LogicalResult Differentiator::matmulGrad(MatmulOp o, Value dy) {
+  // y = op(A) op(B); dA = dy op(B)^T, dB = op(A)^T dy, transposed back
+  // when the operand itself was used transposed.
+  bool ta = o.getTransposeA(), tb = o.getTransposeB();
+  Value a = o.getA(), bm = o.getB();
+  if (active.contains(a)) {
+    Value da = ta ? MatmulOp::create(b, loc, bm, dy, tb, true)
+                  : MatmulOp::create(b, loc, dy, bm, false, !tb);
+    accumulate(a, sumTo(da, a));
+  }
+  if (active.contains(bm)) {
+    Value db;
+    if (tensorOf(bm).getRank() == 2 && tensorOf(a).getRank() > 2) {
+      // A shared rank-2 operand: one GEMM over all batch rows.
+      Value a2 = ta ? Value() : flatten2d(b, loc, a);
+      if (!a2)
+        return o->emitError("autodiff: a transposed batched operand "
+                            "with a shared rank-2 operand is not "
+                            "supported");
+      Value dy2 = flatten2d(b, loc, dy);
+      db = tb ? MatmulOp::create(b, loc, dy2, a2, true, false)
+              : MatmulOp::create(b, loc, a2, dy2, true, false);
+    } else {
+      db = tb ? MatmulOp::create(b, loc, dy, a, true, ta)
+              : MatmulOp::create(b, loc, a, dy, !ta, false);
+    }
+    accumulate(bm, sumTo(db, bm));
+  }
+  return success();
+}
+
+LogicalResult Differentiator::linearGrad(LinearOp o, Value dy) {
+  // y = x W^T + b over flattened rows: dx = dy W, dW = dy^T x,
+  // db = column sums of dy.
+  Value x = o.getInput(), w = o.getWeight();
+  Value x2 = flatten2d(b, loc, x), dy2 = flatten2d(b, loc, dy);
+  if (active.contains(x)) {
+    Value dx2 = MatmulOp::create(b, loc, dy2, w, false, false);
+    accumulate(x,
+               dx2.getType() == x.getType()
+                   ? dx2
+                   : ReshapeOp::create(b, loc, x.getType(), dx2).getResult());
+  }
+  if (active.contains(w))
+    accumulate(w, MatmulOp::create(b, loc, dy2, x2, true, false));
+  if (Value bias = o.getBias(); bias && active.contains(bias))
+    accumulate(bias, SumToOp::create(b, loc, bias.getType(), dy2));
+  return success();
+}
+
+template <typename ReductionOp>
+LogicalResult Differentiator::reductionGrad(ReductionOp o, Value dy) {
+  // Broadcast dy back over the reduced axes (scaled by 1/N for mean).
+  RankedTensorType in = tensorOf(o.getInput());
+  SmallVector<int64_t> keep(in.getShape());
+  int64_t n = 1;
+  ArrayAttr axes = o.getAxes();
+  for (int64_t i = 0; i < in.getRank(); ++i) {
+    bool reduced = axes.empty() || llvm::any_of(axes, [&](Attribute a) {
+                     int64_t ax = cast<IntegerAttr>(a).getInt();
+                     return (ax < 0 ? ax + in.getRank() : ax) == i;
+                   });
+    if (reduced) {
+      n *= keep[i];
+      keep[i] = 1;
+    }
+  }
+  Value g = dy;
+  auto keepType = RankedTensorType::get(keep, in.getElementType());
+  if (g.getType() != keepType)
+    g = ReshapeOp::create(b, loc, keepType, g);
+  if (isa<MeanOp>(o.getOperation()))
+    g = MulOp::create(b, loc, g,
+                      constant(1.0 / double(n), in.getElementType()));
+  accumulate(o.getInput(), BroadcastOp::create(b, loc, in, g));
+  return success();
 }
 
 LogicalResult Differentiator::differentiate(Operation *op, Value dy) {
@@ -143,54 +228,8 @@ LogicalResult Differentiator::differentiate(Operation *op, Value dy) {
                    CastOp::create(b, loc, o.getInput().getType(), dy));
         return success();
       })
-      .Case<MatmulOp>([&](MatmulOp o) -> LogicalResult {
-        // y = op(A) op(B); dA = dy op(B)^T, dB = op(A)^T dy, transposed back
-        // when the operand itself was used transposed.
-        bool ta = o.getTransposeA(), tb = o.getTransposeB();
-        Value a = o.getA(), bm = o.getB();
-        if (active.contains(a)) {
-          Value da = ta ? MatmulOp::create(b, loc, bm, dy, tb, true)
-                        : MatmulOp::create(b, loc, dy, bm, false, !tb);
-          accumulate(a, sumTo(da, a));
-        }
-        if (active.contains(bm)) {
-          Value db;
-          if (tensorOf(bm).getRank() == 2 && tensorOf(a).getRank() > 2) {
-            // A shared rank-2 operand: one GEMM over all batch rows.
-            Value a2 = ta ? Value() : flatten2d(b, loc, a);
-            if (!a2)
-              return op->emitError("autodiff: a transposed batched operand "
-                                   "with a shared rank-2 operand is not "
-                                   "supported");
-            Value dy2 = flatten2d(b, loc, dy);
-            db = tb ? MatmulOp::create(b, loc, dy2, a2, true, false)
-                    : MatmulOp::create(b, loc, a2, dy2, true, false);
-          } else {
-            db = tb ? MatmulOp::create(b, loc, dy, a, true, ta)
-                    : MatmulOp::create(b, loc, a, dy, !ta, false);
-          }
-          accumulate(bm, sumTo(db, bm));
-        }
-        return success();
-      })
-      .Case<LinearOp>([&](LinearOp o) {
-        // y = x W^T + b over flattened rows: dx = dy W, dW = dy^T x,
-        // db = column sums of dy.
-        Value x = o.getInput(), w = o.getWeight();
-        Value x2 = flatten2d(b, loc, x), dy2 = flatten2d(b, loc, dy);
-        if (active.contains(x)) {
-          Value dx2 = MatmulOp::create(b, loc, dy2, w, false, false);
-          accumulate(x, dx2.getType() == x.getType()
-                            ? dx2
-                            : ReshapeOp::create(b, loc, x.getType(), dx2)
-                                  .getResult());
-        }
-        if (active.contains(w))
-          accumulate(w, MatmulOp::create(b, loc, dy2, x2, true, false));
-        if (Value bias = o.getBias(); bias && active.contains(bias))
-          accumulate(bias, SumToOp::create(b, loc, bias.getType(), dy2));
-        return success();
-      })
+      .Case<MatmulOp>([&](MatmulOp o) { return matmulGrad(o, dy); })
+      .Case<LinearOp>([&](LinearOp o) { return linearGrad(o, dy); })
       .Case<LayerNormOp>([&](LayerNormOp o) {
         auto g = LayerNormGradOp::create(b, loc, dy, o.getInput(),
                                          o.getWeight(), o.getEpsilonAttr());
@@ -218,32 +257,7 @@ LogicalResult Differentiator::differentiate(Operation *op, Value dy) {
                                       b, loc, dy, o.getLogits(), o.getLabels()));
         return success();
       })
-      .Case<SumOp, MeanOp>([&](auto o) {
-        // Broadcast dy back over the reduced axes (scaled by 1/N for mean).
-        RankedTensorType in = tensorOf(o.getInput());
-        SmallVector<int64_t> keep(in.getShape());
-        int64_t n = 1;
-        ArrayAttr axes = o.getAxes();
-        for (int64_t i = 0; i < in.getRank(); ++i) {
-          bool reduced = axes.empty() || llvm::any_of(axes, [&](Attribute a) {
-                           int64_t ax = cast<IntegerAttr>(a).getInt();
-                           return (ax < 0 ? ax + in.getRank() : ax) == i;
-                         });
-          if (reduced) {
-            n *= keep[i];
-            keep[i] = 1;
-          }
-        }
-        Value g = dy;
-        auto keepType = RankedTensorType::get(keep, in.getElementType());
-        if (g.getType() != keepType)
-          g = ReshapeOp::create(b, loc, keepType, g);
-        if (isa<MeanOp>(o.getOperation()))
-          g = MulOp::create(b, loc, g,
-                            constant(1.0 / double(n), in.getElementType()));
-        accumulate(o.getInput(), BroadcastOp::create(b, loc, in, g));
-        return success();
-      })
+      .Case<SumOp, MeanOp>([&](auto o) { return reductionGrad(o, dy); })
       .Case<TransposeOp>([&](TransposeOp o) {
         SmallVector<int64_t> inverse(o.getPermutation().size());
         for (auto [i, a] : llvm::enumerate(o.getPermutation()))
