@@ -638,232 +638,235 @@ YieldOp FusedOp::getYield() {
   return cast<YieldOp>(getBody().front().getTerminator());
 }
 
-LogicalResult FusedOp::verify() {
-  bool multi = getKind() == "multi_tensor";
-  bool epilogue = getKind() == "epilogue";
-  bool gemm = getKind() == "gemm", norm = getKind() == "norm";
-  bool loss = getKind() == "loss", classifier = getKind() == "classifier";
-  bool scatterAdd = getKind() == "scatter_add";
-  if (getKind() != "elementwise" && !multi && !epilogue && !gemm && !norm &&
-      !loss && !classifier && !scatterAdd)
-    return emitOpError("unknown fusion kind '")
-           << getKind()
-           << "'; expected 'elementwise', 'multi_tensor', 'epilogue', 'gemm', "
-              "'norm', 'loss', 'classifier' or 'scatter_add'";
-  Block &body = getBody().front();
-  if (body.getNumArguments() != getInputs().size())
-    return emitOpError("has ") << getInputs().size() << " inputs but its body "
-                               << body.getNumArguments() << " arguments";
-  for (auto [i, pair] :
-       llvm::enumerate(llvm::zip(getInputs(), body.getArguments())))
-    if (std::get<0>(pair).getType() != std::get<1>(pair).getType())
-      return emitOpError("input ")
-             << i << " has type " << std::get<0>(pair).getType()
-             << " but its body argument " << std::get<1>(pair).getType();
-  auto yield = dyn_cast<YieldOp>(body.getTerminator());
-  if (!yield)
-    return emitOpError("body must end with gt.yield");
-  if (yield.getValues().getTypes() != getResultTypes())
-    return emitOpError("yields ")
-           << yield.getValues().getTypes().size()
-           << " values whose types differ from its results";
-  if (getNumResults() == 0)
-    return emitOpError("computes nothing: it needs at least one result");
-  if (epilogue) {
-    auto ops = body.without_terminator();
-    Operation &first = *ops.begin();
-    auto cast = dyn_cast<CastOp>(first.getNextNode());
-    if (std::distance(ops.begin(), ops.end()) != 2 ||
-        !first.hasTrait<OpTrait::gt::CastEpilogue>() ||
-        first.getNumResults() != 1 || !cast ||
-        cast.getInput() != first.getResult(0) ||
-        yield.getValues() != ValueRange(cast.getResult()))
-      return emitOpError("an epilogue region is one op with the "
-                         "GT_CastEpilogue trait and the gt.cast of its "
-                         "result, which it yields");
-    return success();
-  }
-  if (norm) {
-    auto isNorm = [](Operation &op) {
-      return isa<LayerNormOp, LayerNormGradOp>(op);
-    };
-    auto ops = body.without_terminator();
-    auto it = llvm::find_if(ops, isNorm);
-    if (it == ops.end() || std::count_if(ops.begin(), ops.end(), isNorm) != 1)
-      return emitOpError("a norm region has one gt.layernorm or "
-                         "gt.layernorm_grad");
-    Type rows = it->getOperand(0).getType();
-    ArrayRef<int64_t> shape = cast<ShapedType>(rows).getShape();
-    // A backward region may end with the column sums of a value it computes
-    // (a linear's bias gradient; gt-fuse's addBiasGradient) and their cast.
-    Operation *colSum = nullptr;
-    for (Operation &op : ops) {
-      if (isNorm(op))
-        continue;
-      if (auto sum = dyn_cast<SumToOp>(op)) {
-        Operation *from = sum.getInput().getDefiningOp();
-        if (colSum || !isa<LayerNormGradOp>(*it) || !from ||
-            from->getBlock() != &body ||
-            sum.getType().getShape() != shape.take_back())
-          return op.emitOpError("in a norm region sums the columns of a "
-                                "value the backward region computes, once");
-        colSum = &op;
-        continue;
-      }
-      if (auto c = dyn_cast<CastOp>(op);
-          c && colSum && c.getInput() == colSum->getResult(0))
-        continue;
-      if (!op.hasTrait<OpTrait::gt::Elementwise>() ||
-          cast<ShapedType>(op.getResult(0).getType()).getShape() != shape)
-        return op.emitOpError("in a norm region is an elementwise op over "
-                              "the normalized rows ")
-               << rows;
+/// An epilogue region: one op with the GT_CastEpilogue trait and the gt.cast of
+/// its result, which it yields.
+static LogicalResult verifyEpilogueRegion(FusedOp fused, Block &body,
+                                          YieldOp yield) {
+  auto ops = body.without_terminator();
+  Operation &first = *ops.begin();
+  auto cast = dyn_cast<CastOp>(first.getNextNode());
+  if (std::distance(ops.begin(), ops.end()) != 2 ||
+      !first.hasTrait<OpTrait::gt::CastEpilogue>() ||
+      first.getNumResults() != 1 || !cast ||
+      cast.getInput() != first.getResult(0) ||
+      yield.getValues() != ValueRange(cast.getResult()))
+    return fused.emitOpError("an epilogue region is one op with the "
+                             "GT_CastEpilogue trait and the gt.cast of its "
+                             "result, which it yields");
+  return success();
+}
+
+/// A norm region: one gt.layernorm or gt.layernorm_grad and elementwise ops
+/// over its rows; a backward one may end with the column sums of a value it
+/// computes.
+static LogicalResult verifyNormRegion(FusedOp fused, Block &body,
+                                      YieldOp yield) {
+  auto isNorm = [](Operation &op) {
+    return isa<LayerNormOp, LayerNormGradOp>(op);
+  };
+  auto ops = body.without_terminator();
+  auto it = llvm::find_if(ops, isNorm);
+  if (it == ops.end() || std::count_if(ops.begin(), ops.end(), isNorm) != 1)
+    return fused.emitOpError("a norm region has one gt.layernorm or "
+                             "gt.layernorm_grad");
+  Type rows = it->getOperand(0).getType();
+  ArrayRef<int64_t> shape = cast<ShapedType>(rows).getShape();
+  // A backward region may end with the column sums of a value it computes
+  // (a linear's bias gradient; gt-fuse's addBiasGradient) and their cast.
+  Operation *colSum = nullptr;
+  for (Operation &op : ops) {
+    if (isNorm(op))
+      continue;
+    if (auto sum = dyn_cast<SumToOp>(op)) {
+      Operation *from = sum.getInput().getDefiningOp();
+      if (colSum || !isa<LayerNormGradOp>(*it) || !from ||
+          from->getBlock() != &body ||
+          sum.getType().getShape() != shape.take_back())
+        return op.emitOpError("in a norm region sums the columns of a "
+                              "value the backward region computes, once");
+      colSum = &op;
+      continue;
     }
-    return success();
+    if (auto c = dyn_cast<CastOp>(op);
+        c && colSum && c.getInput() == colSum->getResult(0))
+      continue;
+    if (!op.hasTrait<OpTrait::gt::Elementwise>() ||
+        cast<ShapedType>(op.getResult(0).getType()).getShape() != shape)
+      return op.emitOpError("in a norm region is an elementwise op over "
+                            "the normalized rows ")
+             << rows;
   }
-  if (loss) {
-    // [cast to the logits,] cross_entropy, cross_entropy_grad of the same
-    // logits and labels[, cast of the gradient]; yields the loss and the
-    // gradient.
-    SmallVector<Operation *> ops;
-    for (Operation &op : body.without_terminator())
-      ops.push_back(&op);
-    size_t i = 0;
-    auto widening = ops.size() > i ? dyn_cast<CastOp>(ops[i]) : CastOp();
-    i += widening ? 1 : 0;
-    auto ce = ops.size() > i ? dyn_cast<CrossEntropyOp>(ops[i]) : nullptr;
-    auto grad = ops.size() > i + 1 ? dyn_cast<CrossEntropyGradOp>(ops[i + 1])
-                                   : nullptr;
-    auto narrowing =
-        ops.size() > i + 2 ? dyn_cast<CastOp>(ops[i + 2]) : CastOp();
-    if (!ce || !grad || ops.size() != i + 2 + (narrowing ? 1 : 0) ||
-        (widening && widening.getResult() != ce.getLogits()) ||
-        grad.getLogits() != ce.getLogits() ||
-        grad.getLabels() != ce.getLabels() ||
-        (narrowing && narrowing.getInput() != grad.getResult()))
-      return emitOpError("a loss region is [a gt.cast to the logits,] "
-                         "gt.cross_entropy, the gt.cross_entropy_grad of the "
-                         "same logits and labels[, and the gt.cast of the "
-                         "gradient]");
-    Value dx = narrowing ? narrowing.getResult() : grad.getResult();
-    if (yield.getValues() != ValueRange{ce.getResult(), dx})
-      return emitOpError("a loss region yields the loss and the gradient");
-    return success();
-  }
-  if (scatterAdd) {
-    // gt.embedding_grad and the gt.add of its result to a region input of
-    // the same type (no broadcasting); yields the sum.
-    SmallVector<Operation *> ops;
-    for (Operation &op : body.without_terminator())
-      ops.push_back(&op);
-    auto scatter = ops.size() == 2 ? dyn_cast<EmbeddingGradOp>(ops[0])
-                                   : EmbeddingGradOp();
-    auto add = ops.size() == 2 ? dyn_cast<AddOp>(ops[1]) : AddOp();
-    Value other;
-    if (scatter && add)
-      other = add.getLhs() == scatter.getResult()   ? add.getRhs()
-              : add.getRhs() == scatter.getResult() ? add.getLhs()
-                                                    : Value();
-    if (!other || !isa<BlockArgument>(other) ||
-        other.getType() != scatter.getType() ||
-        add.getType() != scatter.getType())
-      return emitOpError("a scatter_add region is a gt.embedding_grad and "
-                         "the gt.add of its result to a region input of its "
-                         "type");
-    if (yield.getValues() != ValueRange(add.getResult()))
-      return emitOpError("a scatter_add region yields the sum");
-    return success();
-  }
-  if (classifier) {
-    // The logits' GEMM, [a widening cast,] the cross-entropy and its
-    // gradient, [casts and reshapes of the gradient,] the GEMMs reading it.
-    // The logits and their gradient stay inside (chunks of rows at a time).
-    // A small head also has the column sums of values it computes (bias
-    // gradients) and the ReLU gradient of dh.
-    auto ops = body.without_terminator();
-    Operation &first = *ops.begin();
-    CrossEntropyOp ce;
-    CrossEntropyGradOp grad;
-    auto computedInside = [&](Value v) {
-      Operation *def = v.getDefiningOp();
-      return def && def->getBlock() == &body;
-    };
-    for (Operation &op : ops) {
-      if (auto c = dyn_cast<CrossEntropyOp>(op); c && !ce) {
-        ce = c;
-      } else if (auto g = dyn_cast<CrossEntropyGradOp>(op); g && !grad) {
-        grad = g;
-      } else if (auto sum = dyn_cast<SumToOp>(op)) {
-        auto in = cast<ShapedType>(sum.getInput().getType());
-        if (!computedInside(sum.getInput()) ||
-            sum.getType().getShape() != in.getShape().take_back())
-          return op.emitOpError("in a classifier region sums the columns of "
-                                "a value the region computes");
-      } else if (auto ag = dyn_cast<ActivationGradOp>(op)) {
-        Operation *gemm = ag.getGrad().getDefiningOp();
-        if (ag.getKind() != "relu" || !computedInside(ag.getGrad()) ||
-            !gemm->hasTrait<OpTrait::gt::Contraction>())
-          return op.emitOpError("in a classifier region is the ReLU "
-                                "gradient of a GEMM's result");
-      } else if (!isa<CastOp, ReshapeOp>(op) &&
-                 !op.hasTrait<OpTrait::gt::Contraction>()) {
-        return op.emitOpError("cannot be part of a classifier region: it is "
-                              "not a GEMM, a cast, a reshape, the "
-                              "cross-entropy, a column sum or a ReLU "
-                              "gradient");
-      }
+  return success();
+}
+
+/// A loss region: [a cast to the logits,] the cross-entropy and its gradient[,
+/// the gradient's cast].
+static LogicalResult verifyLossRegion(FusedOp fused, Block &body,
+                                      YieldOp yield) {
+  // [cast to the logits,] cross_entropy, cross_entropy_grad of the same
+  // logits and labels[, cast of the gradient]; yields the loss and the
+  // gradient.
+  SmallVector<Operation *> ops;
+  for (Operation &op : body.without_terminator())
+    ops.push_back(&op);
+  size_t i = 0;
+  auto widening = ops.size() > i ? dyn_cast<CastOp>(ops[i]) : CastOp();
+  i += widening ? 1 : 0;
+  auto ce = ops.size() > i ? dyn_cast<CrossEntropyOp>(ops[i]) : nullptr;
+  auto grad =
+      ops.size() > i + 1 ? dyn_cast<CrossEntropyGradOp>(ops[i + 1]) : nullptr;
+  auto narrowing = ops.size() > i + 2 ? dyn_cast<CastOp>(ops[i + 2]) : CastOp();
+  if (!ce || !grad || ops.size() != i + 2 + (narrowing ? 1 : 0) ||
+      (widening && widening.getResult() != ce.getLogits()) ||
+      grad.getLogits() != ce.getLogits() ||
+      grad.getLabels() != ce.getLabels() ||
+      (narrowing && narrowing.getInput() != grad.getResult()))
+    return fused.emitOpError(
+        "a loss region is [a gt.cast to the logits,] "
+        "gt.cross_entropy, the gt.cross_entropy_grad of the "
+        "same logits and labels[, and the gt.cast of the "
+        "gradient]");
+  Value dx = narrowing ? narrowing.getResult() : grad.getResult();
+  if (yield.getValues() != ValueRange{ce.getResult(), dx})
+    return fused.emitOpError("a loss region yields the loss and the gradient");
+  return success();
+}
+
+/// A scatter_add region: gt.embedding_grad and the gt.add of its result to a
+/// region input.
+static LogicalResult verifyScatterAddRegion(FusedOp fused, Block &body,
+                                            YieldOp yield) {
+  // gt.embedding_grad and the gt.add of its result to a region input of
+  // the same type (no broadcasting); yields the sum.
+  SmallVector<Operation *> ops;
+  for (Operation &op : body.without_terminator())
+    ops.push_back(&op);
+  auto scatter =
+      ops.size() == 2 ? dyn_cast<EmbeddingGradOp>(ops[0]) : EmbeddingGradOp();
+  auto add = ops.size() == 2 ? dyn_cast<AddOp>(ops[1]) : AddOp();
+  Value other;
+  if (scatter && add)
+    other = add.getLhs() == scatter.getResult()   ? add.getRhs()
+            : add.getRhs() == scatter.getResult() ? add.getLhs()
+                                                  : Value();
+  if (!other || !isa<BlockArgument>(other) ||
+      other.getType() != scatter.getType() ||
+      add.getType() != scatter.getType())
+    return fused.emitOpError(
+        "a scatter_add region is a gt.embedding_grad and "
+        "the gt.add of its result to a region input of its "
+        "type");
+  if (yield.getValues() != ValueRange(add.getResult()))
+    return fused.emitOpError("a scatter_add region yields the sum");
+  return success();
+}
+
+/// A classifier region: the logits' GEMM, the cross-entropy and its gradient,
+/// the GEMMs reading it.
+static LogicalResult verifyClassifierRegion(FusedOp fused, Block &body,
+                                            YieldOp yield) {
+  // The logits' GEMM, [a widening cast,] the cross-entropy and its
+  // gradient, [casts and reshapes of the gradient,] the GEMMs reading it.
+  // The logits and their gradient stay inside (chunks of rows at a time).
+  // A small head also has the column sums of values it computes (bias
+  // gradients) and the ReLU gradient of dh.
+  auto ops = body.without_terminator();
+  Operation &first = *ops.begin();
+  CrossEntropyOp ce;
+  CrossEntropyGradOp grad;
+  auto computedInside = [&](Value v) {
+    Operation *def = v.getDefiningOp();
+    return def && def->getBlock() == &body;
+  };
+  for (Operation &op : ops) {
+    if (auto c = dyn_cast<CrossEntropyOp>(op); c && !ce) {
+      ce = c;
+    } else if (auto g = dyn_cast<CrossEntropyGradOp>(op); g && !grad) {
+      grad = g;
+    } else if (auto sum = dyn_cast<SumToOp>(op)) {
+      auto in = cast<ShapedType>(sum.getInput().getType());
+      if (!computedInside(sum.getInput()) ||
+          sum.getType().getShape() != in.getShape().take_back())
+        return op.emitOpError("in a classifier region sums the columns of "
+                              "a value the region computes");
+    } else if (auto ag = dyn_cast<ActivationGradOp>(op)) {
+      Operation *gemm = ag.getGrad().getDefiningOp();
+      if (ag.getKind() != "relu" || !computedInside(ag.getGrad()) ||
+          !gemm->hasTrait<OpTrait::gt::Contraction>())
+        return op.emitOpError("in a classifier region is the ReLU "
+                              "gradient of a GEMM's result");
+    } else if (!isa<CastOp, ReshapeOp>(op) &&
+               !op.hasTrait<OpTrait::gt::Contraction>()) {
+      return op.emitOpError("cannot be part of a classifier region: it is "
+                            "not a GEMM, a cast, a reshape, the "
+                            "cross-entropy, a column sum or a ReLU "
+                            "gradient");
     }
-    Value logits = ce ? ce.getLogits() : Value();
-    if (auto c = logits ? logits.getDefiningOp<CastOp>() : CastOp())
-      logits = c.getInput();
-    if (!first.hasTrait<OpTrait::gt::Contraction>() || !ce || !grad ||
-        logits != first.getResult(0) || grad.getLogits() != ce.getLogits() ||
-        grad.getLabels() != ce.getLabels())
-      return emitOpError("a classifier region starts with the GEMM of the "
-                         "logits and has one gt.cross_entropy and the "
-                         "gt.cross_entropy_grad of the same logits and labels");
-    if (!llvm::is_contained(yield.getValues(), ce.getResult()))
-      return emitOpError("a classifier region yields its loss");
-    for (Value v : yield.getValues())
-      if (v == logits || v == ce.getLogits() || v == grad.getResult())
-        return emitOpError("a classifier region cannot yield the logits or "
-                           "their gradient: they exist a chunk of rows at a "
-                           "time");
-    return success();
   }
-  if (gemm) {
-    auto ops = body.without_terminator();
-    Operation &first = *ops.begin();
-    if (!first.hasTrait<OpTrait::gt::Contraction>())
-      return emitOpError("a gemm region starts with a GEMM (GT_Contraction)");
-    for (Operation &op : llvm::drop_begin(ops)) {
-      if (auto gelu = dyn_cast<GeluOp>(op); gelu && !gelu.getApproximate())
-        return op.emitOpError("cannot run in a GEMM epilogue: cuBLASLt "
-                              "computes the tanh approximation only");
-      if (auto ag = dyn_cast<ActivationGradOp>(op);
-          ag && ag.getKind() != "gelu_tanh" && ag.getKind() != "relu")
-        return op.emitOpError("cannot run in a GEMM epilogue: only the "
-                              "gradients of gelu_tanh (cuBLASLt) and relu "
-                              "(gtc's small GEMM) do");
-      // The bias gradient of the GEMM's first operand (BGRADB), or the
-      // column sums of a value the region computes (gtc's small GEMM).
-      if (auto s = dyn_cast<SumToOp>(op)) {
-        Operation *from = s.getInput().getDefiningOp();
-        auto in = cast<ShapedType>(s.getInput().getType());
-        bool columns = from && from->getBlock() == &body && from != &first &&
-                       in.getRank() >= 2 &&
-                       s.getType().getShape() == in.getShape().take_back();
-        if (s.getInput() != first.getOperand(0) && !columns)
-          return op.emitOpError("in a gemm region sums the GEMM's first "
-                                "operand (the bias gradient) or the columns "
-                                "of a value the epilogue computes");
-      }
-      if (!isa<CastOp, ReshapeOp, ReluOp, GeluOp, ActivationGradOp, SumToOp>(
-              op))
-        return op.emitOpError("cannot run in a GEMM epilogue");
+  Value logits = ce ? ce.getLogits() : Value();
+  if (auto c = logits ? logits.getDefiningOp<CastOp>() : CastOp())
+    logits = c.getInput();
+  if (!first.hasTrait<OpTrait::gt::Contraction>() || !ce || !grad ||
+      logits != first.getResult(0) || grad.getLogits() != ce.getLogits() ||
+      grad.getLabels() != ce.getLabels())
+    return fused.emitOpError(
+        "a classifier region starts with the GEMM of the "
+        "logits and has one gt.cross_entropy and the "
+        "gt.cross_entropy_grad of the same logits and labels");
+  if (!llvm::is_contained(yield.getValues(), ce.getResult()))
+    return fused.emitOpError("a classifier region yields its loss");
+  for (Value v : yield.getValues())
+    if (v == logits || v == ce.getLogits() || v == grad.getResult())
+      return fused.emitOpError(
+          "a classifier region cannot yield the logits or "
+          "their gradient: they exist a chunk of rows at a "
+          "time");
+  return success();
+}
+
+/// A gemm region: a GEMM and what cuBLASLt or gtc's small GEMM run in its
+/// epilogue.
+static LogicalResult verifyGemmRegion(FusedOp fused, Block &body,
+                                      YieldOp yield) {
+  auto ops = body.without_terminator();
+  Operation &first = *ops.begin();
+  if (!first.hasTrait<OpTrait::gt::Contraction>())
+    return fused.emitOpError(
+        "a gemm region starts with a GEMM (GT_Contraction)");
+  for (Operation &op : llvm::drop_begin(ops)) {
+    if (auto gelu = dyn_cast<GeluOp>(op); gelu && !gelu.getApproximate())
+      return op.emitOpError("cannot run in a GEMM epilogue: cuBLASLt "
+                            "computes the tanh approximation only");
+    if (auto ag = dyn_cast<ActivationGradOp>(op);
+        ag && ag.getKind() != "gelu_tanh" && ag.getKind() != "relu")
+      return op.emitOpError("cannot run in a GEMM epilogue: only the "
+                            "gradients of gelu_tanh (cuBLASLt) and relu "
+                            "(gtc's small GEMM) do");
+    // The bias gradient of the GEMM's first operand (BGRADB), or the
+    // column sums of a value the region computes (gtc's small GEMM).
+    if (auto s = dyn_cast<SumToOp>(op)) {
+      Operation *from = s.getInput().getDefiningOp();
+      auto in = cast<ShapedType>(s.getInput().getType());
+      bool columns = from && from->getBlock() == &body && from != &first &&
+                     in.getRank() >= 2 &&
+                     s.getType().getShape() == in.getShape().take_back();
+      if (s.getInput() != first.getOperand(0) && !columns)
+        return op.emitOpError("in a gemm region sums the GEMM's first "
+                              "operand (the bias gradient) or the columns "
+                              "of a value the epilogue computes");
     }
-    return success();
+    if (!isa<CastOp, ReshapeOp, ReluOp, GeluOp, ActivationGradOp, SumToOp>(op))
+      return op.emitOpError("cannot run in a GEMM epilogue");
   }
+  return success();
+}
+
+/// An elementwise or multi_tensor region: elementwise ops over one
+/// iteration shape (each over its own inputs, multi_tensor), an elementwise
+/// one possibly ending with the column sums of values it computes.
+static LogicalResult verifyElementwiseRegion(FusedOp fused, Block &body,
+                                             YieldOp yield) {
+  bool multi = fused.getKind() == "multi_tensor";
   // The iteration shape is the first op's. An elementwise region may end
   // with the column sums of values it computes (sums over all rows to the
   // last dimension: gt-fuse's addColumnSums), each with the cast of its
@@ -871,7 +874,7 @@ LogicalResult FusedOp::verify() {
   auto ops = body.without_terminator();
   Operation *first = ops.empty() ? nullptr : &*ops.begin();
   Type iteration = multi || !first || first->getNumResults() != 1
-                       ? getResult(0).getType()
+                       ? fused.getResult(0).getType()
                        : first->getResult(0).getType();
   auto shape = cast<RankedTensorType>(iteration).getShape();
   llvm::SmallPtrSet<Operation *, 4> sums;
@@ -916,8 +919,56 @@ LogicalResult FusedOp::verify() {
   }
   for (Value v : yield.getValues())
     if (isa<BlockArgument>(v))
-      return emitOpError("yields its own input; use the value directly");
+      return fused.emitOpError("yields its own input; use the value directly");
   return success();
+}
+
+/// The region kinds of gt.fused and the verifier of each.
+static const std::pair<StringRef, LogicalResult (*)(FusedOp, Block &, YieldOp)>
+    kFusionKinds[] = {
+        {"elementwise", verifyElementwiseRegion},
+        {"multi_tensor", verifyElementwiseRegion},
+        {"epilogue", verifyEpilogueRegion},
+        {"gemm", verifyGemmRegion},
+        {"norm", verifyNormRegion},
+        {"loss", verifyLossRegion},
+        {"classifier", verifyClassifierRegion},
+        {"scatter_add", verifyScatterAddRegion},
+};
+
+LogicalResult FusedOp::verify() {
+  auto kind = llvm::find_if(
+      kFusionKinds, [&](const auto &k) { return k.first == getKind(); });
+  if (kind == std::end(kFusionKinds)) {
+    auto diag = emitOpError("unknown fusion kind '")
+                << getKind() << "'; expected ";
+    for (size_t i = 0; i < std::size(kFusionKinds); ++i)
+      diag << (i == 0                             ? ""
+               : i + 1 == std::size(kFusionKinds) ? " or "
+                                                  : ", ")
+           << "'" << kFusionKinds[i].first << "'";
+    return diag;
+  }
+  Block &body = getBody().front();
+  if (body.getNumArguments() != getInputs().size())
+    return emitOpError("has ") << getInputs().size() << " inputs but its body "
+                               << body.getNumArguments() << " arguments";
+  for (auto [i, pair] :
+       llvm::enumerate(llvm::zip(getInputs(), body.getArguments())))
+    if (std::get<0>(pair).getType() != std::get<1>(pair).getType())
+      return emitOpError("input ")
+             << i << " has type " << std::get<0>(pair).getType()
+             << " but its body argument " << std::get<1>(pair).getType();
+  auto yield = dyn_cast<YieldOp>(body.getTerminator());
+  if (!yield)
+    return emitOpError("body must end with gt.yield");
+  if (yield.getValues().getTypes() != getResultTypes())
+    return emitOpError("yields ")
+           << yield.getValues().getTypes().size()
+           << " values whose types differ from its results";
+  if (getNumResults() == 0)
+    return emitOpError("computes nothing: it needs at least one result");
+  return kind->second(*this, body, yield);
 }
 
 LogicalResult AllReduceOp::verify() {
