@@ -8,6 +8,8 @@
 #   tools/dev.sh gpu-bundle  portable binaries and data for test/gpu/run.sh
 #   tools/dev.sh sanitize    every test again in an ASan+UBSan build (build-asan,
 #                            clang), then a short run of every fuzz target
+#   tools/dev.sh kernel-dump FILE  every CUDA kernel the unit tests emit, into
+#                            FILE: compare two dumps around an emitter change
 #   tools/dev.sh fuzz [SECONDS] [TARGET...]  fuzz (libFuzzer, build-asan);
 #                            test/fuzz/run.sh says more
 #
@@ -114,6 +116,14 @@ case "${1:-}" in
     cp /usr/share/datasets/fashion-mnist/*.gz gpu-bundle/fashion-mnist/
     cp ../shared/bench/torch_reference.py ../shared/bench/torch_ddp.py gpu-bundle/ 2>/dev/null || true
     du -sh gpu-bundle
+    ;;
+  kernel-dump)
+    build
+    out=$(realpath -m "${2:?usage: tools/dev.sh kernel-dump FILE}")
+    rm -f "$out"
+    GTC_KERNEL_DUMP="$out" "$BUILD_DIR/test/unit/gtc-unittests" \
+      --gtest_filter='CudaEmitterTest.*' >/dev/null
+    echo "$(grep -c '^//// ' "$out") kernels in $out"
     ;;
   sanitize)
     sanitize_build

@@ -7,22 +7,23 @@
 // of a transformer) are compiled once.
 //===----------------------------------------------------------------------===//
 
+#include "gtc/CodeGen/CudaEmitter.h"
 #include "CompileHelpers.h"
 #include "OpModels.h"
-#include "gtc/CodeGen/CudaEmitter.h"
 #include "gtc/Frontend/Driver.h"
 #include "gtc/Plan/Pipeline.h"
 #include "gtc/Runtime/CpuExecutor.h"
+#include "gtc/Runtime/Cuda.h"
+#include "gtc/Runtime/ScalarOps.h"
 #include "gtc/Runtime/Streams.h"
 #include "mlir/IR/Diagnostics.h"
 #include "gtest/gtest.h"
 #include <chrono>
-#include <cstring>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
-#include "gtc/Runtime/Cuda.h"
-#include "gtc/Runtime/ScalarOps.h"
 #include <nvrtc.h>
 #include <set>
 #include <sstream>
@@ -107,6 +108,18 @@ struct Stats {
                 launches, compiled, seconds);
   }
 };
+
+/// With GTC_KERNEL_DUMP=file, every kernel the tests emit (comment and
+/// source, in the tests' order) is appended to that file: run before and
+/// after a change to the emitter or its .cuh files and compare the two dumps
+/// (`tools/dev.sh kernel-dump`).
+void dumpKernel(const rt::CudaLaunch &l) {
+  static const char *path = std::getenv("GTC_KERNEL_DUMP");
+  if (!path)
+    return;
+  std::ofstream out(path, std::ios::app);
+  out << "//// " << l.name << ": " << l.comment << "\n" << l.source << "\n";
+}
 
 /// The stream schedule (scheduleStreams) orders every two plan kernels
 /// that the plan's data flow orders: one writes (outputs) memory the other
@@ -278,6 +291,7 @@ void checkPlan(const rt::Plan &plan, Stats &stats,
           EXPECT_TRUE(validBuffer(id));
         break;
       case rt::CudaLaunch::Kind::Kernel: {
+        dumpKernel(l);
         EXPECT_GE(l.grid, 1);
         EXPECT_TRUE(l.block >= 32 && l.block <= 1024 && l.block % 32 == 0);
         // No headers under NVRTC: ScalarOps.h's one include is for the

@@ -71,35 +71,6 @@ __device__ __forceinline__ void dots(float (&s)[R], const float *rows,
 )CU";
 }
 
-/// `weighted<R>(acc, w, tile)`: acc[i][j] += sum_v w[i][v] * tile[v][c] for
-/// the lane's head dimensions c = lane + 32 j, 32 rows v of `tile` (row
-/// stride HDP) and weights w (R rows of 32, in shared memory).
-const char *kWeightedSnippet = R"CU(
-template <int R>
-__device__ __forceinline__ void weighted(float (&acc)[R][NC],
-                                         const float (*w)[32],
-                                         const float *tile, int lane) {
-#pragma unroll 2
-  for (int v = 0; v < 32; v += 4) {
-    float4 p[R];
-#pragma unroll
-    for (int i = 0; i < R; ++i)
-      p[i] = *reinterpret_cast<const float4 *>(&w[i][v]);
-#pragma unroll
-    for (int j = 0; j < NC; ++j) {
-      const int c = lane + 32 * j;
-      if (c < HD) {
-        const float x0 = tile[v * HDP + c], x1 = tile[(v + 1) * HDP + c];
-        const float x2 = tile[(v + 2) * HDP + c], x3 = tile[(v + 3) * HDP + c];
-#pragma unroll
-        for (int i = 0; i < R; ++i)
-          acc[i][j] += p[i].x * x0 + p[i].y * x1 + p[i].z * x2 + p[i].w * x3;
-      }
-    }
-  }
-}
-)CU";
-
 std::string attnConsts(const AttnShape &s, bool causal, float scale) {
   return "constexpr int B = " + str(s.b) + ", T = " + str(s.t) +
          ", D = " + str(s.d) + ", H = " + str(s.h) + ", HD = " + str(s.hd) +
@@ -181,31 +152,6 @@ int64_t pickQueryTile(int64_t fixed, int64_t perQuery) {
   return 0;
 }
 
-/// Scores of the warp's queries against the lane's key, masked, folded into
-/// the running max m and sum l (online softmax); the weights go to ws and
-/// acc is rescaled.
-const char *kOnlineSoftmax = R"CU(      float s[QPW];
-      dots<QPW>(s, qs + warp * HD, 8 * HD, ks + lane * HDP);
-#pragma unroll
-      for (int i = 0; i < QPW; ++i) {
-        const int t = q0 + warp + 8 * i;
-        const bool valid = u < T && t < T && (!CAUSAL || u <= t);
-        const float sc = valid ? s[i] * SCALE : -GTC_INF;
-        const float mx = fmaxf(m[i], warp_max(sc));
-        const float alpha = mx == -GTC_INF ? 1.f : expf(m[i] - mx);
-        const float p = valid ? expf(sc - mx) : 0.f;
-        l[i] = l[i] * alpha + warp_sum(p);
-        m[i] = mx;
-        ws[warp][i][lane] = p;
-#pragma unroll
-        for (int j = 0; j < NC; ++j)
-          acc[i][j] *= alpha;
-      }
-      __syncwarp();
-      weighted<QPW>(acc, ws[warp], vs, lane);
-      __syncwarp();
-)CU";
-
 const char *kForwardState = R"CU(    float m[QPW], l[QPW], acc[QPW][NC];
 #pragma unroll
     for (int i = 0; i < QPW; ++i) {
@@ -247,7 +193,7 @@ bool Emitter::attention() {
                        ", QPW = BQ / 8;  // queries per block and warp\n"
                        "constexpr int QT = " +
                        str(qt) + ";  // query tiles\n" + dotsSnippet(s.hd) +
-                       kWeightedSnippet;
+                       cuh::attention_weighted;
   std::string finish = R"CU(      auto *out = y + ((i64)b * T + t) * D + h * HD;
 #pragma unroll
       for (int j = 0; j < NC; ++j)
@@ -256,7 +202,8 @@ bool Emitter::attention() {
       if (lane == 0)
         lse[((i64)b * H + h) * T + t] = m[i] + logf(l[i]);
 )CU";
-  std::string body = attnQueryLoop(false, kForwardState, kOnlineSoftmax, finish);
+  std::string body = attnQueryLoop(false, kForwardState,
+                                   cuh::attention_online_softmax, finish);
   launch("", "one block per " + str(bq) + " queries of one (batch, head): " +
                  str(s.b * s.h * qt) + " tiles, online softmax over " +
                  str(s.t) + " keys",
@@ -306,7 +253,7 @@ bool Emitter::attentionGrad() {
   int64_t qt = ceilDiv(s.t, bq);
   std::string consts = common + "constexpr int BQ = " + str(bq) +
                        ", QPW = BQ / 8;\nconstexpr int QT = " + str(qt) +
-                       ";\n" + dotsSnippet(s.hd) + kWeightedSnippet;
+                       ";\n" + dotsSnippet(s.hd) + cuh::attention_weighted;
   std::string finish = R"CU(      const auto *g = dy + ((i64)b * T + t) * D + h * HD;
       float delta = 0.f;
 #pragma unroll
@@ -325,7 +272,9 @@ bool Emitter::attentionGrad() {
              " queries of one (batch, head); lse and dy.y per query to the "
              "workspace",
          {in(dy, "dy"), in(qkv, "qkv"), ws("float", "stats")}, kWarpHelpers,
-         consts, attnQueryLoop(false, kForwardState, kOnlineSoftmax, finish),
+         consts,
+         attnQueryLoop(false, kForwardState, cuh::attention_online_softmax,
+                       finish),
          std::min(s.b * s.h * qt, kMaxRowGrid));
 
   // Pass 2: dq.
@@ -335,7 +284,7 @@ bool Emitter::attentionGrad() {
   qt = ceilDiv(s.t, bq);
   consts = common + "constexpr int BQ = " + str(bq) +
            ", QPW = BQ / 8;\nconstexpr int QT = " + str(qt) + ";\n" +
-           dotsSnippet(s.hd) + kWeightedSnippet;
+           dotsSnippet(s.hd) + cuh::attention_weighted;
   std::string state = R"CU(    float lse[QPW], delta[QPW], acc[QPW][NC];
 #pragma unroll
     for (int i = 0; i < QPW; ++i) {
@@ -392,83 +341,8 @@ bool Emitter::attentionGrad() {
   consts = common + "constexpr int KPW = " + str(kpw) +
            ", BKY = 8 * KPW;  // keys per warp and block\nconstexpr int KT = " +
            str(kt) + ";  // key tiles\n" + dotsSnippet(s.hd) +
-           kWeightedSnippet;
-  std::string body = R"CU(  __shared__ __align__(16) float kk[BKY * HD];
-  __shared__ __align__(16) float vv[BKY * HD];
-  __shared__ __align__(16) float qs[32 * HDP];
-  __shared__ __align__(16) float gs[32 * HDP];
-  __shared__ __align__(16) float ps[8][KPW][32];
-  __shared__ __align__(16) float dss[8][KPW][32];
-  __shared__ float lses[32], deltas[32];
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  for (int tile = blockIdx.x; tile < B * H * KT; tile += gridDim.x) {
-    const int kt = tile % KT;  // the longest causal tiles first
-    const int h = tile / KT % H, b = tile / KT / H;
-    const int u0 = kt * BKY;
-    const auto *base = qkv + (i64)b * T * ROW + h * HD;
-    const float *st = stats + ((i64)b * H + h) * T * 2;
-    __syncthreads();
-    for (int e = threadIdx.x; e < BKY * HD; e += blockDim.x) {
-      const int r = e / HD, c = e % HD;
-      const bool ok = u0 + r < T;
-      const auto *src = base + (i64)(u0 + r) * ROW + c;
-      kk[e] = ok ? src[D] : 0.f;
-      vv[e] = ok ? src[2 * D] : 0.f;
-    }
-    float dk[KPW][NC], dv[KPW][NC];
-#pragma unroll
-    for (int i = 0; i < KPW; ++i)
-#pragma unroll
-      for (int j = 0; j < NC; ++j)
-        dk[i][j] = dv[i][j] = 0.f;
-    for (int t0 = CAUSAL ? u0 / 32 * 32 : 0; t0 < T; t0 += 32) {
-      __syncthreads();
-      for (int e = threadIdx.x; e < 32 * HD; e += blockDim.x) {
-        const int r = e / HD, c = e % HD;
-        const bool ok = t0 + r < T;
-        qs[r * HDP + c] = ok ? base[(i64)(t0 + r) * ROW + c] : 0.f;
-        gs[r * HDP + c] = ok ? dy[((i64)b * T + t0 + r) * D + h * HD + c] : 0.f;
-      }
-      if (threadIdx.x < 32) {
-        const bool ok = t0 + threadIdx.x < T;
-        lses[threadIdx.x] = ok ? st[(t0 + threadIdx.x) * 2] : 0.f;
-        deltas[threadIdx.x] = ok ? st[(t0 + threadIdx.x) * 2 + 1] : 0.f;
-      }
-      __syncthreads();
-      if (CAUSAL && t0 + 31 < u0 + warp)
-        continue;  // every query of the tile precedes the warp's keys
-      const int t = t0 + lane;
-      float s[KPW], dp[KPW];
-      dots<KPW>(s, kk + warp * HD, 8 * HD, qs + lane * HDP);
-      dots<KPW>(dp, vv + warp * HD, 8 * HD, gs + lane * HDP);
-#pragma unroll
-      for (int i = 0; i < KPW; ++i) {
-        const int u = u0 + warp + 8 * i;
-        const bool valid = u < T && t < T && (!CAUSAL || t >= u);
-        const float p = valid ? expf(s[i] * SCALE - lses[lane]) : 0.f;
-        ps[warp][i][lane] = p;
-        dss[warp][i][lane] = p * (dp[i] - deltas[lane]) * SCALE;
-      }
-      __syncwarp();
-      weighted<KPW>(dv, ps[warp], gs, lane);
-      weighted<KPW>(dk, dss[warp], qs, lane);
-      __syncwarp();
-    }
-#pragma unroll
-    for (int i = 0; i < KPW; ++i) {
-      const int u = u0 + warp + 8 * i;
-      if (u >= T)
-        continue;
-      auto *out = dqkv + ((i64)b * T + u) * ROW + h * HD;
-#pragma unroll
-      for (int j = 0; j < NC; ++j)
-        if (lane + 32 * j < HD) {
-          out[D + lane + 32 * j] = dk[i][j];
-          out[2 * D + lane + 32 * j] = dv[i][j];
-        }
-    }
-  }
-)CU";
+           cuh::attention_weighted;
+  std::string body = cuh::attention_grad;
   launch("dkdv",
          "one block per " + str(bk) +
              " keys of one (batch, head); dk, dv = sums over queries",

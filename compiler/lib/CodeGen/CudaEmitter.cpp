@@ -95,22 +95,22 @@ void Emitter::launch(const std::string &suffix, const std::string &what,
     note += "//   out " +
             (id < 0 ? std::string("(not stored)") : describe(id)) + "\n";
   l.comment = note + "// " + l.name + ": " + what + "\n";
-  std::string src = kPrelude;
+  std::string src = cuh::prelude;
   if (body.find("gtc_scalar::") != std::string::npos ||
       consts.find("gtc_scalar::") != std::string::npos)
     src += kScalarOpsSnippet;
   if (helpers & (kWarpHelpers | kRowHelpers | kArgmaxHelpers))
-    src += kWarpSnippet;
+    src += cuh::warp;
   if (helpers & kRowHelpers)
-    src += kRowSnippet;
+    src += cuh::row;
   if (helpers & kArgmaxHelpers)
-    src += kArgmaxSnippet;
+    src += cuh::argmax;
   if (helpers & kPackHelpers)
-    src += kPackSnippet;
+    src += cuh::pack;
   if (helpers & (kAsyncHelpers | kClusterHelpers))
-    src += kAsyncSnippet;
+    src += cuh::async;
   if (helpers & kClusterHelpers)
-    src += kClusterSnippet;
+    src += cuh::cluster;
   src += "\n" + consts;
   src += "\nextern \"C\" __global__ void __launch_bounds__(" + str(block) +
          (minBlocks > 0 ? ", " + str(minBlocks) : "") + ")" +

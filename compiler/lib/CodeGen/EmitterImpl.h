@@ -10,13 +10,15 @@
 
 #include "gtc/CodeGen/CudaEmitter.h"
 #include "gtc/CodeGen/SmallKernels.h"
+// cuh::<name>: the CUDA text of kernels/<name>.cuh (kernels/README.md).
+#include "CudaTexts.inc"
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <functional>
 #include <initializer_list>
-#include <map>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -33,7 +35,6 @@ inline constexpr int kBlock = 256;
 /// launch in all); larger ones
 /// spread the rows over the GPU (a 512 x 50257 one took 55 ms in one block).
 inline constexpr int64_t kOneBlockRows = 1024, kOneBlockLogits = 1 << 16;
-
 
 /// Grid cap of grid-stride elementwise kernels: 8 blocks per SM of an H100.
 inline constexpr int64_t kMaxGrid = 132 * 8;
@@ -128,267 +129,12 @@ enum Helper : unsigned {
                         ///< and remote stores (needs kAsyncHelpers)
 };
 
-inline const char *const kPrelude = R"CU(typedef long long i64;
-#define GTC_INF __int_as_float(0x7f800000)
-#define GTC_NAN __int_as_float(0x7fffffff)
-// 16-bit storage types (no CUDA headers under NVRTC): read as float, assigned
-// from float with round-to-nearest-even (PTX cvt.rn; sm_80 and newer).
-struct bf16_t {
-  unsigned short u;
-  __device__ __forceinline__ operator float() const {
-    return __uint_as_float((unsigned)u << 16);
-  }
-  __device__ __forceinline__ bf16_t &operator=(float f) {
-    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(u) : "f"(f));
-    return *this;
-  }
-};
-struct f16_t {
-  unsigned short u;
-  __device__ __forceinline__ operator float() const {
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(u));
-    return f;
-  }
-  __device__ __forceinline__ f16_t &operator=(float f) {
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(u) : "f"(f));
-    return *this;
-  }
-};
-struct __align__(8) bf16_t4 { bf16_t x, y, z, w; };
-struct __align__(8) f16_t4 { f16_t x, y, z, w; };
-)CU";
-
 /// runtime/include/gtc/Runtime/ScalarOps.h as it is: the activations'
 /// formulas, which the CPU executor compiles too. Added to a kernel that
 /// calls them (gtc_scalar::).
 inline const char *const kScalarOpsSnippet =
 #include "gtc/Runtime/ScalarOpsText.inc"
     ;
-
-inline const char *const kWarpSnippet = R"CU(
-// Butterfly reductions: every lane gets the same, deterministic result. Over
-// the W lanes of an aligned group (W a power of two up to 32): the lanes of
-// a warp all take part, each group reducing its own values.
-struct Add {
-  template <typename T> __device__ T operator()(T a, T b) const { return a + b; }
-};
-struct Max {
-  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
-};
-template <int W = 32, typename T, typename Op>
-__device__ __forceinline__ T warp_reduce(T v, Op op) {
-#pragma unroll
-  for (int o = W / 2; o > 0; o >>= 1)
-    v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-__device__ __forceinline__ float warp_sum(float v) { return warp_reduce(v, Add()); }
-__device__ __forceinline__ double warp_sum(double v) { return warp_reduce(v, Add()); }
-__device__ __forceinline__ float warp_max(float v) { return warp_reduce(v, Max()); }
-)CU";
-
-inline const char *const kRowSnippet = R"CU(
-// Reductions over the RT threads that share a row: part of a warp (RT a
-// power of two below 32), one warp (RT = 32) or RT / 32 consecutive warps. Every thread of the block must call them (they
-// synchronize the block when RT > 32); every thread of the row gets the
-// result, combined in a fixed order. `sh` holds one value per warp.
-//
-// across_warps: the row's warps combine their reduced values (nothing when
-// RT <= 32).
-template <int RT, typename T, typename Op>
-__device__ __forceinline__ T across_warps(T v, T *sh, Op op) {
-  if (RT > 32) {
-    __syncthreads();
-    if ((threadIdx.x & 31) == 0)
-      sh[threadIdx.x >> 5] = v;
-    __syncthreads();
-    const int first = threadIdx.x / RT * (RT / 32);
-    v = sh[first];
-    for (int w = 1; w < RT / 32; ++w)
-      v = op(v, sh[first + w]);
-  }
-  return v;
-}
-template <int RT, typename T, typename Op>
-__device__ __forceinline__ T row_reduce(T v, T *sh, Op op) {
-  return across_warps<RT>(warp_reduce<(RT < 32 ? RT : 32)>(v, op), sh, op);
-}
-template <int RT, typename T>
-__device__ __forceinline__ T row_sum(T v, T *sh) { return row_reduce<RT>(v, sh, Add()); }
-// A row's sum of float terms, as a double: each warp adds its lanes' terms
-// in float, the warps' sums are added in double. (Double shuffles cost the
-// layer norm gradient 7% of its time.)
-template <int RT>
-__device__ __forceinline__ double row_sum_wide(float v, double *sh) {
-  return across_warps<RT>((double)warp_reduce<(RT < 32 ? RT : 32)>(v, Add()),
-                          sh, Add());
-}
-template <int RT>
-__device__ __forceinline__ float row_max(float v, float *sh) {
-  return row_reduce<RT>(v, sh, Max());
-}
-)CU";
-
-inline const char *const kArgmaxSnippet = R"CU(
-// The largest value of a row and its first index (ties: the smaller index
-// wins, as std::max_element). Same calling rules as row_sum.
-__device__ __forceinline__ void argmax_combine(float &v, int &i, float ov,
-                                               int oi) {
-  if (ov > v || (ov == v && oi < i)) {
-    v = ov;
-    i = oi;
-  }
-}
-template <int RT>
-__device__ __forceinline__ void row_argmax(float &v, int &i, float *shv,
-                                           int *shi) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1)
-    argmax_combine(v, i, __shfl_xor_sync(0xffffffffu, v, o),
-                   __shfl_xor_sync(0xffffffffu, i, o));
-  if (RT > 32) {
-    __syncthreads();
-    if ((threadIdx.x & 31) == 0) {
-      shv[threadIdx.x >> 5] = v;
-      shi[threadIdx.x >> 5] = i;
-    }
-    __syncthreads();
-    const int first = threadIdx.x / RT * (RT / 32);
-    v = shv[first];
-    i = shi[first];
-    for (int w = 1; w < RT / 32; ++w)
-      argmax_combine(v, i, shv[first + w], shi[first + w]);
-  }
-}
-)CU";
-
-inline const char *const kPackSnippet = R"CU(
-// V consecutive elements of type T in one aligned access of V * sizeof(T)
-// bytes (callers index them at multiples of V from an aligned start).
-template <typename T, int V> struct alignas(sizeof(T) * V) pack_t { T e[V]; };
-template <int V, typename T>
-__device__ __forceinline__ void loadv(const T *p, float *v) {
-  const pack_t<T, V> q = *reinterpret_cast<const pack_t<T, V> *>(p);
-#pragma unroll
-  for (int e = 0; e < V; ++e)
-    v[e] = (float)q.e[e];
-}
-template <int V, typename T>
-__device__ __forceinline__ void storev(T *p, const float *v) {
-  pack_t<T, V> q;
-#pragma unroll
-  for (int e = 0; e < V; ++e)
-    q.e[e] = v[e];
-  *reinterpret_cast<pack_t<T, V> *>(p) = q;
-}
-)CU";
-
-inline const char *const kAsyncSnippet = R"CU(
-typedef unsigned u32;
-// The shared-memory address of p (the compiler folds it into the
-// instruction's address: no per-use conversion).
-__device__ __forceinline__ u32 smem_u32(const void *p) {
-  return static_cast<u32>(__cvta_generic_to_shared(p));
-}
-// B (4, 8 or 16) bytes global -> shared, asynchronously; zeros when !ok.
-template <int B>
-__device__ __forceinline__ void cp_async(void *dst, const void *src, bool ok) {
-  static_assert(B == 4 || B == 8 || B == 16, "cp.async copies 4, 8 or 16 bytes");
-  if (B == 16) // bypassing L1
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-                 :: "r"(smem_u32(dst)), "l"(src), "r"(ok ? 16 : 0));
-  else
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n"
-                 :: "r"(smem_u32(dst)), "l"(src), "n"(B), "r"(ok ? B : 0));
-}
-// V elements of T global -> shared, zeros when !ok: asynchronously where
-// the copy is 4, 8 or 16 bytes, else (one 16-bit element) with a plain load.
-template <int V, typename T>
-__device__ __forceinline__ void copy_async(void *dst, const T *src, bool ok) {
-  constexpr int B = V * (int)sizeof(T);
-  if constexpr (B >= 4) {
-    cp_async<B>(dst, src, ok);
-  } else {
-    static_assert(B == 2, "one 16-bit element");
-    *reinterpret_cast<unsigned short *>(dst) =
-        ok ? *reinterpret_cast<const unsigned short *>(src) : 0;
-  }
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-// Waits until at most N of the committed groups are still in flight.
-template <int N> __device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" :: "n"(N));
-}
-)CU";
-
-inline const char *const kClusterSnippet = R"CU(
-// Thread-block clusters (sm_90): CLUSTERS is 1 where the architecture has
-// them, and GTC_CLUSTER, placed after __launch_bounds__, makes clusters of
-// S CTAs (the kernel's constant). CTAs push data into each other's shared
-// memory with st.async, each store completing on the receiving CTA's
-// mbarrier, which expects the bytes that will arrive: the receiver waits
-// for its data alone, and no cluster-wide release (a GPU-wide memory
-// barrier on sm_90) is needed. Protocol, every thread of every CTA:
-//   push_begin(bar, bytes)   first thing: thread 0 sets up this CTA's
-//                            mbarrier for `bytes`, then the CTA arrives on
-//                            the cluster barrier (it has started);
-//   push_ready()             before the first push: waits for every CTA of
-//                            the cluster to have started;
-//   push(p, bar, rank, ...)  stores into CTA `rank`'s copy of p;
-//   push_wait(bar)           waits until this CTA's bytes have arrived.
-#if __CUDA_ARCH__ >= 900
-#define CLUSTERS 1
-__device__ __forceinline__ u32 cluster_rank() {
-  u32 r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-// p's address in the shared memory of the cluster's CTA `rank`.
-__device__ __forceinline__ u32 remote(const void *p, u32 rank) {
-  u32 r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(smem_u32(p)), "r"(rank));
-  return r;
-}
-__device__ __forceinline__ void push_begin(unsigned long long *bar, u32 bytes) {
-  if (threadIdx.x == 0) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_u32(bar)) : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
-                 :: "r"(smem_u32(bar)), "r"(bytes) : "memory");
-  }
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-}
-__device__ __forceinline__ void push_ready() {
-  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
-}
-__device__ __forceinline__ void push(float *p, unsigned long long *bar, u32 rank,
-                                     float x, float y) {
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];"
-               :: "r"(remote(p, rank)), "f"(x), "f"(y), "r"(remote(bar, rank)) : "memory");
-}
-__device__ __forceinline__ void push(float *p, unsigned long long *bar, u32 rank,
-                                     float x, float y, float z, float w) {
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];"
-               :: "r"(remote(p, rank)), "f"(x), "f"(y), "f"(z), "f"(w),
-                  "r"(remote(bar, rank)) : "memory");
-}
-__device__ __forceinline__ void push_wait(unsigned long long *bar) {
-  u32 done = 0;
-  while (!done)
-    asm volatile("{\n .reg .pred p;\n"
-                 " mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n"
-                 " selp.u32 %0, 1, 0, p;\n}"
-                 : "=r"(done) : "r"(smem_u32(bar)) : "memory");
-}
-#define GTC_CLUSTER __cluster_dims__(S, 1, 1)
-#else
-#define CLUSTERS 0
-#define GTC_CLUSTER
-#endif
-)CU";
 
 /// Threads per row for a row-wise kernel over rows of `n`: a warp for short
 /// rows, up to the whole block for long ones (at most 8 elements a thread

@@ -240,335 +240,6 @@ bool Emitter::gemmRegion() {
 // clusters) each CTA of a cluster computes all of K itself and finishes
 // its columns: the same results, S times the products.
 
-namespace {
-
-const char *const kSmallGemmSource = R"CU(
-constexpr int BM = 64, BN = 64, BK = 32, THREADS = 256;
-// 8 warps, 2 x 4 over the tile: 32 rows x 16 columns each, NI = 2 mma
-// tiles of 8 columns.
-constexpr int NI = 2;
-// Shared tiles hold float, or the raw 16 bits of bf16/fp16, in the layout
-// of the global matrix: a tile of op(A) (rows m) or op(B) (rows n) is
-// [row][k] when k is contiguous in memory (KC), else [k][row].
-typedef SMEM_T S_T;
-constexpr int PAD = sizeof(S_T) == 4 ? 4 : 8; // no bank conflicts
-constexpr int LDK = BK + PAD, LDR = 64 + 8;
-constexpr int TILE = 64 * LDK > BK * LDR ? 64 * LDK : BK * LDR; // elements
-constexpr int CHUNKS = (K + BK - 1) / BK;
-constexpr int KPER = (CHUNKS + S - 1) / S * BK; // K of one CTA
-constexpr int STAGES = KPER / BK < 4 ? KPER / BK : 4;
-constexpr int NT = (N + BN - 1) / BN;           // column tiles
-constexpr int CW = BN / S;                      // columns a CTA finishes
-// Without clusters (below sm_90) each CTA has the whole sum itself.
-#if __CUDA_ARCH__ >= 900
-constexpr int PARTS = S;
-#else
-constexpr int PARTS = 1;
-#endif
-// The slices' bytes (the emitter's figure), then the partial tiles that
-// the cluster's CTAs send this one: [PARTS][BM][CW] floats, and the column
-// sums' partial sums.
-static_assert(TILES_BYTES >= STAGES * 2 * TILE * (int)sizeof(S_T), "slices");
-
-// A 64-row x BK tile of a matrix whose element (r, k) is at g[r * LD + k]
-// (KC) or g[k * LD + r]; V elements a copy along the contiguous side.
-template <bool KC, int V, int LD, int ROWS> struct Tile {
-  static constexpr int PER = (KC ? BK : 64) / V; // copies per line
-  static constexpr int COPIES = 64 * BK / V / THREADS;
-  static __device__ __forceinline__ void load(S_T *s, const E *g, int r0,
-                                              int k0, int kend) {
-#pragma unroll
-    for (int i = 0; i < COPIES; ++i) {
-      const int q = threadIdx.x + i * THREADS;
-      const int line = q / PER, at = q % PER * V;
-      const int r = KC ? line : at, k = KC ? at : line;
-      const bool ok = r0 + r < ROWS && k0 + k < kend;
-      const i64 off = KC ? (i64)(r0 + r) * LD + k0 + k : (i64)(k0 + k) * LD + r0 + r;
-      copy_async<V>(s + (KC ? r * LDK + k : k * LDR + r), g + (ok ? off : 0), ok);
-    }
-  }
-  // Element (r, k) of a float tile.
-  static __device__ __forceinline__ S_T at(const S_T *s, int r, int k) {
-    return s[KC ? r * LDK + k : k * LDR + r];
-  }
-  // Elements (r, k) and (r, k + 1) of a 16-bit tile, k even: one mma register.
-  static __device__ __forceinline__ u32 pair(const S_T *s, int r, int k) {
-    if (KC)
-      return *reinterpret_cast<const u32 *>(s + r * LDK + k);
-    return (u32)s[k * LDR + r] | (u32)s[(k + 1) * LDR + r] << 16;
-  }
-};
-
-// A shared-memory element as float.
-__device__ __forceinline__ float value(float v) { return v; }
-template <typename T, typename EE = E>
-__device__ __forceinline__ float value(T raw) {
-  EE e;
-  e.u = raw;
-  return (float)e;
-}
-__device__ __forceinline__ u32 tf32(float x) {
-  u32 r;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-  return r;
-}
-
-)CU";
-
-const char *const kMultiplyFma = R"CU(
-// fp32: FMAs in the mma accumulator layout.
-// acc[mi][ni][c]: rows wm + 16 mi + g (+8 for c >= 2), columns
-// wn + 8 ni + 2 t (+1 for odd c): the mma accumulator layout.
-template <typename TA, typename TB>
-__device__ __forceinline__ void multiply(float (&acc)[2][NI][4], const S_T *as,
-                                         const S_T *bs, int wm, int wn) {
-  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-#pragma unroll 4
-  for (int k = 0; k < BK; ++k) {
-    float a[2][2], b[NI][2];
-#pragma unroll
-    for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        a[mi][h] = TA::at(as, wm + 16 * mi + g + 8 * h, k);
-#pragma unroll
-    for (int ni = 0; ni < NI; ++ni)
-#pragma unroll
-      for (int j = 0; j < 2; ++j)
-        b[ni][j] = TB::at(bs, wn + 8 * ni + 2 * t + j, k);
-#pragma unroll
-    for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < NI; ++ni)
-#pragma unroll
-        for (int c = 0; c < 4; ++c)
-          acc[mi][ni][c] = fmaf(a[mi][c >> 1], b[ni][c & 1], acc[mi][ni][c]);
-  }
-}
-
-)CU";
-
-// Tensor cores: per mode (below) KSTEP, the k of one mma; KT, the k of one
-// register's element(s); frag<Tile>(s, r, k), one register of a fragment
-// from a shared tile; and mma().
-const char *const kMultiplyMma = R"CU(
-// acc[mi][ni][c]: rows wm + 16 mi + g (+8 for c >= 2), columns
-// wn + 8 ni + 2 t (+1 for odd c): the mma accumulator layout. A register
-// of a fragment holds k = KT t (+ KSTEP / 2 for the second half).
-template <typename TA, typename TB>
-__device__ __forceinline__ void multiply(float (&acc)[2][NI][4], const S_T *as,
-                                         const S_T *bs, int wm, int wn) {
-  const int lane = threadIdx.x & 31, g = lane >> 2, kt = (lane & 3) * KT;
-  constexpr int H = KSTEP / 2;
-#pragma unroll
-  for (int k = 0; k < BK; k += KSTEP) {
-    u32 a[2][4];
-#pragma unroll
-    for (int mi = 0; mi < 2; ++mi) {
-      const int r = wm + 16 * mi + g;
-      a[mi][0] = frag<TA>(as, r, k + kt);
-      a[mi][1] = frag<TA>(as, r + 8, k + kt);
-      a[mi][2] = frag<TA>(as, r, k + kt + H);
-      a[mi][3] = frag<TA>(as, r + 8, k + kt + H);
-    }
-#pragma unroll
-    for (int ni = 0; ni < NI; ++ni) {
-      const int c = wn + 8 * ni + g;
-      const u32 b0 = frag<TB>(bs, c, k + kt), b1 = frag<TB>(bs, c, k + kt + H);
-#pragma unroll
-      for (int mi = 0; mi < 2; ++mi)
-        mma(acc[mi][ni], a[mi], b0, b1);
-    }
-  }
-}
-)CU";
-
-// tf32: mma.sync m16n8k8, one float a register (rounded to tf32).
-const char *const kMmaTf32 = R"CU(
-constexpr int KSTEP = 8, KT = 1;
-template <typename T>
-__device__ __forceinline__ u32 frag(const S_T *s, int r, int k) {
-  return tf32(T::at(s, r, k));
-}
-__device__ __forceinline__ void mma(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1) {
-  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
-               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-)CU";
-
-// bf16 / fp16: mma.sync m16n8k16, two elements of k a register.
-const char *const kMma16 = R"CU(
-constexpr int KSTEP = 16, KT = 2;
-template <typename T>
-__device__ __forceinline__ u32 frag(const S_T *s, int r, int k) {
-  return T::pair(s, r, k);
-}
-__device__ __forceinline__ void mma(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.MMA_T.MMA_T.f32 "
-               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-)CU";
-
-const char *const kSmallGemmBody = R"CU(
-  // STAGES slices of K in flight (cp.async); then the partial tiles.
-  extern __shared__ __align__(16) unsigned char smem[];
-  S_T *tiles = reinterpret_cast<S_T *>(smem); // [STAGES][A, B][TILE]
-  float (*parts)[BM][CW] = reinterpret_cast<float (*)[BM][CW]>(smem + TILES_BYTES);
-  const int tile = blockIdx.x / S, m0 = tile / NT * BM, n0 = tile % NT * BN;
-#if CLUSTERS
-  __shared__ __align__(8) unsigned long long bar; // the parts' arrival
-  if (S > 1)
-    push_begin(&bar, BM * BN * 4); // S parts of BM x CW floats
-  const int rank = S > 1 ? (int)cluster_rank() : 0;
-  const int kbegin = rank * KPER, kend = min(K, kbegin + KPER);
-#else
-  const int rank = blockIdx.x % S, kbegin = 0, kend = K;
-#endif
-  const int nk = kend > kbegin ? (kend - kbegin + BK - 1) / BK : 0;
-  const int warp = threadIdx.x >> 5, wm = (warp >> 2) * 32, wn = (warp & 3) * 16;
-  float acc[2][NI][4];
-#pragma unroll
-  for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-    for (int ni = 0; ni < NI; ++ni)
-#pragma unroll
-      for (int c = 0; c < 4; ++c)
-        acc[mi][ni][c] = 0.0f;
-#if ROWSUM
-  static_assert(S == 1, "the bias gradient's row sums are not split");
-  double rowsum_part = 0.0; // row threadIdx.x / 4, its quarter of each slice
-#endif
-  auto issue = [&](int i) {
-    S_T *st = tiles + (i % STAGES) * 2 * TILE;
-    TileA::load(st, a, m0, kbegin + i * BK, kend);
-    TileB::load(st + TILE, b, n0, kbegin + i * BK, kend);
-  };
-#pragma unroll
-  for (int i = 0; i < STAGES - 1; ++i) {
-    if (i < nk)
-      issue(i);
-    cp_async_commit();
-  }
-  for (int i = 0; i < nk; ++i) {
-    if (i + STAGES - 1 < nk)
-      issue(i + STAGES - 1);
-    cp_async_commit();
-    cp_async_wait<STAGES - 1>(); // slice i has landed
-    __syncthreads();
-    const S_T *st = tiles + (i % STAGES) * 2 * TILE;
-    multiply<TileA, TileB>(acc, st, st + TILE, wm, wn);
-#if ROWSUM // the first column tile's CTAs: 4 threads a row of op(A)
-    if (tile % NT == 0)
-#pragma unroll
-      for (int k = 0; k < BK / 4; ++k)
-        rowsum_part += value(TileA::at(st, threadIdx.x / 4, threadIdx.x % 4 * (BK / 4) + k));
-#endif
-    __syncthreads();
-  }
-  // Each 8-column mma tile goes to the CTA that finishes its columns
-  // (column / CW), as part `rank` of its sum: stores into the cluster's
-  // shared memory need no round trip, once every CTA has started.
-#if CLUSTERS
-  if (S > 1)
-    push_ready();
-#endif
-  {
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-#pragma unroll
-    for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < NI; ++ni)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int row = wm + 16 * mi + g + 8 * h, col = wn + 8 * ni + 2 * t;
-          const int owner = col / CW;
-          const float x = acc[mi][ni][2 * h], y = acc[mi][ni][2 * h + 1];
-#if CLUSTERS
-          if (S > 1) {
-            push(&parts[rank][row][col % CW], &bar, owner, x, y);
-            continue;
-          }
-#endif
-          if (owner == rank) {
-            parts[0][row][col % CW] = x;
-            parts[0][row][col % CW + 1] = y;
-          }
-        }
-  }
-#if CLUSTERS
-  if (S > 1)
-    push_wait(&bar); // every part has arrived
-  else
-#endif
-    __syncthreads();
-  // This CTA's columns of the tile, EPT elements a thread, all in one
-  // column (THREADS is a multiple of CW): the epilogue's operands loaded
-  // first, then the parts added in rank order and the epilogue applied.
-  const int c0 = rank * CW;
-  constexpr int EPT = BM * CW / THREADS;
-  static_assert(BM * CW % THREADS == 0 && THREADS % CW == 0, "whole columns");
-  const int j = threadIdx.x % CW, col = n0 + c0 + j;
-  LOAD_DECLS
-#pragma unroll
-  for (int q = 0; q < EPT; ++q) {
-    const int r = threadIdx.x / CW + q * (THREADS / CW), row = m0 + r;
-    const bool ok = row < M && col < N;
-    LOADS
-  }
-#if COLSUM
-  double sum = 0.0; // rows threadIdx.x / CW, + THREADS / CW, ...
-#endif
-#pragma unroll
-  for (int q = 0; q < EPT; ++q) {
-    const int r = threadIdx.x / CW + q * (THREADS / CW), row = m0 + r;
-    const bool ok = row < M && col < N;
-    float v = 0.0f;
-#pragma unroll
-    for (int s = 0; s < PARTS; ++s)
-      v += parts[s][r][j];
-    EPILOGUE
-    if (ok) {
-      c[(i64)row * N + col] = v;
-#if COLSUM
-      sum += (double)v;
-#endif
-    }
-  }
-#if ROWSUM // the 4 partial sums of each row of op(A), in order
-  double *rows = reinterpret_cast<double *>(smem); // the slices are done
-  rows[threadIdx.x] = rowsum_part;
-  __syncthreads();
-  if (tile % NT == 0 && threadIdx.x < BM && m0 + threadIdx.x < M) {
-    double s = 0.0;
-    for (int p = 0; p < 4; ++p)
-      s += rows[threadIdx.x * 4 + p];
-    ROWSUM_T t; // the sum's type, then the stored one (a folded cast)
-    t = (float)s;
-    rowsum[m0 + threadIdx.x] = (float)t;
-  }
-#endif
-#if COLSUM // M <= BM: this CTA holds whole columns. THREADS / CW partial
-           // sums a column, added in order.
-  double *sums = reinterpret_cast<double *>(smem); // the slices are done
-  sums[threadIdx.x] = sum;
-  __syncthreads();
-  if (threadIdx.x < CW && col < N) {
-    double s = 0.0;
-    for (int p = 0; p < THREADS / CW; ++p)
-      s += sums[p * CW + threadIdx.x];
-    SUM_T t; // the sum's type, then the stored one (a folded cast)
-    t = (float)s;
-    colsum[col] = (float)t;
-  }
-#endif
-)CU";
-
-} // namespace
-
 bool Emitter::smallGemmFits(const CudaLaunch &l) const {
   DType a = plan.buffers[l.a].dtype;
   // Few rows (a small batch's linears and dX GEMMs), or a short K (their
@@ -631,22 +302,23 @@ bool Emitter::smallGemm(const CudaLaunch &l, int mask, int colSum,
   std::string consts =
       "constexpr int M = " + str(l.m) + ", N = " + str(l.n) +
       ", K = " + str(l.k) + ", S = " + str(s) + ";\n" +
-      "constexpr int TILES_BYTES = " + str(tilesBytes) + ";\n" +
-      "typedef " + et + " E;\n" +
-      "#define SMEM_T " + std::string(bytes == 4 ? "float" : "unsigned short") +
-      "\n" +
+      "constexpr int TILES_BYTES = " + str(tilesBytes) + ";\n" + "typedef " +
+      et + " E;\n" + "#define SMEM_T " +
+      std::string(bytes == 4 ? "float" : "unsigned short") + "\n" +
       "#define COLSUM " + (colSum >= 0 ? "1" : "0") + "\n" +
       (colSum >= 0 ? "typedef " + ctypeOf(sumType) + " SUM_T;\n" : "") +
       "#define ROWSUM " + (l.biasGrad >= 0 ? "1" : "0") + "\n" +
       (l.biasGrad >= 0 ? "typedef " + ctypeOf(rowSumType) + " ROWSUM_T;\n"
                        : "") +
-      kSmallGemmSource +
-      (mode == 0 ? kMultiplyFma
-                 : std::string(mode == 1 ? kMmaTf32 : kMma16) + kMultiplyMma) +
+      cuh::small_gemm_prelude +
+      (mode == 0 ? cuh::small_gemm_fma
+                 : std::string(mode == 1 ? cuh::small_gemm_tf32
+                                         : cuh::small_gemm_16bit) +
+                       cuh::small_gemm_mma) +
       "typedef Tile<" + (aK ? "true, " : "false, ") + str(va) + ", " +
-      str(aK ? l.k : l.m) + ", M> TileA;\n" +
-      "typedef Tile<" + (bK ? "true, " : "false, ") + str(vb) + ", " +
-      str(bK ? l.k : l.n) + ", N> TileB;\n";
+      str(aK ? l.k : l.m) + ", M> TileA;\n" + "typedef Tile<" +
+      (bK ? "true, " : "false, ") + str(vb) + ", " + str(bK ? l.k : l.n) +
+      ", N> TileB;\n";
   for (size_t at; (at = consts.find("MMA_T")) != std::string::npos;)
     consts.replace(at, 5, dt == DType::BF16 ? "bf16" : "f16");
   // The epilogue on v, the element (row, col) of the product, which ends
@@ -688,7 +360,7 @@ bool Emitter::smallGemm(const CudaLaunch &l, int mask, int colSum,
     args.push_back(out(l.biasGrad, "rowsum"));
     what += " +bias gradient (row sums of A)";
   }
-  std::string body = kSmallGemmBody;
+  std::string body = cuh::small_gemm;
   body.replace(body.find("LOAD_DECLS"), 10, decls);
   body.replace(body.find("LOADS"), 5, loads);
   body.replace(body.find("EPILOGUE"), 8, epi);

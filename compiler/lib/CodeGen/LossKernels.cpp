@@ -119,61 +119,10 @@ std::string lossConsts(int64_t rows, int64_t n, const LossShape &ls,
 /// error on the CPU) gives NaN.
 std::string crossEntropyRows(const RowLoss &what) {
   std::string body = kRowLoop;
-  body += R"CU(    const xt *xr = x + row * N;
-    xpack kept[KEEP ? PPT : 1];
-    float m = -GTC_INF, s = 0.0f;
-#pragma unroll 4
-    for (int k = 0; k < PPT; ++k) {
-      const int j = (lane + k * RT) * VEC;
-      if (active && j < N) {
-        const xpack p = *reinterpret_cast<const xpack *>(xr + j);
-        if (KEEP)
-          kept[KEEP ? k : 0] = p;
-        float mv = p.e[0];
-#pragma unroll
-        for (int e = 1; e < VEC; ++e)
-          mv = fmaxf(mv, (float)p.e[e]);
-        if (mv > m) {
-          s *= exp2f((m - mv) * LOG2E);
-          m = mv;
-        }
-        const float ml = m == -GTC_INF ? 0.0f : m * LOG2E;
-#pragma unroll
-        for (int e = 0; e < VEC; ++e)
-          s += exp2f(fmaf((float)p.e[e], LOG2E, -ml));
-      }
-    }
-    const float mx = row_max<RT>(m, redf);
-    const double sum = row_sum<RT>(
-        m == -GTC_INF ? 0.0 : (double)(s * exp2f((m - mx) * LOG2E)), red);
-    const double lse = (double)mx + log(sum);
-    if (active) {
-      const int t = labels[row];
-      const bool ok = t >= 0 && t < N;
-)CU";
+  body += cuh::cross_entropy_row;
   const std::string &store = what.lossStore;
   if (what.grad) {
-    body += R"CU(      const bool owner = ok && (t / VEC) % RT == lane;
-      const float vt = owner ? (float)xr[t] : 0.0f;
-      const float scale = ok ? (float)(1.0 / sum) * gsf : GTC_NAN;
-      const float mxl = mx * LOG2E;
-      dt *dr = dx + row * N;
-#pragma unroll 4
-      for (int k = PPT - 1; k >= 0; --k) {
-        const int j = (lane + k * RT) * VEC;
-        if (j >= N)
-          continue;
-        const xpack p = KEEP ? kept[KEEP ? k : 0]
-                             : *reinterpret_cast<const xpack *>(xr + j);
-        float d[VEC];
-#pragma unroll
-        for (int e = 0; e < VEC; ++e)
-          d[e] = exp2f(fmaf((float)p.e[e], LOG2E, -mxl)) * scale;
-        store_pack(dr + j, d);
-      }
-      if (owner) {
-        dr[t] = (float)((exp((double)vt - lse) - 1.0) * gs);
-)CU";
+    body += cuh::cross_entropy_grad;
     if (!store.empty())
       body += "        " + store + "lse - (double)vt;\n";
     body += "      }\n";
@@ -491,258 +440,6 @@ bool Emitter::classifierRegion() {
 // sm_90 (no clusters) each CTA computes every slice's part itself, in the
 // same order, its own slice last, so that it stays in shared memory.
 
-namespace {
-
-const char *const kSmallHeadSource = R"CU(
-constexpr int THREADS = 512;
-constexpr int KQ = THREADS / 64; // threads a row of the logits' part
-constexpr float LOG2E = 1.4426950408889634f;
-#if CLUSTERS
-constexpr int PASSES = 1;
-#else
-constexpr int PASSES = S;
-#endif
-constexpr int CPR = (N + KQ - 1) / KQ; // classes a thread of phase 2
-// Phase 3: CT threads across the slice, CPT columns each; RG groups of rows.
-constexpr int CT = KC / CPT;
-constexpr int RG = THREADS / CT, RPG = (M + RG - 1) / RG;
-static_assert(KC % 32 == 0 && CT <= THREADS, "slices of whole 32 columns");
-// Shared memory: the slices of h and W ([M + N][LD] of E), the parts of the
-// logits ([S][M][NP] floats; phase 3's partial dW rows after: AREA), the
-// gradient of the logits ([M][NP]), the row losses and the row groups'
-// partial column sums.
-constexpr int SLICE_BYTES = ((M + N) * LD * (int)sizeof(E) + 15) / 16 * 16;
-static_assert(AREA >= S * M * NP && AREA >= RG * N * KC, "area");
-
-// v rounded to the type T (an op's result type) and back.
-template <typename T> __device__ __forceinline__ float as(float v) {
-  T t;
-  t = v;
-  return (float)t;
-}
-)CU";
-
-const char *const kSmallHeadBody = R"CU(
-  extern __shared__ __align__(16) unsigned char smem[];
-  E *hs = reinterpret_cast<E *>(smem); // h's rows of the slice, then W's
-  float *area = reinterpret_cast<float *>(smem + SLICE_BYTES);
-  float *dl = area + AREA;
-  double *rl = reinterpret_cast<double *>(dl + M * NP);
-  double *dsum = rl + M;
-#if CLUSTERS
-  __shared__ __align__(8) unsigned long long bar; // the parts' arrival
-  if (S > 1)
-    push_begin(&bar, S * M * NP * 4);
-  const int rank = S > 1 ? (int)cluster_rank() : 0;
-#else
-  const int rank = blockIdx.x;
-#endif
-  // 1. The parts of the logits, a slice of K each.
-  const int prow = threadIdx.x / KQ, kq = threadIdx.x % KQ;
-  for (int p = 0; p < PASSES; ++p) {
-    const int slice = PASSES == 1 ? rank : (rank + 1 + p) % S;
-    const int k0 = slice * KC;
-    if (p > 0)
-      __syncthreads(); // the last slice is read
-    for (int q = threadIdx.x; q < (M + N) * (KC / V); q += THREADS) {
-      const int r = q / (KC / V), c = q % (KC / V) * V;
-      const bool ok = k0 + c < K;
-      const E *src = (r < M ? h + (i64)r * K : w + (i64)(r - M) * K) + (ok ? k0 + c : 0);
-      copy_async<V>(hs + r * LD + c, src, ok);
-    }
-    cp_async_commit();
-    cp_async_wait<0>();
-    __syncthreads();
-    float acc[NP]; // N sums, then zeros (whole 16-byte stores)
-#pragma unroll
-    for (int j = 0; j < NP; ++j)
-      acc[j] = 0.0f;
-    if (prow < M)
-#pragma unroll
-      for (int i = 0; i < KC / (4 * KQ); ++i) {
-        const int c = (kq + i * KQ) * 4;
-        float hv[4];
-        loadv<4>(hs + prow * LD + c, hv);
-#pragma unroll
-        for (int j = 0; j < N; ++j) {
-          float wv[4];
-          loadv<4>(hs + (M + j) * LD + c, wv);
-#pragma unroll
-          for (int e = 0; e < 4; ++e)
-            acc[j] = fmaf(hv[e], wv[e], acc[j]);
-        }
-      }
-#pragma unroll
-    for (int j = 0; j < N; ++j)
-      acc[j] = warp_reduce<KQ>(acc[j], Add());
-    // Part `slice` of the row's logits, into every CTA (KQ threads share
-    // the stores, 16 bytes each).
-#if CLUSTERS
-    if (S > 1) {
-      push_ready();
-      if (prow < M)
-        for (int dst = kq; dst < S; dst += KQ)
-#pragma unroll
-          for (int q = 0; q < NP; q += 4)
-            push(&area[(slice * M + prow) * NP + q], &bar, dst, acc[q],
-                 acc[q + 1], acc[q + 2], acc[q + 3]);
-      continue;
-    }
-#endif
-    if (prow < M && kq == 0)
-#pragma unroll
-      for (int j = 0; j < N; ++j)
-        area[(slice * M + prow) * NP + j] = acc[j];
-  }
-#if CLUSTERS
-  if (S > 1)
-    push_wait(&bar); // every part has arrived
-  else
-#endif
-    __syncthreads();
-  // 2. Every row's logits, loss and gradient: the KQ threads of row prow
-  // take classes kq, kq + KQ, ... (as the row kernel's threads of a row).
-  {
-    const int row = prow;
-    float x[CPR];
-    float mx = -GTC_INF;
-#pragma unroll
-    for (int i = 0; i < CPR; ++i) {
-      const int j = kq + i * KQ;
-      x[i] = -GTC_INF;
-      if (j < N && row < M) {
-        float v = 0.0f;
-        for (int s = 0; s < S; ++s)
-          v += area[(s * M + row) * NP + j];
-        BIAS_ADD
-        x[i] = as<LOGIT_T>(v);
-        mx = fmaxf(mx, x[i]);
-      }
-    }
-    mx = warp_reduce<KQ>(mx, Max());
-    const float mxl = mx * LOG2E;
-    float se = 0.0f;
-#pragma unroll
-    for (int i = 0; i < CPR; ++i)
-      if (kq + i * KQ < N)
-        se += exp2f(fmaf(x[i], LOG2E, -mxl));
-    const double sum = warp_reduce<KQ>((double)se, Add());
-    const double lse = (double)mx + log(sum);
-    const int t = row < M ? labels[row] : 0;
-    const bool ok = t >= 0 && t < N;
-    float mine = 0.0f; // the label's logit, from the thread that has it
-#pragma unroll
-    for (int i = 0; i < CPR; ++i)
-      mine = kq + i * KQ == t ? x[i] : mine;
-    const float vt = warp_reduce<KQ>(mine, Add());
-    if (row < M && kq == 0) {
-      rl[row] = ok ? lse - (double)vt : (double)GTC_NAN;
-      for (int j = N; j < NP; ++j) // phase 3 reads whole 16-byte groups
-        dl[row * NP + j] = 0.0f;
-    }
-    const double gs = (double)grad[0] / M;
-    const float scale = ok ? (float)(1.0 / sum) * (float)gs : GTC_NAN;
-#pragma unroll
-    for (int i = 0; i < CPR; ++i) {
-      const int j = kq + i * KQ;
-      if (j < N && row < M) {
-        const float d = j == t ? (float)((exp((double)vt - lse) - 1.0) * gs)
-                               : exp2f(fmaf(x[i], LOG2E, -mxl)) * scale;
-        dl[row * NP + j] = as<GRAD_T>(d);
-      }
-    }
-  }
-  __syncthreads();
-  // 3. This CTA's columns of dh and dW: the thread for columns c.. (CPT of
-  // them) of row group g walks the group's rows, with W's columns and
-  // dW's partial sums in registers.
-  const int c = threadIdx.x % CT * CPT, g = threadIdx.x / CT, k = rank * KC + c;
-  float wc[CPT][N], aw[CPT][N];
-#pragma unroll
-  for (int j = 0; j < N; ++j) {
-    float wv[CPT];
-    loadv<CPT>(hs + (M + j) * LD + c, wv);
-#pragma unroll
-    for (int p = 0; p < CPT; ++p) {
-      wc[p][j] = wv[p];
-      aw[p][j] = 0.0f;
-    }
-  }
-  double cs[CPT] = {}; // the group's part of dh's column sums
-  if (g < RG)
-#pragma unroll
-    for (int i = 0; i < RPG; ++i) {
-      const int r = g * RPG + i;
-      if (r >= M)
-        break;
-      float hv[CPT], v[CPT];
-      loadv<CPT>(hs + r * LD + c, hv);
-#pragma unroll
-      for (int p = 0; p < CPT; ++p)
-        v[p] = 0.0f;
-#pragma unroll
-      for (int q = 0; q < NP / 4; ++q) {
-        const float4 d4 = reinterpret_cast<const float4 *>(dl + r * NP)[q];
-        const float d[4] = {d4.x, d4.y, d4.z, d4.w};
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int j = q * 4 + e;
-          if (j < N)
-#pragma unroll
-            for (int p = 0; p < CPT; ++p) {
-              v[p] = fmaf(d[e], wc[p][j], v[p]);
-              aw[p][j] = fmaf(d[e], hv[p], aw[p][j]);
-            }
-        }
-      }
-#pragma unroll
-      for (int p = 0; p < CPT; ++p) {
-        v[p] = as<DH_T>(v[p]);
-        RELU_GRAD
-        v[p] = as<DX_T>(v[p]); // as stored, and summed
-        cs[p] += (double)v[p];
-      }
-      if (k < K)
-        storev<CPT>(dx + (i64)r * K + k, v);
-    }
-  // The row groups' partial sums, added in group order.
-  if (g < RG)
-#pragma unroll
-    for (int p = 0; p < CPT; ++p) {
-#pragma unroll
-      for (int j = 0; j < N; ++j)
-        area[(g * N + j) * KC + c + p] = aw[p][j];
-      dsum[g * KC + c + p] = cs[p];
-    }
-  __syncthreads();
-  for (int q = threadIdx.x; q < N * KC; q += THREADS) {
-    const int j = q / KC, cc = q % KC;
-    if (rank * KC + cc < K) {
-      float s = 0.0f;
-      for (int gg = 0; gg < RG; ++gg)
-        s += area[(gg * N + j) * KC + cc];
-      dw[(i64)j * K + rank * KC + cc] = as<DW_T>(s);
-    }
-  }
-  COLSUM_STORE
-  // CTA 0: the bias gradient (a warp a class) and the mean of the row
-  // losses (the last warp), each summed over the rows in a fixed tree.
-  if (rank == 0) {
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    BIAS_GRAD_STORE
-    if (warp == THREADS / 32 - 1) {
-      double total = 0.0;
-      for (int r = lane; r < M; r += 32)
-        total += rl[r];
-      total = warp_reduce(total, Add());
-      if (lane == 0)
-        y[0] = (float)(total / M);
-    }
-  }
-)CU";
-
-} // namespace
-
 bool Emitter::smallHead(int h, int w, int labels, int g, int loss, int dh,
                         int dw, const SmallHead &head) {
   const int64_t m = count(labels), n = shape(w)[0], kk = shape(w).back();
@@ -784,17 +481,16 @@ bool Emitter::smallHead(int h, int w, int labels, int g, int loss, int dh,
       "constexpr int M = " + str(m) + ", N = " + str(n) + ", K = " + str(kk) +
       ", S = " + str(s) + ", KC = " + str(kc) + ", LD = " + str(ld) +
       ", NP = " + str(np) + ", V = " + str(v) + ", CPT = " + str(cpt) +
-      ", AREA = " + str(area) + ";\n" + "typedef " +
-      ctypeOf(et) + " E;\ntypedef " + ctypeOf(head.logitType) +
-      " LOGIT_T;\ntypedef " + ctypeOf(head.gradType) + " GRAD_T;\ntypedef " +
-      ctypeOf(head.dhType) + " DH_T;\ntypedef " + ctype(dh) +
-      " DX_T;\ntypedef " + ctypeOf(head.dwType) + " DW_T;\n" +
-      kSmallHeadSource;
+      ", AREA = " + str(area) + ";\n" + "typedef " + ctypeOf(et) +
+      " E;\ntypedef " + ctypeOf(head.logitType) + " LOGIT_T;\ntypedef " +
+      ctypeOf(head.gradType) + " GRAD_T;\ntypedef " + ctypeOf(head.dhType) +
+      " DH_T;\ntypedef " + ctype(dh) + " DX_T;\ntypedef " +
+      ctypeOf(head.dwType) + " DW_T;\n" + cuh::small_head_prelude;
   std::vector<Arg> args = {in(g, "grad"), in(h, "h"), in(w, "w")};
   std::string what = "small classifier head: " + str(m) + " rows of " +
                      str(n) + " classes from K " + str(kk) + " (" +
                      dtypeName(et) + "), logits, loss, gradient, dh, dW";
-  std::string body = kSmallHeadBody;
+  std::string body = cuh::small_head;
   auto put = [&](const std::string &marker, const std::string &code) {
     body.replace(body.find(marker), marker.size(), code);
   };

@@ -25,7 +25,7 @@ int layernormThreads(int64_t d, int64_t perThread) {
 /// Constants and helpers of the layer norm row kernels, after rowConsts():
 /// each thread holds CPT = CPV * VEC columns of its row in registers, VEC
 /// consecutive ones a load (4 when rows are a multiple of 4: 16-byte loads
-/// of f32, 8-byte of 16-bit types, through kPackSnippet's loadv and storev;
+/// of f32, 8-byte of 16-bit types, through cuh::pack's loadv and storev;
 /// else 1); its c-th is column col(lane, c).
 std::string normConsts(int64_t d, int rt, double eps) {
   int vec = d % 4 == 0 ? 4 : 1;
@@ -319,80 +319,7 @@ PREFETCH      }
     }
 )CU";
   body += kLayerNormStatistics;
-  body += R"CU(    // s1 = mean(dxhat), s2 = mean(dxhat * xhat) with dxhat = dy * w, summed
-    // as the statistics.
-    float s1 = 0.0f, s2 = 0.0f;
-#pragma unroll
-    for (int p = 0; p < CPV; ++p) {
-      const int j = (lane + p * RT) * VEC;
-      if (active && j < N) {
-        float wv[VEC];
-        loadv<VEC>(w + j, wv);
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) {
-          const int c = p * VEC + e;
-          const float xh = (xv[c] - mf) * rstd, g = gv[c] * wv[e];
-          s1 += g;
-          s2 += g * xh;
-          aw[c] += gv[c] * xh;
-          ab[c] += gv[c];
-        }
-      }
-    }
-    const float s1f = (float)(row_sum_wide<RT>(s1, red) / N);
-    const float s2f = (float)(row_sum_wide<RT>(s2, red) / N);
-#pragma unroll
-    for (int p = 0; p < CPV; ++p) {
-      const int j = (lane + p * RT) * VEC;
-      if (active && j < N) {
-        const i64 o = row * N + j;
-        float wv[VEC], dv[VEC], tv[VEC];
-        loadv<VEC>(w + j, wv);
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) {
-          const int c = p * VEC + e;
-          const float xh = (xv[c] - mf) * rstd, g = gv[c] * wv[e];
-          dv[e] = rstd * (g - s1f - xh * s2f);
-        }
-STORE      }
-    }
-  }
-  if (BLOCK_SUMS) {
-    // The block's row groups add their column sums in shared memory, in
-    // group order; the block writes one slot.
-    __shared__ float cs[BLOCK_SUMS ? RPB * N : 1];
-    const int group = threadIdx.x / RT;
-#pragma unroll
-    for (int k = 0; k < NS; ++k) {
-#pragma unroll
-      for (int c = 0; c < CPT; ++c) {
-        const int j = col(lane, c);
-        if (j < N)
-          cs[group * N + j] = k == 0 ? aw[c] : k == 1 ? ab[c] : ag[c];
-      }
-      __syncthreads();
-      for (int j = threadIdx.x; j < N; j += blockDim.x) {
-        float s = cs[j];
-        for (int g = 1; g < RPB; ++g)
-          s += cs[g * N + j];
-        part[(k * SLOTS + blockIdx.x) * N + j] = s;
-      }
-      __syncthreads();
-    }
-  } else {
-    const i64 slot = (i64)blockIdx.x * RPB + threadIdx.x / RT;
-#pragma unroll
-    for (int c = 0; c < CPT; ++c) {
-      const int j = col(lane, c);
-      if (j < N) {
-        part[slot * N + j] = aw[c];
-        part[(SLOTS + slot) * N + j] = ab[c];
-        if (NS == 3)
-          part[(2 * SLOTS + slot) * N + j] = ag[c];
-      }
-    }
-  }
-)CU";
+  body += cuh::layernorm_grad_rows;
   // dx, and in a norm region dx plus the residual gradient (in f32 and/or
   // the type of its cast).
   std::vector<Arg> args = {in(dy, "dy"), in(x, "x"), in(w, "w")};
@@ -462,43 +389,7 @@ STORE      }
   // reads); the four groups of a warp are added by shuffles, then warp 0
   // adds the 32 warps' sums the same way: a fixed order. (32 columns a
   // block took 8.6 us for GPT-2's 768 columns, 24 blocks on 132 SMs.)
-  std::string b2 = R"CU(  __shared__ double sh[NS][32][8];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int c = lane & 7, sub = lane >> 3;
-  const i64 j = (i64)blockIdx.x * 8 + c;
-  double acc[NS];
-#pragma unroll
-  for (int k = 0; k < NS; ++k)
-    acc[k] = 0.0;
-  if (j < N)
-#pragma unroll 4
-    for (i64 g = warp * 4 + sub; g < SLOTS; g += 128)
-#pragma unroll
-      for (int k = 0; k < NS; ++k)
-        acc[k] += part[(k * SLOTS + g) * N + j];
-#pragma unroll
-  for (int k = 0; k < NS; ++k) {
-    acc[k] += __shfl_xor_sync(0xffffffffu, acc[k], 8);
-    acc[k] += __shfl_xor_sync(0xffffffffu, acc[k], 16);
-    if (sub == 0)
-      sh[k][warp][c] = acc[k];
-  }
-  __syncthreads();
-  if (warp != 0)
-    return;
-#pragma unroll
-  for (int k = 0; k < NS; ++k) {
-    double t = 0.0;
-    for (int w = sub; w < 32; w += 4)
-      t += sh[k][w][c];
-    t += __shfl_xor_sync(0xffffffffu, t, 8);
-    acc[k] = t + __shfl_xor_sync(0xffffffffu, t, 16);
-  }
-  if (sub == 0 && j < N) {
-    dw[j] = (float)acc[0];
-    db[j] = (float)acc[1];
-STORE  }
-)CU";
+  std::string b2 = cuh::layernorm_grad_columns;
   std::vector<Arg> args2 = {out(dw, "dw"), out(db, "db")};
   std::string store2;
   if (bias) {

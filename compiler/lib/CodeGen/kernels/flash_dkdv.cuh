@@ -1,0 +1,97 @@
+//===- flash_dkdv.cuh - the tensor-core attention backward, dk and dv -*- CUDA -*-===//
+//
+// dk and dv: a block of 4 warps takes ROWS keys, a warp MW atoms of 16,
+// and streams query tiles of STEP (with their dy rows and
+// statistics).
+//===----------------------------------------------------------------------===//
+  extern __shared__ __align__(16) unsigned char smem[];
+  E *sk = reinterpret_cast<E *>(smem), *sv = sk + ROWS * LDS;
+  E *sq = sv + ROWS * LDS, *sg = sq + 2 * STEP * LDS;
+  float *sl = reinterpret_cast<float *>(sg + 2 * STEP * LDS), *sd = sl + 2 * STEP;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, c2 = (lane & 3) * 2;
+  // Causal: the first key tiles see the most queries; they go first.
+  const int bh = blockIdx.x % (B * H), k0 = blockIdx.x / (B * H) * ROWS;
+  const int b = bh / H, h = bh % H, r0 = warp * 16 * MW;
+  const E *base = qkv + (i64)b * T * ROW + h * HD;
+  const E *gbase = dy + (i64)b * T * D + h * HD;
+  const float *ls = lse + ((i64)b * H + h) * T, *ds = deltas + ((i64)b * H + h) * T;
+  const int first = CAUSAL ? k0 / STEP * STEP : 0;
+  const int nq = (T - first + STEP - 1) / STEP;
+  auto load_queries = [&](int j) {
+    const int q = first + j * STEP, s = j & 1;
+    load_tile<STEP>(sq + s * STEP * LDS, base, ROW, q);
+    load_tile<STEP>(sg + s * STEP * LDS, gbase, D, q);
+    for (int i = threadIdx.x; i < STEP; i += blockDim.x) {  // zeros past T
+      const bool ok = q + i < T;
+      cp_async<4>(sl + s * STEP + i, ls + (ok ? q + i : 0), ok);
+      cp_async<4>(sd + s * STEP + i, ds + (ok ? q + i : 0), ok);
+    }
+  };
+  load_tile<ROWS>(sk, base + D, ROW, k0);
+  load_tile<ROWS>(sv, base + 2 * D, ROW, k0);
+  load_queries(0);
+  cp_async_commit();
+  float dk[MW][HD / 8][4], dv[MW][HD / 8][4];
+  zero(dk);
+  zero(dv);
+  for (int j = 0; j < nq; ++j) {
+    const int q0 = first + j * STEP, s0 = j & 1;
+    const E *qs = sq + s0 * STEP * LDS, *gs = sg + s0 * STEP * LDS;
+    if (j + 1 < nq) {
+      load_queries(j + 1);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    // Causal: a query tile wholly before the warp's first key adds nothing.
+    if (!CAUSAL || q0 + STEP - 1 >= k0 + r0) {
+      // Transposed scores: rows are the warp's keys, columns the queries.
+      float s[MW][STEP / 8][4], dp[MW][STEP / 8][4];
+      zero(s);
+      zero(dp);
+      mma_tiles<MW, HD / 16, STEP / 8>(s, sk, r0, qs);
+      mma_tiles<MW, HD / 16, STEP / 8>(dp, sv, r0, gs);
+#pragma unroll
+      for (int n = 0; n < STEP / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int c = n * 8 + c2 + e;
+          const float l2 = sl[s0 * STEP + c] * LOG2E, dl = sd[s0 * STEP + c];  // base 2
+#pragma unroll
+          for (int i = 0; i < MW; ++i)
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+              const float p = ex2(fmaf(s[i][n][2 * r + e], SCALE2, -l2));
+              s[i][n][2 * r + e] = p;
+              dp[i][n][2 * r + e] = p * (dp[i][n][2 * r + e] - dl);
+            }
+        }
+      // Masks only on the tiles that need them (warp-uniform): queries past
+      // T, the causal diagonal. Keys past T only touch their own rows of
+      // dk and dv, which are not stored.
+      if (q0 + STEP > T || (CAUSAL && k0 + r0 + 16 * MW - 1 > q0))
+        for_each_acc<MW, STEP / 8>([&](int i, int n, int e, int row, int col) {
+          const int key = k0 + r0 + row, q = q0 + col;
+          if (q >= T || (CAUSAL && key > q))
+            s[i][n][e] = dp[i][n][e] = 0.f;
+        });
+      mma_regs<MW, STEP / 16, HD / 8>(dv, s, gs);
+      mma_regs<MW, STEP / 16, HD / 8>(dk, dp, qs);
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < MW; ++i)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int key = k0 + r0 + 16 * i + g + 8 * r;
+      if (key >= T)
+        continue;
+      E *out = dqkv + ((i64)b * T + key) * ROW + h * HD;
+      store_row(out + D, dk[i], r, c2, SCALE);
+      store_row(out + 2 * D, dv[i], r, c2, 1.f);
+    }
+
