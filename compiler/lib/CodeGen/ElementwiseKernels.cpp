@@ -604,6 +604,94 @@ bool Emitter::columnSums(const std::vector<Operand> &ops,
   return true;
 }
 
+namespace {
+
+/// columnSumTiles' end of launch 1: each of the `nsums` sums' column sums of
+/// the block's chunk to the workspace (part[s][chunk][column]).
+std::string chunkSumsOut(bool wholeRows, int64_t nsums) {
+  std::string body;
+  for (int64_t s = 0; s < nsums; ++s) {
+    const std::string slot = "part[(" + str(s) + " * CHUNKS + ch) * COLS + ";
+    if (wholeRows)
+      // The thread's own columns, added over the block's rows in order.
+      body += "  if (RPB > 1) {\n"
+              "#pragma unroll\n"
+              "    for (int e = 0; e < VEC; ++e)\n"
+              "      red[g * COLS + c + e] = acc" +
+              str(s) +
+              "[e];\n"
+              "    __syncthreads();\n"
+              "    if (g == 0)\n"
+              "      for (int h = 1; h < RPB; ++h)\n"
+              "#pragma unroll\n"
+              "        for (int e = 0; e < VEC; ++e)\n"
+              "          acc" +
+              str(s) +
+              "[e] += red[h * COLS + c + e];\n"
+              "    __syncthreads();\n"
+              "  }\n"
+              "  if (g == 0)\n#pragma unroll\n"
+              "    for (int e = 0; e < VEC; ++e)\n"
+              "      " +
+              slot + "c + e] = acc" + str(s) + "[e];\n";
+    else
+      // The block's: its warps' in order, in double.
+      body += "#pragma unroll\n  for (int e = 0; e < VEC; ++e)\n"
+              "    red[w][lane * VEC + e] = acc" +
+              str(s) +
+              "[e];\n"
+              "  __syncthreads();\n"
+              "  for (int j = threadIdx.x; j < 32 * VEC; j += blockDim.x) {\n"
+              "    const i64 k = t * 32 * VEC + j;\n"
+              "    if (k < COLS) {\n"
+              "      double total = 0.0;\n"
+              "      for (int v = 0; v < WARPS; ++v)\n"
+              "        total += (double)red[v][j];\n"
+              "      " +
+              slot +
+              "k] = total;\n"
+              "    }\n  }\n  __syncthreads();\n";
+  }
+  return body;
+}
+
+} // namespace
+
+/// columnSumTiles' launch 2: a block per 32 columns, a lane a column, its
+/// eight warps every eighth chunk (coalesced reads), then the warps' sums
+/// in order.
+void Emitter::columnSumsFinal(
+    const std::vector<std::pair<int, std::string>> &sums,
+    const std::string &dims, int64_t chunks, int64_t cols) {
+  const int64_t nsums = static_cast<int64_t>(sums.size());
+  std::vector<Arg> fargs = {wsIn("double", "part")};
+  std::string fbody =
+      "  __shared__ double red[WARPS][32];\n"
+      "  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;\n"
+      "  const i64 k = (i64)blockIdx.x * 32 + lane;\n";
+  for (int64_t s = 0; s < nsums; ++s) {
+    fargs.push_back(out(sums[s].first, "p_sum" + str(s)));
+    fbody += "  {\n    double t = 0.0;\n"
+             "    if (k < COLS)\n#pragma unroll 4\n"
+             "      for (i64 ch = w; ch < CHUNKS; ch += WARPS)\n"
+             "        t += part[(" +
+             str(s) +
+             " * CHUNKS + ch) * COLS + k];\n"
+             "    red[w][lane] = t;\n    __syncthreads();\n"
+             "    if (w == 0 && k < COLS) {\n"
+             "      for (int v = 1; v < WARPS; ++v)\n"
+             "        t += red[v][lane];\n"
+             "      p_sum" +
+             str(s) +
+             "[k] = (float)t;\n    }\n"
+             "    __syncthreads();\n  }\n";
+  }
+  launch("final",
+         "column sums: each column's " + str(chunks) + " chunks in order",
+         fargs, 0, dims + "constexpr int WARPS = " + str(kBlock / 32) + ";\n",
+         fbody, ceilDiv(cols, int64_t(32)));
+}
+
 /// columnSums over many rows: each block takes a chunk of rows, and its
 /// threads VEC consecutive columns each, in 16-byte accesses where every
 /// operand allows it (VEC = 8 when every array is 16-bit, 4 with f32; 1
@@ -731,39 +819,7 @@ bool Emitter::columnSumTiles(
       body += "      acc" + str(s) + "[0] += (float)" + sums[s].second + ";\n";
   }
   body += "    }\n  }\n";
-  for (int64_t s = 0; s < nsums; ++s) {
-    const std::string slot = "part[(" + str(s) + " * CHUNKS + ch) * COLS + ";
-    if (wholeRows)
-      // The thread's own columns, added over the block's rows in order.
-      body += "  if (RPB > 1) {\n"
-              "#pragma unroll\n"
-              "    for (int e = 0; e < VEC; ++e)\n"
-              "      red[g * COLS + c + e] = acc" + str(s) + "[e];\n"
-              "    __syncthreads();\n"
-              "    if (g == 0)\n"
-              "      for (int h = 1; h < RPB; ++h)\n"
-              "#pragma unroll\n"
-              "        for (int e = 0; e < VEC; ++e)\n"
-              "          acc" + str(s) + "[e] += red[h * COLS + c + e];\n"
-              "    __syncthreads();\n"
-              "  }\n"
-              "  if (g == 0)\n#pragma unroll\n"
-              "    for (int e = 0; e < VEC; ++e)\n"
-              "      " + slot + "c + e] = acc" + str(s) + "[e];\n";
-    else
-      // The block's: its warps' in order, in double.
-      body += "#pragma unroll\n  for (int e = 0; e < VEC; ++e)\n"
-              "    red[w][lane * VEC + e] = acc" + str(s) + "[e];\n"
-              "  __syncthreads();\n"
-              "  for (int j = threadIdx.x; j < 32 * VEC; j += blockDim.x) {\n"
-              "    const i64 k = t * 32 * VEC + j;\n"
-              "    if (k < COLS) {\n"
-              "      double total = 0.0;\n"
-              "      for (int v = 0; v < WARPS; ++v)\n"
-              "        total += (double)red[v][j];\n"
-              "      " + slot + "k] = total;\n"
-              "    }\n  }\n  __syncthreads();\n";
-  }
+  body += chunkSumsOut(wholeRows, nsums);
   launch("partial",
          what + (wholeRows ? ", a block per chunk of " + str(chunk) +
                                  " rows, " + str(rpb) + " at a time, " +
@@ -773,29 +829,7 @@ bool Emitter::columnSumTiles(
              (vec > 1 ? ", 16-byte accesses" : "") + "; column sums to the "
              "workspace",
          args, kPackHelpers, consts, body, tiles * chunks, block);
-  // Launch 2: a block per 32 columns, a lane a column, its eight warps
-  // every eighth chunk (coalesced reads), then the warps' sums in order.
-  std::vector<Arg> fargs = {wsIn("double", "part")};
-  std::string fbody = "  __shared__ double red[WARPS][32];\n"
-                      "  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;\n"
-                      "  const i64 k = (i64)blockIdx.x * 32 + lane;\n";
-  for (int64_t s = 0; s < nsums; ++s) {
-    fargs.push_back(out(sums[s].first, "p_sum" + str(s)));
-    fbody += "  {\n    double t = 0.0;\n"
-             "    if (k < COLS)\n#pragma unroll 4\n"
-             "      for (i64 ch = w; ch < CHUNKS; ch += WARPS)\n"
-             "        t += part[(" + str(s) + " * CHUNKS + ch) * COLS + k];\n"
-             "    red[w][lane] = t;\n    __syncthreads();\n"
-             "    if (w == 0 && k < COLS) {\n"
-             "      for (int v = 1; v < WARPS; ++v)\n"
-             "        t += red[v][lane];\n"
-             "      p_sum" + str(s) + "[k] = (float)t;\n    }\n"
-             "    __syncthreads();\n  }\n";
-  }
-  launch("final", "column sums: each column's " + str(chunks) +
-                      " chunks in order",
-         fargs, 0, dims + "constexpr int WARPS = " + str(kWarps) + ";\n",
-         fbody, ceilDiv(cols, int64_t(32)));
+  columnSumsFinal(sums, dims, chunks, cols);
   return true;
 }
 

@@ -397,6 +397,8 @@ private:
                       const std::vector<std::pair<int, std::string>> &outs,
                       const std::vector<std::pair<int, std::string>> &sums,
                       const std::vector<int64_t> &ys, const std::string &what);
+  void columnSumsFinal(const std::vector<std::pair<int, std::string>> &sums,
+                       const std::string &dims, int64_t chunks, int64_t cols);
   std::string operandArgs(const std::vector<Operand> &ops,
                           const std::vector<std::pair<int, std::string>> &outs,
                           const std::string &it, std::vector<Arg> &args);
@@ -496,6 +498,10 @@ private:
   void finalColumns(int y, int64_t outputs, const std::string &consts);
   bool reduce(int inBuf, int outBuf, const std::vector<int64_t> &kept,
               double scale);
+  bool reduceAll(int x, int y, int64_t r, double scale,
+                 const std::string &what);
+  bool reduceColumns(int x, int y, int64_t a, int64_t r, int64_t kk,
+                     const std::string &sc, const std::string &what);
   bool sumOrMean(bool mean);
   bool sumTo();
 

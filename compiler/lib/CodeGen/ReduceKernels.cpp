@@ -13,6 +13,99 @@ using namespace gtc::codegen::detail;
 // Reductions: sum, mean, sum_to
 //===----------------------------------------------------------------------===//
 
+/// reduce()'s [R]: every element into one value, by one block, or by P
+/// blocks and a final sum.
+bool Emitter::reduceAll(int x, int y, int64_t r, double scale,
+                        const std::string &what) {
+  std::string sc = "constexpr double SCALE = " + dbl(scale) + ";\n";
+  if (r <= 65536) {
+    std::string body = "  __shared__ double red[8];\n"
+                       "  double s = 0.0;\n"
+                       "  for (i64 i = threadIdx.x; i < N; i += blockDim.x)\n"
+                       "    s += (double)x[i];\n"
+                       "  s = row_sum<256>(s, red);\n"
+                       "  if (threadIdx.x == 0)\n"
+                       "    y[0] = (float)(s * SCALE);\n";
+    launch("", "one block sums " + str(r) + " elements (" + what + ")",
+           {in(x, "x"), out(y, "y")}, kWarpHelpers | kRowHelpers,
+           "constexpr i64 N = " + str(r) + ";\n" + sc, body, 1);
+    return true;
+  }
+  int64_t parts = std::min<int64_t>(1024, ceilDiv(r, 8192));
+  int64_t chunk = alignUp(ceilDiv(r, parts), 4);
+  parts = ceilDiv(r, chunk);
+  needWorkspace(8 * parts);
+  std::string consts = "constexpr i64 N = " + str(r) +
+                       ";\nconstexpr i64 CHUNK = " + str(chunk) +
+                       ";\nconstexpr i64 PARTS = " + str(parts) + ";\n";
+  std::string body = R"CU(  __shared__ double red[8];
+  for (i64 p = blockIdx.x; p < PARTS; p += gridDim.x) {
+    const i64 end = min(N, (p + 1) * CHUNK);
+    double s = 0.0;
+    for (i64 i = p * CHUNK + threadIdx.x; i < end; i += blockDim.x)
+      s += (double)x[i];
+    s = row_sum<256>(s, red);
+    if (threadIdx.x == 0)
+      part[p] = s;
+  }
+)CU";
+  launch("partial",
+         "one block per chunk of " + str(chunk) + " elements (" + what + ")",
+         {in(x, "x"), ws("double", "part")}, kWarpHelpers | kRowHelpers, consts,
+         body, std::min(parts, kMaxRowGrid));
+  finalSum("final", y, parts, "double", "(float)(s * " + dbl(scale) + ")");
+  return true;
+}
+
+/// reduce()'s [A, R, K]: column sums, one thread an output (and a chunk of
+/// R when R is long, then a final pass over the chunks), or columnTiles.
+bool Emitter::reduceColumns(int x, int y, int64_t a, int64_t r, int64_t kk,
+                            const std::string &sc, const std::string &what) {
+  int vec = isF32(x) ? 4 : 8; // elements in 16 bytes
+  if (r > 512 && kk % vec == 0)
+    return columnTiles(x, y, a, r, kk, vec, sc, what);
+  // Short columns take one launch (latency matters more than parallelism
+  // there); long ones are split so that no thread adds more than ~R/16.
+  int64_t chunks = r <= 512
+                       ? 1
+                       : std::max<int64_t>(1, std::min(ceilDiv(r, 16),
+                                                       ceilDiv(65536, a * kk)));
+  int64_t chunk = ceilDiv(r, chunks);
+  chunks = ceilDiv(r, chunk);
+  std::string consts = "constexpr i64 A = " + str(a) +
+                       ";\nconstexpr i64 R = " + str(r) +
+                       ";\nconstexpr i64 K = " + str(kk) +
+                       ";\nconstexpr i64 CHUNKS = " + str(chunks) +
+                       ";\nconstexpr i64 CHUNK = " + str(chunk) + ";\n" + sc;
+  std::string body =
+      R"CU(  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < CHUNKS * A * K;
+       i += (i64)gridDim.x * blockDim.x) {
+    const i64 kk = i % K, a = i / K % A, c = i / (K * A);
+    const auto *src = x + a * R * K + kk;
+    const i64 end = min(R, (c + 1) * CHUNK);
+    double s = 0.0;
+    for (i64 r = c * CHUNK; r < end; ++r)
+      s += (double)src[r * K];
+)CU";
+  if (chunks == 1) {
+    body += "    y[a * K + kk] = (float)(s * SCALE);\n  }\n";
+    launch("",
+           "one thread per output, summing " + str(r) + " rows (" + what + ")",
+           {in(x, "x"), out(y, "y")}, 0, consts, body,
+           std::min(ceilDiv(a * kk, kBlock), kMaxGrid));
+    return true;
+  }
+  needWorkspace(8 * chunks * a * kk);
+  body += "    part[i] = s;\n  }\n";
+  launch("partial",
+         "one thread per (chunk of " + str(chunk) + " rows, output) (" + what +
+             ")",
+         {in(x, "x"), ws("double", "part")}, 0, consts, body,
+         std::min(ceilDiv(chunks * a * kk, kBlock), kMaxGrid));
+  finalColumns(y, a * kk, consts);
+  return true;
+}
+
 /// Sums x into y, where y's shape (`kept`, same rank as x or shorter)
 /// broadcasts to x's; `scale` multiplies the result (CpuExecutor's
 /// reduceInto). The dimensions are classified as reduced or kept and merged;
@@ -74,47 +167,8 @@ bool Emitter::reduce(int inBuf, int outBuf, const std::vector<int64_t> &kept,
     return elementwise({{x, "x"}}, y, expr, "no reduced dimension: " + what);
   }
 
-  if (seg.size() == 1) {
-    // Everything into one value.
-    int64_t r = seg[0].first;
-    if (r <= 65536) {
-      std::string body = "  __shared__ double red[8];\n"
-                         "  double s = 0.0;\n"
-                         "  for (i64 i = threadIdx.x; i < N; i += blockDim.x)\n"
-                         "    s += (double)x[i];\n"
-                         "  s = row_sum<256>(s, red);\n"
-                         "  if (threadIdx.x == 0)\n"
-                         "    y[0] = (float)(s * SCALE);\n";
-      launch("", "one block sums " + str(r) + " elements (" + what + ")",
-             {in(x, "x"), out(y, "y")}, kWarpHelpers | kRowHelpers,
-             "constexpr i64 N = " + str(r) + ";\n" + sc, body, 1);
-      return true;
-    }
-    int64_t parts = std::min<int64_t>(1024, ceilDiv(r, 8192));
-    int64_t chunk = alignUp(ceilDiv(r, parts), 4);
-    parts = ceilDiv(r, chunk);
-    needWorkspace(8 * parts);
-    std::string consts = "constexpr i64 N = " + str(r) +
-                         ";\nconstexpr i64 CHUNK = " + str(chunk) +
-                         ";\nconstexpr i64 PARTS = " + str(parts) + ";\n";
-    std::string body = R"CU(  __shared__ double red[8];
-  for (i64 p = blockIdx.x; p < PARTS; p += gridDim.x) {
-    const i64 end = min(N, (p + 1) * CHUNK);
-    double s = 0.0;
-    for (i64 i = p * CHUNK + threadIdx.x; i < end; i += blockDim.x)
-      s += (double)x[i];
-    s = row_sum<256>(s, red);
-    if (threadIdx.x == 0)
-      part[p] = s;
-  }
-)CU";
-    launch("partial",
-           "one block per chunk of " + str(chunk) + " elements (" + what + ")",
-           {in(x, "x"), ws("double", "part")}, kWarpHelpers | kRowHelpers,
-           consts, body, std::min(parts, kMaxRowGrid));
-    finalSum("final", y, parts, "double", "(float)(s * " + dbl(scale) + ")");
-    return true;
-  }
+  if (seg.size() == 1)
+    return reduceAll(x, y, seg[0].first, scale, what);
 
   if (seg.size() == 2 && !seg[0].second) {
     // Rows: [K, R].
@@ -137,55 +191,10 @@ bool Emitter::reduce(int inBuf, int outBuf, const std::vector<int64_t> &kept,
     return true;
   }
 
-  if ((seg.size() == 2 && seg[0].second) ||
-      (seg.size() == 3 && !seg[0].second)) {
+  if ((seg.size() == 2 && seg[0].second) || (seg.size() == 3 && !seg[0].second))
     // Columns: [A, R, K] (A = 1 for [R, K]).
-    int64_t a = seg.size() == 3 ? seg[0].first : 1;
-    int64_t r = seg[seg.size() - 2].first, kk = seg.back().first;
-    int vec = isF32(x) ? 4 : 8; // elements in 16 bytes
-    if (r > 512 && kk % vec == 0)
-      return columnTiles(x, y, a, r, kk, vec, sc, what);
-    // Short columns take one launch (latency matters more than parallelism
-    // there); long ones are split so that no thread adds more than ~R/16.
-    int64_t chunks = r <= 512
-                         ? 1
-                         : std::max<int64_t>(
-                               1, std::min(ceilDiv(r, 16),
-                                           ceilDiv(65536, a * kk)));
-    int64_t chunk = ceilDiv(r, chunks);
-    chunks = ceilDiv(r, chunk);
-    std::string consts = "constexpr i64 A = " + str(a) +
-                         ";\nconstexpr i64 R = " + str(r) +
-                         ";\nconstexpr i64 K = " + str(kk) +
-                         ";\nconstexpr i64 CHUNKS = " + str(chunks) +
-                         ";\nconstexpr i64 CHUNK = " + str(chunk) + ";\n" + sc;
-    std::string body = R"CU(  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < CHUNKS * A * K;
-       i += (i64)gridDim.x * blockDim.x) {
-    const i64 kk = i % K, a = i / K % A, c = i / (K * A);
-    const auto *src = x + a * R * K + kk;
-    const i64 end = min(R, (c + 1) * CHUNK);
-    double s = 0.0;
-    for (i64 r = c * CHUNK; r < end; ++r)
-      s += (double)src[r * K];
-)CU";
-    if (chunks == 1) {
-      body += "    y[a * K + kk] = (float)(s * SCALE);\n  }\n";
-      launch("", "one thread per output, summing " + str(r) + " rows (" +
-                     what + ")",
-             {in(x, "x"), out(y, "y")}, 0, consts, body,
-             std::min(ceilDiv(a * kk, kBlock), kMaxGrid));
-      return true;
-    }
-    needWorkspace(8 * chunks * a * kk);
-    body += "    part[i] = s;\n  }\n";
-    launch("partial",
-           "one thread per (chunk of " + str(chunk) + " rows, output) (" +
-               what + ")",
-           {in(x, "x"), ws("double", "part")}, 0, consts, body,
-           std::min(ceilDiv(chunks * a * kk, kBlock), kMaxGrid));
-    finalColumns(y, a * kk, consts);
-    return true;
-  }
+    return reduceColumns(x, y, seg.size() == 3 ? seg[0].first : 1,
+                         seg[seg.size() - 2].first, seg.back().first, sc, what);
 
   // General: one warp per output element.
   int64_t count = nx / ny;
