@@ -80,257 +80,273 @@ FailureOr<int64_t> axisOf(Generator &g, Loc l, int64_t axis, int64_t rank) {
   return axis < 0 ? axis + rank : axis;
 }
 
+/// The builtins of model blocks: the activations (ScalarOps.h), gelu and
+/// softmax.
+static void addElementwiseBuiltins(llvm::StringMap<Builtin> &t) {
+#define GTC_ACTIVATION_BUILTIN(Kind, name) t[#name] = unary<gt::Kind##Op>();
+  GTC_ACTIVATION_OPS(GTC_ACTIVATION_BUILTIN)
+#undef GTC_ACTIVATION_BUILTIN
+  t["gelu"] = {
+      {req("x", K::FloatTensor), opt("approximate", K::Bool)},
+      [](Generator &g, Loc l, Bound &a) {
+        bool approx = a[1] && a[1]->b;
+        return g.make<gt::GeluOp>(
+            l, a[0]->tensor,
+            {g.attr("approximate", g.getBuilder().getBoolAttr(approx))});
+      }};
+  t["softmax"] = {
+      {req("x", K::FloatTensor), opt("axis", K::Int)},
+      [](Generator &g, Loc l, Bound &a) -> FailureOr<Val> {
+        int64_t axis = a[1] ? a[1]->i : -1;
+        if (failed(axisOf(g, l, axis, a[0]->type().getRank())))
+          return failure();
+        return g.make<gt::SoftmaxOp>(
+            l, a[0]->tensor,
+            {g.attr("axis", g.getBuilder().getI64IntegerAttr(axis))});
+      }};
+}
+
+/// The builtins of model blocks: linear, matmul, transpose and layernorm.
+static void addLayerBuiltins(llvm::StringMap<Builtin> &t) {
+  t["linear"] = {{req("x", K::FloatTensor), req("out", K::Int),
+                  opt("bias", K::Bool), opt("std", K::Number),
+                  opt("name", K::Str)},
+                 [](Generator &g, Loc l, Bound &a) {
+                   FailureOr<std::string> name = g.layerName(l, "fc", a[4]);
+                   if (failed(name))
+                     return FailureOr<Val>(failure());
+                   return applyLinear(g, l, *a[0], a[1]->i, !a[2] || a[2]->b,
+                                      *name, optDouble(a[3]));
+                 }};
+  t["matmul"] = {{req("a", K::FloatTensor), req("b", K::FloatTensor),
+                  opt("transpose_a", K::Bool), opt("transpose_b", K::Bool)},
+                 [](Generator &g, Loc l, Bound &a) {
+                   OpBuilder &b = g.getBuilder();
+                   return g.make<gt::MatmulOp>(
+                       l, {a[0]->tensor, a[1]->tensor},
+                       {g.attr("transpose_a", b.getBoolAttr(a[2] && a[2]->b)),
+                        g.attr("transpose_b", b.getBoolAttr(a[3] && a[3]->b))});
+                 }};
+  t["transpose"] = {
+      {req("x", K::Tensor), opt("dim0", K::Int), opt("dim1", K::Int)},
+      [](Generator &g, Loc l, Bound &a) -> FailureOr<Val> {
+        int64_t rank = a[0]->type().getRank();
+        if (rank < 2)
+          return g.error(l) << "transpose needs a tensor of rank >= 2, got "
+                            << gt::formatType(a[0]->type());
+        FailureOr<int64_t> d0 = axisOf(g, l, a[1] ? a[1]->i : -2, rank);
+        FailureOr<int64_t> d1 = succeeded(d0)
+                                    ? axisOf(g, l, a[2] ? a[2]->i : -1, rank)
+                                    : FailureOr<int64_t>(failure());
+        if (failed(d1))
+          return failure();
+        SmallVector<int64_t> perm =
+            llvm::to_vector(llvm::seq<int64_t>(0, rank));
+        std::swap(perm[*d0], perm[*d1]);
+        return g.make<gt::TransposeOp>(
+            l, a[0]->tensor,
+            {g.attr("permutation", g.getBuilder().getI64ArrayAttr(perm))});
+      }};
+  t["layernorm"] = {
+      {req("x", K::FloatTensor), opt("eps", K::Number), opt("name", K::Str)},
+      [](Generator &g, Loc l, Bound &a) -> FailureOr<Val> {
+        const Val &x = *a[0];
+        if (x.type().getRank() < 1)
+          return g.error(l) << "layernorm needs a tensor of rank >= 1";
+        FailureOr<int64_t> d =
+            g.staticDim(l, x, x.type().getRank() - 1, "layernorm");
+        if (failed(d))
+          return failure();
+        FailureOr<std::string> name = g.layerName(l, "ln", a[2]);
+        if (failed(name))
+          return failure();
+        Type et = x.type().getElementType();
+        FailureOr<Val> w =
+            g.makeParam(l, *name + ".weight", {*d}, et, "ones", {});
+        FailureOr<Val> b = succeeded(w) ? g.makeParam(l, *name + ".bias", {*d},
+                                                      et, "zeros", {})
+                                        : FailureOr<Val>(failure());
+        if (failed(b))
+          return failure();
+        double eps = a[1] ? a[1]->asDouble() : 1e-5;
+        return g.make<gt::LayerNormOp>(
+            l, {x.tensor, w->tensor, b->tensor},
+            {g.attr("epsilon", g.getBuilder().getF64FloatAttr(eps))});
+      }};
+}
+
+/// The builtins of model blocks over sequences: attention, embedding and
+/// positions.
+static void addSequenceBuiltins(llvm::StringMap<Builtin> &t) {
+  t["attention"] = {
+      {req("x", K::FloatTensor), req("heads", K::Int), opt("causal", K::Bool),
+       opt("std", K::Number), opt("name", K::Str)},
+      [](Generator &g, Loc l, Bound &a) -> FailureOr<Val> {
+        const Val &x = *a[0];
+        if (x.type().getRank() != 3)
+          return g.error(l) << "attention needs x of shape [B, T, D], got "
+                            << gt::formatType(x.type());
+        FailureOr<int64_t> d = g.staticDim(l, x, 2, "attention");
+        if (failed(d))
+          return failure();
+        int64_t heads = a[1]->i;
+        if (heads <= 0 || *d % heads != 0)
+          return g.error(a[1]->loc)
+                 << "heads = " << heads
+                 << " must be positive and divide the model width " << *d;
+        FailureOr<std::string> name = g.layerName(l, "attn", a[4]);
+        if (failed(name))
+          return failure();
+        FailureOr<Val> qkv = applyLinear(g, l, x, 3 * *d, true,
+                                         *name + ".c_attn", optDouble(a[3]));
+        if (failed(qkv))
+          return failure();
+        OpBuilder &b = g.getBuilder();
+        FailureOr<Val> y = g.make<gt::AttentionOp>(
+            l, qkv->tensor,
+            {g.attr("heads", b.getI64IntegerAttr(heads)),
+             g.attr("causal", b.getBoolAttr(!a[2] || a[2]->b))});
+        if (failed(y))
+          return failure();
+        return applyLinear(g, l, *y, *d, true, *name + ".c_proj",
+                           optDouble(a[3]));
+      }};
+  t["embedding"] = {
+      {req("ids", K::IndexTensor), req("table", K::Any), opt("dim", K::Int),
+       opt("std", K::Number), opt("name", K::Str)},
+      [](Generator &g, Loc l, Bound &a) -> FailureOr<Val> {
+        Val table = *a[1];
+        if (table.kind == Val::Kind::Int) {
+          if (!a[2])
+            return g.error(l) << "embedding(ids, " << table.i
+                              << ", ...) creates a table and needs its "
+                                 "width: add dim: D";
+          int64_t v = table.i, d = a[2]->i;
+          if (v <= 0 || d <= 0 || v > Limits::kMaxDim || d > Limits::kMaxDim)
+            return g.error(l) << "embedding table sizes must be positive, "
+                                 "got "
+                              << v << " x " << d;
+          FailureOr<std::string> name = g.layerName(l, "emb", a[4]);
+          if (failed(name))
+            return failure();
+          if (a[3] && a[3]->asDouble() < 0)
+            return g.error(a[3]->loc) << "std must be >= 0";
+          FailureOr<Val> w = g.makeParam(
+              l, *name + ".weight", {v, d}, Float32Type::get(&g.context()),
+              "normal", {0.0, a[3] ? a[3]->asDouble() : 1.0});
+          if (failed(w))
+            return failure();
+          table = *w;
+        } else if (!matches(table, K::FloatTensor)) {
+          return g.error(table.loc)
+                 << "embedding's table must be a float tensor [V, D] or "
+                    "the number of rows V, got "
+                 << describe(table);
+        } else {
+          for (const std::optional<Val> &unused : {a[2], a[3], a[4]})
+            if (unused)
+              return g.error(unused->loc)
+                     << "dim:, std: and name: only apply when embedding "
+                        "creates its table (embedding(ids, V, dim: D))";
+        }
+        return g.make<gt::EmbeddingOp>(l, {a[0]->tensor, table.tensor});
+      }};
+  t["positions"] = {
+      {req("length", K::Int)},
+      [](Generator &g, Loc l, Bound &a) -> FailureOr<Val> {
+        int64_t n = a[0]->i;
+        if (n <= 0 || n > Limits::kMaxDim)
+          return g.error(a[0]->loc)
+                 << "positions needs a positive length, got " << n;
+        return g.make<gt::PositionsOp>(
+            l, {}, {g.attr("length", g.getBuilder().getI64IntegerAttr(n))});
+      }};
+}
+
+/// The builtins of model blocks: cross_entropy, the reductions, reshape and
+/// cast.
+static void addLossAndShapeBuiltins(llvm::StringMap<Builtin> &t) {
+  t["cross_entropy"] = {
+      {req("logits", K::FloatTensor), req("labels", K::IndexTensor)},
+      [](Generator &g, Loc l, Bound &a) {
+        return g.make<gt::CrossEntropyOp>(l, {a[0]->tensor, a[1]->tensor});
+      }};
+  auto reduce = [](auto tag) -> Builtin {
+    using OpTy = decltype(tag);
+    return {{req("x", K::FloatTensor), opt("axis", K::IntOrTuple),
+             opt("keepdim", K::Bool)},
+            [](Generator &g, Loc l, Bound &a) -> FailureOr<Val> {
+              SmallVector<int64_t> axes;
+              if (a[1] && a[1]->kind == Val::Kind::Int)
+                axes.push_back(a[1]->i);
+              else if (a[1])
+                for (const Val &e : a[1]->elems)
+                  axes.push_back(e.i);
+              OpBuilder &b = g.getBuilder();
+              return g.make<OpTy>(
+                  l, a[0]->tensor,
+                  {g.attr("axes", b.getI64ArrayAttr(axes)),
+                   g.attr("keepdim", b.getBoolAttr(a[2] && a[2]->b))});
+            }};
+  };
+  t["sum"] = reduce(gt::SumOp());
+  t["mean"] = reduce(gt::MeanOp());
+  t["reshape"] = {
+      {req("x", K::Tensor), req("shape", K::IntOrTuple)},
+      [](Generator &g, Loc l, Bound &a) -> FailureOr<Val> {
+        RankedTensorType in = a[0]->type();
+        std::vector<int64_t> want;
+        if (a[1]->kind == Val::Kind::Int)
+          want.push_back(a[1]->i);
+        for (const Val &e : a[1]->elems)
+          want.push_back(e.i);
+        int64_t known = 1, inferred = -1;
+        for (auto [i, d] : llvm::enumerate(want)) {
+          if (d == -1 && inferred < 0) {
+            inferred = i;
+            continue;
+          }
+          if (d <= 0 || d > Limits::kMaxDim)
+            return g.error(l) << "reshape sizes must be positive, with at "
+                                 "most one -1; got "
+                              << d;
+          known *= d;
+          if (known > Limits::kMaxElements)
+            return g.error(l) << "reshape to too many elements";
+        }
+        bool dynamic = !in.hasStaticShape();
+        if (dynamic && inferred < 0)
+          return g.error(l) << "reshape of " << gt::formatType(in)
+                            << " (symbolic size) needs one -1 in the new shape";
+        if (inferred >= 0) {
+          if (dynamic) {
+            want[inferred] = ShapedType::kDynamic;
+          } else if (in.getNumElements() % known != 0) {
+            return g.error(l) << "cannot reshape " << gt::formatType(in) << " ("
+                              << in.getNumElements()
+                              << " elements) into groups of " << known;
+          } else {
+            want[inferred] = in.getNumElements() / known;
+          }
+        }
+        auto type = RankedTensorType::get(want, in.getElementType());
+        return g.makeTyped<gt::ReshapeOp>(l, type, a[0]->tensor);
+      }};
+  t["cast"] = {{req("x", K::Tensor), req("dtype", K::Dtype)},
+               [](Generator &g, Loc l, Bound &a) {
+                 Type et = *parseDtype(a[1]->s, &g.context());
+                 auto type = a[0]->type().clone(et);
+                 return g.makeTyped<gt::CastOp>(l, type, a[0]->tensor);
+               }};
+}
+
 const llvm::StringMap<Builtin> &modelBuiltins() {
   static const llvm::StringMap<Builtin> table = [] {
     llvm::StringMap<Builtin> t;
-#define GTC_ACTIVATION_BUILTIN(Kind, name) t[#name] = unary<gt::Kind##Op>();
-    GTC_ACTIVATION_OPS(GTC_ACTIVATION_BUILTIN)
-#undef GTC_ACTIVATION_BUILTIN
-    t["gelu"] = {{req("x", K::FloatTensor), opt("approximate", K::Bool)},
-                 [](Generator &g, Loc l, Bound &a) {
-                   bool approx = a[1] && a[1]->b;
-                   return g.make<gt::GeluOp>(
-                       l, a[0]->tensor,
-                       {g.attr("approximate",
-                               g.getBuilder().getBoolAttr(approx))});
-                 }};
-    t["softmax"] = {{req("x", K::FloatTensor), opt("axis", K::Int)},
-                    [](Generator &g, Loc l, Bound &a) -> FailureOr<Val> {
-                      int64_t axis = a[1] ? a[1]->i : -1;
-                      if (failed(axisOf(g, l, axis, a[0]->type().getRank())))
-                        return failure();
-                      return g.make<gt::SoftmaxOp>(
-                          l, a[0]->tensor,
-                          {g.attr("axis", g.getBuilder().getI64IntegerAttr(
-                                              axis))});
-                    }};
-    t["linear"] = {{req("x", K::FloatTensor), req("out", K::Int),
-                    opt("bias", K::Bool), opt("std", K::Number),
-                    opt("name", K::Str)},
-                   [](Generator &g, Loc l, Bound &a) {
-                     FailureOr<std::string> name =
-                         g.layerName(l, "fc", a[4]);
-                     if (failed(name))
-                       return FailureOr<Val>(failure());
-                     return applyLinear(g, l, *a[0], a[1]->i,
-                                        !a[2] || a[2]->b, *name,
-                                        optDouble(a[3]));
-                   }};
-    t["matmul"] = {{req("a", K::FloatTensor), req("b", K::FloatTensor),
-                    opt("transpose_a", K::Bool), opt("transpose_b", K::Bool)},
-                   [](Generator &g, Loc l, Bound &a) {
-                     OpBuilder &b = g.getBuilder();
-                     return g.make<gt::MatmulOp>(
-                         l, {a[0]->tensor, a[1]->tensor},
-                         {g.attr("transpose_a",
-                                 b.getBoolAttr(a[2] && a[2]->b)),
-                          g.attr("transpose_b",
-                                 b.getBoolAttr(a[3] && a[3]->b))});
-                   }};
-    t["transpose"] = {
-        {req("x", K::Tensor), opt("dim0", K::Int), opt("dim1", K::Int)},
-        [](Generator &g, Loc l, Bound &a) -> FailureOr<Val> {
-          int64_t rank = a[0]->type().getRank();
-          if (rank < 2)
-            return g.error(l) << "transpose needs a tensor of rank >= 2, got "
-                              << gt::formatType(a[0]->type());
-          FailureOr<int64_t> d0 = axisOf(g, l, a[1] ? a[1]->i : -2, rank);
-          FailureOr<int64_t> d1 =
-              succeeded(d0) ? axisOf(g, l, a[2] ? a[2]->i : -1, rank)
-                            : FailureOr<int64_t>(failure());
-          if (failed(d1))
-            return failure();
-          SmallVector<int64_t> perm = llvm::to_vector(llvm::seq<int64_t>(0, rank));
-          std::swap(perm[*d0], perm[*d1]);
-          return g.make<gt::TransposeOp>(
-              l, a[0]->tensor,
-              {g.attr("permutation", g.getBuilder().getI64ArrayAttr(perm))});
-        }};
-    t["layernorm"] = {
-        {req("x", K::FloatTensor), opt("eps", K::Number), opt("name", K::Str)},
-        [](Generator &g, Loc l, Bound &a) -> FailureOr<Val> {
-          const Val &x = *a[0];
-          if (x.type().getRank() < 1)
-            return g.error(l) << "layernorm needs a tensor of rank >= 1";
-          FailureOr<int64_t> d =
-              g.staticDim(l, x, x.type().getRank() - 1, "layernorm");
-          if (failed(d))
-            return failure();
-          FailureOr<std::string> name = g.layerName(l, "ln", a[2]);
-          if (failed(name))
-            return failure();
-          Type et = x.type().getElementType();
-          FailureOr<Val> w =
-              g.makeParam(l, *name + ".weight", {*d}, et, "ones", {});
-          FailureOr<Val> b = succeeded(w) ? g.makeParam(l, *name + ".bias",
-                                                        {*d}, et, "zeros", {})
-                                          : FailureOr<Val>(failure());
-          if (failed(b))
-            return failure();
-          double eps = a[1] ? a[1]->asDouble() : 1e-5;
-          return g.make<gt::LayerNormOp>(
-              l, {x.tensor, w->tensor, b->tensor},
-              {g.attr("epsilon", g.getBuilder().getF64FloatAttr(eps))});
-        }};
-    t["attention"] = {
-        {req("x", K::FloatTensor), req("heads", K::Int), opt("causal", K::Bool),
-         opt("std", K::Number), opt("name", K::Str)},
-        [](Generator &g, Loc l, Bound &a) -> FailureOr<Val> {
-          const Val &x = *a[0];
-          if (x.type().getRank() != 3)
-            return g.error(l) << "attention needs x of shape [B, T, D], got "
-                              << gt::formatType(x.type());
-          FailureOr<int64_t> d = g.staticDim(l, x, 2, "attention");
-          if (failed(d))
-            return failure();
-          int64_t heads = a[1]->i;
-          if (heads <= 0 || *d % heads != 0)
-            return g.error(a[1]->loc)
-                   << "heads = " << heads
-                   << " must be positive and divide the model width " << *d;
-          FailureOr<std::string> name = g.layerName(l, "attn", a[4]);
-          if (failed(name))
-            return failure();
-          FailureOr<Val> qkv = applyLinear(g, l, x, 3 * *d, true,
-                                           *name + ".c_attn", optDouble(a[3]));
-          if (failed(qkv))
-            return failure();
-          OpBuilder &b = g.getBuilder();
-          FailureOr<Val> y = g.make<gt::AttentionOp>(
-              l, qkv->tensor,
-              {g.attr("heads", b.getI64IntegerAttr(heads)),
-               g.attr("causal", b.getBoolAttr(!a[2] || a[2]->b))});
-          if (failed(y))
-            return failure();
-          return applyLinear(g, l, *y, *d, true, *name + ".c_proj",
-                             optDouble(a[3]));
-        }};
-    t["embedding"] = {
-        {req("ids", K::IndexTensor), req("table", K::Any), opt("dim", K::Int),
-         opt("std", K::Number), opt("name", K::Str)},
-        [](Generator &g, Loc l, Bound &a) -> FailureOr<Val> {
-          Val table = *a[1];
-          if (table.kind == Val::Kind::Int) {
-            if (!a[2])
-              return g.error(l) << "embedding(ids, " << table.i
-                                << ", ...) creates a table and needs its "
-                                   "width: add dim: D";
-            int64_t v = table.i, d = a[2]->i;
-            if (v <= 0 || d <= 0 || v > Limits::kMaxDim || d > Limits::kMaxDim)
-              return g.error(l) << "embedding table sizes must be positive, "
-                                   "got "
-                                << v << " x " << d;
-            FailureOr<std::string> name = g.layerName(l, "emb", a[4]);
-            if (failed(name))
-              return failure();
-            if (a[3] && a[3]->asDouble() < 0)
-              return g.error(a[3]->loc) << "std must be >= 0";
-            FailureOr<Val> w = g.makeParam(
-                l, *name + ".weight", {v, d}, Float32Type::get(&g.context()),
-                "normal", {0.0, a[3] ? a[3]->asDouble() : 1.0});
-            if (failed(w))
-              return failure();
-            table = *w;
-          } else if (!matches(table, K::FloatTensor)) {
-            return g.error(table.loc)
-                   << "embedding's table must be a float tensor [V, D] or "
-                      "the number of rows V, got "
-                   << describe(table);
-          } else {
-            for (const std::optional<Val> &unused : {a[2], a[3], a[4]})
-              if (unused)
-                return g.error(unused->loc)
-                       << "dim:, std: and name: only apply when embedding "
-                          "creates its table (embedding(ids, V, dim: D))";
-          }
-          return g.make<gt::EmbeddingOp>(l, {a[0]->tensor, table.tensor});
-        }};
-    t["positions"] = {{req("length", K::Int)},
-                      [](Generator &g, Loc l, Bound &a) -> FailureOr<Val> {
-                        int64_t n = a[0]->i;
-                        if (n <= 0 || n > Limits::kMaxDim)
-                          return g.error(a[0]->loc)
-                                 << "positions needs a positive length, got "
-                                 << n;
-                        return g.make<gt::PositionsOp>(
-                            l, {},
-                            {g.attr("length",
-                                    g.getBuilder().getI64IntegerAttr(n))});
-                      }};
-    t["cross_entropy"] = {{req("logits", K::FloatTensor),
-                           req("labels", K::IndexTensor)},
-                          [](Generator &g, Loc l, Bound &a) {
-                            return g.make<gt::CrossEntropyOp>(
-                                l, {a[0]->tensor, a[1]->tensor});
-                          }};
-    auto reduce = [](auto tag) -> Builtin {
-      using OpTy = decltype(tag);
-      return {{req("x", K::FloatTensor), opt("axis", K::IntOrTuple),
-               opt("keepdim", K::Bool)},
-              [](Generator &g, Loc l, Bound &a) -> FailureOr<Val> {
-                SmallVector<int64_t> axes;
-                if (a[1] && a[1]->kind == Val::Kind::Int)
-                  axes.push_back(a[1]->i);
-                else if (a[1])
-                  for (const Val &e : a[1]->elems)
-                    axes.push_back(e.i);
-                OpBuilder &b = g.getBuilder();
-                return g.make<OpTy>(
-                    l, a[0]->tensor,
-                    {g.attr("axes", b.getI64ArrayAttr(axes)),
-                     g.attr("keepdim", b.getBoolAttr(a[2] && a[2]->b))});
-              }};
-    };
-    t["sum"] = reduce(gt::SumOp());
-    t["mean"] = reduce(gt::MeanOp());
-    t["reshape"] = {
-        {req("x", K::Tensor), req("shape", K::IntOrTuple)},
-        [](Generator &g, Loc l, Bound &a) -> FailureOr<Val> {
-          RankedTensorType in = a[0]->type();
-          std::vector<int64_t> want;
-          if (a[1]->kind == Val::Kind::Int)
-            want.push_back(a[1]->i);
-          for (const Val &e : a[1]->elems)
-            want.push_back(e.i);
-          int64_t known = 1, inferred = -1;
-          for (auto [i, d] : llvm::enumerate(want)) {
-            if (d == -1 && inferred < 0) {
-              inferred = i;
-              continue;
-            }
-            if (d <= 0 || d > Limits::kMaxDim)
-              return g.error(l) << "reshape sizes must be positive, with at "
-                                   "most one -1; got "
-                                << d;
-            known *= d;
-            if (known > Limits::kMaxElements)
-              return g.error(l) << "reshape to too many elements";
-          }
-          bool dynamic = !in.hasStaticShape();
-          if (dynamic && inferred < 0)
-            return g.error(l)
-                   << "reshape of " << gt::formatType(in)
-                   << " (symbolic size) needs one -1 in the new shape";
-          if (inferred >= 0) {
-            if (dynamic) {
-              want[inferred] = ShapedType::kDynamic;
-            } else if (in.getNumElements() % known != 0) {
-              return g.error(l) << "cannot reshape " << gt::formatType(in)
-                                << " (" << in.getNumElements()
-                                << " elements) into groups of " << known;
-            } else {
-              want[inferred] = in.getNumElements() / known;
-            }
-          }
-          auto type = RankedTensorType::get(want, in.getElementType());
-          return g.makeTyped<gt::ReshapeOp>(l, type, a[0]->tensor);
-        }};
-    t["cast"] = {{req("x", K::Tensor), req("dtype", K::Dtype)},
-                 [](Generator &g, Loc l, Bound &a) {
-                   Type et = *parseDtype(a[1]->s, &g.context());
-                   auto type = a[0]->type().clone(et);
-                   return g.makeTyped<gt::CastOp>(l, type, a[0]->tensor);
-                 }};
+    addElementwiseBuiltins(t);
+    addLayerBuiltins(t);
+    addSequenceBuiltins(t);
+    addLossAndShapeBuiltins(t);
     return t;
   }();
   return table;
