@@ -174,16 +174,28 @@ const llvm::StringMap<SettingBuiltin> &settingBuiltins() {
   return table;
 }
 
-/// Which train-block functions each setting accepts.
-const llvm::StringMap<std::vector<StringRef>> &settingFunctions() {
-  static const llvm::StringMap<std::vector<StringRef>> table = {
-      {"data", {"idx", "tokens", "text"}},
-      {"eval", {"idx", "tokens", "text"}},
-      {"optimizer", {"sgd", "adam", "adamw"}},
-      {"schedule", {"constant", "linear", "cosine"}},
-      {"checkpoint", {"auto", "every"}},
-  };
-  return table;
+/// The train-block functions a setting accepts, by its kind
+/// (TrainSettings.def); empty for a setting that takes none.
+ArrayRef<StringRef> settingFunctions(StringRef key) {
+  static const StringRef sources[] = {"idx", "tokens", "text"};
+  static const StringRef optimizers[] = {"sgd", "adam", "adamw"};
+  static const StringRef schedules[] = {"constant", "linear", "cosine"};
+  static const StringRef checkpoints[] = {"auto", "every"};
+  const gt::TrainSetting *setting = gt::lookupTrainSetting(key);
+  if (!setting)
+    return {};
+  switch (setting->kind) {
+  case gt::TrainSettingKind::Source:
+    return sources;
+  case gt::TrainSettingKind::Optimizer:
+    return optimizers;
+  case gt::TrainSettingKind::Schedule:
+    return schedules;
+  case gt::TrainSettingKind::Checkpoint:
+    return checkpoints;
+  default:
+    return {};
+  }
 }
 
 FailureOr<Attribute> Generator::toAttr(const Val &v, Loc l) {
@@ -206,11 +218,10 @@ FailureOr<Attribute> Generator::toAttr(const Val &v, Loc l) {
 
 FailureOr<Attribute> Generator::genSetting(const Setting &setting) {
   const Expr &e = *setting.value;
-  auto fns = settingFunctions().find(setting.key);
-  bool takesCall = fns != settingFunctions().end();
+  ArrayRef<StringRef> fns = settingFunctions(setting.key);
+  bool takesCall = !fns.empty();
   bool isCallable = e.kind == Expr::Kind::Call || e.kind == Expr::Kind::Name;
-  if (takesCall && isCallable &&
-      llvm::is_contained(fns->second, StringRef(e.text))) {
+  if (takesCall && isCallable && llvm::is_contained(fns, StringRef(e.text))) {
     const SettingBuiltin &fn = settingBuiltins().find(e.text)->second;
     FailureOr<Bound> bound = bindCall(e, fn.params);
     if (failed(bound))
@@ -220,8 +231,8 @@ FailureOr<Attribute> Generator::genSetting(const Setting &setting) {
   if (takesCall && e.kind == Expr::Kind::Call) {
     auto diag = error(e.loc) << "unknown " << setting.key << " '" << e.text
                              << "'; expected one of ";
-    llvm::interleaveComma(fns->second, diag);
-    diag << closest(e.text, fns->second);
+    llvm::interleaveComma(fns, diag);
+    diag << closest(e.text, fns);
     return diag;
   }
   FailureOr<Val> v = eval(e);
@@ -236,8 +247,8 @@ FailureOr<Attribute> Generator::genSetting(const Setting &setting) {
                              << "'; expected one of ";
     if (setting.key == "checkpoint")
       diag << "none, ";
-    llvm::interleaveComma(fns->second, diag);
-    diag << closest(v->s, fns->second);
+    llvm::interleaveComma(fns, diag);
+    diag << closest(v->s, fns);
     return diag;
   }
   if (setting.key == "grad_clip" && v->kind == Val::Kind::Int)

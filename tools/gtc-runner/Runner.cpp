@@ -34,7 +34,7 @@ int usage(const std::string &self, const rt::Plan &step,
   std::cout << ")\n\nusage: " << self
             << " [options]\n\noptions (override the compiled train block; "
                "--batch and --precision must match what was compiled):\n"
-            << rt::kRunOptionsHelp
+            << rt::runOptionsHelp()
             << "  -h, --help     show this help\n\nExit status: 0 on success, "
                "1 on an error, 2 on a command-line mistake, 130 when "
                "interrupted (after saving).\n";

@@ -48,7 +48,8 @@ namespace {
 
 constexpr const char *kVersion = "gtc 0.1.0 (MLIR " "22" ")";
 
-constexpr const char *kUsage = R"(gtc: a compiler and JIT for neural-network training
+constexpr const char *kUsage =
+    R"(gtc: a compiler and JIT for neural-network training
 
 usage: gtc <command> FILE.gt [options]
        gtc FILE.gt [options]          (same as 'gtc check')
@@ -67,14 +68,6 @@ options:
                  gt-checkpoint and gt-fuse
   --emit=plan    (run) print the compiled plan of the training step
   --emit=cuda    (run) print the generated CUDA kernels of the training step
-  --explain      (run) print the memory plan (weights, gradients, optimizer
-                 state, activations, workspace), each op's precision, the
-                 padded GEMMs, what gradient checkpointing saves and
-                 recomputes, and every kernel of a step (its ops, bytes
-                 moved, FLOPs) before training
-  --dry-run      (run) compile, plan and print what --explain prints, then
-                 exit without training; --device cuda plans the GPU program
-                 on a machine without a GPU
   -o FILE        write the --emit output to FILE instead of stdout
   -h, --help     show this help
   --version      show the version
@@ -121,7 +114,9 @@ std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
   for (; i < args.size(); ++i) {
     StringRef a = args[i];
     if (a == "-h" || a == "--help") {
-      llvm::outs() << kUsage << gtc::rt::kRunOptionsHelp << kUsageTail;
+      llvm::outs() << kUsage << gtc::rt::runOptionsHelp()
+                   << "\ntrain block settings (LANGUAGE.md, section 7):\n"
+                   << gtc::rt::trainSettingsHelp() << kUsageTail;
       return 0;
     }
     if (a == "--version") {

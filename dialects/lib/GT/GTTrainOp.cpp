@@ -11,6 +11,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include <cmath>
+#include <vector>
 
 using namespace mlir;
 using namespace mlir::gt;
@@ -19,12 +20,29 @@ using namespace mlir::gt;
 // Training configuration
 //===----------------------------------------------------------------------===//
 
+ArrayRef<TrainSetting> mlir::gt::trainSettings() {
+  static const TrainSetting settings[] = {
+#define GTC_TRAIN_SETTING(NAME, KIND, DEFAULT, FLAG, HELP)                     \
+  {#NAME, TrainSettingKind::KIND, DEFAULT, FLAG, HELP},
+#include "gtc/Runtime/TrainSettings.def"
+  };
+  return settings;
+}
+
+const TrainSetting *mlir::gt::lookupTrainSetting(StringRef name) {
+  for (const TrainSetting &s : trainSettings())
+    if (s.name == name)
+      return &s;
+  return nullptr;
+}
+
 ArrayRef<StringRef> mlir::gt::trainSettingNames() {
-  static const StringRef names[] = {
-      "data",    "eval",      "batch",      "epochs",    "steps",
-      "seed",    "optimizer", "schedule",   "precision", "checkpoint",
-      "devices", "grad_clip", "log_every",  "eval_every", "shuffle",
-      "micro_batch", "shard"};
+  static const std::vector<StringRef> names = [] {
+    std::vector<StringRef> n;
+    for (const TrainSetting &s : trainSettings())
+      n.push_back(s.name);
+    return n;
+  }();
   return names;
 }
 
@@ -101,20 +119,26 @@ public:
     return success();
   }
 
+  /// Checks one attribute by its setting's kind (TrainSettings.def).
   LogicalResult check(NamedAttribute attr) {
     StringRef key = attr.getName().getValue();
     Attribute v = attr.getValue();
-    if (key == "data" || key == "eval")
+    if (key == "model")
+      return success();
+    const TrainSetting *setting = lookupTrainSetting(key);
+    if (!setting)
+      return op.emitError("gt.train has unknown setting '") << key << "'";
+    switch (setting->kind) {
+    case TrainSettingKind::Source:
       return failure(
           failed(tagged(key, v, "kind", {"idx", "tokens", "text"},
                         {"images", "labels", "path", "scale", "seq"})) ||
           failed(atLeast(key, v, "seq", 1)));
-    if (key == "seed")
-      return positiveInt(key, v, 0);
-    if (key == "batch" || key == "epochs" || key == "steps" ||
-        key == "log_every" || key == "eval_every")
+    case TrainSettingKind::Count:
       return positiveInt(key, v);
-    if (key == "optimizer")
+    case TrainSettingKind::Seed:
+      return positiveInt(key, v, 0);
+    case TrainSettingKind::Optimizer:
       return failure(
           failed(tagged(key, v, "name", {"sgd", "adam", "adamw"},
                         {"lr", "momentum", "nesterov", "weight_decay",
@@ -124,41 +148,37 @@ public:
           failed(atLeast(key, v, "dampening", 0)) ||
           failed(atLeast(key, v, "weight_decay", 0)) ||
           failed(atLeast(key, v, "eps", 0, /*strict=*/true)));
-    if (key == "schedule")
+    case TrainSettingKind::Schedule:
       return failure(
           failed(tagged(key, v, "name", {"constant", "linear", "cosine"},
                         {"warmup", "final"})) ||
           failed(atLeast(key, v, "warmup", 0)) ||
           failed(atLeast(key, v, "final", 0)));
-    if (key == "precision")
+    case TrainSettingKind::Precision:
       return oneOf(key, v, {"fp32", "tf32", "bf16", "fp16"});
-    if (key == "checkpoint")
+    case TrainSettingKind::Checkpoint:
       return failure(failed(tagged(key, v, "mode", {"none", "auto", "every"},
                                    {"budget", "every"})) ||
                      failed(atLeast(key, v, "budget", 0, /*strict=*/true)) ||
                      failed(atLeast(key, v, "every", 1)));
-    if (key == "devices") {
+    case TrainSettingKind::Devices:
       if (isa<IntegerAttr>(v))
         return positiveInt(key, v);
       return oneOf(key, v, {"all", "cpu"});
-    }
-    if (key == "shard")
+    case TrainSettingKind::Shard:
       return oneOf(key, v, {"none", "optimizer", "gradients"});
-    if (key == "micro_batch") {
+    case TrainSettingKind::MicroBatch:
       if (isa<IntegerAttr>(v))
         return positiveInt(key, v);
       return oneOf(key, v, {"auto"});
-    }
-    if (key == "grad_clip")
+    case TrainSettingKind::Positive:
       return positiveFloat(key, v);
-    if (key == "shuffle") {
+    case TrainSettingKind::Bool:
       if (isa<BoolAttr>(v))
         return success();
-      return op.emitError("setting 'shuffle' must be true or false");
+      return op.emitError("setting '") << key << "' must be true or false";
     }
-    if (key == "model")
-      return success();
-    return op.emitError("gt.train has unknown setting '") << key << "'";
+    llvm_unreachable("a kind of TrainSettings.def");
   }
 
 private:

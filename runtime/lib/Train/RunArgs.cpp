@@ -9,67 +9,6 @@
 
 using namespace gtc::rt;
 
-const char *const gtc::rt::kRunOptionsHelp =
-    R"(  --device D     cpu, cuda, or auto (the GPU if there is one; the default)
-  --steps N      train N steps in all (counting resumed ones)
-  --epochs N     train N epochs
-  --batch N      batch size; auto: the largest whose predicted peak fits the
-                 checkpoint budget, or else 95% of the device's free memory
-  --seed S       seed for initialization, shuffling and sampling
-  --threads N    CPU threads (default: all cores)
-  --log FILE     append metrics as JSON lines
-  --log-every N  log (and print) every N steps
-  --bench N      time N training steps on random data and print ms/step
-  --profile FILE profile steady-state steps on random data: a Chrome trace
-                 of every kernel, GEMM and copy to FILE (chrome://tracing,
-                 Perfetto) and a table of kernels by time; with --bench N,
-                 N steps are timed first
-  --precision P  fp32, tf32 (cuBLASLt's TF32 GEMMs on a GPU), bf16 or fp16
-                 (gt-autocast; fp16 with dynamic loss scaling)
-  --checkpoint C gradient checkpointing instead of the train block's: none,
-                 'every(N)', 'auto(budget: SIZE)' (e.g. 6GiB) or auto (95%
-                 of the device's free memory)
-  --micro-batch M  gradient accumulation: run each batch as micro-batches
-                 of M rows (a divisor of the batch) and update once; auto:
-                 the largest whose predicted peak fits 95% of the free memory
-  --devices N    data parallel: N processes (one per GPU; on the CPU, N
-                 processes through Gloo), each with batch/N rows of every
-                 batch; all: every GPU; cpu: one CPU process. Overrides
-                 the train block's devices. Under torchrun, srun or mpirun
-                 gtc joins their processes instead (RANK/WORLD_SIZE, ...)
-  --rendezvous file:DIR  meet the other ranks through files in DIR (new or
-                 empty, on a file system all ranks share) instead of TCP
-                 at MASTER_ADDR:MASTER_PORT
-  --shard S      data parallel: optimizer (ZeRO-1: each process keeps and
-                 updates 1/N of the optimizer state, then the parameters
-                 are gathered), gradients (ZeRO-2, GPUs: 1/N of the
-                 gradients kept too) or none; overrides the train block's
-                 shard
-  --bucket-size SIZE  data parallel: gradients are all-reduced in buckets
-                 of at most SIZE (default 25MiB), each as soon as the
-                 backward has computed it
-  --check-numerics  after every op of every step, check that its output is
-                 finite; the first that is not stops the run with its op,
-                 source location, layer and phase (slow: for debugging; with
-                 fp16 loss scaling, whose gradients may overflow by design,
-                 the forward pass only)
-  --no-pad       keep GEMM dimensions as written (no gt-pad-dims)
-  --pad-all      with bf16 or fp16, pad small GEMMs too (by default those
-                 of fewer than 2^28 multiply-adds keep their sizes: padding
-                 them costs more pad and slice kernels than it saves)
-  --no-fuse      one kernel per op (no gt-fuse; for comparisons)
-  --data PATH    the training data instead of the train block's file
-                 (idx sources: IMAGES,LABELS)
-  --eval PATH    the evaluation data, likewise
-  --save FILE    write a safetensors checkpoint at the end (and on Ctrl-C
-                 or SIGTERM; without --save an interrupted run writes
-                 MODEL-interrupted.safetensors in the current directory)
-  --resume FILE  continue from a checkpoint written by --save
-  --init FILE    start from the weights of a safetensors file (matched by
-                 name: a gtc checkpoint, a nanoGPT state_dict, ...; f32,
-                 f64, bf16 or f16) with a fresh optimizer, at step 0
-)";
-
 namespace {
 
 /// A size with a unit as in the language (KiB ... TiB, KB ... TB, B or
@@ -138,124 +77,336 @@ bool parseCount(const std::string &name, const std::string &value,
   return true;
 }
 
+/// One run option: `--name METAVAR` (a flag when metavar is empty), its
+/// help, and what it sets. `apply` gets the option's name and value and
+/// returns false with a message for a bad value.
+struct RunOption {
+  const char *name;
+  const char *metavar;
+  const char *help;
+  bool (*apply)(const std::string &name, const std::string &value, RunArgs &out,
+                std::string &error);
+};
+
+/// --name N: an integer >= 1 into `field`.
+template <auto RunArgs::*Field>
+bool setCount(const std::string &name, const std::string &value, RunArgs &out,
+              std::string &error) {
+  int64_t n = 0;
+  if (!parseCount(name, value, n, error))
+    return false;
+  out.*Field = n;
+  return true;
+}
+
+/// A flag: sets `field` to true.
+template <bool RunArgs::*Field>
+bool setFlag(const std::string &, const std::string &, RunArgs &out,
+             std::string &) {
+  out.*Field = true;
+  return true;
+}
+
+/// --name VALUE: `value` into the string `field`.
+template <std::string RunArgs::*Field>
+bool setString(const std::string &, const std::string &value, RunArgs &out,
+               std::string &) {
+  out.*Field = value;
+  return true;
+}
+
+/// Every run option, in --help's order. The train block's settings that a
+/// run option overrides name it (TrainSettings.def).
+const RunOption kRunOptions[] = {
+    {"--device", "D",
+     "cpu, cuda, or auto (the GPU if there is one; the default)",
+     [](const std::string &, const std::string &v, RunArgs &out,
+        std::string &error) {
+       if (v != "cpu" && v != "cuda" && v != "auto") {
+         error = "unknown device '" + v + "'; expected cpu, cuda or auto";
+         return false;
+       }
+       out.device = v;
+       return true;
+     }},
+    {"--steps", "N", "train N steps in all (counting resumed ones)",
+     [](const std::string &name, const std::string &v, RunArgs &out,
+        std::string &error) {
+       int64_t n = 0;
+       return parseCount(name, v, n, error) && (out.run.steps = n, true);
+     }},
+    {"--epochs", "N", "train N epochs",
+     [](const std::string &name, const std::string &v, RunArgs &out,
+        std::string &error) {
+       int64_t n = 0;
+       return parseCount(name, v, n, error) && (out.run.epochs = n, true);
+     }},
+    {"--batch", "N",
+     "batch size; auto: the largest whose predicted peak fits the checkpoint "
+     "budget, or else 95% of the device's free memory",
+     [](const std::string &name, const std::string &v, RunArgs &out,
+        std::string &error) {
+       if (v == "auto")
+         return out.batchAuto = true;
+       int64_t n = 0;
+       return parseCount(name, v, n, error) && (out.batch = n, true);
+     }},
+    {"--seed", "S", "seed for initialization, shuffling and sampling",
+     [](const std::string &name, const std::string &v, RunArgs &out,
+        std::string &error) {
+       int64_t n = 0;
+       return parseCount(name, v, n, error, 0) &&
+              (out.run.seed = static_cast<uint64_t>(n), true);
+     }},
+    {"--threads", "N", "CPU threads (default: all cores)",
+     [](const std::string &name, const std::string &v, RunArgs &out,
+        std::string &error) {
+       int64_t n = 0;
+       return parseCount(name, v, n, error) &&
+              (out.run.threads = static_cast<int>(n), true);
+     }},
+    {"--log", "FILE", "append metrics as JSON lines",
+     [](const std::string &, const std::string &v, RunArgs &out,
+        std::string &) { return out.run.logPath = v, true; }},
+    {"--log-every", "N", "log (and print) every N steps",
+     [](const std::string &name, const std::string &v, RunArgs &out,
+        std::string &error) {
+       int64_t n = 0;
+       return parseCount(name, v, n, error) && (out.run.logEvery = n, true);
+     }},
+    {"--bench", "N", "time N training steps on random data and print ms/step",
+     setCount<&RunArgs::bench>},
+    {"--profile", "FILE",
+     "profile steady-state steps on random data: a Chrome trace of every "
+     "kernel, GEMM and copy to FILE (chrome://tracing, Perfetto) and a table "
+     "of kernels by time; with --bench N, N steps are timed first",
+     [](const std::string &, const std::string &v, RunArgs &out,
+        std::string &) { return out.run.profilePath = v, true; }},
+    {"--precision", "P",
+     "fp32, tf32 (cuBLASLt's TF32 GEMMs on a GPU), bf16 or fp16 "
+     "(gt-autocast; fp16 with dynamic loss scaling)",
+     [](const std::string &, const std::string &v, RunArgs &out,
+        std::string &error) {
+       if (v != "fp32" && v != "tf32" && v != "bf16" && v != "fp16") {
+         error =
+             "unknown precision '" + v + "'; expected fp32, tf32, bf16 or fp16";
+         return false;
+       }
+       out.precision = v;
+       return true;
+     }},
+    {"--checkpoint", "C",
+     "gradient checkpointing instead of the train block's: none, "
+     "'every(N)', 'auto(budget: SIZE)' (e.g. 6GiB) or auto (95% of the "
+     "device's free memory)",
+     [](const std::string &, const std::string &v, RunArgs &out,
+        std::string &error) { return parseCheckpoint(v, out, error); }},
+    {"--micro-batch", "M",
+     "gradient accumulation: run each batch as micro-batches of M rows (a "
+     "divisor of the batch) and update once; auto: the largest whose "
+     "predicted peak fits 95% of the free memory",
+     [](const std::string &name, const std::string &v, RunArgs &out,
+        std::string &error) {
+       if (v == "auto")
+         return out.microBatch = -1, true;
+       return setCount<&RunArgs::microBatch>(name, v, out, error);
+     }},
+    {"--devices", "N",
+     "data parallel: N processes (one per GPU; on the CPU, N processes "
+     "through Gloo), each with batch/N rows of every batch; all: every GPU; "
+     "cpu: one CPU process. Overrides the train block's devices. Under "
+     "torchrun, srun or mpirun gtc joins their processes instead "
+     "(RANK/WORLD_SIZE, ...)",
+     [](const std::string &name, const std::string &v, RunArgs &out,
+        std::string &error) {
+       int64_t n = 0;
+       if (v == "all" || v == "cpu")
+         out.devices = v;
+       else if (parseCount(name, v, n, error))
+         out.devices = std::to_string(n);
+       else
+         return false;
+       return true;
+     }},
+    {"--rendezvous", "file:DIR",
+     "meet the other ranks through files in DIR (new or empty, on a file "
+     "system all ranks share) instead of TCP at MASTER_ADDR:MASTER_PORT",
+     [](const std::string &, const std::string &v, RunArgs &out,
+        std::string &error) {
+       if (v.rfind("file:", 0) != 0 || v.size() == 5) {
+         error = "--rendezvous needs file:DIR (a new or empty directory on a "
+                 "file system all ranks share), got '" +
+                 v + "'";
+         return false;
+       }
+       out.rendezvous = v;
+       return true;
+     }},
+    {"--shard", "S",
+     "data parallel: optimizer (ZeRO-1: each process keeps and updates 1/N "
+     "of the optimizer state, then the parameters are gathered), gradients "
+     "(ZeRO-2, GPUs: 1/N of the gradients kept too) or none; overrides the "
+     "train block's shard",
+     [](const std::string &, const std::string &v, RunArgs &out,
+        std::string &error) {
+       if (v != "optimizer" && v != "gradients" && v != "none") {
+         error = "--shard needs optimizer, gradients or none, got '" + v + "'";
+         return false;
+       }
+       out.shard = v;
+       return true;
+     }},
+    {"--bucket-size", "SIZE",
+     "data parallel: gradients are all-reduced in buckets of at most SIZE "
+     "(default 25MiB), each as soon as the backward has computed it",
+     [](const std::string &, const std::string &v, RunArgs &out,
+        std::string &error) {
+       if (parseBytes(v, out.bucketBytes))
+         return true;
+       error = "--bucket-size needs a size such as 25MiB or 1048576 (bytes), "
+               "got '" +
+               v + "'";
+       return false;
+     }},
+    {"--explain", "",
+     "print the memory plan (weights, gradients, optimizer state, "
+     "activations, workspace), each op's precision, the padded GEMMs, what "
+     "gradient checkpointing saves and recomputes, and every kernel of a "
+     "step (its ops, bytes moved, FLOPs) before training",
+     setFlag<&RunArgs::explain>},
+    {"--dry-run", "",
+     "compile, plan and print what --explain prints, then exit without "
+     "training; --device cuda plans the GPU program on a machine without a "
+     "GPU",
+     setFlag<&RunArgs::dryRun>},
+    {"--check-numerics", "",
+     "after every op of every step, check that its output is finite; the "
+     "first that is not stops the run with its op, source location, layer "
+     "and phase (slow: for debugging; with fp16 loss scaling, whose "
+     "gradients may overflow by design, the forward pass only)",
+     [](const std::string &, const std::string &, RunArgs &out, std::string &) {
+       return out.run.checkNumerics = true;
+     }},
+    {"--no-pad", "", "keep GEMM dimensions as written (no gt-pad-dims)",
+     setFlag<&RunArgs::noPad>},
+    {"--pad-all", "",
+     "with bf16 or fp16, pad small GEMMs too (by default those of fewer than "
+     "2^28 multiply-adds keep their sizes: padding them costs more pad and "
+     "slice kernels than it saves)",
+     setFlag<&RunArgs::padAll>},
+    {"--no-fuse", "", "one kernel per op (no gt-fuse; for comparisons)",
+     setFlag<&RunArgs::noFuse>},
+    {"--data", "PATH",
+     "the training data instead of the train block's file (idx sources: "
+     "IMAGES,LABELS)",
+     setString<&RunArgs::data>},
+    {"--eval", "PATH", "the evaluation data, likewise",
+     setString<&RunArgs::eval>},
+    {"--save", "FILE",
+     "write a safetensors checkpoint at the end (and on Ctrl-C or SIGTERM; "
+     "without --save an interrupted run writes MODEL-interrupted.safetensors "
+     "in the current directory)",
+     [](const std::string &, const std::string &v, RunArgs &out,
+        std::string &) { return out.run.savePath = v, true; }},
+    {"--resume", "FILE", "continue from a checkpoint written by --save",
+     [](const std::string &, const std::string &v, RunArgs &out,
+        std::string &) { return out.run.resumePath = v, true; }},
+    {"--init", "FILE",
+     "start from the weights of a safetensors file (matched by name: a gtc "
+     "checkpoint, a nanoGPT state_dict, ...; f32, f64, bf16 or f16) with a "
+     "fresh optimizer, at step 0",
+     [](const std::string &, const std::string &v, RunArgs &out,
+        std::string &) { return out.run.initPath = v, true; }},
+};
+
+/// `text` wrapped at 79 columns, each line after the first indented by
+/// `indent` spaces, after `first` (the line's start).
+std::string wrap(std::string first, const std::string &text, size_t indent) {
+  std::string out;
+  std::string line = std::move(first);
+  size_t at = 0;
+  bool empty = true;
+  while (at < text.size()) {
+    size_t end = text.find(' ', at);
+    if (end == std::string::npos)
+      end = text.size();
+    std::string word = text.substr(at, end - at);
+    at = end + 1;
+    if (!empty && line.size() + 1 + word.size() > 79) {
+      out += line + "\n";
+      line = std::string(indent, ' ');
+      empty = true;
+    }
+    line += (empty ? "" : " ") + word;
+    empty = false;
+  }
+  return out + line + "\n";
+}
+
+/// An option's or a setting's first column, padded to `width` (or two
+/// spaces past it).
+std::string column(const std::string &head, size_t width) {
+  return head.size() < width ? head + std::string(width - head.size(), ' ')
+                             : head + "  ";
+}
+
 } // namespace
+
+std::string gtc::rt::runOptionsHelp() {
+  std::string out;
+  for (const RunOption &o : kRunOptions) {
+    std::string head = std::string("  ") + o.name +
+                       (*o.metavar ? std::string(" ") + o.metavar : "");
+    out += wrap(column(head, 17), o.help, 17);
+  }
+  return out;
+}
+
+std::string gtc::rt::trainSettingsHelp() {
+  std::string out;
+#define GTC_TRAIN_SETTING(NAME, KIND, DEFAULT, FLAG, HELP)                     \
+  out += wrap(column("  " #NAME, 15),                                          \
+              std::string(HELP) + " (default: " DEFAULT +                      \
+                  (*FLAG ? std::string("; ") + FLAG : std::string()) + ")",    \
+              15);
+#include "gtc/Runtime/TrainSettings.def"
+  return out;
+}
+
+bool gtc::rt::isRunOption(const std::string &name) {
+  for (const RunOption &o : kRunOptions)
+    if (name == o.name)
+      return true;
+  return false;
+}
 
 ArgResult gtc::rt::parseRunArg(const std::vector<std::string> &args,
                                size_t &i, RunArgs &out, std::string &error) {
   const std::string &a = args[i];
-  if (a == "--explain" || a == "--no-pad" || a == "--pad-all" ||
-      a == "--no-fuse" || a == "--dry-run" || a == "--check-numerics") {
-    (a == "--explain"    ? out.explain
-     : a == "--no-pad"   ? out.noPad
-     : a == "--pad-all"  ? out.padAll
-     : a == "--no-fuse"  ? out.noFuse
-     : a == "--dry-run"  ? out.dryRun
-                         : out.run.checkNumerics) = true;
-    out.given = true;
-    return ArgResult::Ok;
-  }
-  static const char *valued[] = {
-      "--device", "--steps",     "--epochs", "--batch",     "--seed",
-      "--threads", "--log",      "--save",   "--resume",    "--log-every",
-      "--bench",  "--precision", "--data",   "--eval",      "--profile",
-      "--init",   "--checkpoint", "--micro-batch", "--devices",
-      "--rendezvous", "--bucket-size", "--shard"};
   std::string name = a.substr(0, a.find('='));
-  if (std::find(std::begin(valued), std::end(valued), name) ==
-      std::end(valued))
+  const RunOption *option = nullptr;
+  for (const RunOption &o : kRunOptions)
+    if (name == o.name)
+      option = &o;
+  if (!option)
     return ArgResult::NotMine;
   std::string value;
-  if (a.find('=') != std::string::npos)
+  if (!*option->metavar) {
+    if (name != a) {
+      error = name + " takes no value";
+      return ArgResult::Error;
+    }
+  } else if (a.find('=') != std::string::npos) {
     value = a.substr(a.find('=') + 1);
-  else if (i + 1 < args.size())
+  } else if (i + 1 < args.size()) {
     value = args[++i];
-  else {
+  } else {
     error = name + " needs a value";
     return ArgResult::Error;
   }
   out.given = true;
-  int64_t n = 0;
-  auto count = [&](int64_t min = 1) {
-    return parseCount(name, value, n, error, min);
-  };
-  if (name == "--device") {
-    if (value != "cpu" && value != "cuda" && value != "auto") {
-      error = "unknown device '" + value + "'; expected cpu, cuda or auto";
-      return ArgResult::Error;
-    }
-    out.device = value;
-  } else if (name == "--precision") {
-    if (value != "fp32" && value != "tf32" && value != "bf16" &&
-        value != "fp16") {
-      error = "unknown precision '" + value +
-              "'; expected fp32, tf32, bf16 or fp16";
-      return ArgResult::Error;
-    }
-    out.precision = value;
-  } else if (name == "--checkpoint") {
-    if (!parseCheckpoint(value, out, error))
-      return ArgResult::Error;
-  } else if (name == "--log") {
-    out.run.logPath = value;
-  } else if (name == "--save") {
-    out.run.savePath = value;
-  } else if (name == "--resume") {
-    out.run.resumePath = value;
-  } else if (name == "--init") {
-    out.run.initPath = value;
-  } else if (name == "--data") {
-    out.data = value;
-  } else if (name == "--eval") {
-    out.eval = value;
-  } else if (name == "--profile") {
-    out.run.profilePath = value;
-  } else if (name == "--batch" && value == "auto") {
-    out.batchAuto = true;
-  } else if (name == "--micro-batch" && value == "auto") {
-    out.microBatch = -1;
-  } else if (name == "--devices" && (value == "all" || value == "cpu")) {
-    out.devices = value;
-  } else if (name == "--shard") {
-    if (value != "optimizer" && value != "gradients" && value != "none") {
-      error = "--shard needs optimizer, gradients or none, got '" + value + "'";
-      return ArgResult::Error;
-    }
-    out.shard = value;
-  } else if (name == "--bucket-size") {
-    if (!parseBytes(value, out.bucketBytes)) {
-      error = "--bucket-size needs a size such as 25MiB or 1048576 (bytes), "
-              "got '" + value + "'";
-      return ArgResult::Error;
-    }
-  } else if (name == "--rendezvous") {
-    if (value.rfind("file:", 0) != 0 || value.size() == 5) {
-      error = "--rendezvous needs file:DIR (a new or empty directory on a "
-              "file system all ranks share), got '" + value + "'";
-      return ArgResult::Error;
-    }
-    out.rendezvous = value;
-  } else if (!count(name == "--seed" ? 0 : 1)) {
-    return ArgResult::Error;
-  } else if (name == "--steps") {
-    out.run.steps = n;
-  } else if (name == "--epochs") {
-    out.run.epochs = n;
-  } else if (name == "--batch") {
-    out.batch = n;
-  } else if (name == "--seed") {
-    out.run.seed = static_cast<uint64_t>(n);
-  } else if (name == "--threads") {
-    out.run.threads = static_cast<int>(n);
-  } else if (name == "--log-every") {
-    out.run.logEvery = n;
-  } else if (name == "--micro-batch") {
-    out.microBatch = n;
-  } else if (name == "--devices") {
-    out.devices = std::to_string(n);
-  } else {
-    out.bench = n;
-  }
-  return ArgResult::Ok;
+  return option->apply(name, value, out, error) ? ArgResult::Ok
+                                                : ArgResult::Error;
 }
 
 bool gtc::rt::checkRunArgs(const RunArgs &args, std::string &error) {

@@ -71,8 +71,16 @@ bool applyDataPaths(const RunArgs &args, TrainConfig &config,
 bool chooseDevice(const std::string &device, RunOptions &run,
                   std::string &error);
 
-/// The help text of the run options (for --help).
-extern const char *const kRunOptionsHelp;
+/// The help text of the run options (for --help), from the table of
+/// options in RunArgs.cpp.
+std::string runOptionsHelp();
+
+/// The help text of the train block's settings (TrainSettings.def): each
+/// with its default and the run option that overrides it.
+std::string trainSettingsHelp();
+
+/// Whether `name` ("--steps") is a run option.
+bool isRunOption(const std::string &name);
 
 } // namespace gtc::rt
 

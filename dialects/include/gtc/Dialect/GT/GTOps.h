@@ -26,6 +26,39 @@ LogicalResult broadcastShapes(ArrayRef<int64_t> a, ArrayRef<int64_t> b,
 /// Formats a shape the way a `.gt` file writes it, e.g. `f32[?, 784]`.
 std::string formatType(Type type);
 
+/// The forms of a train-block setting's value (gtc/Runtime/TrainSettings.def
+/// gives each setting's).
+enum class TrainSettingKind {
+  Source,     ///< idx(...), tokens(...) or text(...): a dictionary with kind
+  Count,      ///< an integer >= 1
+  Seed,       ///< an integer >= 0
+  Optimizer,  ///< sgd(...), adam(...) or adamw(...): a dictionary with name
+  Schedule,   ///< constant(...), linear(...) or cosine(...), likewise
+  Precision,  ///< fp32, tf32, bf16 or fp16
+  Checkpoint, ///< none, auto(...) or every(n): a dictionary with mode
+  Devices,    ///< an integer >= 1, all or cpu
+  Shard,      ///< none, optimizer or gradients
+  MicroBatch, ///< an integer >= 1 or auto
+  Positive,   ///< a number > 0
+  Bool,       ///< true or false
+};
+
+/// A row of gtc/Runtime/TrainSettings.def: a `gt.train` attribute that
+/// configures training.
+struct TrainSetting {
+  StringRef name;
+  TrainSettingKind kind;
+  StringRef defaultValue; ///< what training does without it
+  StringRef flag;         ///< the run option that overrides it, or ""
+  StringRef help;
+};
+
+/// Every train setting, in TrainSettings.def's order.
+ArrayRef<TrainSetting> trainSettings();
+
+/// The setting called `name`, or nullptr.
+const TrainSetting *lookupTrainSetting(StringRef name);
+
 /// The names of the `gt.train` attributes that configure training.
 ArrayRef<StringRef> trainSettingNames();
 
