@@ -199,6 +199,20 @@ func.func @gemm_exact_gelu(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<4
 
 // -----
 
+// cuBLASLt's GELU epilogue keeps its input in rows of a multiple of 8.
+func.func @gemm_gelu_aux_rows(%x: tensor<4x8xf32>, %w: tensor<12x8xf32>) -> (tensor<4x12xf32>, tensor<4x12xf32>) {
+  %0:2 = gt.fused "gemm"(%x, %w) : (tensor<4x8xf32>, tensor<12x8xf32>) -> (tensor<4x12xf32>, tensor<4x12xf32>) {
+  ^bb0(%a: tensor<4x8xf32>, %b: tensor<12x8xf32>):
+    %1 = gt.linear %a, %b : tensor<4x8xf32>, tensor<12x8xf32>
+    // expected-error @+1 {{'gt.gelu' op cannot run in a GEMM epilogue: cuBLASLt's GELU epilogues need rows of a multiple of 8 elements}}
+    %2 = gt.gelu %1 <{approximate = true}> : tensor<4x12xf32>
+    gt.yield %1, %2 : tensor<4x12xf32>, tensor<4x12xf32>
+  }
+  return %0#0, %0#1 : tensor<4x12xf32>, tensor<4x12xf32>
+}
+
+// -----
+
 func.func @gemm_grad_kind(%dy: tensor<4x8xf32>, %w: tensor<8x8xf32>, %z: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %0 = gt.fused "gemm"(%dy, %w, %z) : (tensor<4x8xf32>, tensor<8x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32> {
   ^bb0(%a: tensor<4x8xf32>, %b: tensor<8x8xf32>, %c: tensor<4x8xf32>):

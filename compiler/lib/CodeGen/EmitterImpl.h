@@ -9,7 +9,7 @@
 #define GTC_LIB_CODEGEN_EMITTERIMPL_H
 
 #include "gtc/CodeGen/CudaEmitter.h"
-#include "gtc/CodeGen/SmallKernels.h"
+#include "gtc/Runtime/Capabilities.h"
 // cuh::<name>: the CUDA text of kernels/<name>.cuh (kernels/README.md).
 #include "CudaTexts.inc"
 #include <algorithm>

@@ -177,7 +177,7 @@ bool Emitter::gemmRegion() {
       (colSum >= 0 && !isOutput(colSum)))
     return fail("a gemm region must yield the value its GEMM computes");
   int64_t n = shape(result).empty() ? 1 : shape(result).back();
-  if (aux >= 0 && (n % 8 != 0 || count(aux) != count(result)))
+  if (aux >= 0 && (!gemmAuxFits(n) || count(aux) != count(result)))
     return fail("a GELU epilogue's saved input needs the result's size and "
                 "rows of a multiple of 8 elements");
   // The GEMM as the body's first op (its own shapes), storing the chain's

@@ -1,7 +1,7 @@
 //===- PlanBuilder.cpp - From a gt function to a runtime plan -------------===//
 
 #include "gtc/Plan/PlanBuilder.h"
-#include "gtc/CodeGen/SmallKernels.h"
+#include "gtc/Runtime/Capabilities.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringMap.h"
@@ -276,10 +276,11 @@ LogicalResult PlanBuilder::addClassifierChunk(FusedOp fused) {
   Value logits = gemm.getResult(0);
   auto type = cast<RankedTensorType>(logits.getType());
   // A small head runs as one kernel that keeps its logits in shared memory.
-  if (gtc::codegen::isSmallHead(
-          type.getNumElements() / type.getShape().back(),
-          type.getShape().back(),
-          cast<RankedTensorType>(gemm.getOperand(0).getType()).getShape().back()))
+  if (gtc::rt::isSmallHead(type.getNumElements() / type.getShape().back(),
+                           type.getShape().back(),
+                           cast<RankedTensorType>(gemm.getOperand(0).getType())
+                               .getShape()
+                               .back()))
     return success();
   FailureOr<int> made = addBuffer({}, MemRegion::Temp, "classifier chunk");
   if (failed(made))

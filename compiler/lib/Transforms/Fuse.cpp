@@ -47,6 +47,12 @@
 // steps, and a GPU's optimizer writes them: Plan::paramCopies.) An embedding gradient
 // added to another gradient of its table (a tied embedding) becomes a
 // `scatter_add` region: the scatter onto that gradient.
+//
+// Each region kind is one file under Fuse/ (a method of fuse::Fuser, whose
+// shared state and steps Fuse/Fuser.h declares); kRules below orders them.
+// What a region may hold on a GPU (cuBLASLt's epilogues, gtc's small
+// kernels) is gtc/Runtime/Capabilities.h, which gt.fused's verifier and the
+// CUDA emitter read too.
 //===----------------------------------------------------------------------===//
 
 #include "Fuse/Fuser.h"

@@ -1,6 +1,7 @@
 //===- GTOps.cpp - Operations of the gt dialect ---------------------------===//
 
 #include "gtc/Dialect/GT/GTOps.h"
+#include "gtc/Runtime/Capabilities.h"
 #include "gtc/Runtime/ScalarOps.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -837,11 +838,24 @@ static LogicalResult verifyGemmRegion(FusedOp fused, Block &body,
     if (auto gelu = dyn_cast<GeluOp>(op); gelu && !gelu.getApproximate())
       return op.emitOpError("cannot run in a GEMM epilogue: cuBLASLt "
                             "computes the tanh approximation only");
-    if (auto ag = dyn_cast<ActivationGradOp>(op);
-        ag && ag.getKind() != "gelu_tanh" && ag.getKind() != "relu")
+    if (auto grad = dyn_cast<ActivationGradOp>(op);
+        grad && !gtc::rt::gemmEpilogueGrad(grad.getKind()))
       return op.emitOpError("cannot run in a GEMM epilogue: only the "
                             "gradients of gelu_tanh (cuBLASLt) and relu "
                             "(gtc's small GEMM) do");
+    // cuBLASLt's GELU epilogues keep the GELU's input (aux) when the region
+    // yields it, and its gradient reads it.
+    auto ag = dyn_cast<ActivationGradOp>(op);
+    if ((ag && ag.getKind() == "gelu_tanh") ||
+        (isa<GeluOp>(op) &&
+         llvm::is_contained(yield.getValues(), op.getOperand(0)))) {
+      auto aux = cast<ShapedType>(op.getOperand(0).getType());
+      if (aux.hasStaticShape() && aux.getRank() >= 1 &&
+          !gtc::rt::gemmAuxFits(aux.getShape().back()))
+        return op.emitOpError("cannot run in a GEMM epilogue: cuBLASLt's "
+                              "GELU epilogues need rows of a multiple of ")
+               << gtc::rt::kGemmAuxAlign << " elements";
+    }
     // The bias gradient of the GEMM's first operand (BGRADB), or the
     // column sums of a value the region computes (gtc's small GEMM).
     if (auto s = dyn_cast<SumToOp>(op)) {

@@ -53,9 +53,8 @@ void Fuser::foldClassifiers() {
                                fwd->getOperand(0).getType())
                          : RankedTensorType();
         hType && hType.getRank() >= 1)
-      small = gtc::codegen::isSmallHead(rowsOf(stored),
-                                        logitsType.getShape().back(),
-                                        hType.getShape().back());
+      small = gtc::rt::isSmallHead(rowsOf(stored), logitsType.getShape().back(),
+                                   hType.getShape().back());
     if (auto lin = dyn_cast_or_null<LinearOp>(fwd);
         lin && (!lin.getBias() || small)) {
       h = lin.getInput();

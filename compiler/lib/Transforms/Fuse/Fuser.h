@@ -8,8 +8,8 @@
 #ifndef GTC_TRANSFORMS_FUSE_FUSER_H
 #define GTC_TRANSFORMS_FUSE_FUSER_H
 
-#include "gtc/CodeGen/SmallKernels.h"
 #include "gtc/Dialect/GT/GTOps.h"
+#include "gtc/Runtime/Capabilities.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/TypeUtilities.h"
@@ -182,9 +182,11 @@ private:
   /// by nothing but the cross-entropy and its gradient `grad`, or null.
   CastOp wideningOf(CrossEntropyOp ce, CrossEntropyGradOp grad);
 
+  /// The rows of `v` (its elements over its last dimension).
   static int64_t rowsOf(Value v);
-
-  static bool rowsOf8(Value v);
+  /// Whether cuBLASLt's GELU epilogues can keep `v` as their aux matrix
+  /// (Capabilities.h).
+  static bool auxFits(Value v);
 
   /// A linear's bias gradient over the rows of a norm region's total (the
   /// residual gradient, which is the linear's output gradient): the

@@ -31,7 +31,7 @@ void Fuser::foldGemmEpilogues() {
         continue;
       // cuBLASLt saves a GELU's input (read by the backward) in rows of a
       // multiple of 8 elements.
-      if (isa<GeluOp>(act) && !z.hasOneUse() && !rowsOf8(z))
+      if (isa<GeluOp>(act) && !z.hasOneUse() && !auxFits(z))
         continue;
       if (isa<ReluOp>(act)) {
         SmallVector<ActivationGradOp> grads;
@@ -67,10 +67,10 @@ void Fuser::foldGemmEpilogues() {
       // elementwise kernel beside plain GEMMs, was measured no faster:
       // test/bench/NOTES.md, "gt-fuse's measured choices".)
       if (!mm.getTransposeA() && feeds && ag.getKind() == "gelu_tanh" &&
-          rowsOf8(ag.getInput())) {
+          auxFits(ag.getInput())) {
         g.ops.push_back(ag);
       } else if (!mm.getTransposeA() && feeds && ag.getKind() == "relu" &&
-                 rowsOf(mm.getResult()) <= gtc::codegen::kSmallGemmRows) {
+                 rowsOf(mm.getResult()) <= gtc::rt::kSmallGemmRows) {
         g.ops.push_back(ag);
         // Its column sums (the bias gradient of the linear below).
         for (Operation *u : ag.getResult().getUsers())
@@ -124,8 +124,9 @@ int64_t Fuser::rowsOf(Value v) {
   return type.getNumElements() / std::max<int64_t>(1, type.getShape().back());
 }
 
-bool Fuser::rowsOf8(Value v) {
-  return cast<RankedTensorType>(v.getType()).getShape().back() % 8 == 0;
+bool Fuser::auxFits(Value v) {
+  return gtc::rt::gemmAuxFits(
+      cast<RankedTensorType>(v.getType()).getShape().back());
 }
 
 } // namespace mlir::gt::fuse

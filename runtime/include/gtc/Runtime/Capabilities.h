@@ -1,0 +1,55 @@
+//===- Capabilities.h - What cuBLASLt and gtc's kernels accept --*- C++ -*-===//
+//
+// What a GEMM's epilogue can compute on a GPU (cuBLASLt's and gtc's small
+// GEMM's) and the sizes up to which the CUDA emitter runs gtc's own kernels
+// for a small batch instead of cuBLASLt's. gt-fuse forms regions only of
+// what these accept, gt.fused's verifier checks them, the plan builder
+// plans for them and the CUDA emitter runs them: all four read this one
+// header. Plain C++ (the emitter and the runtime have no MLIR).
+//===----------------------------------------------------------------------===//
+
+#ifndef GTC_RUNTIME_CAPABILITIES_H
+#define GTC_RUNTIME_CAPABILITIES_H
+
+#include <cstdint>
+#include <string_view>
+
+namespace gtc::rt {
+
+/// cuBLASLt's GELU epilogues store or read the GELU's input (the "aux"
+/// matrix, for the backward's DGELU) with rows of a multiple of this many
+/// elements.
+inline constexpr int64_t kGemmAuxAlign = 8;
+inline bool gemmAuxFits(int64_t columns) {
+  return columns % kGemmAuxAlign == 0;
+}
+
+/// The activation gradients a GEMM's epilogue computes: gelu_tanh's
+/// (cuBLASLt's DGELU, which has the tanh approximation only) and relu's
+/// (gtc's small GEMM, at most kSmallGemmRows rows).
+inline bool gemmEpilogueGrad(std::string_view kind) {
+  return kind == "gelu_tanh" || kind == "relu";
+}
+
+/// Rows (or K) up to which a GEMM runs as gtc's small-GEMM kernel (one
+/// 64-row tile; GemmKernels.cpp), whose epilogue also applies a ReLU
+/// gradient and sums columns.
+inline constexpr int64_t kSmallGemmRows = 64;
+/// Over a longer K, f32 GEMMs of few rows go to cuBLASLt instead (unless
+/// their epilogue needs the small kernel).
+inline constexpr int64_t kSmallGemmLongK = 2048;
+
+/// The largest classifier head that runs as one kernel (LossKernels.cpp's
+/// smallHead): `rows` rows of `classes` logits from a K of `k` (the width
+/// of the layer below). One thread-block cluster holds the head's inputs in
+/// shared memory: 8 slices of K of the rows and the weight.
+inline constexpr int64_t kSmallHeadClasses = 32, kSmallHeadK = 2048;
+
+inline bool isSmallHead(int64_t rows, int64_t classes, int64_t k) {
+  return rows >= 1 && rows <= kSmallGemmRows && classes >= 1 &&
+         classes <= kSmallHeadClasses && k >= 1 && k <= kSmallHeadK;
+}
+
+} // namespace gtc::rt
+
+#endif // GTC_RUNTIME_CAPABILITIES_H
