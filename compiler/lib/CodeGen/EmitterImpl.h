@@ -452,7 +452,14 @@ private:
   bool scatterRows(int dy, int ids, int dt, bool zero);
   bool crossEntropy();
   bool crossEntropyGrad();
-  bool crossEntropyKernel(int x, int lab, int y, int g, int dx);
+  /// The buffers of a cross-entropy kernel: the logits and labels, and the
+  /// loss, the loss's gradient (a scalar) and the logits' gradient, each -1
+  /// when the kernel has none.
+  struct LossBuffers {
+    int logits, labels;
+    int loss = -1, grad = -1, dlogits = -1;
+  };
+  bool crossEntropyKernel(const LossBuffers &b);
   bool lossRegion();
   /// Appends a cuBLASLt GEMM, C = op(A) op(B) with op(A) m x k and op(B)
   /// k x n (CudaLaunch's Gemm), named k<index>_<suffix>; the caller sets
@@ -483,6 +490,9 @@ private:
   /// of the region's ops: the logits, the gradient the GEMMs read, dh, dW,
   /// the bias gradient and dh's column sums).
   struct SmallHead {
+    /// The head's buffers: its input h, weight w, the labels, the loss's
+    /// gradient (a scalar), the loss, dh and dW.
+    int h = -1, w = -1, labels = -1, grad = -1, loss = -1, dh = -1, dw = -1;
     int bias = -1, biasGrad = -1, colSum = -1;
     bool reluGrad = false;
     DType logitType = DType::F32, gradType = DType::F32, dhType = DType::F32,
@@ -490,8 +500,7 @@ private:
           colSumType = DType::F32;
   };
   /// The classifier region as one kernel (LossKernels.cpp).
-  bool smallHead(int h, int w, int labels, int g, int loss, int dh, int dw,
-                 const SmallHead &head);
+  bool smallHead(const SmallHead &head);
   bool accuracy();
   bool columnTiles(int x, int y, int64_t a, int64_t r, int64_t kk, int vec,
                    const std::string &sc, const std::string &what);

@@ -155,12 +155,15 @@ const char *kGradScale = "  const double gs = (double)grad[0] / GRAD_ROWS;\n"
 
 } // namespace
 
-/// The cross-entropy of `x` against `lab` into `y` (or -1: none), with the
-/// gradient scaled by `g` into `dx` (or -1: none; it may be `x` itself).
+/// The cross-entropy of the logits x against the labels into the loss y
+/// (or none), with the gradient scaled by g into dx (or none; it may be x
+/// itself).
 /// Few rows: one block, the row losses in shared memory, then their mean
 /// (one launch); many rows: one or a few rows a block, the row losses to the
 /// workspace (launch 1), then their mean (launch 2).
-bool Emitter::crossEntropyKernel(int x, int lab, int y, int g, int dx) {
+bool Emitter::crossEntropyKernel(const LossBuffers &b) {
+  const int x = b.logits, lab = b.labels, y = b.loss, g = b.grad,
+            dx = b.dlogits;
   if (isF32(lab) || !isFloat(x) || (dx >= 0 && !isFloat(dx)) ||
       (g >= 0 && (!isF32(g) || count(g) != 1)))
     return fail("cross_entropy takes float logits and i32 labels (and a "
@@ -224,13 +227,17 @@ bool Emitter::crossEntropyKernel(int x, int lab, int y, int g, int dx) {
 
 /// CpuExecutor's crossEntropy(): per row lse - x[label], then their mean.
 bool Emitter::crossEntropy() {
-  return crossEntropyKernel(k->inputs[0], k->inputs[1], k->outputs[0], -1, -1);
+  LossBuffers b{k->inputs[0], k->inputs[1]};
+  b.loss = k->outputs[0];
+  return crossEntropyKernel(b);
 }
 
 /// CpuExecutor's crossEntropyGrad(): (softmax - onehot) * g / rows.
 bool Emitter::crossEntropyGrad() {
-  return crossEntropyKernel(k->inputs[1], k->inputs[2], -1, k->inputs[0],
-                            k->outputs[0]);
+  LossBuffers b{k->inputs[1], k->inputs[2]};
+  b.grad = k->inputs[0];
+  b.dlogits = k->outputs[0];
+  return crossEntropyKernel(b);
 }
 
 /// A "loss" region (gt-fuse's foldLosses): the cross-entropy and its
@@ -264,8 +271,11 @@ bool Emitter::lossRegion() {
                 "cross_entropy_grad of its logits");
   auto it = loaded.find(ce->inputs[0]);
   int x = it == loaded.end() ? ce->inputs[0] : it->second;
-  return crossEntropyKernel(x, ce->inputs[1], ce->outputs[0], grad->inputs[0],
-                            dx);
+  LossBuffers b{x, ce->inputs[1]};
+  b.loss = ce->outputs[0];
+  b.grad = grad->inputs[0];
+  b.dlogits = dx;
+  return crossEntropyKernel(b);
 }
 
 /// A "classifier" region (gt-fuse's foldClassifiers): logits = h W^T, the
@@ -361,8 +371,11 @@ bool Emitter::classifierRegion() {
                 "bias gradients it computes)");
   const int64_t d = shape(w).back(), rows = count(labels);
   const int64_t v = shape(w).size() == 2 ? shape(w)[0] : -1;
-  if (isSmallHead(rows, v, d))
-    return smallHead(h, w, labels, g, loss, dh, dw, head);
+  if (isSmallHead(rows, v, d)) {
+    head.h = h, head.w = w, head.labels = labels, head.grad = g;
+    head.loss = loss, head.dh = dh, head.dw = dw;
+    return smallHead(head);
+  }
   if (head.bias >= 0 || head.biasGrad >= 0 || head.reluGrad)
     return fail("a classifier region with a bias or a ReLU gradient runs as "
                 "one kernel, for at most " + str(kSmallGemmRows) +
@@ -440,8 +453,9 @@ bool Emitter::classifierRegion() {
 // sm_90 (no clusters) each CTA computes every slice's part itself, in the
 // same order, its own slice last, so that it stays in shared memory.
 
-bool Emitter::smallHead(int h, int w, int labels, int g, int loss, int dh,
-                        int dw, const SmallHead &head) {
+bool Emitter::smallHead(const SmallHead &head) {
+  const int h = head.h, w = head.w, labels = head.labels, g = head.grad,
+            loss = head.loss, dh = head.dh, dw = head.dw;
   const int64_t m = count(labels), n = shape(w)[0], kk = shape(w).back();
   const DType et = plan.buffers[w].dtype;
   if (!isSmallHead(m, n, kk) || plan.buffers[h].dtype != et || !rt::isFloat(et) ||
