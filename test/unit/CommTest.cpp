@@ -204,3 +204,51 @@ TEST(NcclTest, LoadingSaysWhereItLooked) {
 }
 
 } // namespace
+
+/// gtc run's and compiled executables' one rule for the number of
+/// processes: what is asked, every GPU, a launch's size, or an error that
+/// says what to change.
+TEST(CommTest, DataParallelProcesses) {
+  rt::World one, launch;
+  launch.size = 4;
+  launch.launcher = "torchrun";
+  struct Row {
+    std::string devices;
+    const rt::World &world;
+    int gpus, compiled, expected;
+    std::string error;
+  };
+  const Row rows[] = {
+      {"", one, 8, 0, 1, ""},
+      {"cpu", one, 8, 0, 1, ""},
+      {"3", one, 8, 0, 3, ""},
+      {"all", one, 8, 0, 8, ""},
+      {"all", one, 0, 0, 1, ""},
+      {"", launch, 8, 0, 4, ""},
+      {"all", launch, 8, 0, 4, ""},
+      {"4", launch, 8, 0, 4, ""},
+      {"2", launch, 8, 0, 0,
+       "devices = 2, but the torchrun launch has 4 processes; give --devices "
+       "4 or launch 2"},
+      {"", one, 0, 2, 2, ""},
+      {"2", one, 0, 2, 2, ""},
+      {"3", one, 0, 2, 0,
+       "this executable was compiled for 2 processes; for --devices 3 compile "
+       "with --devices 3"},
+      {"all", one, 0, 2, 0,
+       "this executable was compiled for 2 processes; --devices all is gtc "
+       "run's (every GPU); compile with devices = N"},
+      {"", launch, 0, 2, 0,
+       "this executable was compiled for 2 processes, but the torchrun launch "
+       "has 4; launch 2"},
+      {"", launch, 0, 4, 4, ""},
+  };
+  for (const Row &r : rows) {
+    std::string error;
+    EXPECT_EQ(rt::dataParallelProcesses(r.devices, r.world, r.gpus, r.compiled,
+                                        error),
+              r.expected)
+        << r.devices << " " << r.world.size << " " << r.compiled;
+    EXPECT_EQ(error, r.error);
+  }
+}

@@ -133,26 +133,10 @@ int main(int argc, char **argv) {
   rt::World world;
   if (!rt::worldFromEnvironment(world, opts.rendezvous, error))
     return usageError(self, error);
-  const int processes = bundle.processes;
-  const std::string compiled =
-      "this executable was compiled for " + std::to_string(processes) +
-      (processes == 1 ? " process" : " processes");
-  if (opts.devices == "all")
-    return usageError(self, compiled + "; --devices all is gtc run's (every "
-                                       "GPU); compile with devices = N");
-  if (!opts.devices.empty() && opts.devices != "cpu" &&
-      std::stoi(opts.devices) != processes)
-    return usageError(self, compiled + "; for --devices " + opts.devices +
-                                " compile with --devices " + opts.devices);
-  if (world.size > 1 && world.size != processes)
-    return usageError(self, compiled + ", but the " + world.launcher +
-                                " launch has " + std::to_string(world.size) +
-                                (processes == 1
-                                     ? "; for data parallelism compile with "
-                                       "devices = N (or use gtc run under "
-                                       "the launcher)"
-                                     : "; launch " +
-                                           std::to_string(processes)));
+  const int processes = rt::dataParallelProcesses(
+      opts.devices, world, /*gpus=*/0, bundle.processes, error);
+  if (processes == 0)
+    return usageError(self, error);
   if (!rt::applyDataPaths(opts, step.config, error))
     return usageError(self, error);
 

@@ -684,33 +684,25 @@ int runModel(const Options &opts, mlir::ModuleOp module,
   const std::string devices = devicesSetting(opts, trainOp);
   // `all` is every GPU of this host (a dry run without one plans for one),
   // or under a launcher its processes; the CPU is one device.
-  int processes = 1;
   const bool mayUseGpu = opts.args.device != "cpu" && opts.emit == Emit::None;
-  if (devices == "all" && world.size > 1)
-    processes = world.size;
-  else if (devices == "all" && mayUseGpu)
-    processes = std::max(1, gtc::rt::cudaDeviceCount());
-  else if (!devices.empty() && devices != "all" && devices != "cpu")
-    processes = std::stoi(devices);
+  const int gpus = devices == "all" && world.size == 1 && mayUseGpu
+                       ? gtc::rt::cudaDeviceCount()
+                       : 1;
+  int processes = gtc::rt::dataParallelProcesses(devices, world, gpus,
+                                                 /*compiled=*/0, error);
+  if (processes == 0) {
+    // Every process of a launch finds this: one write each, so that their
+    // messages do not interleave on a shared stderr.
+    llvm::errs() << ("gtc: error: " + error + "\n");
+    return 1;
+  }
   const bool trains = opts.emit == Emit::None && !opts.args.dryRun &&
                       !opts.args.explain && opts.args.bench == 0;
   // What N processes run together: training, or on GPUs the step timed
   // (--bench, --profile) with its collectives.
-  const bool timesSteps =
-      opts.emit == Emit::None && !opts.args.dryRun && !opts.args.explain &&
-      (opts.args.bench > 0 || !run.profilePath.empty());
-  if (world.size > 1 && processes > 1 && processes != world.size) {
-    // Every process of the launch finds this: one write each, so that
-    // their messages do not interleave on a shared stderr.
-    llvm::errs() << ("gtc: error: devices = " + devices + ", but the " +
-                     world.launcher + " launch has " +
-                     std::to_string(world.size) + " processes; give --devices " +
-                     std::to_string(world.size) + " or launch " + devices +
-                     "\n");
-    return 1;
-  }
-  if (world.size > 1)
-    processes = world.size;
+  const bool timesSteps = opts.emit == Emit::None && !opts.args.dryRun &&
+                          !opts.args.explain &&
+                          (opts.args.bench > 0 || !run.profilePath.empty());
   // N CPU processes are not timed together: refused before any starts
   // (benchmark() refuses too, once `auto` has chosen the CPU).
   if (processes > 1 && timesSteps && opts.args.device == "cpu") {

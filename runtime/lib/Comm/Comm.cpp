@@ -80,6 +80,45 @@ std::string firstSlurmHost(const std::string &list) {
 
 } // namespace
 
+int gtc::rt::dataParallelProcesses(const std::string &devices,
+                                   const World &world, int gpus, int compiled,
+                                   std::string &error) {
+  const bool counted = !devices.empty() && devices != "all" && devices != "cpu";
+  const int asked = counted ? std::stoi(devices) : 0;
+  if (compiled > 0) {
+    // An executable's plan is for `compiled` processes, whatever is asked.
+    const std::string was = "this executable was compiled for " +
+                            std::to_string(compiled) +
+                            (compiled == 1 ? " process" : " processes");
+    if (devices == "all")
+      error = was + "; --devices all is gtc run's (every GPU); compile with "
+                    "devices = N";
+    else if (counted && asked != compiled)
+      error = was + "; for --devices " + devices + " compile with --devices " +
+              devices;
+    else if (world.size > 1 && world.size != compiled)
+      error = was + ", but the " + world.launcher + " launch has " +
+              std::to_string(world.size) +
+              (compiled == 1 ? "; for data parallelism compile with devices = "
+                               "N (or use gtc run under the launcher)"
+                             : "; launch " + std::to_string(compiled));
+    return error.empty() ? compiled : 0;
+  }
+  if (world.size > 1) {
+    if (asked > 1 && asked != world.size) {
+      error = "devices = " + devices + ", but the " + world.launcher +
+              " launch has " + std::to_string(world.size) +
+              " processes; give --devices " + std::to_string(world.size) +
+              " or launch " + devices;
+      return 0;
+    }
+    return world.size;
+  }
+  if (devices == "all")
+    return std::max(1, gpus);
+  return counted ? asked : 1;
+}
+
 bool gtc::rt::worldFromEnvironment(World &world,
                                    const std::string &rendezvous,
                                    std::string &error) {

@@ -39,6 +39,16 @@ struct World {
 bool worldFromEnvironment(World &world, const std::string &rendezvous,
                           std::string &error);
 
+/// The number of processes a data-parallel command runs, decided alike by
+/// `gtc run` and compiled executables. `devices` is what the command asks
+/// for: "" or "cpu" (one process), "N", or "all" (every GPU: `gpus`, or the
+/// launch's processes). Under a launcher (`world.size` > 1) the launch's
+/// size is the count, and an explicit other N is an error. `compiled` > 0
+/// is an executable's fixed count, which `devices` and the launch must
+/// match. Returns the count, or 0 with a message that says what to change.
+int dataParallelProcesses(const std::string &devices, const World &world,
+                          int gpus, int compiled, std::string &error);
+
 /// Collectives among the processes of a world.
 class Communicator {
 public:
