@@ -134,3 +134,14 @@ TEST(SettingsTest, RunOptionsParse) {
   size_t i = 0;
   EXPECT_EQ(rt::parseRunArg(other, i, out, error), rt::ArgResult::NotMine);
 }
+
+/// Every field of the runtime's TrainConfig comes from a setting of the
+/// table.
+TEST(SettingsTest, ConfigFieldsComeFromSettings) {
+  int fields = 0;
+#define GTC_TRAIN_CONFIG_FIELD(SETTING, KEY, MEMBER, KIND, TYPE, DEFAULT)      \
+  ++fields;                                                                    \
+  EXPECT_NE(mlir::gt::lookupTrainSetting(#SETTING), nullptr) << KEY;
+#include "gtc/Runtime/TrainSettings.def"
+  EXPECT_GE(fields, 21);
+}

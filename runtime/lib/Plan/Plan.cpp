@@ -439,9 +439,9 @@ std::string gtc::rt::serialize(const Plan &plan) {
 #define GTC_WRITE_Float(key, v) field(key) << num(v) << '\n';
 #define GTC_WRITE_Bool(key, v) field(key) << ((v) ? 1 : 0) << '\n';
 #define GTC_WRITE_Name(key, v) field(key) << name(v) << '\n';
-#define GTC_WRITE(key, member, kind) GTC_WRITE_##kind(key, c.member)
-  GTC_TRAIN_CONFIG_FIELDS(GTC_WRITE)
-#undef GTC_WRITE
+#define GTC_TRAIN_CONFIG_FIELD(SETTING, KEY, MEMBER, KIND, TYPE, DEFAULT)      \
+  GTC_WRITE_##KIND(KEY, c.MEMBER)
+#include "gtc/Runtime/TrainSettings.def"
 #undef GTC_WRITE_Int
 #undef GTC_WRITE_Float
 #undef GTC_WRITE_Bool
@@ -562,16 +562,16 @@ template <typename E> bool readName(LineReader &in, E &v) {
   return in.str(text) && parse(text, v);
 }
 
-/// A `config KEY VALUE` record after its tag (GTC_TRAIN_CONFIG_FIELDS).
+/// A `config KEY VALUE` record after its tag (TrainSettings.def's
+/// GTC_TRAIN_CONFIG_FIELD rows).
 bool readConfig(LineReader &in, TrainConfig &c) {
   std::string key;
   if (!in.word(key))
     return false;
-#define GTC_READ(k, member, kind)                                              \
-  if (key == k)                                                                \
-    return read##kind(in, c.member);
-  GTC_TRAIN_CONFIG_FIELDS(GTC_READ)
-#undef GTC_READ
+#define GTC_TRAIN_CONFIG_FIELD(SETTING, KEY, MEMBER, KIND, TYPE, DEFAULT)      \
+  if (key == KEY)                                                              \
+    return read##KIND(in, c.MEMBER);
+#include "gtc/Runtime/TrainSettings.def"
   return false;
 }
 

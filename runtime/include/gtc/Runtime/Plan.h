@@ -157,50 +157,12 @@ struct TrainConfig {
     int64_t seq = 0;
   };
   Source data, eval;
-  int64_t batch = 32;
-  int64_t epochs = 0; ///< 0: use steps
-  int64_t steps = 0;  ///< 0: use epochs
-  uint64_t seed = 0;
-  OptimizerKind optimizer = OptimizerKind::AdamW;
-  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
-  double weightDecay = 0.01, momentum = 0, dampening = 0;
-  bool nesterov = false;
-  ScheduleKind schedule = ScheduleKind::Constant;
-  int64_t warmup = 0;
-  double final = 0; ///< lr at the end of linear/cosine decay, times lr
-  double gradClip = 0; ///< 0: no clipping
-  Precision precision = Precision::Fp32;
-  int64_t logEvery = 0;  ///< 0: the runtime chooses
-  int64_t evalEvery = 0; ///< 0: once per epoch (or at the end)
-  bool shuffle = true;   ///< false: examples in file order, every epoch
+  /// The other fields, one a GTC_TRAIN_CONFIG_FIELD row of
+  /// TrainSettings.def (which gives each its default and meaning).
+#define GTC_TRAIN_CONFIG_FIELD(SETTING, KEY, MEMBER, KIND, TYPE, DEFAULT)      \
+  TYPE MEMBER = DEFAULT;
+#include "gtc/Runtime/TrainSettings.def"
 };
-
-/// Every TrainConfig field but the data sources, as the plan's text keeps
-/// it (one `config KEY VALUE` record each, in this order; Plan.cpp writes
-/// and reads them from this list): X(key, member, kind), kind Int, Float,
-/// Bool (0 or 1) or Name (an enum, by its name() and parse()).
-#define GTC_TRAIN_CONFIG_FIELDS(X)                                             \
-  X("batch", batch, Int)                                                       \
-  X("epochs", epochs, Int)                                                     \
-  X("steps", steps, Int)                                                       \
-  X("seed", seed, Int)                                                         \
-  X("optimizer", optimizer, Name)                                              \
-  X("lr", lr, Float)                                                           \
-  X("beta1", beta1, Float)                                                     \
-  X("beta2", beta2, Float)                                                     \
-  X("eps", eps, Float)                                                         \
-  X("weight_decay", weightDecay, Float)                                        \
-  X("momentum", momentum, Float)                                               \
-  X("dampening", dampening, Float)                                             \
-  X("nesterov", nesterov, Bool)                                                \
-  X("schedule", schedule, Name)                                                \
-  X("warmup", warmup, Int)                                                     \
-  X("final", final, Float)                                                     \
-  X("grad_clip", gradClip, Float)                                              \
-  X("precision", precision, Name)                                              \
-  X("log_every", logEvery, Int)                                                \
-  X("eval_every", evalEvery, Int)                                              \
-  X("shuffle", shuffle, Bool)
 
 /// A compiled training step (or evaluation pass) of one model.
 struct Plan {
