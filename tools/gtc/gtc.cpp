@@ -389,15 +389,15 @@ void explainKernels(const gtc::rt::Plan &plan,
                      bytes / 1e9, flops / 1e12);
 }
 
-/// The batch to train: --batch, else the train block's, else 32 (the
-/// global batch with data parallelism).
+/// The batch to train: --batch, else the train block's, else the default
+/// (TrainSettings.def; the global batch with data parallelism).
 int64_t trainBatch(const Options &opts, mlir::gt::TrainOp trainOp) {
   if (opts.args.batch)
     return *opts.args.batch;
   if (trainOp)
     if (auto b = trainOp->getAttrOfType<mlir::IntegerAttr>("batch"))
       return b.getInt();
-  return 32;
+  return gtc::rt::TrainConfig().batch;
 }
 
 /// The devices to train on: --devices, else the train block's `devices`

@@ -14,7 +14,7 @@ inline constexpr int64_t kDefaultBucketBytes = int64_t(25) << 20;
 
 /// What to compile a module for.
 struct CompileOptions {
-  int64_t batch = 32;
+  int64_t batch = rt::TrainConfig().batch;
   /// fp32, tf32, bf16 or fp16; empty: the gt.train setting (else fp32).
   std::string precision;
   /// Pad GEMM dimensions to tensor-core multiples (gt-pad-dims), and with
