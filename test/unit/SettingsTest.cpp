@@ -101,11 +101,16 @@ TEST(SettingsTest, RunOptionsParse) {
   rt::RunArgs out;
   std::string error;
   ASSERT_TRUE(parse({"--steps", "5", "--batch=auto", "--no-fuse",
-                     "--devices=all", "--micro-batch", "2", "--seed", "0",
+                     "--devices=all", "--micro-batch", "2", "--seed", "7",
+                     "--threads=3", "--log", "m.jsonl", "--init", "w.st",
                      "--bucket-size", "1MiB", "--checkpoint", "every(3)"},
                     out, error))
       << error;
   EXPECT_EQ(out.run.steps, 5);
+  EXPECT_EQ(out.run.seed, 7u);
+  EXPECT_EQ(out.run.threads, 3);
+  EXPECT_EQ(out.run.logPath, "m.jsonl");
+  EXPECT_EQ(out.run.initPath, "w.st");
   EXPECT_TRUE(out.batchAuto);
   EXPECT_TRUE(out.noFuse);
   EXPECT_EQ(out.devices, "all");

@@ -3,9 +3,10 @@
 #include "gtc/Runtime/RunArgs.h"
 #include "gtc/Runtime/Cuda.h"
 #include <algorithm>
-#include <tuple>
 #include <cerrno>
 #include <cstdlib>
+#include <tuple>
+#include <type_traits>
 
 using namespace gtc::rt;
 
@@ -88,18 +89,32 @@ struct RunOption {
                 std::string &error);
 };
 
-/// --name N: an integer >= 1 into `field`.
-template <auto RunArgs::*Field>
+/// The class and type of a data member pointer.
+template <typename T> struct MemberOf;
+template <typename C, typename M> struct MemberOf<M C::*> {
+  using Owner = C;
+  using Type = M;
+};
+
+/// --name N: an integer >= Min into the field (of RunArgs, or of its
+/// RunOptions `run`), converted to the field's type.
+template <auto Field, int64_t Min = 1>
 bool setCount(const std::string &name, const std::string &value, RunArgs &out,
               std::string &error) {
+  using Member = MemberOf<decltype(Field)>;
   int64_t n = 0;
-  if (!parseCount(name, value, n, error))
+  if (!parseCount(name, value, n, error, Min))
     return false;
-  out.*Field = n;
+  typename Member::Owner *owner;
+  if constexpr (std::is_same_v<typename Member::Owner, RunArgs>)
+    owner = &out;
+  else
+    owner = &out.run;
+  owner->*Field = static_cast<typename Member::Type>(n);
   return true;
 }
 
-/// A flag: sets `field` to true.
+/// A flag: sets the field to true.
 template <bool RunArgs::*Field>
 bool setFlag(const std::string &, const std::string &, RunArgs &out,
              std::string &) {
@@ -107,11 +122,19 @@ bool setFlag(const std::string &, const std::string &, RunArgs &out,
   return true;
 }
 
-/// --name VALUE: `value` into the string `field`.
+/// --name VALUE: `value` into a string field of RunArgs.
 template <std::string RunArgs::*Field>
 bool setString(const std::string &, const std::string &value, RunArgs &out,
                std::string &) {
   out.*Field = value;
+  return true;
+}
+
+/// --name VALUE: `value` into a string field of RunArgs' RunOptions.
+template <std::string RunOptions::*Field>
+bool setRunString(const std::string &, const std::string &value, RunArgs &out,
+                  std::string &) {
+  out.run.*Field = value;
   return true;
 }
 
@@ -130,17 +153,8 @@ const RunOption kRunOptions[] = {
        return true;
      }},
     {"--steps", "N", "train N steps in all (counting resumed ones)",
-     [](const std::string &name, const std::string &v, RunArgs &out,
-        std::string &error) {
-       int64_t n = 0;
-       return parseCount(name, v, n, error) && (out.run.steps = n, true);
-     }},
-    {"--epochs", "N", "train N epochs",
-     [](const std::string &name, const std::string &v, RunArgs &out,
-        std::string &error) {
-       int64_t n = 0;
-       return parseCount(name, v, n, error) && (out.run.epochs = n, true);
-     }},
+     setCount<&RunOptions::steps>},
+    {"--epochs", "N", "train N epochs", setCount<&RunOptions::epochs>},
     {"--batch", "N",
      "batch size; auto: the largest whose predicted peak fits the checkpoint "
      "budget, or else 95% of the device's free memory",
@@ -152,36 +166,20 @@ const RunOption kRunOptions[] = {
        return parseCount(name, v, n, error) && (out.batch = n, true);
      }},
     {"--seed", "S", "seed for initialization, shuffling and sampling",
-     [](const std::string &name, const std::string &v, RunArgs &out,
-        std::string &error) {
-       int64_t n = 0;
-       return parseCount(name, v, n, error, 0) &&
-              (out.run.seed = static_cast<uint64_t>(n), true);
-     }},
+     setCount<&RunOptions::seed, 0>},
     {"--threads", "N", "CPU threads (default: all cores)",
-     [](const std::string &name, const std::string &v, RunArgs &out,
-        std::string &error) {
-       int64_t n = 0;
-       return parseCount(name, v, n, error) &&
-              (out.run.threads = static_cast<int>(n), true);
-     }},
+     setCount<&RunOptions::threads>},
     {"--log", "FILE", "append metrics as JSON lines",
-     [](const std::string &, const std::string &v, RunArgs &out,
-        std::string &) { return out.run.logPath = v, true; }},
+     setRunString<&RunOptions::logPath>},
     {"--log-every", "N", "log (and print) every N steps",
-     [](const std::string &name, const std::string &v, RunArgs &out,
-        std::string &error) {
-       int64_t n = 0;
-       return parseCount(name, v, n, error) && (out.run.logEvery = n, true);
-     }},
+     setCount<&RunOptions::logEvery>},
     {"--bench", "N", "time N training steps on random data and print ms/step",
      setCount<&RunArgs::bench>},
     {"--profile", "FILE",
      "profile steady-state steps on random data: a Chrome trace of every "
      "kernel, GEMM and copy to FILE (chrome://tracing, Perfetto) and a table "
      "of kernels by time; with --bench N, N steps are timed first",
-     [](const std::string &, const std::string &v, RunArgs &out,
-        std::string &) { return out.run.profilePath = v, true; }},
+     setRunString<&RunOptions::profilePath>},
     {"--precision", "P",
      "fp32, tf32 (cuBLASLt's TF32 GEMMs on a GPU), bf16 or fp16 "
      "(gt-autocast; fp16 with dynamic loss scaling)",
@@ -306,17 +304,14 @@ const RunOption kRunOptions[] = {
      "write a safetensors checkpoint at the end (and on Ctrl-C or SIGTERM; "
      "without --save an interrupted run writes MODEL-interrupted.safetensors "
      "in the current directory)",
-     [](const std::string &, const std::string &v, RunArgs &out,
-        std::string &) { return out.run.savePath = v, true; }},
+     setRunString<&RunOptions::savePath>},
     {"--resume", "FILE", "continue from a checkpoint written by --save",
-     [](const std::string &, const std::string &v, RunArgs &out,
-        std::string &) { return out.run.resumePath = v, true; }},
+     setRunString<&RunOptions::resumePath>},
     {"--init", "FILE",
      "start from the weights of a safetensors file (matched by name: a gtc "
      "checkpoint, a nanoGPT state_dict, ...; f32, f64, bf16 or f16) with a "
      "fresh optimizer, at step 0",
-     [](const std::string &, const std::string &v, RunArgs &out,
-        std::string &) { return out.run.initPath = v, true; }},
+     setRunString<&RunOptions::initPath>},
 };
 
 /// `text` wrapped at 79 columns, each line after the first indented by
