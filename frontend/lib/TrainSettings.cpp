@@ -281,38 +281,19 @@ LogicalResult Generator::genTrain(const TrainDecl &train,
     FailureOr<Attribute> value = genSetting(s);
     if (failed(value))
       return failure();
-    // Check the value where it is written: a one-setting gt.train op at the
-    // setting's location runs the dialect's own checks.
+    // Check the value where it is written: the dialect's own checks, on a
+    // gt.train op at the setting's location.
     NamedAttribute entry = attr(s.key, *value);
     auto probe = gt::TrainOp::create(builder, loc(s.loc), modelName);
-    probe->setAttr(entry.getName(), entry.getValue());
-    LogicalResult ok = verify(probe);
+    LogicalResult ok = gt::checkTrainSetting(probe, entry);
     probe->erase();
     if (failed(ok))
       return failure();
     settings.push_back(entry);
   }
-  if (seen.count("epochs") && seen.count("steps"))
-    return error(seen["steps"])
-           << "set either 'epochs' or 'steps', not both";
-  // Settings that would do nothing (--eval replaces the train block's eval
-  // data, so it cannot supply what the block lacks).
-  if (seen.count("eval_every") && !seen.count("eval"))
-    return error(seen["eval_every"])
-           << "eval_every has no effect: this train block names no data to "
-              "evaluate on; add eval = ... or drop eval_every";
-  auto intSetting = [&](StringRef key) -> int64_t {
-    for (const NamedAttribute &s : settings)
-      if (s.getName() == key)
-        if (auto i = dyn_cast<IntegerAttr>(s.getValue()))
-          return i.getInt();
-    return 0;
-  };
-  if (int64_t micro = intSetting("micro_batch"), batch = intSetting("batch");
-      micro > 0 && batch > 0 && batch % micro != 0)
-    return error(seen["micro_batch"])
-           << "micro_batch = " << micro << " does not divide batch = "
-           << batch << "; give a divisor of it (or auto)";
+  if (auto conflict =
+          gt::trainSettingConflict(builder.getDictionaryAttr(settings)))
+    return error(seen[conflict->setting]) << conflict->message;
   auto op = gt::TrainOp::create(builder, loc(train.loc), modelName);
   for (const NamedAttribute &s : settings)
     op->setAttr(s.getName(), s.getValue());

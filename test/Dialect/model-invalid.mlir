@@ -74,7 +74,7 @@ func.func @m() -> tensor<f32> attributes {gt.model} {
   %0 = gt.constant dense<1.0> : tensor<f32>
   return %0 : tensor<f32>
 }
-// expected-error @+1 {{'gt.train' op sets both 'epochs' and 'steps'; choose one}}
+// expected-error @+1 {{'gt.train' op set either 'epochs' or 'steps', not both}}
 gt.train @m {epochs = 1 : i64, steps = 10 : i64}
 
 // -----
@@ -157,7 +157,7 @@ func.func @m() -> tensor<f32> attributes {gt.model} {
   %0 = gt.constant dense<1.0> : tensor<f32>
   return %0 : tensor<f32>
 }
-// expected-error @+1 {{'gt.train' op has micro_batch = 24, which does not divide batch = 64; give a divisor of it (or auto)}}
+// expected-error @+1 {{'gt.train' op micro_batch = 24 does not divide batch = 64; give a divisor of it (or auto)}}
 gt.train @m {batch = 64 : i64, micro_batch = 24 : i64}
 
 // -----
@@ -187,3 +187,13 @@ func.func @m() -> tensor<f32> attributes {gt.model} {
 }
 // expected-error @+1 {{setting 'checkpoint.mode' must be one of "none", "auto", "every"}}
 gt.train @m {checkpoint = {mode = "sometimes"}}
+
+// -----
+
+// A setting that would do nothing: eval_every without data to evaluate.
+func.func @m() -> tensor<f32> attributes {gt.model} {
+  %0 = gt.constant dense<1.0> : tensor<f32>
+  return %0 : tensor<f32>
+}
+// expected-error @+1 {{'gt.train' op eval_every has no effect: this train block names no data to evaluate on; add eval = ... or drop eval_every}}
+gt.train @m {eval_every = 10 : i64}

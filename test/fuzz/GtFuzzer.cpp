@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "gtc/Frontend/Driver.h"
-#include "gtc/Plan/Pipeline.h"
+#include "gtc/Plan/Settings.h"
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include <memory>
@@ -46,8 +46,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       gtc::compileSource(ctx, sourceMgr, "fuzz.gt");
   if (!module)
     return 0;
-  gtc::CompileOptions options;
-  options.batch = 2;
-  (void)gtc::compileStep(*module, options);
+  // The train block's settings as gtc run resolves them, at batch 2.
+  gtc::rt::RunArgs args;
+  args.batch = 2;
+  (void)gtc::compileStep(*module, gtc::resolveSettings(*module, args).compile);
   return 0;
 }

@@ -4,7 +4,7 @@
 #define GTC_TEST_COMPILEHELPERS_H
 
 #include "gtc/Frontend/Driver.h"
-#include "gtc/Plan/Pipeline.h"
+#include "gtc/Plan/Settings.h"
 #include "mlir/IR/Diagnostics.h"
 #include <optional>
 #include <string>
@@ -35,11 +35,12 @@ inline std::optional<rt::Plan> compilePlan(const std::string &source,
   auto module = compileSource(context, sourceMgr, name);
   if (!module)
     return std::nullopt;
-  CompileOptions options;
-  options.batch = batch;
-  options.precision = precision;
-  options.fuse = fuse;
-  options.padAll = precision == "bf16" || precision == "fp16";
+  rt::RunArgs args;
+  args.batch = batch;
+  args.precision = precision;
+  args.noFuse = !fuse;
+  args.padAll = precision == "bf16" || precision == "fp16";
+  CompileOptions options = resolveSettings(*module, args).compile;
   options.bucketBytes = bucketBytes;
   mlir::FailureOr<rt::Plan> plan =
       eval ? compileEval(*module, options) : compileStep(*module, options);

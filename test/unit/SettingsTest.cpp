@@ -3,10 +3,12 @@
 // TrainSettings.def against the dialect, the front end and the run options:
 // every setting is a gt.train attribute the verifier checks by its kind, is
 // accepted in a train block, and names a run option that exists; the run
-// options parse as their table says.
+// options parse as their table says; resolveSettings puts a run option over
+// the train block's setting, and that over the default.
 //===----------------------------------------------------------------------===//
 
 #include "CompileHelpers.h"
+#include "gtc/Plan/Settings.h"
 #include "gtc/Dialect/GT/GTOps.h"
 #include "gtc/Runtime/RunArgs.h"
 #include "gtest/gtest.h"
@@ -149,4 +151,89 @@ TEST(SettingsTest, ConfigFieldsComeFromSettings) {
   EXPECT_NE(mlir::gt::lookupTrainSetting(#SETTING), nullptr) << KEY;
 #include "gtc/Runtime/TrainSettings.def"
   EXPECT_GE(fields, 21);
+}
+
+namespace {
+
+/// resolveSettings of kModel with `train` (a train block, or "") and `args`.
+Settings resolve(const std::string &train, const rt::RunArgs &args) {
+  mlir::MLIRContext context;
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(
+      llvm::MemoryBuffer::getMemBufferCopy(std::string(kModel) + train, "t.gt"),
+      llvm::SMLoc());
+  auto module = compileSource(context, sourceMgr, "t.gt");
+  EXPECT_TRUE(module) << train;
+  if (!module)
+    return Settings();
+  Settings s = resolveSettings(*module, args);
+  // (the locations die with the context)
+  EXPECT_EQ(bool(s.compile.checkpointFrom),
+            args.checkpointEvery == 0 && args.checkpointBudget == 0 &&
+                train.find("checkpoint") != std::string::npos);
+  EXPECT_EQ(bool(s.compile.microBatchFrom),
+            args.microBatch == 0 &&
+                train.find("micro_batch") != std::string::npos);
+  s.compile.checkpointFrom = s.compile.microBatchFrom = {};
+  return s;
+}
+
+} // namespace
+
+/// Each setting a run option overrides: the default without either, the
+/// train block's, and the run option over it.
+TEST(SettingsTest, RunOptionsOverrideTheTrainBlock) {
+  rt::RunArgs none;
+  Settings d = resolve("", none);
+  EXPECT_EQ(d.compile.batch, rt::TrainConfig().batch);
+  EXPECT_EQ(d.compile.precision, "fp32");
+  EXPECT_FALSE(checkpointRequested(d.compile));
+  EXPECT_EQ(d.compile.microBatch, 0);
+  EXPECT_EQ(d.devices, "");
+  EXPECT_EQ(d.shard, "none");
+  EXPECT_FALSE(d.shardGiven);
+
+  const std::string block =
+      "train {\n  batch = 8\n  precision = bf16\n  checkpoint = every(2)\n"
+      "  micro_batch = 4\n  devices = 2\n  shard = optimizer\n}\n";
+  Settings t = resolve(block, none);
+  EXPECT_EQ(t.compile.batch, 8);
+  EXPECT_EQ(t.compile.precision, "bf16");
+  EXPECT_EQ(t.compile.checkpointEvery, 2);
+  EXPECT_EQ(t.compile.checkpointBudget, 0);
+  EXPECT_EQ(t.compile.microBatch, 4);
+  EXPECT_EQ(t.devices, "2");
+  EXPECT_EQ(t.shard, "optimizer");
+  EXPECT_FALSE(t.shardGiven);
+
+  rt::RunArgs args;
+  args.batch = 16;
+  args.precision = "fp16";
+  args.checkpointEvery = -1;
+  args.microBatch = -1;
+  args.devices = "cpu";
+  args.shard = "none";
+  args.noFuse = args.noPad = true;
+  Settings r = resolve(block, args);
+  EXPECT_EQ(r.compile.batch, 16);
+  EXPECT_EQ(r.compile.precision, "fp16");
+  EXPECT_FALSE(checkpointRequested(r.compile));
+  EXPECT_EQ(r.compile.microBatch, -1);
+  EXPECT_EQ(r.devices, "cpu");
+  EXPECT_EQ(r.shard, "none");
+  EXPECT_TRUE(r.shardGiven);
+  EXPECT_FALSE(r.compile.fuse);
+  EXPECT_FALSE(r.compile.pad);
+
+  // The forms of checkpoint and micro_batch that plan for memory.
+  Settings a = resolve("train {\n  checkpoint = auto(budget: 1GiB)\n"
+                       "  micro_batch = auto\n}\n",
+                       none);
+  EXPECT_EQ(a.compile.checkpointBudget, int64_t(1) << 30);
+  EXPECT_EQ(checkpointBudget(a.compile), int64_t(1) << 30);
+  EXPECT_EQ(a.compile.microBatch, -1);
+  Settings f = resolve("train {\n  checkpoint = auto\n}\n", none);
+  EXPECT_EQ(f.compile.checkpointBudget, -1);
+  f.compile.deviceMemory = 2000;
+  EXPECT_EQ(checkpointBudget(f.compile), 1900);
 }

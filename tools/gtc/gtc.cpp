@@ -9,7 +9,7 @@
 #include "gtc/Dialect/GT/GTOps.h"
 #include "gtc/Frontend/Driver.h"
 #include "gtc/CodeGen/CudaEmitter.h"
-#include "gtc/Plan/Pipeline.h"
+#include "gtc/Plan/Settings.h"
 #include "gtc/Runtime/Optimizer.h"
 #include "gtc/Runtime/Profile.h"
 #include "gtc/Runtime/Cuda.h"
@@ -389,39 +389,6 @@ void explainKernels(const gtc::rt::Plan &plan,
                      bytes / 1e9, flops / 1e12);
 }
 
-/// The batch to train: --batch, else the train block's, else the default
-/// (TrainSettings.def; the global batch with data parallelism).
-int64_t trainBatch(const Options &opts, mlir::gt::TrainOp trainOp) {
-  if (opts.args.batch)
-    return *opts.args.batch;
-  if (trainOp)
-    if (auto b = trainOp->getAttrOfType<mlir::IntegerAttr>("batch"))
-      return b.getInt();
-  return gtc::rt::TrainConfig().batch;
-}
-
-/// The devices to train on: --devices, else the train block's `devices`
-/// ("N", "all" or "cpu"; empty when neither says).
-std::string devicesSetting(const Options &opts, mlir::gt::TrainOp trainOp) {
-  if (!opts.args.devices.empty() || !trainOp)
-    return opts.args.devices;
-  if (auto n = trainOp->getAttrOfType<mlir::IntegerAttr>("devices"))
-    return std::to_string(n.getInt());
-  if (auto w = trainOp->getAttrOfType<mlir::StringAttr>("devices"))
-    return w.getValue().str();
-  return "";
-}
-
-/// `shard`: --shard, else the train block's setting ("optimizer",
-/// "gradients", "none" or empty).
-std::string shardSetting(const Options &opts, mlir::gt::TrainOp trainOp) {
-  if (!opts.args.shard.empty() || !trainOp)
-    return opts.args.shard;
-  if (auto s = trainOp->getAttrOfType<mlir::StringAttr>("shard"))
-    return s.getValue().str();
-  return "";
-}
-
 /// Whether `batch` splits over `processes`; else prints the error.
 bool batchSplits(int64_t batch, int processes) {
   if (batch % processes == 0)
@@ -439,17 +406,17 @@ bool batchSplits(int64_t batch, int processes) {
 /// buckets (gt-bucket). --bucket-size and --shard need several processes;
 /// the train block's `shard` (a model file may train on one device or
 /// several) only draws a warning in one. False after printing the error.
-bool perProcess(const Options &opts, mlir::gt::TrainOp trainOp,
+bool perProcess(const Options &opts, const gtc::Settings &settings,
                 int processes, gtc::CompileOptions &compile) {
   if (processes == 1) {
-    const std::string shard = shardSetting(opts, trainOp);
-    if (opts.args.shard.empty() && (shard == "optimizer" || shard == "gradients"))
+    const std::string &shard = settings.shard;
+    if (!settings.shardGiven && shard != "none")
       llvm::errs() << "gtc: warning: shard = " << shard
                    << " has no effect in one process: it splits the "
                    << (shard == "gradients" ? "gradients and the " : "")
                    << "optimizer state over data-parallel processes "
                       "(--devices N, devices = N, or a launcher's)\n";
-    if (opts.args.bucketBytes == 0 && opts.args.shard.empty())
+    if (opts.args.bucketBytes == 0 && !settings.shardGiven)
       return true;
     llvm::errs() << "gtc: error: "
                  << (opts.args.bucketBytes ? "--bucket-size" : "--shard")
@@ -458,40 +425,31 @@ bool perProcess(const Options &opts, mlir::gt::TrainOp trainOp,
                     "process\n";
     return false;
   }
-  if (!opts.args.batchAuto) {
+  if (!settings.batchAuto) {
     if (!batchSplits(compile.batch, processes))
       return false;
     compile.batch /= processes;
   }
   compile.bucketBytes = opts.args.bucketBytes > 0 ? opts.args.bucketBytes
                                                   : gtc::kDefaultBucketBytes;
-  if (shardSetting(opts, trainOp) == "gradients")
+  if (settings.shard == "gradients")
     compile.shardGradients = processes;
   return true;
 }
 
-/// The compile options of gtc run and gtc compile: the train block's batch
-/// unless --batch says, and the options' precision, padding, fusion and
-/// checkpointing; `deviceMemory` is what the step may use (0: unknown).
-/// With --batch auto, the largest batch whose predicted peak fits the
+/// The compile options of gtc run and gtc compile: the resolved settings,
+/// with `deviceMemory`, what the step may use (0: unknown). With --batch
+/// auto, the largest batch whose predicted peak fits the
 /// checkpoint budget (every repeat iteration recomputed; compileStep's
 /// search then recomputes as few as fit), else 95% of deviceMemory. False
 /// after printing the error.
-bool compileOptions(const Options &opts, mlir::ModuleOp module,
-                    mlir::gt::TrainOp trainOp, int64_t deviceMemory,
-                    gtc::CompileOptions &compile) {
-  compile.batch = trainBatch(opts, trainOp);
-  compile.precision = opts.args.precision;
-  compile.pad = !opts.args.noPad;
-  compile.padAll = opts.args.padAll;
-  compile.fuse = !opts.args.noFuse;
-  compile.checkpointEvery = opts.args.checkpointEvery;
-  compile.checkpointBudget = opts.args.checkpointBudget;
+bool compileOptions(const gtc::Settings &settings, mlir::ModuleOp module,
+                    int64_t deviceMemory, gtc::CompileOptions &compile) {
+  compile = settings.compile;
   compile.deviceMemory = deviceMemory;
-  compile.microBatch = opts.args.microBatch;
-  if (!opts.args.batchAuto)
+  if (!settings.batchAuto)
     return true;
-  int64_t budget = gtc::checkpointBudget(module, compile);
+  int64_t budget = gtc::checkpointBudget(compile);
   const bool fromCheckpoint = budget > 0;
   bool checkpointing = fromCheckpoint;
   if (!checkpointing && (budget = gtc::memoryBudget(compile)) <= 0) {
@@ -625,7 +583,7 @@ bool explainRun(mlir::ModuleOp module, const gtc::CompileOptions &compile,
   if (processes > 1)
     explainDataParallel(step, processes, run.device == "cuda",
                         run.shardOptimizer, llvm::outs());
-  if (gtc::checkpointRequested(module, compile)) {
+  if (gtc::checkpointRequested(compile)) {
     gtc::CompileOptions n = compile;
     n.checkpointEvery = -1;
     n.checkpointBudget = 0;
@@ -670,6 +628,7 @@ int runModel(const Options &opts, mlir::ModuleOp module,
   mlir::gt::TrainOp trainOp;
   for (auto t : module.getOps<mlir::gt::TrainOp>())
     trainOp = t;
+  const gtc::Settings settings = gtc::resolveSettings(module, opts.args);
 
   // Data parallelism: join the processes of a launcher (torchrun, srun,
   // mpirun, or gtc's own workers), or start `devices` of them. A process of
@@ -681,7 +640,7 @@ int runModel(const Options &opts, mlir::ModuleOp module,
   }
   if (world.size > 1)
     gtc::rt::selectCudaDevice(world.localRank);
-  const std::string devices = devicesSetting(opts, trainOp);
+  const std::string &devices = settings.devices;
   // `all` is every GPU of this host (a dry run without one plans for one),
   // or under a launcher its processes; the CPU is one device.
   const bool mayUseGpu = opts.args.device != "cpu" && opts.emit == Emit::None;
@@ -710,15 +669,15 @@ int runModel(const Options &opts, mlir::ModuleOp module,
     return 1;
   }
   if (processes > 1 && opts.args.device == "cpu" &&
-      shardSetting(opts, trainOp) == "gradients") {
+      settings.shard == "gradients") {
     llvm::errs() << "gtc: error: " << gtc::rt::kCpuShardGradientsError << "\n";
     return 1;
   }
   // `batch` is the global batch: each process takes batch / N rows. The
   // launcher itself opens no GPU.
   if (processes > 1 && world.size == 1 && (trains || timesSteps)) {
-    if (!opts.args.batchAuto &&
-        !batchSplits(trainBatch(opts, trainOp), processes))
+    if (!settings.batchAuto &&
+        !batchSplits(settings.compile.batch, processes))
       return 1;
     return gtc::rt::spawnWorkers(processes, opts.argv);
   }
@@ -734,15 +693,14 @@ int runModel(const Options &opts, mlir::ModuleOp module,
   }
 
   gtc::CompileOptions compile;
-  if (!compileOptions(opts, module, trainOp,
+  if (!compileOptions(settings, module,
                       run.device == "cpu" ? gtc::rt::availableMemory()
                                           : run.deviceFreeMemory,
                       compile))
     return 1;
-  if (!perProcess(opts, trainOp, processes, compile))
+  if (!perProcess(opts, settings, processes, compile))
     return 1;
-  run.shardOptimizer = processes > 1 && shardSetting(opts, trainOp) != "" &&
-                       shardSetting(opts, trainOp) != "none";
+  run.shardOptimizer = processes > 1 && settings.shard != "none";
   std::unique_ptr<gtc::rt::Communicator> comm;
   if (world.size > 1 && (trains || timesSteps)) {
     if (!(comm = gtc::rt::connect(world, run.device, error))) {
@@ -935,7 +893,8 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
   // devices = N: the executable trains with N processes (it starts them,
   // or joins a launcher's N), each with the plan of batch / N rows, its
   // gradients all-reduced in buckets. devices = all: one device.
-  const std::string devices = devicesSetting(opts, trainOp);
+  const gtc::Settings settings = gtc::resolveSettings(module, opts.args);
+  const std::string &devices = settings.devices;
   int processes = 1;
   if (!devices.empty() && devices != "cpu" && devices != "all")
     processes = std::stoi(devices);
@@ -945,9 +904,9 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
                     "on every GPU with gtc run, or compile with devices = N\n";
   // The executable runs elsewhere: no device memory to plan for.
   gtc::CompileOptions compile;
-  if (!compileOptions(opts, module, trainOp, /*deviceMemory=*/0, compile))
+  if (!compileOptions(settings, module, /*deviceMemory=*/0, compile))
     return 1;
-  if (!perProcess(opts, trainOp, processes, compile))
+  if (!perProcess(opts, settings, processes, compile))
     return 1;
   mlir::FailureOr<gtc::rt::Plan> step = gtc::compileStep(module, compile);
   if (mlir::failed(step))
@@ -956,8 +915,7 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
   gtc::rt::Bundle bundle;
   bundle.step = gtc::rt::serialize(*step);
   bundle.processes = processes;
-  bundle.shardOptimizer = processes > 1 && shardSetting(opts, trainOp) != "" &&
-                          shardSetting(opts, trainOp) != "none";
+  bundle.shardOptimizer = processes > 1 && settings.shard != "none";
   // Evaluation plans: full batches (micro-batches, with gradient
   // accumulation), and the remainder of the eval data as it is now (an
   // executable given other eval data says so).

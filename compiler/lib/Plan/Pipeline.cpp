@@ -54,7 +54,10 @@ FailureOr<OwningOpRef<ModuleOp>> specialize(ModuleOp module,
   if (differentiate) {
     pm.addPass(createGtAutodiffPass());
     GtCheckpointPassOptions checkpoint;
-    checkpoint.every = options.checkpointEvery;
+    // (-1, not 0: the pass reads the train block at 0, and these options
+    // are resolved already)
+    checkpoint.every = options.checkpointEvery > 0 ? options.checkpointEvery
+                                                   : -1;
     checkpoint.groups = options.checkpointGroups;
     checkpoint.cheapGroups = options.checkpointCheapGroups;
     pm.addPass(createGtCheckpointPass(checkpoint));
@@ -78,8 +81,7 @@ FailureOr<rt::Plan> finishPlan(func::FuncOp func, ModuleOp lowered,
   FailureOr<rt::Plan> plan =
       gtc::buildPlan(func, findTrain(lowered), /*views=*/options.fuse,
                      options.bucketBytes > 0 ? options.shardGradients : 1);
-  if (succeeded(plan) && !options.precision.empty() &&
-      !rt::parse(options.precision, plan->config.precision))
+  if (succeeded(plan) && !rt::parse(options.precision, plan->config.precision))
     return func.emitError("unknown precision '")
            << options.precision << "'; expected fp32, tf32, bf16 or fp16";
   if (succeeded(plan) && options.padAll &&
@@ -121,7 +123,7 @@ std::string mib(int64_t bytes) {
 /// smallest peak and the largest batch that fit. `options` ends with the
 /// checkpoint settings of the plan returned.
 FailureOr<rt::Plan> compileForBudget(ModuleOp module, CompileOptions &options,
-                                     Operation *where, int64_t budget) {
+                                     Location where, int64_t budget) {
   auto peak = [](const rt::Plan &p) { return p.memory().peak(); };
   options.checkpointEvery = -1;
   FailureOr<rt::Plan> none = compileOnce(module, options);
@@ -154,7 +156,7 @@ FailureOr<rt::Plan> compileForBudget(ModuleOp module, CompileOptions &options,
   }
   if (failed(cheap)) {
     InFlightDiagnostic diag =
-        where->emitError("checkpoint = auto(budget: ")
+        emitError(where, "checkpoint = auto(budget: ")
         << mib(budget) << ") cannot be met at batch " << options.batch
         << ": the predicted peak is " << mib(peak(*none))
         << ", and this model has no repeat loop whose iterations could be "
@@ -204,7 +206,7 @@ FailureOr<rt::Plan> compileForBudget(ModuleOp module, CompileOptions &options,
     return failure();
   if (peak(*all) > budget) {
     InFlightDiagnostic diag =
-        where->emitError("checkpoint = auto(budget: ")
+        emitError(where, "checkpoint = auto(budget: ")
         << mib(budget) << ") cannot be met at batch " << options.batch
         << ": the smallest predicted peak is " << mib(peak(*all))
         << ", every repeat iteration recomputed (" << mib(peak(*none))
@@ -215,43 +217,25 @@ FailureOr<rt::Plan> compileForBudget(ModuleOp module, CompileOptions &options,
   return smallest(options.checkpointGroups, std::move(all));
 }
 
-/// The train block's `checkpoint` setting, unless the options override it.
-DictionaryAttr trainCheckpoint(ModuleOp module, const CompileOptions &options) {
-  TrainOp train = findTrain(module);
-  return train && options.checkpointEvery == 0 && options.checkpointBudget == 0
-             ? train->getAttrOfType<DictionaryAttr>("checkpoint")
-             : DictionaryAttr();
-}
-
-bool isAuto(DictionaryAttr c) {
-  auto mode = c ? c.getAs<StringAttr>("mode") : StringAttr();
-  return mode && mode.getValue() == "auto";
+/// Where a setting of `options` was given: `from` (the train block), else
+/// the module (a run option).
+Location settingLoc(ModuleOp module, LocationAttr from) {
+  return from ? Location(from) : module.getLoc();
 }
 
 } // namespace
 
-bool gtc::checkpointRequested(ModuleOp module, const CompileOptions &options) {
-  if (options.checkpointEvery != 0 || options.checkpointBudget != 0)
-    return options.checkpointEvery > 0 || options.checkpointBudget != 0;
-  DictionaryAttr c = trainCheckpoint(module, options);
-  auto mode = c ? c.getAs<StringAttr>("mode") : StringAttr();
-  return mode && mode.getValue() != "none";
+bool gtc::checkpointRequested(const CompileOptions &options) {
+  return options.checkpointEvery > 0 || options.checkpointBudget != 0;
 }
 
 int64_t gtc::memoryBudget(const CompileOptions &options) {
   return options.deviceMemory / 20 * 19;
 }
 
-int64_t gtc::checkpointBudget(ModuleOp module, const CompileOptions &options) {
-  if (options.checkpointBudget != 0)
-    return options.checkpointBudget > 0 ? options.checkpointBudget
-                                        : memoryBudget(options);
-  DictionaryAttr c = trainCheckpoint(module, options);
-  if (!isAuto(c))
-    return 0;
-  if (auto budget = c.getAs<IntegerAttr>("budget"))
-    return budget.getInt();
-  return memoryBudget(options);
+int64_t gtc::checkpointBudget(const CompileOptions &options) {
+  return options.checkpointBudget >= 0 ? options.checkpointBudget
+                                       : memoryBudget(options);
 }
 
 namespace {
@@ -259,35 +243,16 @@ namespace {
 /// compileStep's plan; `options` ends with the checkpoint settings it was
 /// compiled with (a budget's search made explicit).
 FailureOr<rt::Plan> resolve(ModuleOp module, CompileOptions &options) {
-  DictionaryAttr c = trainCheckpoint(module, options);
-  bool automatic = isAuto(c) || options.checkpointBudget != 0;
-  if (int64_t budget = gtc::checkpointBudget(module, options); budget > 0)
-    return compileForBudget(module, options,
-                            isAuto(c) ? findTrain(module).getOperation()
-                                      : module.getOperation(),
-                            budget);
-  if (automatic)
-    return (isAuto(c) ? findTrain(module).getOperation()
-                      : module.getOperation())
-               ->emitError("checkpoint = auto without a budget plans for the "
-                           "free memory of the device it runs on, which is "
-                           "not known here (a dry run for a GPU, or gtc "
-                           "compile); give auto(budget: SIZE), every(n) or "
-                           "none");
+  Location where = settingLoc(module, options.checkpointFrom);
+  if (int64_t budget = gtc::checkpointBudget(options); budget > 0)
+    return compileForBudget(module, options, where, budget);
+  if (options.checkpointBudget != 0)
+    return emitError(where,
+                     "checkpoint = auto without a budget plans for the free "
+                     "memory of the device it runs on, which is not known "
+                     "here (a dry run for a GPU, or gtc compile); give "
+                     "auto(budget: SIZE), every(n) or none");
   return compileOnce(module, options);
-}
-
-/// The micro-batch asked for: the options', else the train block's
-/// `micro_batch` (-1 for auto), else 0 (none).
-int64_t microBatchSetting(ModuleOp module, const CompileOptions &options) {
-  if (options.microBatch != 0)
-    return options.microBatch;
-  TrainOp train = findTrain(module);
-  if (!train)
-    return 0;
-  if (auto n = train->getAttrOfType<IntegerAttr>("micro_batch"))
-    return n.getInt();
-  return train->hasAttr("micro_batch") ? -1 : 0;
 }
 
 /// resolve()'s plan with gradient accumulation: compiled at the micro-batch
@@ -298,12 +263,10 @@ int64_t microBatchSetting(ModuleOp module, const CompileOptions &options) {
 /// the global one.
 FailureOr<rt::Plan> accumulate(ModuleOp module, CompileOptions &options) {
   const int64_t batch = options.batch;
-  int64_t micro = microBatchSetting(module, options);
-  Operation *where = options.microBatch == 0 && findTrain(module)
-                         ? findTrain(module).getOperation()
-                         : module.getOperation();
+  const int64_t micro = options.microBatch;
+  Location where = settingLoc(module, options.microBatchFrom);
   if (micro == batch)
-    where->emitWarning("micro_batch = ")
+    emitWarning(where, "micro_batch = ")
         << micro << " is the whole batch each step computes"
         << " (a process's share, with data parallelism): nothing to "
            "accumulate; give a divisor smaller than "
@@ -312,7 +275,7 @@ FailureOr<rt::Plan> accumulate(ModuleOp module, CompileOptions &options) {
     return resolve(module, options);
   if (micro > 0) {
     if (batch % micro != 0)
-      return where->emitError("micro_batch = ")
+      return emitError(where, "micro_batch = ")
              << micro << " does not divide the batch of " << batch
              << "; give a divisor of it (or auto)";
     // gt-bucket's all-reduces stay: the executors run them in the last
@@ -326,9 +289,9 @@ FailureOr<rt::Plan> accumulate(ModuleOp module, CompileOptions &options) {
   }
   int64_t budget = memoryBudget(options);
   if (budget <= 0)
-    return where->emitError("micro_batch = auto plans for the free memory of "
-                            "the device it runs on, which is not known here "
-                            "(a dry run for a GPU, or gtc compile); give "
+    return emitError(where, "micro_batch = auto plans for the free memory "
+                            "of the device it runs on, which is not known "
+                            "here (a dry run for a GPU, or gtc compile); give "
                             "micro_batch = N");
   int64_t smallest = 0;
   for (int64_t m = batch; m >= 1; --m) {
@@ -355,7 +318,7 @@ FailureOr<rt::Plan> accumulate(ModuleOp module, CompileOptions &options) {
   }
   if (smallest == 0) // not one plan compiled: say why
     return resolve(module, options);
-  return where->emitError("micro_batch = auto: no micro-batch of the batch of ")
+  return emitError(where, "micro_batch = auto: no micro-batch of the batch of ")
          << batch << " fits " << mib(budget) << " (95% of the free memory): "
          << "one row needs " << mib(smallest);
 }
@@ -380,15 +343,14 @@ gtc::lowerToStep(ModuleOp module, const CompileOptions &options) {
   CompileOptions o = options;
   // A checkpoint budget and an automatic micro-batch are met by planning:
   // search first, then lower with the settings found (at the micro-batch).
-  if (microBatchSetting(module, o) != 0) {
+  if (o.microBatch != 0) {
     FailureOr<rt::Plan> plan = accumulate(module, o);
     if (failed(plan))
       return failure();
     o.batch = plan->batch;
     if (plan->microBatches > 1)
       o.bucketBytes = 0;
-  } else if (checkpointBudget(module, o) != 0 ||
-             isAuto(trainCheckpoint(module, o))) {
+  } else if (o.checkpointBudget != 0) {
     if (failed(resolve(module, o)))
       return failure();
   }

@@ -761,9 +761,6 @@ FailureOr<gtc::rt::TrainConfig> gtc::trainConfig(TrainOp train) {
     c.shuffle = a.getValue();
   if (auto a = train->getAttrOfType<FloatAttr>("grad_clip"))
     c.gradClip = a.getValueAsDouble();
-  if (auto a = train->getAttrOfType<StringAttr>("precision"))
-    if (failed(named("precision", a.getValue(), c.precision)))
-      return failure();
   auto source = [&](StringRef key, rt::TrainConfig::Source &s) {
     auto d = train->getAttrOfType<DictionaryAttr>(key);
     if (!d)

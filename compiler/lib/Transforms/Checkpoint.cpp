@@ -265,18 +265,13 @@ struct GtCheckpointPass
     int64_t n = every; // < 0: none, whatever the train block says
     if (n == 0) {
       for (auto train : module.getOps<TrainOp>()) {
-        auto c = train->getAttrOfType<DictionaryAttr>("checkpoint");
-        auto mode = c ? c.getAs<StringAttr>("mode") : StringAttr();
-        if (!mode || mode.getValue() == "none")
-          continue;
-        if (mode.getValue() == "every") {
-          if (auto e = c.getAs<IntegerAttr>("every"))
-            n = e.getInt();
-          continue;
+        CheckpointSetting setting = checkpointSetting(train);
+        if (setting.budget != 0) {
+          train.emitError("checkpoint = auto needs the memory plan: gtc run "
+                          "and gtc compile choose it (here, give every=N)");
+          return signalPassFailure();
         }
-        train.emitError("checkpoint = auto needs the memory plan: gtc run "
-                        "and gtc compile choose it (here, give every=N)");
-        return signalPassFailure();
+        n = setting.every;
       }
     }
     if (n <= 0)

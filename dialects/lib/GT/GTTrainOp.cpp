@@ -1,8 +1,8 @@
 //===- GTTrainOp.cpp - The gt.train op: a model's training settings -------===//
 //
 // gt.train names its model and carries the train block's settings as
-// attributes; its verifier checks each one (the front end checks the
-// combinations a setting needs, where it can say which line to change).
+// attributes; its verifier checks each one and the rules between them
+// (trainSettingConflict, which the front end reports at the setting's line).
 //===----------------------------------------------------------------------===//
 
 #include "gtc/Dialect/GT/GTOps.h"
@@ -187,19 +187,54 @@ private:
 } // namespace
 
 LogicalResult TrainOp::verify() {
-  TrainChecker checker(*this);
   for (NamedAttribute attr : (*this)->getAttrs())
-    if (failed(checker.check(attr)))
+    if (failed(checkTrainSetting(*this, attr)))
       return failure();
-  if ((*this)->hasAttr("epochs") && (*this)->hasAttr("steps"))
-    return emitOpError("sets both 'epochs' and 'steps'; choose one");
-  auto batch = (*this)->getAttrOfType<IntegerAttr>("batch");
-  auto micro = (*this)->getAttrOfType<IntegerAttr>("micro_batch");
-  if (batch && micro && batch.getInt() % micro.getInt() != 0)
-    return emitOpError("has micro_batch = ")
-           << micro.getInt() << ", which does not divide batch = "
-           << batch.getInt() << "; give a divisor of it (or auto)";
+  if (auto conflict = trainSettingConflict((*this)->getAttrDictionary()))
+    return emitOpError(conflict->message);
   return success();
+}
+
+LogicalResult mlir::gt::checkTrainSetting(TrainOp op, NamedAttribute setting) {
+  return TrainChecker(op).check(setting);
+}
+
+std::optional<TrainSettingConflict>
+mlir::gt::trainSettingConflict(DictionaryAttr settings) {
+  if (settings.contains("epochs") && settings.contains("steps"))
+    return TrainSettingConflict{"steps",
+                                "set either 'epochs' or 'steps', not both"};
+  // A setting that would do nothing (--eval replaces the train block's eval
+  // data, so it cannot supply what the block lacks).
+  if (settings.contains("eval_every") && !settings.contains("eval"))
+    return TrainSettingConflict{
+        "eval_every", "eval_every has no effect: this train block names no "
+                      "data to evaluate on; add eval = ... or drop eval_every"};
+  auto batch = settings.getAs<IntegerAttr>("batch");
+  auto micro = settings.getAs<IntegerAttr>("micro_batch");
+  if (batch && micro && micro.getInt() > 0 &&
+      batch.getInt() % micro.getInt() != 0)
+    return TrainSettingConflict{
+        "micro_batch", llvm::formatv("micro_batch = {0} does not divide batch "
+                                     "= {1}; give a divisor of it (or auto)",
+                                     micro.getInt(), batch.getInt())
+                           .str()};
+  return std::nullopt;
+}
+
+CheckpointSetting mlir::gt::checkpointSetting(TrainOp train) {
+  CheckpointSetting setting;
+  auto c = train ? train->getAttrOfType<DictionaryAttr>("checkpoint")
+                 : DictionaryAttr();
+  auto mode = c ? c.getAs<StringAttr>("mode") : StringAttr();
+  if (mode && mode.getValue() == "every")
+    if (auto every = c.getAs<IntegerAttr>("every"))
+      setting.every = every.getInt();
+  if (mode && mode.getValue() == "auto") {
+    auto budget = c.getAs<IntegerAttr>("budget");
+    setting.budget = budget ? budget.getInt() : -1;
+  }
+  return setting;
 }
 
 LogicalResult TrainOp::verifySymbolUses(SymbolTableCollection &symbolTable) {

@@ -12,32 +12,37 @@ namespace gtc {
 /// (PyTorch DDP's default).
 inline constexpr int64_t kDefaultBucketBytes = int64_t(25) << 20;
 
-/// What to compile a module for.
+/// What to compile a module for: the train block's settings that a run
+/// option overrides, resolved (gtc::resolveSettings, Settings.h); the
+/// passes and the plan read these, never the train block's.
 struct CompileOptions {
   int64_t batch = rt::TrainConfig().batch;
-  /// fp32, tf32, bf16 or fp16; empty: the gt.train setting (else fp32).
-  std::string precision;
+  /// fp32, tf32, bf16 or fp16.
+  std::string precision = rt::name(rt::TrainConfig().precision);
   /// Pad GEMM dimensions to tensor-core multiples (gt-pad-dims), and with
   /// padAll those of small GEMMs too (gt-pad-dims' min-macs=0).
   bool pad = true, padAll = false;
   /// Fuse ops into kernels (gt-fuse).
   bool fuse = true;
-  /// gt-checkpoint: keep the input of every n-th repeat iteration (0: the
-  /// train block's `checkpoint` setting, -1: none), recomputing the first
+  /// gt-checkpoint: keep the input of every n-th repeat iteration (<= 0:
+  /// none), recomputing the first
   /// `checkpointGroups` groups (-1: all) and of the others the cheap values
   /// of the first `checkpointCheapGroups` (-1: all).
   int64_t checkpointEvery = 0, checkpointGroups = -1, checkpointCheapGroups = 0;
   /// > 0: `checkpoint = auto(budget: this many bytes)`, -1: `auto` (95% of
-  /// deviceMemory), whatever the train block says (gtc run --checkpoint).
+  /// deviceMemory), 0: not auto (checkpointEvery says).
   int64_t checkpointBudget = 0;
   /// Bytes of memory the step may use on the device it runs on (0: not
   /// known): `checkpoint = auto` without a budget plans for 95% of it. The
   /// runtime measures it; the compiler never asks a device.
   int64_t deviceMemory = 0;
   /// Gradient accumulation: rows per micro-batch (a divisor of `batch`);
-  /// 0: the train block's `micro_batch` (absent: the whole batch), -1:
-  /// auto, the largest divisor whose plan fits memoryBudget().
+  /// 0: none (the whole batch), -1: auto, the largest divisor whose plan
+  /// fits memoryBudget().
   int64_t microBatch = 0;
+  /// Where the checkpoint and micro-batch settings were given, for their
+  /// errors: the train block, or null for a run option's (the module).
+  mlir::LocationAttr checkpointFrom, microBatchFrom;
   /// > 0: a process of a data-parallel run: gt-bucket groups the gradients
   /// into buckets of at most this many bytes, each all-reduced once the
   /// backward has computed it. Not with gradient accumulation (the
@@ -63,12 +68,11 @@ mlir::FailureOr<rt::Plan> compileStep(mlir::ModuleOp module,
                                       const CompileOptions &options);
 
 /// The checkpoint budget in bytes that compileStep plans for: the options'
-/// or the train block's `auto(budget: SIZE)`, or for `auto` memoryBudget();
-/// 0 without one.
-int64_t checkpointBudget(mlir::ModuleOp module, const CompileOptions &options);
+/// `auto(budget: SIZE)`, or for `auto` memoryBudget(); 0 without one.
+int64_t checkpointBudget(const CompileOptions &options);
 
-/// Whether the options or the train block ask for gradient checkpointing.
-bool checkpointRequested(mlir::ModuleOp module, const CompileOptions &options);
+/// Whether the options ask for gradient checkpointing.
+bool checkpointRequested(const CompileOptions &options);
 
 /// 95% of the options' deviceMemory (0 when it is not known).
 int64_t memoryBudget(const CompileOptions &options);

@@ -11,6 +11,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "gtc/Dialect/GT/GTTraits.h"
+#include <optional>
+#include <string>
 
 #define GET_OP_CLASSES
 #include "gtc/Dialect/GT/GTOps.h.inc"
@@ -61,6 +63,32 @@ const TrainSetting *lookupTrainSetting(StringRef name);
 
 /// The names of the `gt.train` attributes that configure training.
 ArrayRef<StringRef> trainSettingNames();
+
+/// Checks one of a gt.train op's settings (its name, form and range), with
+/// errors at `op`.
+LogicalResult checkTrainSetting(TrainOp op, NamedAttribute setting);
+
+/// A rule between a train block's settings that `settings` (a gt.train
+/// op's attributes) breaks: the setting to change and why. The verifier
+/// reports it at the op, the front end at that setting's line.
+struct TrainSettingConflict {
+  StringRef setting;
+  std::string message;
+};
+std::optional<TrainSettingConflict>
+trainSettingConflict(DictionaryAttr settings);
+
+/// A `checkpoint` setting in the encoding of gt-checkpoint's and gtc run's
+/// --checkpoint: `every` > 0 keeps the input of every n-th repeat iteration,
+/// -1 none; `budget` > 0 is auto(budget: that many bytes), -1 auto (the
+/// device's free memory), 0 not auto.
+struct CheckpointSetting {
+  int64_t every = -1, budget = 0;
+};
+
+/// The train block's `checkpoint` (none when it has none): the one reader of
+/// the attribute's dictionary.
+CheckpointSetting checkpointSetting(TrainOp train);
 
 } // namespace mlir::gt
 

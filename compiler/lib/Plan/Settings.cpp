@@ -1,0 +1,66 @@
+//===- Settings.cpp - One command's train settings, resolved once ---------===//
+
+#include "gtc/Plan/Settings.h"
+#include "gtc/Dialect/GT/GTOps.h"
+
+using namespace mlir;
+using namespace mlir::gt;
+
+gtc::Settings gtc::resolveSettings(ModuleOp module, const rt::RunArgs &args) {
+  TrainOp train;
+  for (auto t : module.getOps<TrainOp>())
+    train = t;
+  auto attr = [&](StringRef name) {
+    return train ? train->getAttr(name) : Attribute();
+  };
+  Settings s;
+  CompileOptions &c = s.compile;
+
+  if (args.batch)
+    c.batch = *args.batch;
+  else if (auto b = dyn_cast_or_null<IntegerAttr>(attr("batch")))
+    c.batch = b.getInt();
+  s.batchAuto = args.batchAuto;
+
+  if (!args.precision.empty())
+    c.precision = args.precision;
+  else if (auto p = dyn_cast_or_null<StringAttr>(attr("precision")))
+    c.precision = p.str();
+
+  c.pad = !args.noPad;
+  c.padAll = args.padAll;
+  c.fuse = !args.noFuse;
+
+  if (args.checkpointEvery != 0 || args.checkpointBudget != 0) {
+    c.checkpointEvery = args.checkpointEvery;
+    c.checkpointBudget = args.checkpointBudget;
+  } else if (train) {
+    CheckpointSetting checkpoint = checkpointSetting(train);
+    c.checkpointEvery = checkpoint.every;
+    c.checkpointBudget = checkpoint.budget;
+    c.checkpointFrom = train.getLoc();
+  }
+
+  if (args.microBatch != 0) {
+    c.microBatch = args.microBatch;
+  } else if (Attribute micro = attr("micro_batch")) {
+    auto n = dyn_cast<IntegerAttr>(micro);
+    c.microBatch = n ? n.getInt() : -1; // `auto`
+    c.microBatchFrom = train.getLoc();
+  }
+
+  s.devices = args.devices;
+  if (s.devices.empty()) {
+    if (auto n = dyn_cast_or_null<IntegerAttr>(attr("devices")))
+      s.devices = std::to_string(n.getInt());
+    else if (auto w = dyn_cast_or_null<StringAttr>(attr("devices")))
+      s.devices = w.str();
+  }
+
+  s.shardGiven = !args.shard.empty();
+  if (s.shardGiven)
+    s.shard = args.shard;
+  else if (auto shard = dyn_cast_or_null<StringAttr>(attr("shard")))
+    s.shard = shard.str();
+  return s;
+}
