@@ -32,10 +32,10 @@ int usage(const std::string &self, const rt::Plan &step,
   for (const std::string &a : bundle.archs)
     std::cout << " " << a;
   std::cout << ")\n\nusage: " << self
-            << " [options]\n\noptions (override the compiled train block; "
-               "--batch and --precision must match what was compiled):\n"
-            << rt::runOptionsHelp()
-            << "  -h, --help     show this help\n\nExit status: 0 on success, "
+            << " [options]\n\noptions (override the compiled train "
+               "block):\n"
+            << rt::runOptionsHelp(/*compiled=*/true)
+            << "\nExit status: 0 on success, "
                "1 on an error, 2 on a command-line mistake, 130 when "
                "interrupted (after saving).\n";
   return 0;

@@ -87,7 +87,14 @@ struct RunOption {
   const char *help;
   bool (*apply)(const std::string &name, const std::string &value, RunArgs &out,
                 std::string &error);
+  /// Whether it chooses what is compiled (the batch, the precision, the
+  /// passes' options, data parallelism's plan): a compiled executable has
+  /// it fixed, and lists it apart.
+  bool compiling = false;
 };
+
+/// RunOption::compiling, for the table's rows.
+constexpr bool kCompiling = true;
 
 /// The class and type of a data member pointer.
 template <typename T> struct MemberOf;
@@ -164,7 +171,8 @@ const RunOption kRunOptions[] = {
          return out.batchAuto = true;
        int64_t n = 0;
        return parseCount(name, v, n, error) && (out.batch = n, true);
-     }},
+     },
+     kCompiling},
     {"--seed", "S", "seed for initialization, shuffling and sampling",
      setCount<&RunOptions::seed, 0>},
     {"--threads", "N", "CPU threads (default: all cores)",
@@ -192,13 +200,15 @@ const RunOption kRunOptions[] = {
        }
        out.precision = v;
        return true;
-     }},
+     },
+     kCompiling},
     {"--checkpoint", "C",
      "gradient checkpointing instead of the train block's: none, "
      "'every(N)', 'auto(budget: SIZE)' (e.g. 6GiB) or auto (95% of the "
      "device's free memory)",
      [](const std::string &, const std::string &v, RunArgs &out,
-        std::string &error) { return parseCheckpoint(v, out, error); }},
+        std::string &error) { return parseCheckpoint(v, out, error); },
+     kCompiling},
     {"--micro-batch", "M",
      "gradient accumulation: run each batch as micro-batches of M rows (a "
      "divisor of the batch) and update once; auto: the largest whose "
@@ -208,7 +218,8 @@ const RunOption kRunOptions[] = {
        if (v == "auto")
          return out.microBatch = -1, true;
        return setCount<&RunArgs::microBatch>(name, v, out, error);
-     }},
+     },
+     kCompiling},
     {"--devices", "N",
      "data parallel: N processes (one per GPU; on the CPU, N processes "
      "through Gloo), each with batch/N rows of every batch; all: every GPU; "
@@ -253,7 +264,8 @@ const RunOption kRunOptions[] = {
        }
        out.shard = v;
        return true;
-     }},
+     },
+     kCompiling},
     {"--bucket-size", "SIZE",
      "data parallel: gradients are all-reduced in buckets of at most SIZE "
      "(default 25MiB), each as soon as the backward has computed it",
@@ -265,18 +277,19 @@ const RunOption kRunOptions[] = {
                "got '" +
                v + "'";
        return false;
-     }},
+     },
+     kCompiling},
     {"--explain", "",
      "print the memory plan (weights, gradients, optimizer state, "
      "activations, workspace), each op's precision, the padded GEMMs, what "
      "gradient checkpointing saves and recomputes, and every kernel of a "
      "step (its ops, bytes moved, FLOPs) before training",
-     setFlag<&RunArgs::explain>},
+     setFlag<&RunArgs::explain>, kCompiling},
     {"--dry-run", "",
      "compile, plan and print what --explain prints, then exit without "
      "training; --device cuda plans the GPU program on a machine without a "
      "GPU",
-     setFlag<&RunArgs::dryRun>},
+     setFlag<&RunArgs::dryRun>, kCompiling},
     {"--check-numerics", "",
      "after every op of every step, check that its output is finite; the "
      "first that is not stops the run with its op, source location, layer "
@@ -286,14 +299,14 @@ const RunOption kRunOptions[] = {
        return out.run.checkNumerics = true;
      }},
     {"--no-pad", "", "keep GEMM dimensions as written (no gt-pad-dims)",
-     setFlag<&RunArgs::noPad>},
+     setFlag<&RunArgs::noPad>, kCompiling},
     {"--pad-all", "",
      "with bf16 or fp16, pad small GEMMs too (by default those of fewer than "
      "2^28 multiply-adds keep their sizes: padding them costs more pad and "
      "slice kernels than it saves)",
-     setFlag<&RunArgs::padAll>},
+     setFlag<&RunArgs::padAll>, kCompiling},
     {"--no-fuse", "", "one kernel per op (no gt-fuse; for comparisons)",
-     setFlag<&RunArgs::noFuse>},
+     setFlag<&RunArgs::noFuse>, kCompiling},
     {"--data", "PATH",
      "the training data instead of the train block's file (idx sources: "
      "IMAGES,LABELS)",
@@ -347,13 +360,25 @@ std::string column(const std::string &head, size_t width) {
 
 } // namespace
 
-std::string gtc::rt::runOptionsHelp() {
-  std::string out;
+std::string gtc::rt::runOptionsHelp(bool compiled) {
+  std::string out, fixed;
   for (const RunOption &o : kRunOptions) {
+    if (compiled && o.compiling) {
+      fixed += std::string(fixed.empty() ? "" : ", ") + o.name;
+      continue;
+    }
     std::string head = std::string("  ") + o.name +
                        (*o.metavar ? std::string(" ") + o.metavar : "");
     out += wrap(column(head, 17), o.help, 17);
   }
+  if (compiled)
+    out += "  -h, --help     show this help\n\n" +
+           wrap("  ",
+                "Fixed when this executable was compiled (give "
+                "them to gtc compile; --batch and --precision "
+                "are accepted when they match): " +
+                    fixed + ".",
+                2);
   return out;
 }
 

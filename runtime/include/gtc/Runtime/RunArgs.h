@@ -72,8 +72,9 @@ bool chooseDevice(const std::string &device, RunOptions &run,
                   std::string &error);
 
 /// The help text of the run options (for --help), from the table of
-/// options in RunArgs.cpp.
-std::string runOptionsHelp();
+/// options in RunArgs.cpp. `compiled`: a compiled executable's, which lists
+/// the options fixed when it was compiled apart, by name.
+std::string runOptionsHelp(bool compiled = false);
 
 /// The help text of the train block's settings (TrainSettings.def): each
 /// with its default and the run option that overrides it.
