@@ -341,6 +341,24 @@ p_opt, p_grad = peak("optimizer"), peak("gradients")
 print(f"GPT-2 bf16 on 2 GPUs, rank 0: {grad:.0f} MiB with shard = gradients: saved {opt - grad:.0f} MiB against shard = optimizer, of a predicted {p_opt - p_grad:.0f} MiB (predicted peaks {p_opt:.0f} and {p_grad:.0f} MiB)")
 PY
 tail -2 "$W/memory.txt"
+# --explain's memory a GPU (the plan's peak and what the run before it
+# measured outside the plan: the context, NCCL's buffers) against the
+# memory in use after the first step, within 3%.
+for shard in none optimizer gradients; do
+  r=$(python3 - "$W" $shard <<'PY'
+import re, sys
+w, s = sys.argv[1], sys.argv[2]
+used = re.search(r"in use after the first step: ([0-9.]+) MiB", open(f"{w}/zm-{s}.txt").read())
+pred = re.search(r"GPU memory in use, predicted a GPU: ([0-9.]+) MiB", open(f"{w}/zm-{s}-explain.txt").read())
+if not used or not pred:
+    print("no figure: " + ("--explain" if used else "the run")); sys.exit(1)
+u, p = float(used.group(1)), float(pred.group(1))
+print(f"in use {u:.0f} MiB, --explain {p:.0f} MiB ({100 * (p - u) / u:+.1f}%)")
+sys.exit(0 if abs(p - u) <= 0.03 * u else 1)
+PY
+); s=$?
+  row "GPT-2 bf16 2 GPUs shard = $shard memory: $r" "$(verdict $s)"
+done
 # What each mode costs a step (GPT-2 bf16, 16 sequences a GPU).
 for shard in none optimizer gradients; do
   gtc run examples/gpt2.gt --device cuda --devices 2 --shard $shard --batch 32 --bench 20 > "$W/zb-$shard.txt" 2>&1; s=$?

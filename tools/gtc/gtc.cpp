@@ -6,39 +6,40 @@
 //   gtc compile FILE.gt -o EXE                     write a training executable
 //===----------------------------------------------------------------------===//
 
+#include "gtc/CodeGen/CudaEmitter.h"
 #include "gtc/Dialect/GT/GTOps.h"
 #include "gtc/Frontend/Driver.h"
-#include "gtc/CodeGen/CudaEmitter.h"
 #include "gtc/Plan/Settings.h"
+#include "gtc/Runtime/Bundle.h"
+#include "gtc/Runtime/Cache.h"
+#include "gtc/Runtime/Cuda.h"
 #include "gtc/Runtime/Optimizer.h"
 #include "gtc/Runtime/Profile.h"
-#include "gtc/Runtime/Cuda.h"
-#include "gtc/Runtime/Bundle.h"
 #include "gtc/Runtime/RunArgs.h"
 #include "gtc/Runtime/Startup.h"
 #include "gtc/Runtime/Streams.h"
 #include "gtc/Runtime/Trainer.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include <chrono>
-#include <cmath>
-#include <set>
-#include <csignal>
-#include <iostream>
-#include <map>
-#include <memory>
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/Path.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <iostream>
+#include <map>
+#include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -478,6 +479,12 @@ bool compileOptions(const gtc::Settings &settings, mlir::ModuleOp module,
   return true;
 }
 
+/// ZeRO-1's optimizer state a process: the parts of gtc's CpuBackend and
+/// CUDA executor, N equal ones (the last shorter).
+int64_t optimizerPart(const gtc::rt::Plan::Memory &m, int processes) {
+  return (m.optimizerState + processes - 1) / processes;
+}
+
 /// --explain and --dry-run of one of `processes` data-parallel processes:
 /// the global batch, what each step reduces, and what each process keeps
 /// of the gradients and optimizer state (ZeRO).
@@ -505,11 +512,8 @@ void explainDataParallel(const gtc::rt::Plan &step, int processes, bool cuda,
      << (step.shardRanks > 1 ? ", each reduced to the processes that own its "
                                "parts)\n"
                              : ", one collective each)\n");
-  // ZeRO-1: the optimizer state of one process's part of the
-  // parameters (the parts of gtc's CpuBackend: N equal ones, the last
-  // shorter).
   const gtc::rt::Plan::Memory m = step.memory();
-  const int64_t part = (m.optimizerState + processes - 1) / processes;
+  const int64_t part = optimizerPart(m, processes);
   auto mib = [](int64_t b) {
     return llvm::format("%.2f MiB", static_cast<double>(b) / 1048576.0);
   };
@@ -531,10 +535,45 @@ void explainDataParallel(const gtc::rt::Plan &step, int processes, bool cuda,
           "optimizer state ("
        << mib(m.optimizerState) << "); shard = optimizer would keep "
        << mib(part) << " a process\n";
-  if (cuda)
-    os << "not in the plan: NCCL's buffers and the CUDA "
-          "context, sized when they open (gtc run prints each "
-          "GPU's after the first step)\n";
+}
+
+/// --explain and --dry-run on a GPU: the memory a GPU will have in use,
+/// the plan's peak (a process's, with ZeRO-1's part of the optimizer state)
+/// and what the last run of as many processes on this GPU measured outside
+/// it (the context, NCCL's buffers, the libraries').
+void explainGpuMemory(const gtc::rt::Plan &step, int processes,
+                      bool shardOptimizer, const std::string &gpu,
+                      llvm::raw_ostream &os) {
+  const gtc::rt::Plan::Memory m = step.memory();
+  // (ZeRO-2's plan has the shards in its peak already)
+  const int64_t peak =
+      shardOptimizer && step.shardRanks <= 1
+          ? m.peak() - m.optimizerState + optimizerPart(m, processes)
+          : m.peak();
+  auto mib = [](int64_t b) {
+    return llvm::format("%.1f MiB", static_cast<double>(b) / 1048576.0);
+  };
+  const std::string runs = std::to_string(processes) + " process" +
+                           (processes == 1 ? "" : "es") + " on " +
+                           (gpu.empty() ? "this GPU" : gpu);
+  std::optional<gtc::rt::OutsideMemory> outside =
+      gpu.empty() ? std::nullopt
+                  : gtc::rt::recordedOutsideMemory(gpu, processes);
+  if (!outside) {
+    os << "not in the plan: the CUDA context"
+       << (processes > 1 ? ", NCCL's buffers" : "")
+       << " and the libraries' memory, not yet measured for " << runs
+       << " (a run records them after its first step; --explain counts "
+          "them from then on)\n";
+    return;
+  }
+  os << "GPU memory in use, predicted a GPU: "
+     << mib(peak + outside->context + outside->rest) << " = " << mib(peak)
+     << " the plan's peak + " << mib(outside->context) << " the CUDA context + "
+     << mib(outside->rest)
+     << (processes > 1 ? " NCCL's buffers and the libraries'"
+                       : " the libraries'")
+     << " (measured by the last run of " << runs << ")\n";
 }
 
 /// --emit=cuda: every launch of the program, kernels with their source.
@@ -583,6 +622,9 @@ bool explainRun(mlir::ModuleOp module, const gtc::CompileOptions &compile,
   if (processes > 1)
     explainDataParallel(step, processes, run.device == "cuda",
                         run.shardOptimizer, llvm::outs());
+  if (run.device == "cuda")
+    explainGpuMemory(step, processes, run.shardOptimizer, run.deviceName,
+                     llvm::outs());
   if (gtc::checkpointRequested(compile)) {
     gtc::CompileOptions n = compile;
     n.checkpointEvery = -1;
@@ -686,7 +728,9 @@ int runModel(const Options &opts, mlir::ModuleOp module,
   // if there is one, as a run would.
   std::string device = opts.emit == Emit::None ? opts.args.device : "cpu";
   if (opts.args.dryRun && device == "cuda") {
-    run.device = "cuda";
+    // (a GPU here gives its name, for the memory runs on it measured)
+    if (!gtc::rt::chooseDevice(device, run, error))
+      run.device = "cuda";
   } else if (!gtc::rt::chooseDevice(device, run, error)) {
     llvm::errs() << "gtc: error: " << error << "\n";
     return 1;

@@ -2,6 +2,7 @@
 
 #include "Cuda/CudaLibs.h"
 #include "gtc/Runtime/Bundle.h"
+#include "gtc/Runtime/Cache.h"
 #include "gtc/Runtime/Startup.h"
 #include <atomic>
 #include <chrono>
@@ -158,27 +159,10 @@ bool gtc::rt::cu::initDevice(std::string &error) {
 
 namespace {
 
-
-std::string cacheDir() {
-  if (const char *d = std::getenv("GTC_CACHE_DIR"))
-    return d;
-  if (const char *x = std::getenv("XDG_CACHE_HOME"))
-    return std::string(x) + "/gtc";
-  if (const char *home = std::getenv("HOME"))
-    return std::string(home) + "/.cache/gtc";
-  return "/tmp/gtc-cache";
-}
-
 /// Guards compileStats(): compileCuda may run on several threads.
 std::mutex &statsMutex() {
   static std::mutex m;
   return m;
-}
-
-void makeDirs(const std::string &path) {
-  for (size_t i = 1; i <= path.size(); ++i)
-    if (i == path.size() || path[i] == '/')
-      mkdir(path.substr(0, i).c_str(), 0755);
 }
 
 /// Adds the source lines NVRTC's log points at ("kernel.cu(12): error ...").
@@ -290,7 +274,7 @@ bool gtc::rt::compileCuda(const std::string &source, const std::string &arch,
   const bool ptx = arch.rfind("compute_", 0) == 0; // a virtual arch
   std::snprintf(name, sizeof name, ptx ? "%016llx.ptx" : "%016llx.cubin",
                 static_cast<unsigned long long>(fnv1a(key)));
-  std::string dir = cacheDir(), path = dir + "/" + name;
+  std::string dir = cacheDirectory(), path = dir + "/" + name;
   if (std::ifstream f{path, std::ios::binary}) {
     cubin.assign(std::istreambuf_iterator<char>(f), {});
     if (!cubin.empty()) {
@@ -338,7 +322,7 @@ bool gtc::rt::compileCuda(const std::string &source, const std::string &arch,
                                 std::chrono::steady_clock::now() - t0)
                                 .count();
   // Write through a temporary name, so a concurrent reader never sees half.
-  makeDirs(dir);
+  makeDirectories(dir);
   std::string tmp = path + ".tmp." + std::to_string(getpid());
   {
     std::ofstream f(tmp, std::ios::binary);

@@ -2,13 +2,14 @@
 
 #include "gtc/Runtime/Trainer.h"
 #include "Train/Backends.h"
-#include "gtc/Runtime/Startup.h"
+#include "gtc/Runtime/Cache.h"
 #include "gtc/Runtime/Checkpoint.h"
 #include "gtc/Runtime/CpuExecutor.h"
 #include "gtc/Runtime/Cuda.h"
 #include "gtc/Runtime/Data.h"
 #include "gtc/Runtime/Numerics.h"
 #include "gtc/Runtime/Optimizer.h"
+#include "gtc/Runtime/Startup.h"
 #include <algorithm>
 #include <atomic>
 #include <cctype>
@@ -268,11 +269,19 @@ std::pair<size_t, size_t> deviceMemory(CudaBackend &gpu) {
 /// The GPU's memory in use (cuMemGetInfo) and where it went: what the
 /// context took when it opened, what gtc's executor allocated (against its
 /// plan), and the rest: the libraries' own (NCCL's buffers, cuBLASLt),
-/// loaded kernels and captured graphs.
-std::string memoryInUse(CudaBackend &gpu) {
+/// loaded kernels and captured graphs. Rank 0 records the context's and the
+/// rest for `gpu` and `processes` (Cache.h), for --explain.
+std::string memoryInUse(CudaBackend &gpu, const std::string &name, int rank,
+                        int processes) {
   auto [planned, measured] = deviceMemory(gpu);
-  const double mib = 1048576.0, used = cudaMemoryInUse() / mib,
-               context = cudaContextMemory() / mib;
+  const size_t inUse = cudaMemoryInUse(), contextBytes = cudaContextMemory();
+  if (rank == 0 && inUse >= contextBytes + measured)
+    recordOutsideMemory(
+        name, processes,
+        {static_cast<int64_t>(contextBytes),
+         static_cast<int64_t>(inUse - contextBytes - measured)});
+  const double mib = 1048576.0, used = inUse / mib,
+               context = contextBytes / mib;
   std::ostringstream o;
   o << std::fixed << std::setprecision(1)
     << "GPU memory in use after the first step: " << used
@@ -871,7 +880,9 @@ bool Training::trainStep(int64_t s) {
                              .count());
       (tty ? err : out) << "first step: " << Startup::get().report() << "\n";
       if (auto *gpu = dynamic_cast<CudaBackend *>(backend.get()))
-        (tty ? err : out) << "  " << memoryInUse(*gpu) << "\n";
+        (tty ? err : out) << "  "
+                          << memoryInUse(*gpu, options.deviceName, rank, ranks)
+                          << "\n";
       Startup::get().close();
     }
   } catch (const RuntimeError &e) {
