@@ -144,7 +144,10 @@ gtc run examples/gpt2.gt --device cuda --devices 2 --batch 32 --bench 20 --profi
 head -40 "$W/profile-dp2.txt"
 grep "collectives" "$W/profile-dp2.txt"
 row "--profile on 2 GPUs: $(grep -o 'collectives.*' "$W/profile-dp2.txt" | cut -c1-70)" "$(verdict $s)"
-[ -n "$RESULTS" ] && cp "$W/gpt2-dp2.json" "$RESULTS/" 2>/dev/null
+# One GPU's profile of the same step (16 sequences), to compare kernel by
+# kernel what the collectives beside them cost.
+CUDA_VISIBLE_DEVICES=0 gtc run examples/gpt2.gt --device cuda --batch 16 --bench 20 --profile "$W/gpt2-dp1.json" > "$W/profile-dp1.txt" 2>&1
+[ -n "$RESULTS" ] && cp "$W/gpt2-dp2.json" "$W/gpt2-dp1.json" "$W/profile-dp1.txt" "$W/profile-dp2.txt" "$RESULTS/" 2>/dev/null
 fi
 
 
