@@ -320,6 +320,13 @@ gtc run examples/mlp.gt --device cuda --devices 2 --precision fp32 --batch 64 --
 gtc run examples/mlp.gt --device cuda --devices 2 --shard gradients --precision fp32 --batch 64 --steps 50 --log-every 1 --log "$W/zm-mlp-grad.jsonl" > "$W/zm-mlp-grad.txt" 2>&1; s=$?
 r=$(same "$W/zm-mlp-none.jsonl" "$W/zm-mlp-grad.jsonl" 1e-6 2>&1); s2=$?
 row "mlp fp32 2 GPUs: shard = gradients vs none: $r" "$(verdict $((s + s2)))"
+# ZeRO-2 with gradient accumulation (each micro-batch's buckets reduced to
+# their owners, the shares summed): 2 micro-batches of 8 a GPU against
+# unsharded 2 GPUs of 16.
+gtc run examples/char_gpt.gt --device cuda --devices 2 --shard gradients --micro-batch 8 --precision fp32 --batch 32 --steps 50 --log-every 1 --log "$W/z-grad-micro.jsonl" > "$W/z-grad-micro.txt" 2>&1; s=$?
+tail -2 "$W/z-grad-micro.txt"
+r=$(same "$W/z-none.jsonl" "$W/z-grad-micro.jsonl" 1e-5 2>&1); s2=$?
+row "char_gpt fp32 2 GPUs: shard = gradients x 2 micro-batches vs none: $r" "$(verdict $((s + s2)))"
 for shard in none optimizer gradients; do
   gtc run examples/gpt2.gt --device cuda --devices 2 --shard $shard --batch 32 --steps 3 --data "$W/tokens.bin" --eval "$W/eval.bin" > "$W/zm-$shard.txt" 2>&1
   gtc run examples/gpt2.gt --device cuda --devices 2 --shard $shard --batch 32 --dry-run > "$W/zm-$shard-explain.txt" 2>&1

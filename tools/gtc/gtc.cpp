@@ -504,10 +504,17 @@ void explainDataParallel(const gtc::rt::Plan &step, int processes, bool cuda,
       for (int id : k.outputs)
         bytes += gtc::rt::bufferBytes(step, id);
     }
+  // (ZeRO-2 reduces every micro-batch's buckets to their owners)
+  const bool everyMicroBatch = step.shardRanks > 1 && step.microBatches > 1;
+  if (everyMicroBatch)
+    bytes *= static_cast<double>(step.microBatches);
   os << "gradients averaged in " << buckets << " bucket"
-     << (buckets == 1 ? "" : "s") << " during the "
-     << (step.microBatches > 1 ? "last micro-batch's " : "") << "backward, "
-     << llvm::format("%.2f MiB", bytes / 1048576.0) << " a step ("
+     << (buckets == 1 ? "" : "s") << " during "
+     << (everyMicroBatch           ? "each micro-batch's "
+         : step.microBatches > 1 ? "the last micro-batch's "
+                                 : "the ")
+     << "backward, " << llvm::format("%.2f MiB", bytes / 1048576.0)
+     << " a step ("
      << (cuda ? "NCCL" : "Gloo")
      << (step.shardRanks > 1 ? ", each reduced to the processes that own its "
                                "parts)\n"

@@ -328,14 +328,7 @@ FailureOr<rt::Plan> accumulate(ModuleOp module, CompileOptions &options) {
 FailureOr<rt::Plan> gtc::compileStep(ModuleOp module,
                                      const CompileOptions &options) {
   CompileOptions o = options;
-  FailureOr<rt::Plan> plan = accumulate(module, o);
-  if (succeeded(plan) && plan->shardRanks > 1 && plan->microBatches > 1)
-    return module.emitError("shard = gradients (ZeRO-2) with gradient "
-                            "accumulation (micro_batch) is not built: each "
-                            "micro-batch would need its own reduction into "
-                            "the shard; use shard = optimizer (ZeRO-1) "
-                            "with micro_batch, or drop micro_batch");
-  return plan;
+  return accumulate(module, o);
 }
 
 FailureOr<OwningOpRef<ModuleOp>>
@@ -348,8 +341,6 @@ gtc::lowerToStep(ModuleOp module, const CompileOptions &options) {
     if (failed(plan))
       return failure();
     o.batch = plan->batch;
-    if (plan->microBatches > 1)
-      o.bucketBytes = 0;
   } else if (o.checkpointBudget != 0) {
     if (failed(resolve(module, o)))
       return failure();

@@ -319,7 +319,7 @@ void CudaExecutor::Impl::allocate() {
     if (plan.microBatches > 1) {
       if (plan.loss < 0 || plan.buffers[plan.loss].dtype != DType::F32)
         throw RuntimeError("gradient accumulation needs an f32 loss");
-      accumulatorBytes = static_cast<size_t>(paramElements + 1) * 4;
+      accumulatorBytes = static_cast<size_t>(gradElements() + 1) * 4;
       accumulatorAt = take(accumulatorBytes);
     }
   }

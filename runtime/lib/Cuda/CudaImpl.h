@@ -134,6 +134,10 @@ struct CudaExecutor::Impl {
   void checkProgram() const;
   void prepareLaunches();
 
+  /// The elements of the gradient region: this rank's share under ZeRO-2,
+  /// else one a parameter element.
+  int64_t gradElements() const { return shardGrads ? share : paramElements; }
+
   /// The elements of the parameter region that updates and gathers touch:
   /// ranks * share when sharded.
   int64_t paddedParams() const {

@@ -98,18 +98,21 @@ void CudaExecutor::Impl::enqueueUpdate() {
 
 /// After micro-batch `part` of `parts`: adds its gradients (and loss)
 /// to the accumulator; after the last, leaves their mean in the gradients
-/// (and the loss) for the update.
+/// (and the loss) for the update. Under ZeRO-2 every micro-batch's buckets
+/// were reduced to their owners (the kernels joined them): the rank's
+/// share of the gradients is what it sums.
 void CudaExecutor::Impl::enqueueAccumulate(int part, int parts) {
   CUdeviceptr acc = accumulator, g = arena + regionOffset.at(Region::Grad);
-  CUdeviceptr lossAcc = accumulator + paramElements * 4,
+  CUdeviceptr lossAcc = accumulator + gradElements() * 4,
               loss = ptr(plan.loss, 0);
   int mode = microPhase(part, parts);
-  // The last micro-batch's buckets made their own means (finishMean).
-  long long n = mode == 2 && bucketed ? 0 : paramElements;
+  // The last micro-batch's buckets made their own means (finishMean), but
+  // for ZeRO-2's share.
+  long long n = mode == 2 && bucketed && !shardGrads ? 0 : gradElements();
   float scale = 1.0f / static_cast<float>(parts);
   void *args[] = {&acc, &g, &n, &mode, &scale, &lossAcc, &loss};
   timedLaunch("gtc_accumulate (micro-batches)", "optimizer", -1, 0,
-              static_cast<double>(paramElements) * 12, false, [&] {
+              static_cast<double>(n) * 12, false, [&] {
                 CU(cuLaunchKernel(accumulateFn, 132 * 4, 1, 1, 256, 1, 1, 0,
                                   compute, args, nullptr));
               });

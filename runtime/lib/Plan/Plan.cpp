@@ -291,7 +291,6 @@ Plan::Memory Plan::memory() const {
   m.inputs = 2 * bytes(Region::Input); // two slots on a GPU
   m.constants = bytes(Region::Const);
   m.gemmWorkspace = kGemmWorkspaceBytes;
-  m.accumulator = microBatches > 1 ? m.gradients : 0;
   m.weightCopies = bytes(Region::Copy);
   if (shardRanks > 1 && kind == "step") {
     // ZeRO-2: one process's share of the gradients and of the state.
@@ -299,6 +298,8 @@ Plan::Memory Plan::memory() const {
     m.gradients = share;
     m.optimizerState = stateFloats() * share;
   }
+  // The sum of the micro-batches' gradients (of the share, under ZeRO-2).
+  m.accumulator = microBatches > 1 ? m.gradients : 0;
   return m;
 }
 

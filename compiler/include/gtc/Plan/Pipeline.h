@@ -45,12 +45,13 @@ struct CompileOptions {
   mlir::LocationAttr checkpointFrom, microBatchFrom;
   /// > 0: a process of a data-parallel run: gt-bucket groups the gradients
   /// into buckets of at most this many bytes, each all-reduced once the
-  /// backward has computed it. Not with gradient accumulation (the
-  /// accumulated mean is all-reduced after the last micro-batch instead).
+  /// backward has computed it (with gradient accumulation, in the last
+  /// micro-batch, on the mean over the micro-batches).
   int64_t bucketBytes = 0;
   /// > 1: ZeRO-2 (shard = gradients) over this many processes: the plan's
-  /// gradients are temporaries grouped by bucket (Plan::shardRanks). Needs
-  /// bucketBytes, and no gradient accumulation.
+  /// gradients are temporaries grouped by bucket (Plan::shardRanks), each
+  /// reduced to the processes that own its parts (with gradient
+  /// accumulation, in every micro-batch). Needs bucketBytes.
   int64_t shardGradients = 1;
 };
 
