@@ -54,7 +54,8 @@ TEST_F(CacheTest, OutsideMemoryRecords) {
   EXPECT_FALSE(recordedOutsideMemory("NVIDIA H200", 4));
 
   std::ofstream(root + "/a/b/gpu-memory.tsv", std::ios::app)
-      << "garbage\nNVIDIA H200\tx\t1\t2\nNVIDIA H200\t4\t-1\t2\n";
+      << "garbage\nNVIDIA H200\tx\t1\t2\nNVIDIA H200\t4\t-1\t2\n"
+      << "NVIDIA H200\t4\t\t2\nNVIDIA H200\t4\t1\t-2\n";
   EXPECT_FALSE(recordedOutsideMemory("NVIDIA H200", 4));
   recordOutsideMemory("NVIDIA H200", 4, {1, 2});
   EXPECT_EQ(recordedOutsideMemory("NVIDIA H200", 4)->rest, 2);

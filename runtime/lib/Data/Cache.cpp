@@ -26,7 +26,8 @@ bool parseRecord(const std::string &line, std::string &gpu, int &processes,
   std::istringstream in(line);
   std::string p, c, r;
   if (!std::getline(in, gpu, '\t') || !std::getline(in, p, '\t') ||
-      !std::getline(in, c, '\t') || !std::getline(in, r))
+      !std::getline(in, c, '\t') || !std::getline(in, r) || p.empty() ||
+      c.empty() || r.empty())
     return false;
   char *end = nullptr;
   processes = static_cast<int>(std::strtol(p.c_str(), &end, 10));
@@ -36,7 +37,7 @@ bool parseRecord(const std::string &line, std::string &gpu, int &processes,
   if (*end || m.context < 0)
     return false;
   m.rest = std::strtoll(r.c_str(), &end, 10);
-  return !*end;
+  return !*end && m.rest >= 0;
 }
 
 } // namespace
