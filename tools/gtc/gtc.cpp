@@ -485,6 +485,16 @@ int64_t optimizerPart(const gtc::rt::Plan::Memory &m, int processes) {
   return (m.optimizerState + processes - 1) / processes;
 }
 
+/// A process's predicted peak: the plan's, with ZeRO-1's part of the
+/// optimizer state (ZeRO-2's plan has the shards in its peak already).
+int64_t processPeak(const gtc::rt::Plan &step, int processes,
+                    bool shardOptimizer) {
+  const gtc::rt::Plan::Memory m = step.memory();
+  return shardOptimizer && step.shardRanks <= 1
+             ? m.peak() - m.optimizerState + optimizerPart(m, processes)
+             : m.peak();
+}
+
 /// --explain and --dry-run of one of `processes` data-parallel processes:
 /// the global batch, what each step reduces, and what each process keeps
 /// of the gradients and optimizer state (ZeRO).
@@ -535,7 +545,8 @@ void explainDataParallel(const gtc::rt::Plan &step, int processes, bool cuda,
   else if (shardOptimizer)
     os << "shard = optimizer (ZeRO-1): optimizer state " << mib(part)
        << " a process instead of " << mib(m.optimizerState)
-       << "; predicted peak " << mib(m.peak() - m.optimizerState + part)
+       << "; predicted peak "
+       << mib(processPeak(step, processes, /*shardOptimizer=*/true))
        << " a process instead of " << mib(m.peak()) << "\n";
   else
     os << "shard = none: every process keeps the whole "
@@ -551,12 +562,7 @@ void explainDataParallel(const gtc::rt::Plan &step, int processes, bool cuda,
 void explainGpuMemory(const gtc::rt::Plan &step, int processes,
                       bool shardOptimizer, const std::string &gpu,
                       llvm::raw_ostream &os) {
-  const gtc::rt::Plan::Memory m = step.memory();
-  // (ZeRO-2's plan has the shards in its peak already)
-  const int64_t peak =
-      shardOptimizer && step.shardRanks <= 1
-          ? m.peak() - m.optimizerState + optimizerPart(m, processes)
-          : m.peak();
+  const int64_t peak = processPeak(step, processes, shardOptimizer);
   auto mib = [](int64_t b) {
     return llvm::format("%.1f MiB", static_cast<double>(b) / 1048576.0);
   };

@@ -269,28 +269,31 @@ std::pair<size_t, size_t> deviceMemory(CudaBackend &gpu) {
 /// The GPU's memory in use (cuMemGetInfo) and where it went: what the
 /// context took when it opened, what gtc's executor allocated (against its
 /// plan), and the rest: the libraries' own (NCCL's buffers, cuBLASLt),
-/// loaded kernels and captured graphs. Rank 0 records the context's and the
-/// rest for `gpu` and `processes` (Cache.h), for --explain.
-std::string memoryInUse(CudaBackend &gpu, const std::string &name, int rank,
-                        int processes) {
-  auto [planned, measured] = deviceMemory(gpu);
-  const size_t inUse = cudaMemoryInUse(), contextBytes = cudaContextMemory();
-  if (rank == 0 && inUse >= contextBytes + measured)
-    recordOutsideMemory(
-        name, processes,
-        {static_cast<int64_t>(contextBytes),
-         static_cast<int64_t>(inUse - contextBytes - measured)});
-  const double mib = 1048576.0, used = inUse / mib,
-               context = contextBytes / mib;
-  std::ostringstream o;
-  o << std::fixed << std::setprecision(1)
-    << "GPU memory in use after the first step: " << used
-    << " MiB (cuMemGetInfo) = " << context << " MiB the context had + "
-    << measured / mib << " MiB gtc's (" << planned / mib << " planned) + "
-    << used - context - measured / mib
-    << " MiB the rest (NCCL's buffers, cuBLASLt, kernels, graphs)";
-  return o.str();
-}
+/// loaded kernels and captured graphs.
+struct GpuMemory {
+  size_t inUse, context, planned, measured;
+  GpuMemory(CudaBackend &gpu)
+      : inUse(cudaMemoryInUse()), context(cudaContextMemory()) {
+    std::tie(planned, measured) = deviceMemory(gpu);
+  }
+  /// What no plan counts (Cache.h's record, for --explain).
+  OutsideMemory outside() const {
+    return {static_cast<int64_t>(context),
+            std::max<int64_t>(0, static_cast<int64_t>(inUse) -
+                                     static_cast<int64_t>(context + measured))};
+  }
+  std::string str() const {
+    const double mib = 1048576.0;
+    std::ostringstream o;
+    o << std::fixed << std::setprecision(1)
+      << "GPU memory in use after the first step: " << inUse / mib
+      << " MiB (cuMemGetInfo) = " << context / mib
+      << " MiB the context had + " << measured / mib << " MiB gtc's ("
+      << planned / mib << " planned) + " << outside().rest / mib
+      << " MiB the rest (NCCL's buffers, cuBLASLt, kernels, graphs)";
+    return o.str();
+  }
+};
 
 /// One training run: opened (data, step count, backend), started
 /// (parameters fresh, from --init, or resumed), then its steps, with
@@ -879,10 +882,12 @@ bool Training::trainStep(int64_t s) {
                              std::chrono::steady_clock::now() - stepStart)
                              .count());
       (tty ? err : out) << "first step: " << Startup::get().report() << "\n";
-      if (auto *gpu = dynamic_cast<CudaBackend *>(backend.get()))
-        (tty ? err : out) << "  "
-                          << memoryInUse(*gpu, options.deviceName, rank, ranks)
-                          << "\n";
+      if (auto *gpu = dynamic_cast<CudaBackend *>(backend.get())) {
+        const GpuMemory memory(*gpu);
+        (tty ? err : out) << "  " << memory.str() << "\n";
+        if (rank == 0) // (every rank's GPU is of one kind)
+          recordOutsideMemory(options.deviceName, ranks, memory.outside());
+      }
       Startup::get().close();
     }
   } catch (const RuntimeError &e) {
