@@ -20,7 +20,7 @@
 // CHECK-NEXT: %[[R2:.*]] = gt.all_reduce %[[B1]] {bucket = 2 : i64}
 // CHECK-NEXT: gt.gradient "fc1.bias", %[[R2]]
 // CHECK-NOT:  gt.all_reduce
-// With the default 25 MiB, one bucket after the last gradient.
+// With the default 64 MiB, one bucket after the last gradient.
 // ONE-LABEL: func.func @order
 // ONE:      gt.sum_to
 // ONE:      %[[LAST:[0-9]+]] = gt.sum_to

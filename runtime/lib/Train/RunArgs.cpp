@@ -268,7 +268,7 @@ const RunOption kRunOptions[] = {
      kCompiling},
     {"--bucket-size", "SIZE",
      "data parallel: gradients are all-reduced in buckets of at most SIZE "
-     "(default 25MiB), each as soon as the backward has computed it",
+     "(default 64MiB), each as soon as the backward has computed it",
      [](const std::string &, const std::string &v, RunArgs &out,
         std::string &error) {
        if (parseBytes(v, out.bucketBytes))
