@@ -109,6 +109,14 @@ scale() { # sequences per GPU, tag, PyTorch modes
   CUDA_VISIBLE_DEVICES=0 gtc run examples/gpt2.gt --device cuda --batch $b --steps 30 --data "$W/tokens.bin" --eval "$W/eval.bin" > "$W/s$tag-1.txt" 2>&1
   one=$(steady "$W/s$tag-1.txt")
   echo "gtc 1 GPU B=$b: $one samples/s" | tee -a "$W/scale.txt"
+  # The other GPUs alone: a data-parallel step runs at its slowest GPU's
+  # pace, and GPUs of one machine differ (2.2% on one pair of H200s).
+  local d alone=""
+  for ((d = 1; d < NGPU && d < 4; d++)); do
+    CUDA_VISIBLE_DEVICES=$d gtc run examples/gpt2.gt --device cuda --batch $b --steps 30 --data "$W/tokens.bin" --eval "$W/eval.bin" > "$W/s$tag-1-gpu$d.txt" 2>&1
+    alone="$alone GPU $d $(steady "$W/s$tag-1-gpu$d.txt"),"
+  done
+  [ -n "$alone" ] && echo "gtc 1 GPU B=$b, the other GPUs alone (samples/s):${alone%,}" | tee -a "$W/scale.txt"
   for n in 2 4; do
     [ $n -le $NGPU ] || continue
     # NCCL_ENVS: ';'-separated settings to time beside the default (such
