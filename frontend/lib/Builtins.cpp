@@ -173,6 +173,28 @@ static void addLayerBuiltins(llvm::StringMap<Builtin> &t) {
             l, {x.tensor, w->tensor, b->tensor},
             {g.attr("epsilon", g.getBuilder().getF64FloatAttr(eps))});
       }};
+  t["rmsnorm"] = {
+      {req("x", K::FloatTensor), opt("eps", K::Number), opt("name", K::Str)},
+      [](Generator &g, Loc l, Bound &a) -> FailureOr<Val> {
+        const Val &x = *a[0];
+        if (x.type().getRank() < 1)
+          return g.error(l) << "rmsnorm needs a tensor of rank >= 1";
+        FailureOr<int64_t> d =
+            g.staticDim(l, x, x.type().getRank() - 1, "rmsnorm");
+        if (failed(d))
+          return failure();
+        FailureOr<std::string> name = g.layerName(l, "norm", a[2]);
+        if (failed(name))
+          return failure();
+        FailureOr<Val> w = g.makeParam(l, *name + ".weight", {*d},
+                                       x.type().getElementType(), "ones", {});
+        if (failed(w))
+          return failure();
+        double eps = a[1] ? a[1]->asDouble() : 1e-6;
+        return g.make<gt::RmsNormOp>(
+            l, {x.tensor, w->tensor},
+            {g.attr("epsilon", g.getBuilder().getF64FloatAttr(eps))});
+      }};
 }
 
 /// The builtins of model blocks over sequences: attention, embedding and

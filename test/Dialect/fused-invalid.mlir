@@ -269,7 +269,7 @@ func.func @gemm_other_op(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<4x8
 
 // A norm region is one layer norm with elementwise ops over its rows.
 func.func @norm_none(%x: tensor<4x8xf32>) -> tensor<4x8xbf16> {
-  // expected-error @+1 {{a norm region has one gt.layernorm or gt.layernorm_grad}}
+  // expected-error @+1 {{a norm region has one gt.layernorm, gt.rmsnorm or their gradient}}
   %0 = gt.fused "norm"(%x) : (tensor<4x8xf32>) -> tensor<4x8xbf16> {
   ^bb0(%a: tensor<4x8xf32>):
     %1 = gt.cast %a : tensor<4x8xf32> -> tensor<4x8xbf16>

@@ -109,6 +109,39 @@ func.func @layernorm_eps(%x: tensor<2x8xf32>, %g: tensor<8xf32>) {
 
 // -----
 
+// rmsnorm: the weight is [D], epsilon > 0, and one element type.
+func.func @rmsnorm(%x: tensor<2x8xf32>, %g: tensor<4xf32>) {
+  // expected-error @+1 {{'rmsnorm' weight must be [8] for input f32[2, 8], got f32[4]}}
+  %0 = gt.rmsnorm %x, %g : tensor<2x8xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @rmsnorm_eps(%x: tensor<2x8xf32>, %g: tensor<8xf32>) {
+  // expected-error @+1 {{'rmsnorm' epsilon must be > 0}}
+  %0 = gt.rmsnorm %x, %g <{epsilon = -1.0 : f64}> : tensor<2x8xf32>, tensor<8xf32>
+  return
+}
+
+// -----
+
+func.func @rmsnorm_types(%x: tensor<2x8xf32>, %g: tensor<8xbf16>) {
+  // expected-error @+1 {{'rmsnorm' needs one element type, got f32[2, 8] and bf16[8]; insert a cast()}}
+  %0 = gt.rmsnorm %x, %g : tensor<2x8xf32>, tensor<8xbf16>
+  return
+}
+
+// -----
+
+func.func @rmsnorm_grad(%dy: tensor<2x8xf32>, %x: tensor<2x8xf32>, %g: tensor<4xf32>) {
+  // expected-error @+1 {{'gt.rmsnorm_grad' op weight f32[4] does not match input f32[2, 8]}}
+  %0:2 = gt.rmsnorm_grad %dy, %x, %g : tensor<2x8xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
 // attention: heads must divide D.
 func.func @attention_heads(%qkv: tensor<2x4x30xf32>) {
   // expected-error @+1 {{'attention' heads = 3 must be positive and divide the model width 10}}

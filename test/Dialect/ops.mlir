@@ -46,6 +46,10 @@ func.func @all_ops() -> tensor<f32> attributes {gt.model} {
   %11 = gt.sigmoid %10 : tensor<?x4x8xf32>
   // CHECK: gt.layernorm %{{.*}}, %[[G]], %[[B]] : tensor<?x4x8xf32>, tensor<8xf32>, tensor<8xf32>
   %12 = gt.layernorm %11, %g, %b : tensor<?x4x8xf32>, tensor<8xf32>, tensor<8xf32>
+  // CHECK: %[[RN:.*]] = gt.rmsnorm %{{.*}}, %[[G]] <{epsilon = 1.000000e-05 : f64}> : tensor<?x4x8xf32>, tensor<8xf32>
+  %rn = gt.rmsnorm %12, %g <{epsilon = 1.0e-5 : f64}> : tensor<?x4x8xf32>, tensor<8xf32>
+  // CHECK: gt.rmsnorm_grad %[[RN]], %{{.*}}, %[[G]] : tensor<?x4x8xf32>, tensor<8xf32>
+  %rdx, %rdw = gt.rmsnorm_grad %rn, %12, %g : tensor<?x4x8xf32>, tensor<8xf32>
   // CHECK: %[[QKV:.*]] = gt.linear %{{.*}}, %[[W]] : tensor<?x4x8xf32>, tensor<24x8xf32>
   %qkv = gt.linear %12, %w : tensor<?x4x8xf32>, tensor<24x8xf32>
   // CHECK: %[[ATT:[^ ,]*]], %[[LSE:.*]] = gt.attention %[[QKV]] <{heads = 2 : i64}> : tensor<?x4x24xf32>

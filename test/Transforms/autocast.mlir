@@ -20,7 +20,7 @@
 // KEEP-NOT: gt.cast
 // POLICY: gt-autocast policy
 // POLICY-NEXT: low (bf16/fp16, f32 accumulation): gt.attention gt.linear gt.matmul
-// POLICY-NEXT: fp32: {{ *}}gt.cross_entropy gt.exp gt.layernorm gt.log gt.mean gt.softmax gt.sqrt gt.sum
+// POLICY-NEXT: fp32: {{ *}}gt.cross_entropy gt.exp gt.layernorm gt.log gt.mean gt.rmsnorm gt.softmax gt.sqrt gt.sum
 func.func @mlp() -> tensor<f32> attributes {gt.model} {
   %x = gt.input "x" : tensor<4x8xf32>
   %y = gt.label "y" : tensor<4xi32>

@@ -590,6 +590,39 @@ func.func @layernorm_grad(%dy: tensor<4x8xbf16>, %x: tensor<4x8xf32>, %w: tensor
 
 // -----
 
+// RMS norm regions, as layer norm's: forward, the residual add (stored) and
+// the rmsnorm with the cast of its rows; backward, the cast of dy, the
+// rmsnorm_grad, the add to the residual gradient and its cast.
+// CHECK-LABEL: func.func @residual_rmsnorm
+// CHECK:      %[[F:.*]]:2 = gt.fused "norm"
+// CHECK-NEXT: ^bb0(%[[A0:.*]]: tensor<4x8xf32>, %[[A1:.*]]: tensor<4x8xf32>, %[[A2:.*]]: tensor<8xf32>):
+// CHECK-NEXT:   %[[S:.*]] = gt.add %[[A0]], %[[A1]]
+// CHECK-NEXT:   %[[N:.*]] = gt.rmsnorm %[[S]], %[[A2]]
+// CHECK-NEXT:   %[[NC:.*]] = gt.cast %[[N]] : tensor<4x8xf32> -> tensor<4x8xbf16>
+// CHECK-NEXT:   gt.yield %[[S]], %[[NC]]
+// CHECK:      %[[G:.*]]:3 = gt.fused "norm"
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   gt.cast
+// CHECK-NEXT:   %[[DX:.*]], %[[DW:.*]] = gt.rmsnorm_grad
+// CHECK-NEXT:   %[[T:.*]] = gt.add %{{.*}}, %[[DX]]
+// CHECK-NEXT:   %[[TC:.*]] = gt.cast %[[T]] : tensor<4x8xf32> -> tensor<4x8xbf16>
+// CHECK-NEXT:   gt.yield %[[DW]], %[[T]], %[[TC]]
+// CHECK:      return %[[F]]#0, %[[F]]#1, %[[G]]#1, %[[G]]#2, %[[G]]#0
+func.func @residual_rmsnorm(%r: tensor<4x8xf32>, %a: tensor<4x8xf32>, %w: tensor<8xf32>, %dy: tensor<4x8xbf16>, %x: tensor<4x8xf32>, %g: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xbf16>, tensor<4x8xf32>, tensor<4x8xbf16>, tensor<8xf32>) {
+  %0 = gt.add %r, %a : tensor<4x8xf32>, tensor<4x8xf32>
+  %1 = gt.rmsnorm %0, %w : tensor<4x8xf32>, tensor<8xf32>
+  %2 = gt.cast %1 : tensor<4x8xf32> -> tensor<4x8xbf16>
+  %3 = gt.cast %dy : tensor<4x8xbf16> -> tensor<4x8xf32>
+  %dx, %dw = gt.rmsnorm_grad %3, %x, %w : tensor<4x8xf32>, tensor<8xf32>
+  %4 = gt.add %g, %dx : tensor<4x8xf32>, tensor<4x8xf32>
+  %5 = gt.cast %4 : tensor<4x8xf32> -> tensor<4x8xbf16>
+  return %0, %2, %4, %5, %dw : tensor<4x8xf32>, tensor<4x8xbf16>, tensor<4x8xf32>, tensor<4x8xbf16>, tensor<8xf32>
+}
+
+// -----
+
+// The bias gradient of the linear whose output gradient is the norm's total// -----
+
 // The bias gradient of the linear whose output gradient is the norm's total
 // (gt-autodiff's sum_to over its 2-D view) joins the norm region as the
 // column sums of the stored bf16 total, with their cast: the row kernel sums

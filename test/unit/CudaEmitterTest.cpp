@@ -514,6 +514,7 @@ const char *kEveryOp = R"(model every {
   m2 = matmul(u, x, transpose_a: true, transpose_b: true)
   m3 = matmul(p, q, transpose_a: true)
   n = layernorm(f, eps: 1e-3)
+  n = n + rmsnorm(f + n, eps: 1e-3)
   k = sum(n, axis: -1) + mean(n, axis: (-1,))
   r = mean(h, axis: (0, 2), keepdim: true)
   w = transpose(h) * transpose(x)

@@ -86,6 +86,19 @@ inline const std::vector<OpModel> &opModels() {
     param w: f32[8] = normal(1.0)
     loss = mean(h * w * x)
   })", 2, 3, 24},
+      // The residual sum feeds the norm and the loss (stored on the way: a
+      // norm region on the GPU); rows of 8 and of 6 (a vector load of 4
+      // columns, and single columns).
+      {"RmsNorm", R"(model m {
+    input x: f32[B, 3, 8]
+    input z: f32[B, 6]
+    param a: f32[8] = normal(1.0)
+    s = x * a + x
+    h = rmsnorm(s, eps: 1e-3)
+    g = rmsnorm(z * z, name: "final")
+    param w: f32[8] = normal(1.0)
+    loss = mean(h * w * x) + mean(s * s) + mean(g * z)
+  })", 2, 3, 24},
       {"CausalAndFullAttention", R"(model m {
     input x: f32[B, 5, 8]
     h = attention(x, heads: 2, causal: true)

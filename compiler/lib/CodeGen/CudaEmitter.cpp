@@ -223,6 +223,10 @@ bool Emitter::emitKernel() {
     return !needF32() ? false : arity(3, 1) ? layernorm() : wrong();
   case OpKind::LayerNormGrad:
     return !needF32() ? false : arity(3, 3) ? layernormGrad() : wrong();
+  case OpKind::RmsNorm:
+    return !needF32() ? false : arity(2, 1) ? layernorm() : wrong();
+  case OpKind::RmsNormGrad:
+    return !needF32() ? false : arity(3, 2) ? layernormGrad() : wrong();
   case OpKind::Softmax:
     return !needF32() ? false : arity(1, 1) ? softmax(false) : wrong();
   case OpKind::SoftmaxGrad:

@@ -425,7 +425,7 @@ bool Emitter::epilogue() {
     return fail("an epilogue region is an op and the cast of its result");
   OpKind folded = k->body[0].op;
   if (folded != OpKind::Matmul && folded != OpKind::SumTo &&
-      folded != OpKind::LayerNorm)
+      folded != OpKind::LayerNorm && folded != OpKind::RmsNorm)
     return fail(std::string("'") + opName(folded) +
                 "' cannot store another type");
   Kernel op = k->body[0];

@@ -1,7 +1,8 @@
 //===- NormKernels.cpp - Layer norm and softmax kernels -------------------===//
 //
-// Row-wise normalizations: layernorm, its gradient, softmax and its
-// gradient (the row helpers are in EmitterImpl.h).
+// Row-wise normalizations: layernorm and rmsnorm (one kernel: rmsnorm is
+// layernorm without the mean and the bias), their gradients, softmax and
+// its gradient (the row helpers are in EmitterImpl.h).
 //===----------------------------------------------------------------------===//
 
 #include "EmitterImpl.h"
@@ -11,6 +12,14 @@ using namespace gtc::rt;
 using namespace gtc::codegen::detail;
 
 namespace {
+
+/// A forward norm (layernorm, rmsnorm) and a norm's gradient.
+bool isNorm(OpKind op) {
+  return op == OpKind::LayerNorm || op == OpKind::RmsNorm;
+}
+bool isNormGrad(OpKind op) {
+  return op == OpKind::LayerNormGrad || op == OpKind::RmsNormGrad;
+}
 
 /// Threads a layer norm's row takes, the row being held in registers: one
 /// warp while a thread holds at most `perThread` columns (its reductions are
@@ -27,9 +36,11 @@ int layernormThreads(int64_t d, int64_t perThread) {
 /// consecutive ones a load (4 when rows are a multiple of 4: 16-byte loads
 /// of f32, 8-byte of 16-bit types, through cuh::pack's loadv and storev;
 /// else 1); its c-th is column col(lane, c).
-std::string normConsts(int64_t d, int rt, double eps) {
+std::string normConsts(int64_t d, int rt, double eps, bool centered) {
   int vec = d % 4 == 0 ? 4 : 1;
-  return "constexpr double EPS = " + dbl(eps) + ";\nconstexpr int VEC = " +
+  return "constexpr double EPS = " + dbl(eps) +
+         ";\nconstexpr bool CENTERED = " + (centered ? "true" : "false") +
+         ";  // layernorm; rmsnorm's mean is 0\nconstexpr int VEC = " +
          str(vec) + ";  // consecutive columns a load\nconstexpr int CPV = " +
          str(ceilDiv(d, int64_t(rt) * vec)) +
          ";  // loads a thread\nconstexpr int CPT = CPV * VEC;  // columns "
@@ -43,13 +54,14 @@ std::string normConsts(int64_t d, int rt, double eps) {
 /// A row's mean, variance and rstd, as CpuExecutor's layernorm, from the
 /// row's elements in registers (xv[c] is column col(lane, c), zero past N):
 /// each thread's terms and each warp's sums of those added in float, the
-/// warps' sums in double (row_sum_wide).
+/// warps' sums in double (row_sum_wide). Without CENTERED (rmsnorm) the
+/// mean is 0 and the variance the mean square.
 /// Inside kRowLoop.
 const char *kLayerNormStatistics = R"CU(    float sf = 0.0f;
 #pragma unroll
     for (int c = 0; c < CPT; ++c)
       sf += xv[c];
-    const double mean = row_sum_wide<RT>(sf, red) / N;
+    const double mean = CENTERED ? row_sum_wide<RT>(sf, red) / N : 0.0;
     const float mf = (float)mean;
     float qf = 0.0f;
 #pragma unroll
@@ -67,17 +79,21 @@ const char *kLayerNormStatistics = R"CU(    float sf = 0.0f;
 /// CpuExecutor's layernorm(): statistics as kLayerNormStatistics, y in
 /// float, the row read once into registers. In a norm region, x = residual
 /// + addend is computed first and stored (rounded to x's type, as the CPU
-/// stores it).
+/// stores it). rmsnorm is the same kernel without the mean and the bias.
 bool Emitter::layernorm() {
-  int x = k->inputs[0], w = k->inputs[1], b = k->inputs[2], y = k->outputs[0];
+  const bool centered = k->op == OpKind::LayerNorm;
+  int x = k->inputs[0], w = k->inputs[1], b = centered ? k->inputs[2] : -1;
+  int y = k->outputs[0];
   const NormFusion *f = normFusion;
   int64_t d = shape(x).empty() ? 1 : shape(x).back();
   int64_t rows = count(x) / d;
-  if (count(w) != d || count(b) != d || count(y) != count(x))
-    return fail("layernorm shapes do not agree");
+  if (count(w) != d || (centered && count(b) != d) || count(y) != count(x))
+    return fail(std::string(opName(k->op)) + " shapes do not agree");
   int rt = layernormThreads(d, 32);
-  std::string consts = rowConsts(rows, d, rt) +
-                       normConsts(d, rt, k->floatAttr("epsilon", 1e-5));
+  std::string consts =
+      rowConsts(rows, d, rt) +
+      normConsts(d, rt, k->floatAttr("epsilon", centered ? 1e-5 : 1e-6),
+                 centered);
   std::string body = "  __shared__ double red[8];\n";
   body += kRowLoop;
   body += R"CU(    float xv[CPT];
@@ -90,7 +106,10 @@ bool Emitter::layernorm() {
         v[e] = 0.0f;
       if (active && j < N) {
 )CU";
-  std::vector<Arg> args = {in(w, "w"), in(b, "b"), out(y, "y")};
+  std::vector<Arg> args = {in(w, "w")};
+  if (centered)
+    args.push_back(in(b, "b"));
+  args.push_back(out(y, "y"));
   if (f) {
     // The addend may be a table of AR rows that repeats (the position
     // embedding): row i adds its row i % AR.
@@ -127,8 +146,7 @@ bool Emitter::layernorm() {
       if (active && j < N) {
         float wv[VEC], bv[VEC], yv[VEC];
         loadv<VEC>(w + j, wv);
-        loadv<VEC>(b + j, bv);
-#pragma unroll
+BIAS#pragma unroll
         for (int e = 0; e < VEC; ++e)
           yv[e] = (xv[p * VEC + e] - mf) * rstd * wv[e] + bv[e];
         storev<VEC>(y + row * N + j, yv);
@@ -136,6 +154,10 @@ bool Emitter::layernorm() {
     }
   }
 )CU";
+  body.replace(body.find("BIAS"), 4,
+               centered ? "        loadv<VEC>(b + j, bv);\n"
+                        : "        for (int e = 0; e < VEC; ++e)\n"
+                          "          bv[e] = 0.0f;\n");
   launch("", (f ? "residual add, " : "") + rowWhat(rows, d, rt), args,
          kWarpHelpers | kRowHelpers | kPackHelpers, consts, body,
          rowGrid(rows, rt));
@@ -162,7 +184,7 @@ bool Emitter::normRegion() {
   for (const Kernel &sub : k->body) {
     int in0 = sub.inputs.empty() ? -1 : sub.inputs[0];
     int out0 = sub.outputs.empty() ? -1 : sub.outputs[0];
-    if (sub.op == OpKind::LayerNorm || sub.op == OpKind::LayerNormGrad) {
+    if (isNorm(sub.op) || isNormGrad(sub.op)) {
       if (norm)
         return fail("a norm region has one layer norm");
       norm = &sub;
@@ -180,7 +202,7 @@ bool Emitter::normRegion() {
       if (count(f.residual) < count(f.addend))
         std::swap(f.residual, f.addend);
     } else if (sub.op == OpKind::Add && norm &&
-               norm->op == OpKind::LayerNormGrad && f.total < 0 &&
+               isNormGrad(norm->op) && f.total < 0 &&
                sub.inputs.size() == 2 &&
                (in0 == y || sub.inputs[1] == y)) {
       f.residualGrad = in0 == y ? sub.inputs[1] : in0;
@@ -189,11 +211,11 @@ bool Emitter::normRegion() {
                f.totalCast < 0) {
       f.totalCast = out0;
     } else if (sub.op == OpKind::Cast && norm &&
-               norm->op == OpKind::LayerNormGrad && in0 == y &&
+               isNormGrad(norm->op) && in0 == y &&
                f.total < 0 && f.totalCast < 0) {
       f.totalCast = out0; // dx's cast, with no residual add
     } else if (sub.op == OpKind::SumTo && norm && f.biasGrad < 0 &&
-               norm->op == OpKind::LayerNormGrad &&
+               isNormGrad(norm->op) &&
                ((in0 == f.total && in0 >= 0) ||
                 (in0 == f.totalCast && in0 >= 0) ||
                 (in0 == y && f.total < 0))) {
@@ -203,7 +225,7 @@ bool Emitter::normRegion() {
                in0 == f.biasGrad) {
       f.biasGrad = out0;
     } else if (sub.op == OpKind::Cast && norm &&
-               norm->op == OpKind::LayerNorm && in0 == y) {
+               isNorm(norm->op) && in0 == y) {
       y = out0;
     } else {
       return fail(std::string("'") + opName(sub.op) +
@@ -216,7 +238,7 @@ bool Emitter::normRegion() {
   Kernel op = *norm;
   for (int &id : op.inputs)
     id = source(id);
-  bool forward = norm->op == OpKind::LayerNorm;
+  bool forward = isNorm(norm->op);
   if (forward) {
     if (f.sum >= 0 && (op.inputs[0] != f.sum || !isOutput(f.sum)))
       return fail("the residual add of a norm region feeds its layer norm "
@@ -269,14 +291,16 @@ bool Emitter::normRegion() {
 /// shared memory. Launch 2 adds those in a fixed order (deterministic, like
 /// the CPU's sums over all rows, in another order).
 bool Emitter::layernormGrad() {
+  const bool centered = k->op == OpKind::LayerNormGrad;
   int dy = k->inputs[0], x = k->inputs[1], w = k->inputs[2];
-  int dx = k->outputs[0], dw = k->outputs[1], db = k->outputs[2];
+  int dx = k->outputs[0], dw = k->outputs[1],
+      db = centered ? k->outputs[2] : -1;
   const NormFusion *f = normFusion;
   int64_t d = shape(x).empty() ? 1 : shape(x).back();
   int64_t rows = count(x) / d;
   if (count(dy) != count(x) || (dx >= 0 && count(dx) != count(x)) ||
-      count(w) != d || count(db) != d || count(dw) != d)
-    return fail("layernorm_grad shapes do not agree");
+      count(w) != d || (centered && count(db) != d) || count(dw) != d)
+    return fail(std::string(opName(k->op)) + " shapes do not agree");
   // Four values a column (x, dy and the dw, db sums): 16 columns a thread.
   int rt = layernormThreads(d, 16);
   // At most kMaxGrid * 2 row groups, whatever the threads a row: each
@@ -288,7 +312,8 @@ bool Emitter::layernormGrad() {
   int64_t slots = blockSums ? grid : grid * (kBlock / rt);
   std::string consts =
       rowConsts(rows, d, rt) +
-      normConsts(d, rt, k->floatAttr("epsilon", 1e-5)) +
+      normConsts(d, rt, k->floatAttr("epsilon", centered ? 1e-5 : 1e-6),
+                 centered) +
       "constexpr i64 SLOTS = " + str(slots) +
       ";  // sets of column sums in the workspace\nconstexpr bool BLOCK_SUMS = " +
       (blockSums ? "true" : "false") + ";\n";
@@ -390,10 +415,14 @@ PREFETCH      }
   // adds the 32 warps' sums the same way: a fixed order. (32 columns a
   // block took 8.6 us for GPT-2's 768 columns, 24 blocks on 132 SMs.)
   std::string b2 = cuh::layernorm_grad_columns;
-  std::vector<Arg> args2 = {out(dw, "dw"), out(db, "db")};
+  std::vector<Arg> args2 = {out(dw, "dw")};
   std::string store2;
+  if (centered) {
+    store2 = "    db[j] = (float)acc[1];\n";
+    args2.push_back(out(db, "db"));
+  }
   if (bias) {
-    store2 = "    bg[j] = (float)acc[NS - 1];\n";
+    store2 += "    bg[j] = (float)acc[NS - 1];\n";
     args2.push_back(out(f->biasGrad, "bg"));
   }
   b2.replace(b2.find("STORE"), 5, store2);

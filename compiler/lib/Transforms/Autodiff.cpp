@@ -238,6 +238,13 @@ LogicalResult Differentiator::differentiate(Operation *op, Value dy) {
         accumulate(o.getBias(), g.getBiasGrad());
         return success();
       })
+      .Case<RmsNormOp>([&](RmsNormOp o) {
+        auto g = RmsNormGradOp::create(b, loc, dy, o.getInput(), o.getWeight(),
+                                       o.getEpsilonAttr());
+        accumulate(o.getInput(), g.getInputGrad());
+        accumulate(o.getWeight(), g.getWeightGrad());
+        return success();
+      })
       .Case<AttentionOp>([&](AttentionOp o) {
         accumulate(o.getQkv(),
                    AttentionGradOp::create(b, loc, dy, o.getQkv(),

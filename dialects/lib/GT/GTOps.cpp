@@ -340,30 +340,47 @@ LogicalResult LinearOp::inferReturnTypes(MLIRContext *,
 // Normalization, attention, losses
 //===----------------------------------------------------------------------===//
 
+/// gt.layernorm's and gt.rmsnorm's result: the input's type, with `[D]`
+/// parameters (weight, and the bias) for input rows of D, and epsilon > 0.
+static LogicalResult inferNormType(std::optional<Location> loc,
+                                   StringRef name, Value x,
+                                   ArrayRef<Value> params, FloatAttr epsilon,
+                                   SmallVectorImpl<Type> &types) {
+  if (failed(checkSameElementType(loc, name, x, params)))
+    return failure();
+  ArrayRef<int64_t> xs = tensorOf(x).getShape();
+  if (xs.empty())
+    return emitOptionalError(loc, "'", name, "' input must have rank >= 1");
+  for (Value p : params) {
+    ArrayRef<int64_t> ps = tensorOf(p).getShape();
+    if (ps.size() != 1 || !dimsCompatible(ps[0], xs.back()))
+      return emitOptionalError(
+          loc, "'", name, "' ",
+          params.size() == 1 ? "weight" : "weight and bias", " must be [",
+          xs.back(), "] for input ", formatType(x.getType()), ", got ",
+          formatType(p.getType()));
+  }
+  if (epsilon && !(epsilon.getValueAsDouble() > 0))
+    return emitOptionalError(loc, "'", name, "' epsilon must be > 0");
+  types.push_back(x.getType());
+  return success();
+}
+
 LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *,
                                             std::optional<Location> loc,
                                             Adaptor adaptor,
                                             SmallVectorImpl<Type> &types) {
-  Value x = adaptor.getInput();
-  if (failed(checkSameElementType(loc, "layernorm", x,
-                                  {adaptor.getWeight(), adaptor.getBias()})))
-    return failure();
-  ArrayRef<int64_t> xs = tensorOf(x).getShape();
-  if (xs.empty())
-    return emitOptionalError(loc, "'layernorm' input must have rank >= 1");
-  for (Value p : {adaptor.getWeight(), adaptor.getBias()}) {
-    ArrayRef<int64_t> ps = tensorOf(p).getShape();
-    if (ps.size() != 1 || !dimsCompatible(ps[0], xs.back()))
-      return emitOptionalError(loc, "'layernorm' weight and bias must be [",
-                               xs.back(), "] for input ",
-                               formatType(x.getType()), ", got ",
-                               formatType(p.getType()));
-  }
-  FloatAttr epsilon = adaptor.getEpsilonAttr();
-  if (epsilon && !(epsilon.getValueAsDouble() > 0))
-    return emitOptionalError(loc, "'layernorm' epsilon must be > 0");
-  types.push_back(x.getType());
-  return success();
+  return inferNormType(loc, "layernorm", adaptor.getInput(),
+                       {adaptor.getWeight(), adaptor.getBias()},
+                       adaptor.getEpsilonAttr(), types);
+}
+
+LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> loc,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &types) {
+  return inferNormType(loc, "rmsnorm", adaptor.getInput(),
+                       {adaptor.getWeight()}, adaptor.getEpsilonAttr(), types);
 }
 
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
@@ -657,19 +674,19 @@ static LogicalResult verifyEpilogueRegion(FusedOp fused, Block &body,
   return success();
 }
 
-/// A norm region: one gt.layernorm or gt.layernorm_grad and elementwise ops
-/// over its rows; a backward one may end with the column sums of a value it
-/// computes.
+/// A norm region: one gt.layernorm, gt.rmsnorm or their gradient and
+/// elementwise ops over its rows; a backward one may end with the column sums
+/// of a value it computes.
 static LogicalResult verifyNormRegion(FusedOp fused, Block &body,
                                       YieldOp yield) {
   auto isNorm = [](Operation &op) {
-    return isa<LayerNormOp, LayerNormGradOp>(op);
+    return isa<LayerNormOp, LayerNormGradOp, RmsNormOp, RmsNormGradOp>(op);
   };
   auto ops = body.without_terminator();
   auto it = llvm::find_if(ops, isNorm);
   if (it == ops.end() || std::count_if(ops.begin(), ops.end(), isNorm) != 1)
-    return fused.emitOpError("a norm region has one gt.layernorm or "
-                             "gt.layernorm_grad");
+    return fused.emitOpError("a norm region has one gt.layernorm, "
+                             "gt.rmsnorm or their gradient");
   Type rows = it->getOperand(0).getType();
   ArrayRef<int64_t> shape = cast<ShapedType>(rows).getShape();
   // A backward region may end with the column sums of a value it computes
@@ -680,7 +697,7 @@ static LogicalResult verifyNormRegion(FusedOp fused, Block &body,
       continue;
     if (auto sum = dyn_cast<SumToOp>(op)) {
       Operation *from = sum.getInput().getDefiningOp();
-      if (colSum || !isa<LayerNormGradOp>(*it) || !from ||
+      if (colSum || !isa<LayerNormGradOp, RmsNormGradOp>(*it) || !from ||
           from->getBlock() != &body ||
           sum.getType().getShape() != shape.take_back())
         return op.emitOpError("in a norm region sums the columns of a "
@@ -1008,20 +1025,39 @@ LogicalResult ActivationGradOp::verify() {
   return diag;
 }
 
-LogicalResult LayerNormGradOp::verify() {
-  RankedTensorType dy = getGrad().getType(), x = getInput().getType();
-  RankedTensorType w = getWeight().getType();
+/// A norm gradient's operands: `dy` of the input's type, a `[D]` weight
+/// for input rows of D.
+template <typename NormGradOp>
+static LogicalResult verifyNormGradOperands(NormGradOp op) {
+  RankedTensorType dy = op.getGrad().getType(), x = op.getInput().getType();
+  RankedTensorType w = op.getWeight().getType();
   if (dy != x)
-    return emitOpError("gradient ")
+    return op.emitOpError("gradient ")
            << formatType(dy) << " and input " << formatType(x) << " differ";
   if (x.getRank() < 1 || w.getRank() != 1 ||
       w.getDimSize(0) != x.getDimSize(x.getRank() - 1))
-    return emitOpError("weight ")
+    return op.emitOpError("weight ")
            << formatType(w) << " does not match input " << formatType(x);
+  return success();
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  if (failed(verifyNormGradOperands(*this)))
+    return failure();
+  RankedTensorType x = getInput().getType(), w = getWeight().getType();
   if (getInputGrad().getType() != x || getWeightGrad().getType() != w ||
       getBiasGrad().getType() != w)
     return emitOpError("results must have the types of input, weight and "
                        "weight");
+  return success();
+}
+
+LogicalResult RmsNormGradOp::verify() {
+  if (failed(verifyNormGradOperands(*this)))
+    return failure();
+  if (getInputGrad().getType() != getInput().getType() ||
+      getWeightGrad().getType() != getWeight().getType())
+    return emitOpError("results must have the types of input and weight");
   return success();
 }
 

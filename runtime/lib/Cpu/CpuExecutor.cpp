@@ -403,54 +403,64 @@ template <typename T> void linear(Exec<T> &e, const Kernel &k) {
   }
 }
 
-/// A row's mean and (biased) variance, accumulated in double.
+/// A row's mean and (biased) variance, accumulated in double; RMS
+/// normalization (`centered` false) takes the mean as 0, and the variance
+/// is then the mean square.
 template <typename T>
-void meanAndVariance(const T *xr, int64_t d, double &mean, double &var) {
+void meanAndVariance(const T *xr, int64_t d, bool centered, double &mean,
+                     double &var) {
   mean = 0;
   var = 0;
-  for (int64_t j = 0; j < d; ++j)
-    mean += xr[j];
-  mean /= d;
+  if (centered) {
+    for (int64_t j = 0; j < d; ++j)
+      mean += xr[j];
+    mean /= d;
+  }
   for (int64_t j = 0; j < d; ++j)
     var += (xr[j] - mean) * (xr[j] - mean);
   var /= d;
 }
 
+/// layernorm (x - mean) * rstd * w + b, and rmsnorm x * rstd * w.
 template <typename T> void layernorm(Exec<T> &e, const Kernel &k) {
   const Plan &p = e.plan();
+  const bool centered = k.op == OpKind::LayerNorm;
   int64_t d = shapeOf(p, k.inputs[0]).back();
   int64_t rows = countOf(p, k.inputs[0]) / d;
   const T *x = e.floats(k.inputs[0]), *w = e.floats(k.inputs[1]),
-          *b = e.floats(k.inputs[2]);
+          *b = centered ? e.floats(k.inputs[2]) : nullptr;
   T *y = e.floats(k.outputs[0]);
-  double eps = k.floatAttr("epsilon", 1e-5);
+  double eps = k.floatAttr("epsilon", centered ? 1e-5 : 1e-6);
   parallelFor(rows, [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       const T *xr = x + r * d;
       double mean, var;
-      meanAndVariance(xr, d, mean, var);
+      meanAndVariance(xr, d, centered, mean, var);
       T rstd = static_cast<T>(1.0 / std::sqrt(var + eps));
       for (int64_t j = 0; j < d; ++j)
-        y[r * d + j] = (xr[j] - T(mean)) * rstd * w[j] + b[j];
+        y[r * d + j] = (xr[j] - T(mean)) * rstd * w[j] + (b ? b[j] : T(0));
     }
   }, 8);
 }
 
+/// The gradients of layernorm (dx, dw, db) and of rmsnorm (dx, dw), whose
+/// mean is 0 and whose dx has no mean(dxhat) term.
 template <typename T> void layernormGrad(Exec<T> &e, const Kernel &k) {
   const Plan &p = e.plan();
+  const bool centered = k.op == OpKind::LayerNormGrad;
   int64_t d = shapeOf(p, k.inputs[1]).back();
   int64_t rows = countOf(p, k.inputs[1]) / d;
   const T *dy = e.floats(k.inputs[0]), *x = e.floats(k.inputs[1]),
           *w = e.floats(k.inputs[2]);
   T *dx = e.floats(k.outputs[0]), *dw = e.floats(k.outputs[1]),
-    *db = e.floats(k.outputs[2]);
-  double eps = k.floatAttr("epsilon", 1e-5);
+    *db = centered ? e.floats(k.outputs[2]) : nullptr;
+  double eps = k.floatAttr("epsilon", centered ? 1e-5 : 1e-6);
   std::vector<T> mean(rows), rstd(rows);
   parallelFor(rows, [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       const T *xr = x + r * d;
       double m, v;
-      meanAndVariance(xr, d, m, v);
+      meanAndVariance(xr, d, centered, m, v);
       mean[r] = T(m);
       rstd[r] = T(1.0 / std::sqrt(v + eps));
       double s1 = 0, s2 = 0; // mean(dxhat), mean(dxhat * xhat)
@@ -460,7 +470,7 @@ template <typename T> void layernormGrad(Exec<T> &e, const Kernel &k) {
         s1 += g;
         s2 += g * xh;
       }
-      s1 /= d;
+      s1 = centered ? s1 / d : 0.0;
       s2 /= d;
       for (int64_t j = 0; j < d; ++j) {
         double xh = (xr[j] - m) * rstd[r];
@@ -478,7 +488,8 @@ template <typename T> void layernormGrad(Exec<T> &e, const Kernel &k) {
         sb += g;
       }
       dw[j] = T(sw);
-      db[j] = T(sb);
+      if (db)
+        db[j] = T(sb);
     }
   }, 16);
 }
@@ -967,8 +978,10 @@ template <typename T> void (*cpuKernel(OpKind kind))(Exec<T> &, const Kernel &) 
   case OpKind::Linear:
     return linear<T>;
   case OpKind::LayerNorm:
+  case OpKind::RmsNorm:
     return layernorm<T>;
   case OpKind::LayerNormGrad:
+  case OpKind::RmsNormGrad:
     return layernormGrad<T>;
   case OpKind::Softmax:
     return softmax<T>;

@@ -2,7 +2,8 @@
 //
 // Body of Emitter::layernormGrad's launch 2 (NormKernels.cpp): 128 threads a
 // column add the SLOTS sets of column sums in a fixed order. The emitter
-// replaces STORE (the bias gradient bg). Buffers: dw, db, [bg], part.
+// replaces STORE (layernorm's db, the bias gradient bg). Buffers: dw, [db],
+// [bg], part.
 //===----------------------------------------------------------------------===//
   __shared__ double sh[NS][32][8];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -38,6 +39,5 @@
   }
   if (sub == 0 && j < N) {
     dw[j] = (float)acc[0];
-    db[j] = (float)acc[1];
 STORE  }
 

@@ -27,7 +27,8 @@
         }
       }
     }
-    const float s1f = (float)(row_sum_wide<RT>(s1, red) / N);
+    // (rmsnorm's dx has no mean(dxhat) term)
+    const float s1f = CENTERED ? (float)(row_sum_wide<RT>(s1, red) / N) : 0.0f;
     const float s2f = (float)(row_sum_wide<RT>(s2, red) / N);
 #pragma unroll
     for (int p = 0; p < CPV; ++p) {

@@ -1,6 +1,6 @@
 //===- Norm.cpp - Norm regions --------------------------------------------===//
 //
-// "norm" regions: a layer norm with the residual adds and casts
+// "norm" regions: a layer norm or RMS norm with the residual adds and casts
 // around it, forward and backward (and a linear's bias gradient from the
 // backward's column sums).
 //===----------------------------------------------------------------------===//
@@ -43,8 +43,11 @@ void Fuser::foldNorms() {
   for (Operation &op : block.without_terminator()) {
     Group g{nullptr, {}};
     Value total; // a backward region's total
-    if (auto ln = dyn_cast<LayerNormOp>(op)) {
-      auto add = ln.getInput().getDefiningOp<AddOp>();
+    // A forward norm reads its rows as operand 0 and returns them as
+    // result 0; a backward one reads dy as operand 0 and returns dx first.
+    if (isa<LayerNormOp, RmsNormOp>(op)) {
+      Operation *ln = &op;
+      auto add = ln->getOperand(0).getDefiningOp<AddOp>();
       if (!add || add->getBlock() != &block || !overRows(add) ||
           add.getResult().hasOneUse())
         continue; // no residual stream to store on the way
@@ -53,15 +56,16 @@ void Fuser::foldNorms() {
           g.ops.push_back(c);
       g.ops.push_back(add);
       g.ops.push_back(ln);
-      if (auto c = dyn_cast_or_null<CastOp>(soleUser(ln.getResult())))
+      if (auto c = dyn_cast_or_null<CastOp>(soleUser(ln->getResult(0))))
         g.ops.push_back(c);
-    } else if (auto lg = dyn_cast<LayerNormGradOp>(op)) {
-      if (Operation *c = castFeeding(lg.getGrad(), lg))
+    } else if (isa<LayerNormGradOp, RmsNormGradOp>(op)) {
+      Operation *lg = &op;
+      if (Operation *c = castFeeding(lg->getOperand(0), lg))
         g.ops.push_back(c);
       g.ops.push_back(lg);
       // The input gradient plus the residual gradient (none for the
       // backward's first norm), and its cast: the total.
-      total = lg.getInputGrad();
+      total = lg->getResult(0);
       if (auto add = dyn_cast_or_null<AddOp>(soleUser(total));
           add && sameShape(add)) {
         g.ops.push_back(add);

@@ -290,6 +290,30 @@ def GT_LayerNormOp : GT_InferredOp<"layernorm", [GT_Reduction,
   }];
 }
 
+def GT_RmsNormOp : GT_InferredOp<"rmsnorm", [GT_Reduction, GT_AutocastF32,
+                                             GT_CastEpilogue]> {
+  let summary = "root-mean-square normalization over the last dimension";
+  let description = [{
+    `x / sqrt(mean(x^2) + epsilon) * weight` over the last dimension `D` of
+    `input` (RMSNorm, as Llama's); `weight` is `[D]`, there is no bias.
+    Statistics are computed in f32; the kernels are gt.layernorm's without
+    the mean.
+
+    Example:
+
+    ```mlir
+    %y = gt.rmsnorm %x, %g <{epsilon = 1.0e-06 : f64}>
+        : tensor<?x1024x768xf32>, tensor<768xf32>
+    ```
+  }];
+  let arguments = (ins GT_FloatTensor:$input, GT_FloatTensor:$weight,
+                       DefaultValuedAttr<F64Attr, "1.0e-6">:$epsilon);
+  let results = (outs GT_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight prop-dict attr-dict `:` type($input) `,` type($weight)
+  }];
+}
+
 def GT_SoftmaxOp : GT_Op<"softmax",
     [Pure, SameOperandsAndResultType, InferTypeOpInterface, GT_Reduction,
      GT_AutocastF32]> {
@@ -500,7 +524,7 @@ def GT_FusedOp : GT_Op<"fused", [IsolatedFromAbove, SingleBlock,
     results (cuBLASLt's epilogues); and the ReLU gradient of a saved output
     with the column sums of that gradient (gt.sum_to of a value the
     epilogue computes to its last dimension), which gtc's small-GEMM kernel
-    computes (at most 64 rows). `norm` is one gt.layernorm or gt.layernorm_grad with
+    computes (at most 64 rows). `norm` is one gt.layernorm, gt.layernorm_grad, gt.rmsnorm or gt.rmsnorm_grad with
     elementwise ops over the same rows before and after it (the residual
     add, casts): one row kernel. `loss` is a gt.cross_entropy and the
     gt.cross_entropy_grad of the same logits and labels, with the widening
@@ -694,6 +718,32 @@ def GT_LayerNormGradOp : GT_Op<"layernorm_grad",
                        DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon);
   let results = (outs GT_FloatTensor:$input_grad, GT_FloatTensor:$weight_grad,
                       GT_FloatTensor:$bias_grad);
+  let assemblyFormat = [{
+    $grad `,` $input `,` $weight prop-dict attr-dict `:` type($grad) `,`
+    type($weight)
+  }];
+  let hasVerifier = 1;
+}
+
+def GT_RmsNormGradOp : GT_Op<"rmsnorm_grad",
+    [Pure, GT_Reduction, AllTypesMatch<["grad", "input", "input_grad"]>,
+     AllTypesMatch<["weight", "weight_grad"]>]> {
+  let summary = "the gradients of RMS normalization";
+  let description = [{
+    Given `dy`, the forward input `x` and `weight`, returns the gradients of
+    the input and the weight. The statistics are recomputed from `x`.
+
+    Example:
+
+    ```mlir
+    %dx, %dw = gt.rmsnorm_grad %dy, %x, %w
+        : tensor<8x64x768xf32>, tensor<768xf32>
+    ```
+  }];
+  let arguments = (ins GT_FloatTensor:$grad, GT_FloatTensor:$input,
+                       GT_FloatTensor:$weight,
+                       DefaultValuedAttr<F64Attr, "1.0e-6">:$epsilon);
+  let results = (outs GT_FloatTensor:$input_grad, GT_FloatTensor:$weight_grad);
   let assemblyFormat = [{
     $grad `,` $input `,` $weight prop-dict attr-dict `:` type($grad) `,`
     type($weight)
