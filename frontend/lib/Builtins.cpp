@@ -200,6 +200,33 @@ static void addLayerBuiltins(llvm::StringMap<Builtin> &t) {
 /// The builtins of model blocks over sequences: attention, embedding and
 /// positions.
 static void addSequenceBuiltins(llvm::StringMap<Builtin> &t) {
+  t["rope"] = {
+      {req("x", K::FloatTensor), opt("theta", K::Number),
+       opt("interleaved", K::Bool)},
+      [](Generator &g, Loc l, Bound &a) -> FailureOr<Val> {
+        RankedTensorType type = a[0]->type();
+        int64_t rank = type.getRank();
+        if (rank != 4)
+          return g.error(l) << "rope needs [B, T, heads, head_dim], got "
+                            << gt::formatType(type)
+                            << "; reshape first, e.g. reshape(q, (-1, T, H, "
+                               "D / H))";
+        int64_t d = type.getDimSize(rank - 1);
+        if (ShapedType::isDynamic(d) || d % 2 != 0)
+          return g.error(l) << "rope turns features in pairs: head_dim (the "
+                               "last dimension) must be a fixed even size, "
+                               "got "
+                            << gt::formatType(type);
+        double theta = a[1] ? a[1]->asDouble() : 10000.0;
+        if (!(theta > 0))
+          return g.error(l) << "rope's theta must be > 0, got " << theta;
+        bool interleaved = a[2] && a[2]->b;
+        auto &b = g.getBuilder();
+        return g.make<gt::RopeOp>(
+            l, a[0]->tensor,
+            {g.attr("theta", b.getF64FloatAttr(theta)),
+             g.attr("interleaved", b.getBoolAttr(interleaved))});
+      }};
   t["attention"] = {
       {req("x", K::FloatTensor), req("heads", K::Int), opt("causal", K::Bool),
        opt("std", K::Number), opt("name", K::Str)},

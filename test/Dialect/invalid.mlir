@@ -142,6 +142,31 @@ func.func @rmsnorm_grad(%dy: tensor<2x8xf32>, %x: tensor<2x8xf32>, %g: tensor<4x
 
 // -----
 
+// rope: [..., T, heads, head_dim] with an even head_dim, theta > 0.
+func.func @rope_rank(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{'gt.rope' op input f32[2, 8] must be [..., T, heads, head_dim] (rank >= 3)}}
+  %0 = gt.rope %x : tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @rope_odd(%x: tensor<2x4x3x5xf32>) {
+  // expected-error @+1 {{'gt.rope' op head_dim 5 of f32[2, 4, 3, 5] must be a fixed even size (features turn in pairs)}}
+  %0 = gt.rope %x : tensor<2x4x3x5xf32>
+  return
+}
+
+// -----
+
+func.func @rope_theta(%x: tensor<2x4x3x8xf32>) {
+  // expected-error @+1 {{'gt.rope' op theta must be > 0}}
+  %0 = gt.rope %x <{theta = 0.0 : f64}> : tensor<2x4x3x8xf32>
+  return
+}
+
+// -----
+
 // attention: heads must divide D.
 func.func @attention_heads(%qkv: tensor<2x4x30xf32>) {
   // expected-error @+1 {{'attention' heads = 3 must be positive and divide the model width 10}}

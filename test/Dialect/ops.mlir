@@ -50,6 +50,9 @@ func.func @all_ops() -> tensor<f32> attributes {gt.model} {
   %rn = gt.rmsnorm %12, %g <{epsilon = 1.0e-5 : f64}> : tensor<?x4x8xf32>, tensor<8xf32>
   // CHECK: gt.rmsnorm_grad %[[RN]], %{{.*}}, %[[G]] : tensor<?x4x8xf32>, tensor<8xf32>
   %rdx, %rdw = gt.rmsnorm_grad %rn, %12, %g : tensor<?x4x8xf32>, tensor<8xf32>
+  // CHECK: gt.rope %{{.*}} <{inverse = true, theta = 5.000000e+05 : f64}> : tensor<?x4x2x4xf32>
+  %rh = gt.reshape %rn : tensor<?x4x8xf32> -> tensor<?x4x2x4xf32>
+  %ro = gt.rope %rh <{theta = 5.0e5 : f64, inverse = true}> : tensor<?x4x2x4xf32>
   // CHECK: %[[QKV:.*]] = gt.linear %{{.*}}, %[[W]] : tensor<?x4x8xf32>, tensor<24x8xf32>
   %qkv = gt.linear %12, %w : tensor<?x4x8xf32>, tensor<24x8xf32>
   // CHECK: %[[ATT:[^ ,]*]], %[[LSE:.*]] = gt.attention %[[QKV]] <{heads = 2 : i64}> : tensor<?x4x24xf32>

@@ -99,6 +99,15 @@ inline const std::vector<OpModel> &opModels() {
     param w: f32[8] = normal(1.0)
     loss = mean(h * w * x) + mean(s * s) + mean(g * z)
   })", 2, 3, 24},
+      // Both pair conventions, rotate-half and interleaved, over 5
+      // positions of 3 heads of 8 features (head_dim 4 in the second).
+      {"Rope", R"(model m {
+    input x: f32[B, 5, 24]
+    h = linear(x, 24)
+    q = rope(reshape(h, (-1, 5, 3, 8)), theta: 100.0)
+    k = rope(reshape(h * h, (-1, 5, 6, 4)), interleaved: true)
+    loss = mean(reshape(q, (-1, 5, 24)) * x) + mean(reshape(k, (-1, 5, 24)) * h)
+  })", 2, 3, 24},
       {"CausalAndFullAttention", R"(model m {
     input x: f32[B, 5, 8]
     h = attention(x, heads: 2, causal: true)

@@ -231,6 +231,8 @@ bool Emitter::emitKernel() {
     return !needF32() ? false : arity(1, 1) ? softmax(false) : wrong();
   case OpKind::SoftmaxGrad:
     return !needF32() ? false : arity(2, 1) ? softmax(true) : wrong();
+  case OpKind::Rope:
+    return arity(1, 1) ? rope() : wrong();
   case OpKind::Embedding:
     return !needF32() ? false : arity(2, 1) ? embedding() : wrong();
   case OpKind::EmbeddingGrad:

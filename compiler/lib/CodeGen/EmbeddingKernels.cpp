@@ -1,7 +1,7 @@
-//===- EmbeddingKernels.cpp - Embedding lookup and its gradient -----------===//
+//===- EmbeddingKernels.cpp - Embeddings of tokens and positions ----------===//
 //
-// embedding (a gather of table rows) and embedding_grad (a deterministic
-// scatter-add without atomics).
+// embedding (a gather of table rows), embedding_grad (a deterministic
+// scatter-add without atomics) and rope (rotary position embedding).
 //===----------------------------------------------------------------------===//
 
 #include "EmitterImpl.h"
@@ -172,5 +172,52 @@ bool Emitter::scatterRows(int dy, int ids, int dt, bool zero) {
              " == p",
          {in(dy, "dy"), in(ids, "ids"), out(dt, "dt")}, 0, consts, body,
          parts);
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Rotary position embedding
+//===----------------------------------------------------------------------===//
+
+/// CpuExecutor's rope(): one thread per pair of features, its angle
+/// computed as the CPU's f32 run computes it (precise powf and sincosf), the
+/// pair read and written in the buffers' type, turned in float.
+bool Emitter::rope() {
+  int x = k->inputs[0], y = k->outputs[0];
+  const auto &s = shape(x);
+  if (s.size() < 3 || s.back() % 2 != 0 || count(y) != count(x))
+    return fail("rope takes [..., T, heads, head_dim] with an even head_dim");
+  const int64_t d = s.back(), heads = s[s.size() - 2],
+                positions = s[s.size() - 3], pairs = count(x) / 2;
+  const bool interleaved = k->intAttr("interleaved", 0) != 0;
+  std::string consts =
+      "constexpr i64 PAIRS = " + str(pairs) + ";\nconstexpr i64 HALF = " +
+      str(d / 2) + ";\nconstexpr i64 D = " + str(d) +
+      ";\nconstexpr i64 HEADS = " + str(heads) +
+      ";\nconstexpr i64 POSITIONS = " + str(positions) +
+      ";\nconstexpr float THETA = " + flt(k->floatAttr("theta", 10000.0)) +
+      ";\nconstexpr float SIGN = " + (k->intAttr("inverse", 0) ? "-1.0f" : "1.0f") +
+      ";  // -1: the inverse rotation (the gradient)\n"
+      "constexpr bool INTERLEAVED = " + (interleaved ? "true" : "false") +
+      ";  // pairs (2i, 2i + 1), else (i, i + HALF)\n";
+  std::string body = R"CU(  for (i64 e = (i64)blockIdx.x * blockDim.x + threadIdx.x; e < PAIRS;
+       e += (i64)gridDim.x * blockDim.x) {
+    const i64 r = e / HALF, i = e % HALF;
+    const float t = (float)(r / HEADS % POSITIONS);
+    const float inv = 1.0f / powf(THETA, (float)(2 * i) / (float)D);
+    float sn, c;
+    sincosf(t * inv, &sn, &c);
+    sn *= SIGN;
+    const i64 i1 = r * D + (INTERLEAVED ? 2 * i : i);
+    const i64 i2 = r * D + (INTERLEAVED ? 2 * i + 1 : i + HALF);
+    const float x1 = (float)x[i1], x2 = (float)x[i2];
+    y[i1] = x1 * c - x2 * sn;
+    y[i2] = x2 * c + x1 * sn;
+  }
+)CU";
+  launch("", "one thread per pair of " + str(pairs) + " (head_dim " + str(d) +
+                 (interleaved ? ", interleaved" : ", rotate-half") + ")",
+         {in(x, "x"), out(y, "y")}, 0, consts, body,
+         std::min(ceilDiv(pairs, kBlock), kMaxGrid));
   return true;
 }

@@ -446,6 +446,7 @@ private:
   bool flashAttentionGrad(int64_t b, int64_t t, int64_t d, int64_t h,
                           bool causal);
   bool embedding();
+  bool rope();
   bool embeddingGrad();
   bool scatterAddRegion();
   /// Adds row i of `dy` into row ids[i] of `dt` (zeroed first when `zero`).

@@ -238,6 +238,13 @@ LogicalResult Differentiator::differentiate(Operation *op, Value dy) {
         accumulate(o.getBias(), g.getBiasGrad());
         return success();
       })
+      .Case<RopeOp>([&](RopeOp o) {
+        accumulate(o.getInput(),
+                   RopeOp::create(b, loc, dy, o.getThetaAttr(),
+                                  o.getInterleavedAttr(),
+                                  b.getBoolAttr(!o.getInverse())));
+        return success();
+      })
       .Case<RmsNormOp>([&](RmsNormOp o) {
         auto g = RmsNormGradOp::create(b, loc, dy, o.getInput(), o.getWeight(),
                                        o.getEpsilonAttr());

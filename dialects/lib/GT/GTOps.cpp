@@ -383,6 +383,23 @@ LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *,
                        {adaptor.getWeight()}, adaptor.getEpsilonAttr(), types);
 }
 
+LogicalResult RopeOp::verify() {
+  RankedTensorType x = getInput().getType();
+  if (x.getRank() < 3)
+    return emitOpError("input ")
+           << formatType(x)
+           << " must be [..., T, heads, head_dim] (rank >= 3)";
+  int64_t d = x.getDimSize(x.getRank() - 1);
+  if (ShapedType::isDynamic(d) || d % 2 != 0)
+    return emitOpError("head_dim ")
+           << (ShapedType::isDynamic(d) ? std::string("?") : std::to_string(d))
+           << " of " << formatType(x)
+           << " must be a fixed even size (features turn in pairs)";
+  if (!(getTheta().convertToDouble() > 0))
+    return emitOpError("theta must be > 0");
+  return success();
+}
+
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
                                             std::optional<Location> loc,
                                             Adaptor adaptor,

@@ -494,6 +494,41 @@ template <typename T> void layernormGrad(Exec<T> &e, const Kernel &k) {
   }, 16);
 }
 
+/// rope: on [..., T, H, d], pair i of position t turns by
+/// t * theta^(-2i/d) (minus that with `inverse`); the pairs are (i, i + d/2),
+/// or (2i, 2i + 1) when `interleaved`. The angles as Hugging Face computes
+/// them (in T: f32 on a float run).
+template <typename T> void rope(Exec<T> &e, const Kernel &k) {
+  const Plan &p = e.plan();
+  const std::vector<int64_t> &s = shapeOf(p, k.inputs[0]);
+  const size_t n = s.size();
+  const int64_t d = s[n - 1], heads = s[n - 2], positions = s[n - 3];
+  const int64_t rows = countOf(p, k.inputs[0]) / d, half = d / 2;
+  const T *x = e.floats(k.inputs[0]);
+  T *y = e.floats(k.outputs[0]);
+  const T theta = static_cast<T>(k.floatAttr("theta", 10000.0));
+  const bool interleaved = k.intAttr("interleaved", 0) != 0;
+  const T sign = k.intAttr("inverse", 0) ? T(-1) : T(1);
+  std::vector<T> inv(half);
+  for (int64_t i = 0; i < half; ++i)
+    inv[i] = T(1) / std::pow(theta, static_cast<T>(2 * i) / static_cast<T>(d));
+  parallelFor(rows, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const T t = static_cast<T>(r / heads % positions);
+      const T *xr = x + r * d;
+      T *yr = y + r * d;
+      for (int64_t i = 0; i < half; ++i) {
+        const T a = t * inv[i], c = std::cos(a), sn = sign * std::sin(a);
+        const int64_t i1 = interleaved ? 2 * i : i;
+        const int64_t i2 = interleaved ? 2 * i + 1 : i + half;
+        const T x1 = xr[i1], x2 = xr[i2];
+        yr[i1] = x1 * c - x2 * sn;
+        yr[i2] = x2 * c + x1 * sn;
+      }
+    }
+  }, 8);
+}
+
 /// Splits a shape around `axis` into (outer, n, inner).
 void aroundAxis(const std::vector<int64_t> &s, int64_t axis, int64_t &outer,
                 int64_t &n, int64_t &inner) {
@@ -983,6 +1018,8 @@ template <typename T> void (*cpuKernel(OpKind kind))(Exec<T> &, const Kernel &) 
   case OpKind::LayerNormGrad:
   case OpKind::RmsNormGrad:
     return layernormGrad<T>;
+  case OpKind::Rope:
+    return rope<T>;
   case OpKind::Softmax:
     return softmax<T>;
   case OpKind::SoftmaxGrad:

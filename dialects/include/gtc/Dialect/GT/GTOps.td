@@ -314,6 +314,35 @@ def GT_RmsNormOp : GT_InferredOp<"rmsnorm", [GT_Reduction, GT_AutocastF32,
   }];
 }
 
+def GT_RopeOp : GT_Op<"rope", [Pure, SameOperandsAndResultType,
+                               InferTypeOpInterface]> {
+  let summary = "rotary position embedding";
+  let description = [{
+    Rotates pairs of each head's features by an angle that grows with the
+    position: on `[..., T, H, d]` (positions along dimension -3, `d` even),
+    the pair `i` of position `t` turns by `t * theta^(-2i/d)`. The pairs are
+    `(i, i + d/2)` (Hugging Face's rotate-half convention: `x * cos +
+    rotate_half(x) * sin`), or `(2i, 2i + 1)` with `interleaved` (the
+    original RoFormer and Meta's Llama code). `inverse` turns by minus the
+    angle: the gradient of a rope is the inverse rope of its result's
+    gradient. The angles and products are computed in f32 (f64 on a
+    float64 CPU run), whatever the element type.
+
+    Example:
+
+    ```mlir
+    %q = gt.rope %x <{theta = 1.0e+04 : f64}> : tensor<?x1024x12x64xbf16>
+    ```
+  }];
+  let arguments = (ins GT_FloatTensor:$input,
+                       DefaultValuedAttr<F64Attr, "10000.0">:$theta,
+                       DefaultValuedAttr<BoolAttr, "false">:$interleaved,
+                       DefaultValuedAttr<BoolAttr, "false">:$inverse);
+  let results = (outs GT_FloatTensor:$result);
+  let assemblyFormat = "$input prop-dict attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
 def GT_SoftmaxOp : GT_Op<"softmax",
     [Pure, SameOperandsAndResultType, InferTypeOpInterface, GT_Reduction,
      GT_AutocastF32]> {
