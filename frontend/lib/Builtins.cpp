@@ -389,6 +389,93 @@ static void addLossAndShapeBuiltins(llvm::StringMap<Builtin> &t) {
                }};
 }
 
+/// The builtins that take blocks of tensors apart and put them together:
+/// slice (gt.slice at an offset) and concat (a sum of gt.pad at offsets).
+static void addBlockBuiltins(llvm::StringMap<Builtin> &t) {
+  t["slice"] = {
+      {req("x", K::FloatTensor), req("start", K::Int), req("end", K::Int),
+       opt("axis", K::Int)},
+      [](Generator &g, Loc l, Bound &a) -> FailureOr<Val> {
+        RankedTensorType in = a[0]->type();
+        FailureOr<int64_t> axis =
+            axisOf(g, l, a[3] ? a[3]->i : -1, in.getRank());
+        if (failed(axis))
+          return failure();
+        FailureOr<int64_t> n = g.staticDim(l, *a[0], *axis, "slice");
+        if (failed(n))
+          return failure();
+        int64_t start = a[1]->i < 0 ? a[1]->i + *n : a[1]->i;
+        int64_t end = a[2]->i < 0 ? a[2]->i + *n : a[2]->i;
+        if (start < 0 || end > *n || start >= end)
+          return g.error(l) << "slice(" << a[1]->i << ", " << a[2]->i
+                            << ") along axis " << *axis << " of "
+                            << gt::formatType(in)
+                            << " is empty or out of range: start and end "
+                               "(negative from the end) need 0 <= start < "
+                               "end <= "
+                            << *n;
+        SmallVector<int64_t> shape(in.getShape()), offsets(in.getRank(), 0);
+        shape[*axis] = end - start;
+        offsets[*axis] = start;
+        return g.makeTyped<gt::SliceOp>(
+            l, in.clone(shape), a[0]->tensor,
+            {g.attr("offsets", g.getBuilder().getI64ArrayAttr(offsets))});
+      }};
+  t["concat"] = {
+      {req("parts", K::Any), opt("axis", K::Int)},
+      [](Generator &g, Loc l, Bound &a) -> FailureOr<Val> {
+        const Val &parts = *a[0];
+        if (parts.kind != Val::Kind::Tuple || parts.elems.size() < 2 ||
+            !llvm::all_of(parts.elems, [](const Val &v) {
+              return v.kind == Val::Kind::Tensor &&
+                     isa<FloatType>(v.type().getElementType());
+            }))
+          return g.error(l) << "concat takes a tuple of two or more float "
+                               "tensors, e.g. concat((a, b), axis: -1)";
+        RankedTensorType first = parts.elems[0].type();
+        FailureOr<int64_t> axis =
+            axisOf(g, l, a[1] ? a[1]->i : -1, first.getRank());
+        if (failed(axis))
+          return failure();
+        SmallVector<int64_t> shape(first.getShape());
+        shape[*axis] = 0;
+        for (const Val &p : parts.elems) {
+          RankedTensorType type = p.type();
+          bool fits = type.getRank() == first.getRank() &&
+                      type.getElementType() == first.getElementType();
+          for (int64_t i = 0; fits && i < type.getRank(); ++i)
+            fits = i == *axis || type.getDimSize(i) == first.getDimSize(i);
+          if (!fits)
+            return g.error(l) << "concat along axis " << *axis
+                              << " needs parts of one dtype and rank that "
+                                 "agree on every other dimension, got "
+                              << gt::formatType(first) << " and "
+                              << gt::formatType(type);
+          FailureOr<int64_t> n = g.staticDim(l, p, *axis, "concat");
+          if (failed(n))
+            return failure();
+          shape[*axis] += *n;
+        }
+        RankedTensorType whole = first.clone(shape);
+        SmallVector<int64_t> offsets(first.getRank(), 0);
+        FailureOr<Val> sum = failure();
+        for (const Val &p : parts.elems) {
+          FailureOr<Val> placed = g.makeTyped<gt::PadOp>(
+              l, whole, p.tensor,
+              {g.attr("offsets", g.getBuilder().getI64ArrayAttr(offsets))});
+          if (failed(placed))
+            return failure();
+          offsets[*axis] += p.type().getDimSize(*axis);
+          sum = succeeded(sum)
+                    ? g.make<gt::AddOp>(l, {sum->tensor, placed->tensor})
+                    : placed;
+          if (failed(sum))
+            return failure();
+        }
+        return sum;
+      }};
+}
+
 const llvm::StringMap<Builtin> &modelBuiltins() {
   static const llvm::StringMap<Builtin> table = [] {
     llvm::StringMap<Builtin> t;
@@ -396,6 +483,7 @@ const llvm::StringMap<Builtin> &modelBuiltins() {
     addLayerBuiltins(t);
     addSequenceBuiltins(t);
     addLossAndShapeBuiltins(t);
+    addBlockBuiltins(t);
     return t;
   }();
   return table;

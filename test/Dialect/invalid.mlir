@@ -142,6 +142,23 @@ func.func @rmsnorm_grad(%dy: tensor<2x8xf32>, %x: tensor<2x8xf32>, %g: tensor<4x
 
 // -----
 
+// slice and pad: the block lies inside, one offset a dimension.
+func.func @slice_offset(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'gt.slice' op offset 6 of dimension 1 puts 3 elements outside 8}}
+  %0 = gt.slice %x {offsets = [0, 6]} : tensor<4x8xf32> -> tensor<4x3xf32>
+  return
+}
+
+// -----
+
+func.func @pad_offsets(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'gt.pad' op has 1 offsets for rank 2}}
+  %0 = gt.pad %x {offsets = [2]} : tensor<4x8xf32> -> tensor<4x12xf32>
+  return
+}
+
+// -----
+
 // rope: [..., T, heads, head_dim] with an even head_dim, theta > 0.
 func.func @rope_rank(%x: tensor<2x8xf32>) {
   // expected-error @+1 {{'gt.rope' op input f32[2, 8] must be [..., T, heads, head_dim] (rank >= 3)}}

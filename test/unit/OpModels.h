@@ -108,6 +108,19 @@ inline const std::vector<OpModel> &opModels() {
     k = rope(reshape(h * h, (-1, 5, 6, 4)), interleaved: true)
     loss = mean(reshape(q, (-1, 5, 24)) * x) + mean(reshape(k, (-1, 5, 24)) * h)
   })", 2, 3, 24},
+      // Blocks: slices at offsets along the last and a middle axis, and
+      // their concatenation (pads at offsets, added).
+      {"SliceAndConcat", R"(model m {
+    input x: f32[B, 4, 6]
+    param w: f32[4, 6] = normal(1.0)
+    h = x * w
+    a = slice(h, 1, 4)
+    b = slice(h, -2, 6)
+    c = slice(h, 0, 3, axis: 1)
+    j = concat((b, a * a, slice(h, 0, 1)), axis: -1)
+    k = concat((h, w * x), axis: 1) * concat((x, x), axis: 1)
+    loss = mean(j * x) + mean(k) + mean(c * c)
+  })", 2, 3, 24},
       {"CausalAndFullAttention", R"(model m {
     input x: f32[B, 5, 8]
     h = attention(x, heads: 2, causal: true)

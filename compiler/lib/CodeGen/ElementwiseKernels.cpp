@@ -928,40 +928,46 @@ bool Emitter::transpose() {
                      "transpose " + shapeStr(xs) + " by " + shapeStr(perm));
 }
 
-/// CpuExecutor's padOrSlice(): y[c] = x[c] where every coordinate c is
-/// inside x, else 0.
+/// CpuExecutor's padOrSlice(): y[c] = x[c + shift] where that is inside x,
+/// else 0 (a slice's shift is its offsets, a pad's minus its offsets).
 bool Emitter::padOrSlice() {
   int x = k->inputs[0], y = k->outputs[0];
   const auto &xs = shape(x), &ys = shape(y);
   if (xs.size() != ys.size() || xs.empty() ||
       plan.buffers[x].dtype != plan.buffers[y].dtype || !isFloat(y))
     return fail("pad/slice needs float tensors of one rank and type");
+  std::vector<int64_t> shift = k->intsAttr("offsets");
+  shift.resize(ys.size(), 0);
+  if (k->op == OpKind::Pad)
+    for (int64_t &s : shift)
+      s = -s;
   int64_t n = count(y);
-  std::string dims = "constexpr int R = " + str(ys.size()) +
-                     ";\n__device__ constexpr i64 XS[R] = {";
-  std::string ydims = "__device__ constexpr i64 YS[R] = {";
-  for (size_t d = 0; d < ys.size(); ++d) {
-    dims += (d ? ", " : "") + str(xs[d]);
-    ydims += (d ? ", " : "") + str(ys[d]);
-  }
-  std::string consts = "constexpr i64 N = " + str(n) + ";\n" + dims +
-                       "};\n" + ydims + "};\n";
+  auto array = [&](const char *name, const std::vector<int64_t> &v) {
+    std::string a = "__device__ constexpr i64 " + std::string(name) + "[R] = {";
+    for (size_t d = 0; d < v.size(); ++d)
+      a += (d ? ", " : "") + str(v[d]);
+    return a + "};\n";
+  };
+  std::string consts = "constexpr i64 N = " + str(n) +
+                       ";\nconstexpr int R = " + str(ys.size()) + ";\n" +
+                       array("XS", xs) + array("YS", ys) + array("SHIFT", shift);
   std::string body = R"CU(  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < N;
        i += (i64)gridDim.x * blockDim.x) {
     i64 rem = i, off = 0, stride = 1;
     bool inside = true;
 #pragma unroll
     for (int d = R - 1; d >= 0; --d) {
-      const i64 c = rem % YS[d];
+      const i64 c = rem % YS[d] + SHIFT[d];
       rem /= YS[d];
-      inside = inside && c < XS[d];
+      inside = inside && c >= 0 && c < XS[d];
       off += c * stride;
       stride *= XS[d];
     }
     y[i] = inside ? (float)x[off] : 0.f;
   }
 )CU";
-  launch("", std::string(opName(k->op)) + " " + shapeStr(xs) + " -> " + shapeStr(ys),
+  launch("", std::string(opName(k->op)) + " " + shapeStr(xs) + " -> " +
+                 shapeStr(ys) + " at " + shapeStr(k->intsAttr("offsets")),
          {in(x, "x"), out(y, "y")}, 0, consts, body,
          std::min(ceilDiv(n, kBlock), kMaxGrid));
   return true;

@@ -288,12 +288,14 @@ LogicalResult Differentiator::differentiate(Operation *op, Value dy) {
       .Case<PadOp>([&](PadOp o) {
         // The padding is constant: its gradient is dropped.
         accumulate(o.getInput(),
-                   SliceOp::create(b, loc, o.getInput().getType(), dy));
+                   SliceOp::create(b, loc, o.getInput().getType(), dy,
+                                   o.getOffsetsAttr()));
         return success();
       })
       .Case<SliceOp>([&](SliceOp o) {
         accumulate(o.getInput(),
-                   PadOp::create(b, loc, o.getInput().getType(), dy));
+                   PadOp::create(b, loc, o.getInput().getType(), dy,
+                                 o.getOffsetsAttr()));
         return success();
       })
       .Case<BroadcastOp>([&](BroadcastOp o) {

@@ -87,6 +87,17 @@ struct GtShapeInferencePass
       reshape.getResult().setType(*type);
       return success();
     }
+    if (isa<PadOp, SliceOp>(op)) {
+      // A dimension left dynamic is the batch, whole: the input's.
+      auto in = cast<RankedTensorType>(op->getOperand(0).getType());
+      auto out = cast<RankedTensorType>(op->getResult(0).getType());
+      SmallVector<int64_t> shape(out.getShape());
+      for (auto [i, d] : llvm::enumerate(shape))
+        if (ShapedType::isDynamic(d))
+          d = in.getDimSize(i);
+      op->getResult(0).setType(out.clone(shape));
+      return success();
+    }
     if (auto broadcast = dyn_cast<BroadcastOp>(op))
       broadcast.getResult().setType(broadcastType(broadcast, batch));
     return success();

@@ -625,24 +625,54 @@ OpFoldResult SumToOp::fold(FoldAdaptor) {
   return {};
 }
 
-/// Checks that `small` fits in `big` dimension by dimension (same rank).
+/// The offsets of a gt.pad or gt.slice, one a dimension (zeros when absent).
+static SmallVector<int64_t> offsetsOf(std::optional<ArrayAttr> attr,
+                                      int64_t rank) {
+  SmallVector<int64_t> offsets(rank, 0);
+  if (attr && static_cast<int64_t>(attr->size()) == rank)
+    for (auto [i, a] : llvm::enumerate(*attr))
+      offsets[i] = cast<IntegerAttr>(a).getInt();
+  return offsets;
+}
+
+/// Checks that `small` lies inside `big` at `offsets`, dimension by
+/// dimension (same rank, static sizes).
 static LogicalResult verifyFits(Operation *op, RankedTensorType small,
-                                RankedTensorType big, StringRef what) {
+                                RankedTensorType big,
+                                std::optional<ArrayAttr> offsetsAttr,
+                                StringRef what) {
+  if (offsetsAttr && static_cast<int64_t>(offsetsAttr->size()) != big.getRank())
+    return op->emitOpError("has ")
+           << offsetsAttr->size() << " offsets for rank " << big.getRank();
+  SmallVector<int64_t> offsets = offsetsOf(offsetsAttr, big.getRank());
+  // A dimension both leave dynamic (the batch) is whole, at offset 0.
+  auto whole = [&](int64_t i) {
+    return small.isDynamicDim(i) && big.isDynamicDim(i) && offsets[i] == 0;
+  };
   bool ok = small.getRank() == big.getRank();
   for (int64_t i = 0; ok && i < small.getRank(); ++i)
-    ok = !small.isDynamicDim(i) && !big.isDynamicDim(i) &&
-         small.getDimSize(i) <= big.getDimSize(i);
+    ok = whole(i) || (!small.isDynamicDim(i) && !big.isDynamicDim(i) &&
+                      small.getDimSize(i) <= big.getDimSize(i));
   if (!ok)
     return op->emitOpError("cannot ")
            << what << " " << formatType(op->getOperand(0).getType()) << " to "
            << formatType(op->getResult(0).getType())
            << ": the ranks must agree and every dimension be static and "
-           << (what == "pad" ? "no smaller" : "no larger");
+           << (what == "pad" ? "no smaller" : "no larger")
+           << " (or dynamic in both, whole)";
+  for (int64_t i = 0; i < big.getRank(); ++i)
+    if (!whole(i) && (offsets[i] < 0 ||
+                      offsets[i] + small.getDimSize(i) > big.getDimSize(i)))
+      return op->emitOpError("offset ")
+             << offsets[i] << " of dimension " << i << " puts "
+             << small.getDimSize(i) << " elements outside "
+             << big.getDimSize(i);
   return success();
 }
 
 LogicalResult PadOp::verify() {
-  return verifyFits(*this, getInput().getType(), getType(), "pad");
+  return verifyFits(*this, getInput().getType(), getType(), getOffsets(),
+                    "pad");
 }
 
 OpFoldResult PadOp::fold(FoldAdaptor) {
@@ -652,15 +682,18 @@ OpFoldResult PadOp::fold(FoldAdaptor) {
 }
 
 LogicalResult SliceOp::verify() {
-  return verifyFits(*this, getType(), getInput().getType(), "slice");
+  return verifyFits(*this, getType(), getInput().getType(), getOffsets(),
+                    "slice");
 }
 
 OpFoldResult SliceOp::fold(FoldAdaptor) {
   if (getInput().getType() == getType())
     return getInput();
-  // slice(pad(x)) back to x's shape is x.
+  // slice(pad(x)) back to x's shape, at the same offsets, is x.
   if (auto pad = getInput().getDefiningOp<PadOp>())
-    if (pad.getInput().getType() == getType())
+    if (pad.getInput().getType() == getType() &&
+        offsetsOf(pad.getOffsets(), getType().getRank()) ==
+            offsetsOf(getOffsets(), getType().getRank()))
       return pad.getInput();
   return {};
 }

@@ -897,8 +897,19 @@ template <typename T> void broadcast(Exec<T> &e, const Kernel &k) {
   }, 4096);
 }
 
-/// pad and slice: y[c] = x[c] where every coordinate c is inside x, else 0
-/// (the shapes have one rank; slice's y fits in x, pad's x in y).
+/// The shift from a pad's or slice's result coordinates to its input's, one
+/// a dimension: a slice reads its input at +offsets, a pad at -offsets.
+std::vector<int64_t> padShift(const Kernel &k, size_t rank) {
+  std::vector<int64_t> shift = k.intsAttr("offsets");
+  shift.resize(rank, 0);
+  if (k.op == OpKind::Pad)
+    for (int64_t &s : shift)
+      s = -s;
+  return shift;
+}
+
+/// pad and slice: y[c] = x[c + shift] where that is inside x, else 0 (the
+/// shapes have one rank; slice's y lies in x, pad's x in y; padShift).
 template <typename T> void padOrSlice(Exec<T> &e, const Kernel &k) {
   const Plan &p = e.plan();
   const auto &xs = shapeOf(p, k.inputs[0]);
@@ -906,25 +917,32 @@ template <typename T> void padOrSlice(Exec<T> &e, const Kernel &k) {
   if (xs.size() != ys.size())
     throw RuntimeError(std::string(opName(k.op)) + " between ranks " + std::to_string(xs.size()) +
                        " and " + std::to_string(ys.size()));
+  const std::vector<int64_t> shift = padShift(k, ys.size());
   const T *x = e.floats(k.inputs[0]);
   T *y = e.floats(k.outputs[0]);
-  // Row by row (the last dimension): a copy of the common part, then zeros.
-  const int64_t xn = xs.back(), yn = ys.back(), common = std::min(xn, yn);
+  // Row by row (the last dimension): zeros, the part inside x, zeros.
+  const int64_t xn = xs.back(), yn = ys.back(), sn = shift.back();
+  const int64_t from = std::clamp<int64_t>(-sn, 0, yn),
+                to = std::clamp<int64_t>(xn - sn, from, yn);
   parallelFor(countOf(p, k.outputs[0]) / yn, [&](int64_t lo, int64_t hi) {
     for (int64_t row = lo; row < hi; ++row) {
       int64_t rem = row, off = 0, stride = xn;
       bool inside = true;
       for (size_t d = ys.size() - 1; d-- > 0;) {
-        int64_t c = rem % ys[d];
+        int64_t c = rem % ys[d] + shift[d];
         rem /= ys[d];
-        inside = inside && c < xs[d];
+        inside = inside && c >= 0 && c < xs[d];
         off += c * stride;
         stride *= xs[d];
       }
       T *yr = y + row * yn;
-      int64_t copied = inside ? common : 0;
-      std::copy(x + off, x + off + copied, yr);
-      std::fill(yr + copied, yr + yn, T(0));
+      if (!inside) {
+        std::fill(yr, yr + yn, T(0));
+        continue;
+      }
+      std::fill(yr, yr + from, T(0));
+      std::copy(x + off + from + sn, x + off + to + sn, yr + from);
+      std::fill(yr + to, yr + yn, T(0));
     }
   }, std::max<int64_t>(1, 4096 / yn));
 }

@@ -644,21 +644,26 @@ def GT_SumToOp : GT_Op<"sum_to", [Pure, SameOperandsAndResultElementType,
 
 def GT_PadOp : GT_Op<"pad", [Pure, SameOperandsAndResultElementType,
                              GT_LayoutOnly]> {
-  let summary = "extends dimensions with zeros at their ends";
+  let summary = "places a tensor inside a larger one of zeros";
   let description = [{
-    The result has the input's rank; each dimension is at least the input's,
-    and element `[i0, ..., in]` is the input's where every index is inside
-    the input, else 0. Inserted by gt-pad-dims to round GEMM dimensions up to
-    tensor-core multiples; its gradient is gt.slice.
+    The result has the input's rank and each dimension at least the input's;
+    the input lies at `offsets` (one a dimension, zeros when absent) and
+    every other element is 0: result `[c0, ..., cn]` is input `[c0 - o0,
+    ..., cn - on]` where that is inside the input. Inserted by gt-pad-dims
+    (at offset 0) to round GEMM dimensions up to tensor-core multiples;
+    `concat` in the language is a sum of pads. Its gradient is gt.slice at
+    the same offsets.
 
     Example:
 
     ```mlir
     // A 1001-row weight padded to 1008 rows.
     %wp = gt.pad %w : tensor<1001x784xbf16> -> tensor<1008x784xbf16>
+    // 64 columns placed at column 128 of 192.
+    %c = gt.pad %k {offsets = [0, 128]} : tensor<8x64xf32> -> tensor<8x192xf32>
     ```
   }];
-  let arguments = (ins GT_FloatTensor:$input);
+  let arguments = (ins GT_FloatTensor:$input, OptionalAttr<I64ArrayAttr>:$offsets);
   let results = (outs GT_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
@@ -667,21 +672,24 @@ def GT_PadOp : GT_Op<"pad", [Pure, SameOperandsAndResultElementType,
 
 def GT_SliceOp : GT_Op<"slice", [Pure, SameOperandsAndResultElementType,
                                  GT_LayoutOnly]> {
-  let summary = "keeps the leading part of each dimension";
+  let summary = "a block of a tensor";
   let description = [{
-    The result has the input's rank; each dimension is at most the input's,
-    and element `[i0, ..., in]` is the input's. Removes the padding of
-    gt.pad (gt-pad-dims slices padded GEMM results back to the model's
-    sizes, so the padding never reaches a softmax or a loss); its gradient
-    is gt.pad.
+    The result has the input's rank and each dimension at most the input's:
+    result `[c0, ..., cn]` is input `[c0 + o0, ..., cn + on]` for `offsets`
+    (one a dimension, zeros when absent), which keep the block inside the
+    input. gt-pad-dims slices padded GEMM results back to the model's sizes
+    (at offset 0), so the padding never reaches a softmax or a loss;
+    `slice` in the language takes any block. Its gradient is gt.pad at the
+    same offsets.
 
     Example:
 
     ```mlir
     %logits = gt.slice %lp : tensor<8x50304xbf16> -> tensor<8x50257xbf16>
+    %k = gt.slice %qkv {offsets = [0, 64]} : tensor<8x192xf32> -> tensor<8x64xf32>
     ```
   }];
-  let arguments = (ins GT_FloatTensor:$input);
+  let arguments = (ins GT_FloatTensor:$input, OptionalAttr<I64ArrayAttr>:$offsets);
   let results = (outs GT_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
   let hasVerifier = 1;
