@@ -197,6 +197,101 @@ static void addLayerBuiltins(llvm::StringMap<Builtin> &t) {
       }};
 }
 
+/// torch.cat of `parts` along `axis` into `whole`: each part placed at its
+/// offset in a tensor of zeros (gt.pad {offsets}), the parts added.
+static FailureOr<Val> concatParts(Generator &g, Loc l, ArrayRef<Val> parts,
+                                  int64_t axis, RankedTensorType whole) {
+  SmallVector<int64_t> offsets(whole.getRank(), 0);
+  FailureOr<Val> sum = failure();
+  for (const Val &p : parts) {
+    FailureOr<Val> placed = g.makeTyped<gt::PadOp>(
+        l, whole, p.tensor,
+        {g.attr("offsets", g.getBuilder().getI64ArrayAttr(offsets))});
+    if (failed(placed))
+      return failure();
+    offsets[axis] += p.type().getDimSize(axis);
+    sum = succeeded(sum) ? g.make<gt::AddOp>(l, {sum->tensor, placed->tensor})
+                         : placed;
+    if (failed(sum))
+      return failure();
+  }
+  return sum;
+}
+
+/// attention(q, k, v, causal:, scale:): q [B, T, H, d], k and v
+/// [B, T, Hkv, d] with Hkv dividing H (grouped-query; multi-query at 1),
+/// the result q's shape. Lowered onto gt.attention's packed [B, T, 3D]: the
+/// K/V heads repeated to H (gt.broadcast), the three concatenated (gt.pad
+/// at offsets, added); a scale other than 1/sqrt(d) multiplies q first.
+static FailureOr<Val> attentionQKV(Generator &g, Loc l, const Val &q,
+                                   const Val &k, const Val &v, bool causal,
+                                   const std::optional<double> &scale) {
+  RankedTensorType qt = q.type(), kt = k.type(), vt = v.type();
+  auto shapeError = [&] {
+    return g.error(l) << "attention(q, k, v) needs q [B, T, H, d] and k, v "
+                         "[B, T, Hkv, d] of one dtype with Hkv dividing H "
+                         "and T and d fixed, got "
+                      << gt::formatType(qt) << ", " << gt::formatType(kt)
+                      << ", " << gt::formatType(vt);
+  };
+  if (qt.getRank() != 4 || kt != vt || kt.getRank() != 4 ||
+      qt.getElementType() != kt.getElementType())
+    return shapeError();
+  int64_t t = qt.getDimSize(1), heads = qt.getDimSize(2),
+          d = qt.getDimSize(3), kvHeads = kt.getDimSize(2);
+  if (ShapedType::isDynamic(t) || ShapedType::isDynamic(heads) ||
+      ShapedType::isDynamic(d) || ShapedType::isDynamic(kvHeads) ||
+      kt.getDimSize(1) != t || kt.getDimSize(3) != d ||
+      heads % kvHeads != 0 || qt.getDimSize(0) != kt.getDimSize(0))
+    return shapeError();
+  if (scale && !(*scale > 0))
+    return g.error(l) << "attention's scale must be > 0, got " << *scale;
+  int64_t b = qt.getDimSize(0), width = heads * d;
+  Type et = qt.getElementType();
+  auto rows = RankedTensorType::get({b, t, width}, et);
+  FailureOr<Val> qf = g.makeTyped<gt::ReshapeOp>(l, rows, q.tensor);
+  if (failed(qf))
+    return failure();
+  if (scale && *scale != 1.0 / std::sqrt(static_cast<double>(d))) {
+    qf = g.make<gt::MulOp>(
+        l, {qf->tensor,
+            g.constant(*scale * std::sqrt(static_cast<double>(d)), et, l)
+                .tensor});
+    if (failed(qf))
+      return failure();
+  }
+  // K and V with each of their heads repeated H / Hkv times, as rows.
+  auto repeated = [&](const Val &x) -> FailureOr<Val> {
+    if (kvHeads == heads)
+      return g.makeTyped<gt::ReshapeOp>(l, rows, x.tensor);
+    int64_t group = heads / kvHeads;
+    FailureOr<Val> one = g.makeTyped<gt::ReshapeOp>(
+        l, RankedTensorType::get({b, t, kvHeads, 1, d}, et), x.tensor);
+    if (failed(one))
+      return failure();
+    FailureOr<Val> all = g.makeTyped<gt::BroadcastOp>(
+        l, RankedTensorType::get({b, t, kvHeads, group, d}, et), one->tensor);
+    if (failed(all))
+      return failure();
+    return g.makeTyped<gt::ReshapeOp>(l, rows, all->tensor);
+  };
+  FailureOr<Val> kf = repeated(k), vf = repeated(v);
+  if (failed(kf) || failed(vf))
+    return failure();
+  FailureOr<Val> packed = concatParts(
+      g, l, {*qf, *kf, *vf}, 2, RankedTensorType::get({b, t, 3 * width}, et));
+  if (failed(packed))
+    return failure();
+  OpBuilder &ob = g.getBuilder();
+  FailureOr<Val> y = g.make<gt::AttentionOp>(
+      l, packed->tensor,
+      {g.attr("heads", ob.getI64IntegerAttr(heads)),
+       g.attr("causal", ob.getBoolAttr(causal))});
+  if (failed(y))
+    return failure();
+  return g.makeTyped<gt::ReshapeOp>(l, qt, y->tensor);
+}
+
 /// The builtins of model blocks over sequences: attention, embedding and
 /// positions.
 static void addSequenceBuiltins(llvm::StringMap<Builtin> &t) {
@@ -227,11 +322,29 @@ static void addSequenceBuiltins(llvm::StringMap<Builtin> &t) {
             {g.attr("theta", b.getF64FloatAttr(theta)),
              g.attr("interleaved", b.getBoolAttr(interleaved))});
       }};
+  // attention(x, heads, causal:, std:, name:), GPT-2's block with its
+  // layers, or attention(q, k, v, causal:, scale:) on given heads.
   t["attention"] = {
-      {req("x", K::FloatTensor), req("heads", K::Int), opt("causal", K::Bool),
-       opt("std", K::Number), opt("name", K::Str)},
+      {req("x", K::FloatTensor), req("heads", K::Any), opt("v", K::Any),
+       opt("causal", K::Bool), opt("std", K::Number), opt("name", K::Str),
+       opt("scale", K::Number)},
       [](Generator &g, Loc l, Bound &a) -> FailureOr<Val> {
         const Val &x = *a[0];
+        const bool causal = !a[3] || a[3]->b;
+        if (matches(*a[1], K::FloatTensor)) {
+          if (!a[2] || !matches(*a[2], K::FloatTensor))
+            return g.error(l) << "attention(q, k, v) needs three float "
+                                 "tensors";
+          if (a[4] || a[5])
+            return g.error(l) << "attention(q, k, v) creates no layers: "
+                                 "std: and name: belong to attention(x, "
+                                 "heads)";
+          return attentionQKV(g, l, x, *a[1], *a[2], causal, optDouble(a[6]));
+        }
+        if (!matches(*a[1], K::Int) || a[2] || a[6])
+          return g.error(l) << "attention takes (x, heads, causal:, std:, "
+                               "name:) with an integer heads, or (q, k, v, "
+                               "causal:, scale:) with three tensors";
         if (x.type().getRank() != 3)
           return g.error(l) << "attention needs x of shape [B, T, D], got "
                             << gt::formatType(x.type());
@@ -243,22 +356,22 @@ static void addSequenceBuiltins(llvm::StringMap<Builtin> &t) {
           return g.error(a[1]->loc)
                  << "heads = " << heads
                  << " must be positive and divide the model width " << *d;
-        FailureOr<std::string> name = g.layerName(l, "attn", a[4]);
+        FailureOr<std::string> name = g.layerName(l, "attn", a[5]);
         if (failed(name))
           return failure();
         FailureOr<Val> qkv = applyLinear(g, l, x, 3 * *d, true,
-                                         *name + ".c_attn", optDouble(a[3]));
+                                         *name + ".c_attn", optDouble(a[4]));
         if (failed(qkv))
           return failure();
         OpBuilder &b = g.getBuilder();
         FailureOr<Val> y = g.make<gt::AttentionOp>(
             l, qkv->tensor,
             {g.attr("heads", b.getI64IntegerAttr(heads)),
-             g.attr("causal", b.getBoolAttr(!a[2] || a[2]->b))});
+             g.attr("causal", b.getBoolAttr(causal))});
         if (failed(y))
           return failure();
         return applyLinear(g, l, *y, *d, true, *name + ".c_proj",
-                           optDouble(a[3]));
+                           optDouble(a[4]));
       }};
   t["embedding"] = {
       {req("ids", K::IndexTensor), req("table", K::Any), opt("dim", K::Int),
@@ -456,23 +569,7 @@ static void addBlockBuiltins(llvm::StringMap<Builtin> &t) {
             return failure();
           shape[*axis] += *n;
         }
-        RankedTensorType whole = first.clone(shape);
-        SmallVector<int64_t> offsets(first.getRank(), 0);
-        FailureOr<Val> sum = failure();
-        for (const Val &p : parts.elems) {
-          FailureOr<Val> placed = g.makeTyped<gt::PadOp>(
-              l, whole, p.tensor,
-              {g.attr("offsets", g.getBuilder().getI64ArrayAttr(offsets))});
-          if (failed(placed))
-            return failure();
-          offsets[*axis] += p.type().getDimSize(*axis);
-          sum = succeeded(sum)
-                    ? g.make<gt::AddOp>(l, {sum->tensor, placed->tensor})
-                    : placed;
-          if (failed(sum))
-            return failure();
-        }
-        return sum;
+        return concatParts(g, l, parts.elems, *axis, first.clone(shape));
       }};
 }
 

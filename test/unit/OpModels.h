@@ -121,6 +121,17 @@ inline const std::vector<OpModel> &opModels() {
     k = concat((h, w * x), axis: 1) * concat((x, x), axis: 1)
     loss = mean(j * x) + mean(k) + mean(c * c)
   })", 2, 3, 24},
+      // attention(q, k, v): grouped-query (4 heads over 2 K/V heads) after
+      // rope, and a given scale without the causal mask.
+      {"GroupedQueryAttention", R"(model m {
+    input x: f32[B, 5, 8]
+    q = reshape(linear(x, 8, bias: false), (-1, 5, 4, 2))
+    k = reshape(linear(x, 4, bias: false), (-1, 5, 2, 2))
+    v = reshape(linear(x, 4, bias: false), (-1, 5, 2, 2))
+    y = attention(rope(q), rope(k), v)
+    z = attention(q, k, v, causal: false, scale: 0.3)
+    loss = mean(reshape(y, (-1, 5, 8)) * x) + mean(z * z)
+  })", 2, 3, 24},
       {"CausalAndFullAttention", R"(model m {
     input x: f32[B, 5, 8]
     h = attention(x, heads: 2, causal: true)
