@@ -114,7 +114,7 @@ case "${1:-}" in
     gzip -9 -c build-static/bin/gtc-gpu-check > gpu-bundle/gtc-gpu-check.gz
     gzip -9 -c build-static/bin/gtc-runner > gpu-bundle/gtc-runner.gz
     cp /usr/share/datasets/fashion-mnist/*.gz gpu-bundle/fashion-mnist/
-    cp ../shared/bench/torch_reference.py ../shared/bench/torch_ddp.py gpu-bundle/ 2>/dev/null || true
+    cp ../shared/bench/torch_reference.py ../shared/bench/torch_ddp.py ../shared/bench/torch_llama.py gpu-bundle/ 2>/dev/null || true
     du -sh gpu-bundle
     ;;
   kernel-dump)
