@@ -237,12 +237,12 @@ static FailureOr<Val> attentionQKV(Generator &g, Loc l, const Val &q,
   if (qt.getRank() != 4 || kt != vt || kt.getRank() != 4 ||
       qt.getElementType() != kt.getElementType())
     return shapeError();
-  int64_t t = qt.getDimSize(1), heads = qt.getDimSize(2),
-          d = qt.getDimSize(3), kvHeads = kt.getDimSize(2);
+  int64_t t = qt.getDimSize(1), heads = qt.getDimSize(2), d = qt.getDimSize(3),
+          kvHeads = kt.getDimSize(2);
   if (ShapedType::isDynamic(t) || ShapedType::isDynamic(heads) ||
       ShapedType::isDynamic(d) || ShapedType::isDynamic(kvHeads) ||
-      kt.getDimSize(1) != t || kt.getDimSize(3) != d ||
-      heads % kvHeads != 0 || qt.getDimSize(0) != kt.getDimSize(0))
+      kt.getDimSize(1) != t || kt.getDimSize(3) != d || heads % kvHeads != 0 ||
+      qt.getDimSize(0) != kt.getDimSize(0))
     return shapeError();
   if (scale && !(*scale > 0))
     return g.error(l) << "attention's scale must be > 0, got " << *scale;
@@ -254,9 +254,9 @@ static FailureOr<Val> attentionQKV(Generator &g, Loc l, const Val &q,
     return failure();
   if (scale && *scale != 1.0 / std::sqrt(static_cast<double>(d))) {
     qf = g.make<gt::MulOp>(
-        l, {qf->tensor,
-            g.constant(*scale * std::sqrt(static_cast<double>(d)), et, l)
-                .tensor});
+        l,
+        {qf->tensor,
+         g.constant(*scale * std::sqrt(static_cast<double>(d)), et, l).tensor});
     if (failed(qf))
       return failure();
   }
@@ -283,10 +283,10 @@ static FailureOr<Val> attentionQKV(Generator &g, Loc l, const Val &q,
   if (failed(packed))
     return failure();
   OpBuilder &ob = g.getBuilder();
-  FailureOr<Val> y = g.make<gt::AttentionOp>(
-      l, packed->tensor,
-      {g.attr("heads", ob.getI64IntegerAttr(heads)),
-       g.attr("causal", ob.getBoolAttr(causal))});
+  FailureOr<Val> y =
+      g.make<gt::AttentionOp>(l, packed->tensor,
+                              {g.attr("heads", ob.getI64IntegerAttr(heads)),
+                               g.attr("causal", ob.getBoolAttr(causal))});
   if (failed(y))
     return failure();
   return g.makeTyped<gt::ReshapeOp>(l, qt, y->tensor);
@@ -520,13 +520,13 @@ static void addBlockBuiltins(llvm::StringMap<Builtin> &t) {
         int64_t start = a[1]->i < 0 ? a[1]->i + *n : a[1]->i;
         int64_t end = a[2]->i < 0 ? a[2]->i + *n : a[2]->i;
         if (start < 0 || end > *n || start >= end)
-          return g.error(l) << "slice(" << a[1]->i << ", " << a[2]->i
-                            << ") along axis " << *axis << " of "
-                            << gt::formatType(in)
-                            << " is empty or out of range: start and end "
-                               "(negative from the end) need 0 <= start < "
-                               "end <= "
-                            << *n;
+          return g.error(l)
+                 << "slice(" << a[1]->i << ", " << a[2]->i << ") along axis "
+                 << *axis << " of " << gt::formatType(in)
+                 << " is empty or out of range: start and end "
+                    "(negative from the end) need 0 <= start < "
+                    "end <= "
+                 << *n;
         SmallVector<int64_t> shape(in.getShape()), offsets(in.getRank(), 0);
         shape[*axis] = end - start;
         offsets[*axis] = start;
@@ -559,11 +559,11 @@ static void addBlockBuiltins(llvm::StringMap<Builtin> &t) {
           for (int64_t i = 0; fits && i < type.getRank(); ++i)
             fits = i == *axis || type.getDimSize(i) == first.getDimSize(i);
           if (!fits)
-            return g.error(l) << "concat along axis " << *axis
-                              << " needs parts of one dtype and rank that "
-                                 "agree on every other dimension, got "
-                              << gt::formatType(first) << " and "
-                              << gt::formatType(type);
+            return g.error(l)
+                   << "concat along axis " << *axis
+                   << " needs parts of one dtype and rank that "
+                      "agree on every other dimension, got "
+                   << gt::formatType(first) << " and " << gt::formatType(type);
           FailureOr<int64_t> n = g.staticDim(l, p, *axis, "concat");
           if (failed(n))
             return failure();

@@ -948,10 +948,11 @@ bool Emitter::padOrSlice() {
       a += (d ? ", " : "") + str(v[d]);
     return a + "};\n";
   };
-  std::string consts = "constexpr i64 N = " + str(n) +
-                       ";\nconstexpr int R = " + str(ys.size()) + ";\n" +
-                       array("XS", xs) + array("YS", ys) + array("SHIFT", shift);
-  std::string body = R"CU(  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < N;
+  std::string consts =
+      "constexpr i64 N = " + str(n) + ";\nconstexpr int R = " + str(ys.size()) +
+      ";\n" + array("XS", xs) + array("YS", ys) + array("SHIFT", shift);
+  std::string body =
+      R"CU(  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < N;
        i += (i64)gridDim.x * blockDim.x) {
     i64 rem = i, off = 0, stride = 1;
     bool inside = true;
@@ -966,8 +967,9 @@ bool Emitter::padOrSlice() {
     y[i] = inside ? (float)x[off] : 0.f;
   }
 )CU";
-  launch("", std::string(opName(k->op)) + " " + shapeStr(xs) + " -> " +
-                 shapeStr(ys) + " at " + shapeStr(k->intsAttr("offsets")),
+  launch("",
+         std::string(opName(k->op)) + " " + shapeStr(xs) + " -> " +
+             shapeStr(ys) + " at " + shapeStr(k->intsAttr("offsets")),
          {in(x, "x"), out(y, "y")}, 0, consts, body,
          std::min(ceilDiv(n, kBlock), kMaxGrid));
   return true;

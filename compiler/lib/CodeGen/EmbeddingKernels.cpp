@@ -191,16 +191,20 @@ bool Emitter::rope() {
                 positions = s[s.size() - 3], pairs = count(x) / 2;
   const bool interleaved = k->intAttr("interleaved", 0) != 0;
   std::string consts =
-      "constexpr i64 PAIRS = " + str(pairs) + ";\nconstexpr i64 HALF = " +
-      str(d / 2) + ";\nconstexpr i64 D = " + str(d) +
+      "constexpr i64 PAIRS = " + str(pairs) +
+      ";\nconstexpr i64 HALF = " + str(d / 2) +
+      ";\nconstexpr i64 D = " + str(d) +
       ";\nconstexpr i64 HEADS = " + str(heads) +
       ";\nconstexpr i64 POSITIONS = " + str(positions) +
       ";\nconstexpr float THETA = " + flt(k->floatAttr("theta", 10000.0)) +
-      ";\nconstexpr float SIGN = " + (k->intAttr("inverse", 0) ? "-1.0f" : "1.0f") +
+      ";\nconstexpr float SIGN = " +
+      (k->intAttr("inverse", 0) ? "-1.0f" : "1.0f") +
       ";  // -1: the inverse rotation (the gradient)\n"
-      "constexpr bool INTERLEAVED = " + (interleaved ? "true" : "false") +
+      "constexpr bool INTERLEAVED = " +
+      (interleaved ? "true" : "false") +
       ";  // pairs (2i, 2i + 1), else (i, i + HALF)\n";
-  std::string body = R"CU(  for (i64 e = (i64)blockIdx.x * blockDim.x + threadIdx.x; e < PAIRS;
+  std::string body =
+      R"CU(  for (i64 e = (i64)blockIdx.x * blockDim.x + threadIdx.x; e < PAIRS;
        e += (i64)gridDim.x * blockDim.x) {
     const i64 r = e / HALF, i = e % HALF;
     const float t = (float)(r / HEADS % POSITIONS);
@@ -215,8 +219,9 @@ bool Emitter::rope() {
     y[i2] = x2 * c + x1 * sn;
   }
 )CU";
-  launch("", "one thread per pair of " + str(pairs) + " (head_dim " + str(d) +
-                 (interleaved ? ", interleaved" : ", rotate-half") + ")",
+  launch("",
+         "one thread per pair of " + str(pairs) + " (head_dim " + str(d) +
+             (interleaved ? ", interleaved" : ", rotate-half") + ")",
          {in(x, "x"), out(y, "y")}, 0, consts, body,
          std::min(ceilDiv(pairs, kBlock), kMaxGrid));
   return true;

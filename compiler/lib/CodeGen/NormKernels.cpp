@@ -201,18 +201,16 @@ bool Emitter::normRegion() {
       // foldNorms) is the addend; f32 addition commutes.
       if (count(f.residual) < count(f.addend))
         std::swap(f.residual, f.addend);
-    } else if (sub.op == OpKind::Add && norm &&
-               isNormGrad(norm->op) && f.total < 0 &&
-               sub.inputs.size() == 2 &&
+    } else if (sub.op == OpKind::Add && norm && isNormGrad(norm->op) &&
+               f.total < 0 && sub.inputs.size() == 2 &&
                (in0 == y || sub.inputs[1] == y)) {
       f.residualGrad = in0 == y ? sub.inputs[1] : in0;
       f.total = out0;
     } else if (sub.op == OpKind::Cast && norm && in0 == f.total &&
                f.totalCast < 0) {
       f.totalCast = out0;
-    } else if (sub.op == OpKind::Cast && norm &&
-               isNormGrad(norm->op) && in0 == y &&
-               f.total < 0 && f.totalCast < 0) {
+    } else if (sub.op == OpKind::Cast && norm && isNormGrad(norm->op) &&
+               in0 == y && f.total < 0 && f.totalCast < 0) {
       f.totalCast = out0; // dx's cast, with no residual add
     } else if (sub.op == OpKind::SumTo && norm && f.biasGrad < 0 &&
                isNormGrad(norm->op) &&
@@ -221,11 +219,9 @@ bool Emitter::normRegion() {
                 (in0 == y && f.total < 0))) {
       f.biasGrad = out0;
       f.colSumOfCast = in0 == f.totalCast;
-    } else if (sub.op == OpKind::Cast && f.biasGrad >= 0 &&
-               in0 == f.biasGrad) {
+    } else if (sub.op == OpKind::Cast && f.biasGrad >= 0 && in0 == f.biasGrad) {
       f.biasGrad = out0;
-    } else if (sub.op == OpKind::Cast && norm &&
-               isNorm(norm->op) && in0 == y) {
+    } else if (sub.op == OpKind::Cast && norm && isNorm(norm->op) && in0 == y) {
       y = out0;
     } else {
       return fail(std::string("'") + opName(sub.op) +
@@ -315,7 +311,8 @@ bool Emitter::layernormGrad() {
       normConsts(d, rt, k->floatAttr("epsilon", centered ? 1e-5 : 1e-6),
                  centered) +
       "constexpr i64 SLOTS = " + str(slots) +
-      ";  // sets of column sums in the workspace\nconstexpr bool BLOCK_SUMS = " +
+      ";  // sets of column sums in the workspace\n"
+      "constexpr bool BLOCK_SUMS = " +
       (blockSums ? "true" : "false") + ";\n";
   std::string body = R"CU(  __shared__ double red[8];
   // This thread's share of dw, db and the bias gradient: columns

@@ -287,15 +287,13 @@ LogicalResult Differentiator::differentiate(Operation *op, Value dy) {
       })
       .Case<PadOp>([&](PadOp o) {
         // The padding is constant: its gradient is dropped.
-        accumulate(o.getInput(),
-                   SliceOp::create(b, loc, o.getInput().getType(), dy,
-                                   o.getOffsetsAttr()));
+        accumulate(o.getInput(), SliceOp::create(b, loc, o.getInput().getType(),
+                                                 dy, o.getOffsetsAttr()));
         return success();
       })
       .Case<SliceOp>([&](SliceOp o) {
-        accumulate(o.getInput(),
-                   PadOp::create(b, loc, o.getInput().getType(), dy,
-                                 o.getOffsetsAttr()));
+        accumulate(o.getInput(), PadOp::create(b, loc, o.getInput().getType(),
+                                               dy, o.getOffsetsAttr()));
         return success();
       })
       .Case<BroadcastOp>([&](BroadcastOp o) {

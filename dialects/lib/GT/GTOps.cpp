@@ -342,9 +342,9 @@ LogicalResult LinearOp::inferReturnTypes(MLIRContext *,
 
 /// gt.layernorm's and gt.rmsnorm's result: the input's type, with `[D]`
 /// parameters (weight, and the bias) for input rows of D, and epsilon > 0.
-static LogicalResult inferNormType(std::optional<Location> loc,
-                                   StringRef name, Value x,
-                                   ArrayRef<Value> params, FloatAttr epsilon,
+static LogicalResult inferNormType(std::optional<Location> loc, StringRef name,
+                                   Value x, ArrayRef<Value> params,
+                                   FloatAttr epsilon,
                                    SmallVectorImpl<Type> &types) {
   if (failed(checkSameElementType(loc, name, x, params)))
     return failure();
@@ -387,8 +387,7 @@ LogicalResult RopeOp::verify() {
   RankedTensorType x = getInput().getType();
   if (x.getRank() < 3)
     return emitOpError("input ")
-           << formatType(x)
-           << " must be [..., T, heads, head_dim] (rank >= 3)";
+           << formatType(x) << " must be [..., T, heads, head_dim] (rank >= 3)";
   int64_t d = x.getDimSize(x.getRank() - 1);
   if (ShapedType::isDynamic(d) || d % 2 != 0)
     return emitOpError("head_dim ")

@@ -512,21 +512,24 @@ template <typename T> void rope(Exec<T> &e, const Kernel &k) {
   std::vector<T> inv(half);
   for (int64_t i = 0; i < half; ++i)
     inv[i] = T(1) / std::pow(theta, static_cast<T>(2 * i) / static_cast<T>(d));
-  parallelFor(rows, [&](int64_t lo, int64_t hi) {
-    for (int64_t r = lo; r < hi; ++r) {
-      const T t = static_cast<T>(r / heads % positions);
-      const T *xr = x + r * d;
-      T *yr = y + r * d;
-      for (int64_t i = 0; i < half; ++i) {
-        const T a = t * inv[i], c = std::cos(a), sn = sign * std::sin(a);
-        const int64_t i1 = interleaved ? 2 * i : i;
-        const int64_t i2 = interleaved ? 2 * i + 1 : i + half;
-        const T x1 = xr[i1], x2 = xr[i2];
-        yr[i1] = x1 * c - x2 * sn;
-        yr[i2] = x2 * c + x1 * sn;
-      }
-    }
-  }, 8);
+  parallelFor(
+      rows,
+      [&](int64_t lo, int64_t hi) {
+        for (int64_t r = lo; r < hi; ++r) {
+          const T t = static_cast<T>(r / heads % positions);
+          const T *xr = x + r * d;
+          T *yr = y + r * d;
+          for (int64_t i = 0; i < half; ++i) {
+            const T a = t * inv[i], c = std::cos(a), sn = sign * std::sin(a);
+            const int64_t i1 = interleaved ? 2 * i : i;
+            const int64_t i2 = interleaved ? 2 * i + 1 : i + half;
+            const T x1 = xr[i1], x2 = xr[i2];
+            yr[i1] = x1 * c - x2 * sn;
+            yr[i2] = x2 * c + x1 * sn;
+          }
+        }
+      },
+      8);
 }
 
 /// Splits a shape around `axis` into (outer, n, inner).
