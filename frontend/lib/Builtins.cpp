@@ -106,7 +106,55 @@ static void addElementwiseBuiltins(llvm::StringMap<Builtin> &t) {
       }};
 }
 
-/// The builtins of model blocks: linear, matmul, transpose and layernorm.
+/// layernorm(x, eps:, name:) and rmsnorm(x, eps:, name:): a norm over the
+/// last dimension D (fixed) with a NAME.weight [D] of ones, and for
+/// layernorm a NAME.bias [D] of zeros.
+struct LayerNormKind {
+  using Op = gt::LayerNormOp;
+  static constexpr const char *name = "layernorm", *shortName = "ln";
+  static constexpr bool bias = true;
+  static constexpr double eps = 1e-5;
+};
+struct RmsNormKind {
+  using Op = gt::RmsNormOp;
+  static constexpr const char *name = "rmsnorm", *shortName = "norm";
+  static constexpr bool bias = false;
+  static constexpr double eps = 1e-6;
+};
+
+template <typename Kind> static Builtin normBuiltin() {
+  return {
+      {req("x", K::FloatTensor), opt("eps", K::Number), opt("name", K::Str)},
+      [](Generator &g, Loc l, Bound &a) -> FailureOr<Val> {
+        const Val &x = *a[0];
+        if (x.type().getRank() < 1)
+          return g.error(l) << Kind::name << " needs a tensor of rank >= 1";
+        FailureOr<int64_t> d =
+            g.staticDim(l, x, x.type().getRank() - 1, Kind::name);
+        if (failed(d))
+          return failure();
+        FailureOr<std::string> name = g.layerName(l, Kind::shortName, a[2]);
+        if (failed(name))
+          return failure();
+        Type et = x.type().getElementType();
+        SmallVector<Value> operands = {x.tensor};
+        for (auto [suffix, init] :
+             {std::pair{".weight", "ones"}, std::pair{".bias", "zeros"}}) {
+          if (!Kind::bias && StringRef(suffix) == ".bias")
+            break;
+          FailureOr<Val> p = g.makeParam(l, *name + suffix, {*d}, et, init, {});
+          if (failed(p))
+            return failure();
+          operands.push_back(p->tensor);
+        }
+        double eps = a[1] ? a[1]->asDouble() : Kind::eps;
+        return g.make<typename Kind::Op>(
+            l, operands,
+            {g.attr("epsilon", g.getBuilder().getF64FloatAttr(eps))});
+      }};
+}
+
+/// The builtins of model blocks: linear, matmul, transpose and the norms.
 static void addLayerBuiltins(llvm::StringMap<Builtin> &t) {
   t["linear"] = {{req("x", K::FloatTensor), req("out", K::Int),
                   opt("bias", K::Bool), opt("std", K::Number),
@@ -147,54 +195,8 @@ static void addLayerBuiltins(llvm::StringMap<Builtin> &t) {
             l, a[0]->tensor,
             {g.attr("permutation", g.getBuilder().getI64ArrayAttr(perm))});
       }};
-  t["layernorm"] = {
-      {req("x", K::FloatTensor), opt("eps", K::Number), opt("name", K::Str)},
-      [](Generator &g, Loc l, Bound &a) -> FailureOr<Val> {
-        const Val &x = *a[0];
-        if (x.type().getRank() < 1)
-          return g.error(l) << "layernorm needs a tensor of rank >= 1";
-        FailureOr<int64_t> d =
-            g.staticDim(l, x, x.type().getRank() - 1, "layernorm");
-        if (failed(d))
-          return failure();
-        FailureOr<std::string> name = g.layerName(l, "ln", a[2]);
-        if (failed(name))
-          return failure();
-        Type et = x.type().getElementType();
-        FailureOr<Val> w =
-            g.makeParam(l, *name + ".weight", {*d}, et, "ones", {});
-        FailureOr<Val> b = succeeded(w) ? g.makeParam(l, *name + ".bias", {*d},
-                                                      et, "zeros", {})
-                                        : FailureOr<Val>(failure());
-        if (failed(b))
-          return failure();
-        double eps = a[1] ? a[1]->asDouble() : 1e-5;
-        return g.make<gt::LayerNormOp>(
-            l, {x.tensor, w->tensor, b->tensor},
-            {g.attr("epsilon", g.getBuilder().getF64FloatAttr(eps))});
-      }};
-  t["rmsnorm"] = {
-      {req("x", K::FloatTensor), opt("eps", K::Number), opt("name", K::Str)},
-      [](Generator &g, Loc l, Bound &a) -> FailureOr<Val> {
-        const Val &x = *a[0];
-        if (x.type().getRank() < 1)
-          return g.error(l) << "rmsnorm needs a tensor of rank >= 1";
-        FailureOr<int64_t> d =
-            g.staticDim(l, x, x.type().getRank() - 1, "rmsnorm");
-        if (failed(d))
-          return failure();
-        FailureOr<std::string> name = g.layerName(l, "norm", a[2]);
-        if (failed(name))
-          return failure();
-        FailureOr<Val> w = g.makeParam(l, *name + ".weight", {*d},
-                                       x.type().getElementType(), "ones", {});
-        if (failed(w))
-          return failure();
-        double eps = a[1] ? a[1]->asDouble() : 1e-6;
-        return g.make<gt::RmsNormOp>(
-            l, {x.tensor, w->tensor},
-            {g.attr("epsilon", g.getBuilder().getF64FloatAttr(eps))});
-      }};
+  t["layernorm"] = normBuiltin<LayerNormKind>();
+  t["rmsnorm"] = normBuiltin<RmsNormKind>();
 }
 
 /// torch.cat of `parts` along `axis` into `whole`: each part placed at its

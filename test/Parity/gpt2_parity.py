@@ -18,16 +18,13 @@ unseen batch with the PyTorch-trained model's: weights move both ways.
 Prints one line per checked quantity and "parity: PASS" or exits non-zero.
 Needs torch and numpy; the gtc binary is --gtc (default: gtc on PATH).
 """
-import argparse
 import math
-import os
-import re
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from parity_common import parity, train_block
+from parity_common import arguments, example_source, parity
 
 SIZES = {
     "small": dict(V=512, T=64, D=64, H=4, L=2, B=4, lr=1e-3),
@@ -126,36 +123,9 @@ def initialize(model, c):
                 p.copy_(std * torch.randn(p.shape, generator=g))
 
 
-def gt_source(c, precision, data, lr):
-    src = open(os.path.join(os.path.dirname(__file__), "..", "..",
-                            "examples", "gpt2.gt")).read()
-    src, n = re.subn(r"let V = \d+, T = \d+, D = \d+, H = \d+, L = \d+",
-                     "let V = {V}, T = {T}, D = {D}, H = {H}, L = {L}"
-                     .format(**c), src)
-    assert n == 1, "examples/gpt2.gt no longer has the expected let line"
-    return src[:src.index("train {")] + train_block(c, precision, data, lr)
-
-
 # -------------------------------------------------------------------- main
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--gtc", default="gtc")
-    ap.add_argument("--size", choices=SIZES, default="small")
-    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
-    ap.add_argument("--gtc-precision", choices=["fp32", "bf16"],
-                    help="gtc's, when not --precision (to show that a "
-                    "tolerance can fail)")
-    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    ap.add_argument("--dir", help="keep the files here (default: a temporary "
-                    "directory)")
-    ap.add_argument("--lr", type=float, help="peak learning rate (default: "
-                    "1e-3 small, 1e-4 full)")
-    ap.add_argument("--tol", type=float, help="relative tolerance (default: "
-                    "1e-4 fp32, 2e-2 bf16)")
-    args = ap.parse_args()
-    c = SIZES[args.size]
-    lr = args.lr or c["lr"]
-    tol = args.tol or (1e-4 if args.precision == "fp32" else 2e-2)
+    args, c, lr, tol = arguments(__doc__, SIZES)
 
     def make_model():
         model = GPT(c)
@@ -164,7 +134,8 @@ def main():
 
     # lm_head.weight is saved as nanoGPT's (tied), and gtc has it as wte.
     parity(args, c, lr, tol, make_model,
-           lambda data, precision: gt_source(c, precision, data, lr),
+           lambda data, precision: example_source(
+               "gpt2.gt", "VTDHL", c, precision, data, lr),
            expect_missing=["lm_head.weight"])
 
 

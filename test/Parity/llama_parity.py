@@ -16,16 +16,13 @@ loss; gtc's saved weights then load into the PyTorch model (parity_common.py).
 
 Prints one line per checked quantity and "parity: PASS" or exits non-zero.
 """
-import argparse
 import math
-import os
-import re
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from parity_common import parity, train_block
+from parity_common import arguments, example_source, parity
 
 SIZES = {
     "small": dict(V=256, T=32, D=64, H=4, KV=2, FF=128, L=2, B=4, lr=1e-3),
@@ -181,37 +178,10 @@ def initialize(model):
                 p.copy_(0.02 * torch.randn(p.shape, generator=g))
 
 
-def gt_source(c, precision, data, lr):
-    src = open(os.path.join(os.path.dirname(__file__), "..", "..",
-                            "examples", "llama.gt")).read()
-    src, n = re.subn(
-        r"let V = \d+, T = \d+, D = \d+, H = \d+, KV = \d+, FF = \d+, L = \d+",
-        "let V = {V}, T = {T}, D = {D}, H = {H}, KV = {KV}, FF = {FF}, "
-        "L = {L}".format(**c), src)
-    assert n == 1, "examples/llama.gt no longer has the expected let line"
-    return src[:src.index("train {")] + train_block(c, precision, data, lr)
-
-
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--gtc", default="gtc")
-    ap.add_argument("--size", choices=SIZES, default="small")
-    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
-    ap.add_argument("--gtc-precision", choices=["fp32", "bf16"],
-                    help="gtc's, when not --precision (to show that a "
-                    "tolerance can fail)")
-    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    ap.add_argument("--hf", action="store_true",
-                    help="against transformers.LlamaForCausalLM")
-    ap.add_argument("--tol", type=float, help="relative tolerance (default: "
-                    "1e-4 fp32, 2e-2 bf16)")
-    ap.add_argument("--dir", help="keep the files here (default: a temporary "
-                    "directory)")
-    ap.add_argument("--lr", type=float, help="peak learning rate")
-    args = ap.parse_args()
-    c = SIZES[args.size]
-    lr = args.lr or c["lr"]
-    tol = args.tol or (1e-4 if args.precision == "fp32" else 2e-2)
+    args, c, lr, tol = arguments(__doc__, SIZES, lambda ap: ap.add_argument(
+        "--hf", action="store_true",
+        help="against transformers.LlamaForCausalLM"))
 
     def make_model():
         torch.manual_seed(0)
@@ -220,7 +190,9 @@ def main():
         return model
 
     parity(args, c, lr, tol, make_model,
-           lambda data, precision: gt_source(c, precision, data, lr))
+           lambda data, precision: example_source(
+               "llama.gt", ["V", "T", "D", "H", "KV", "FF", "L"], c,
+               precision, data, lr))
 
 
 if __name__ == "__main__":

@@ -2,9 +2,11 @@
 and token files, the batches of `shuffle = false`, gtc's schedule, the run of
 gtc and of the PyTorch model on the same batches, and the comparison of their
 losses and of gtc's saved weights loaded back into PyTorch."""
+import argparse
 import json
 import math
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -199,3 +201,38 @@ def parity(args, c, lr, tol, make_model, source, expect_missing=()):
     ok &= held <= tol
     print("parity:", "PASS" if ok else "FAIL")
     sys.exit(0 if ok else 1)
+
+
+def arguments(doc, sizes, extra=lambda ap: None):
+    """The parity scripts' options; returns (args, size, lr, tolerance)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+    ap.add_argument("--gtc", default="gtc")
+    ap.add_argument("--size", choices=sizes, default="small")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    ap.add_argument("--gtc-precision", choices=["fp32", "bf16"],
+                    help="gtc's, when not --precision (to show that a "
+                    "tolerance can fail)")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--dir", help="keep the files here (default: a temporary "
+                    "directory)")
+    ap.add_argument("--lr", type=float, help="peak learning rate (default: "
+                    "the size's)")
+    ap.add_argument("--tol", type=float, help="relative tolerance (default: "
+                    "1e-4 fp32, 2e-2 bf16)")
+    extra(ap)
+    args = ap.parse_args()
+    c = sizes[args.size]
+    tol = args.tol or (1e-4 if args.precision == "fp32" else 2e-2)
+    return args, c, args.lr or c["lr"], tol
+
+
+def example_source(example, let_names, c, precision, data, lr):
+    """examples/EXAMPLE with its `let` line set to size `c`, and the parity
+    train block."""
+    src = open(os.path.join(os.path.dirname(__file__), "..", "..",
+                            "examples", example)).read()
+    pattern = ", ".join(f"{n} = \\d+" for n in let_names)
+    src, n = re.subn("let " + pattern, "let " + ", ".join(
+        f"{n} = {c[n]}" for n in let_names), src)
+    assert n == 1, f"examples/{example} no longer has the expected let line"
+    return src[:src.index("train {")] + train_block(c, precision, data, lr)
