@@ -371,7 +371,7 @@ CONFIG=llama124m MODES=bf16,compile timeout 400 python3 "$B/torch_llama.py" > "$
 { tail -1 "$OUT/llama-bench.txt"; grep "predicted peak" "$OUT/llama-plan.txt"; grep '^{' "$OUT/llama-torch.txt"; } | tee "$OUT/bench-llama.txt"
 # Where the step's time goes, by kind of kernel (launches one by one).
 "$GTC" run examples/llama.gt --device cuda --bench 10 --profile "$OUT/llama-profile.json" > "$OUT/llama-profile.txt" 2>&1
-grep -A24 "kinds of kernel\|by kind" "$OUT/llama-profile.txt" | head -40
+grep -A30 "^kernel  " "$OUT/llama-profile.txt" | head -32
 fi
 if [ "$ONLY" = all ] || [ "$ONLY" = compile ]; then
 # 7. gtc compile: standalone executables, run from a directory without gtc,
