@@ -4,16 +4,14 @@
 #define GTC_PLAN_PIPELINE_H
 
 #include "gtc/Runtime/Plan.h"
+#include "gtc/Transforms/Passes.h"
 #include "mlir/IR/BuiltinOps.h"
 
 namespace gtc {
 
 /// gt-bucket's bucket size for data parallelism unless --bucket-size says
-/// (as gt-bucket's own default). PyTorch DDP's 25 MiB made GPT-2 124M's
-/// data-parallel step on 2 GPUs 0.1-0.3 ms slower than 64 MiB at 4 and 16
-/// sequences a GPU: each NCCL call holds SMs beside the backward for longer
-/// than its bytes take (test/bench/NOTES.md, twenty-fourth session).
-inline constexpr int64_t kDefaultBucketBytes = int64_t(64) << 20;
+/// (gt-bucket's own default, Passes.h).
+using mlir::gt::kDefaultBucketBytes;
 
 /// What to compile a module for: the train block's settings that a run
 /// option overrides, resolved (gtc::resolveSettings, Settings.h); the

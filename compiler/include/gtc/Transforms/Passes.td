@@ -198,14 +198,14 @@ def GtBucketPass : Pass<"gt-bucket", "mlir::func::FuncOp"> {
     that computes its last gradient, so that a bucket's communication can
     start while the backward goes on; the `gt.gradient` ops move after
     their bucket and read its results. Like PyTorch DDP's gradient buckets
-    (64 MiB by default; PyTorch's are 25 MiB, which measured slower on GPUs:
-    gtc::kDefaultBucketBytes). Runs last, after gt-fuse; gtc runs it only in
+    (64 MiB by default, kDefaultBucketBytes in Passes.h; PyTorch's are 25 MiB,
+    which measured slower on GPUs). Runs last, after gt-fuse; gtc runs it only in
     processes of a data-parallel run without gradient accumulation.
 
     Example: `gtc-opt --gt-bucket=bucket-bytes=1048576`.
   }];
   let options = [
-    Option<"bucketBytes", "bucket-bytes", "int64_t", "int64_t(64) << 20",
+    Option<"bucketBytes", "bucket-bytes", "int64_t", "::mlir::gt::kDefaultBucketBytes",
            "The largest bucket, in bytes (a larger gradient is a bucket alone)">
   ];
   let dependentDialects = ["mlir::gt::GTDialect"];

@@ -35,7 +35,7 @@ struct RunArgs {
   /// --shard: "optimizer" or "none"; empty for the train block's setting.
   std::string shard;
   /// --bucket-size: bytes of a gradient bucket of a data-parallel run
-  /// (gt-bucket); 0 when not given (gtc::kDefaultBucketBytes, 64 MiB).
+  /// (gt-bucket); 0 when not given (gt-bucket's kDefaultBucketBytes, 64 MiB).
   int64_t bucketBytes = 0;
   int64_t bench = 0;     ///< --bench N: time N steps instead of training
   bool explain = false, noPad = false, padAll = false, noFuse = false,
