@@ -929,18 +929,14 @@ bool Emitter::transpose() {
 }
 
 /// CpuExecutor's padOrSlice(): y[c] = x[c + shift] where that is inside x,
-/// else 0 (a slice's shift is its offsets, a pad's minus its offsets).
+/// else 0 (Kernel::padShift).
 bool Emitter::padOrSlice() {
   int x = k->inputs[0], y = k->outputs[0];
   const auto &xs = shape(x), &ys = shape(y);
   if (xs.size() != ys.size() || xs.empty() ||
       plan.buffers[x].dtype != plan.buffers[y].dtype || !isFloat(y))
     return fail("pad/slice needs float tensors of one rank and type");
-  std::vector<int64_t> shift = k->intsAttr("offsets");
-  shift.resize(ys.size(), 0);
-  if (k->op == OpKind::Pad)
-    for (int64_t &s : shift)
-      s = -s;
+  const std::vector<int64_t> shift = k->padShift(ys.size());
   int64_t n = count(y);
   auto array = [&](const char *name, const std::vector<int64_t> &v) {
     std::string a = "__device__ constexpr i64 " + std::string(name) + "[R] = {";

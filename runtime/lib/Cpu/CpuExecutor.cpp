@@ -764,19 +764,9 @@ template <typename T> void broadcast(Exec<T> &e, const Kernel &k) {
   }, 4096);
 }
 
-/// The shift from a pad's or slice's result coordinates to its input's, one
-/// a dimension: a slice reads its input at +offsets, a pad at -offsets.
-std::vector<int64_t> padShift(const Kernel &k, size_t rank) {
-  std::vector<int64_t> shift = k.intsAttr("offsets");
-  shift.resize(rank, 0);
-  if (k.op == OpKind::Pad)
-    for (int64_t &s : shift)
-      s = -s;
-  return shift;
-}
-
 /// pad and slice: y[c] = x[c + shift] where that is inside x, else 0 (the
-/// shapes have one rank; slice's y lies in x, pad's x in y; padShift).
+/// shapes have one rank; slice's y lies in x, pad's x in y;
+/// Kernel::padShift).
 template <typename T> void padOrSlice(Exec<T> &e, const Kernel &k) {
   const Plan &p = e.plan();
   const auto &xs = shapeOf(p, k.inputs[0]);
@@ -784,7 +774,7 @@ template <typename T> void padOrSlice(Exec<T> &e, const Kernel &k) {
   if (xs.size() != ys.size())
     throw RuntimeError(std::string(opName(k.op)) + " between ranks " + std::to_string(xs.size()) +
                        " and " + std::to_string(ys.size()));
-  const std::vector<int64_t> shift = padShift(k, ys.size());
+  const std::vector<int64_t> shift = k.padShift(ys.size());
   const T *x = e.floats(k.inputs[0]);
   T *y = e.floats(k.outputs[0]);
   // Row by row (the last dimension): zeros, the part inside x, zeros.

@@ -265,6 +265,15 @@ std::vector<int64_t> Kernel::intsAttr(const std::string &key) const {
   return it == attrs.end() ? std::vector<int64_t>{} : it->second.ints;
 }
 
+std::vector<int64_t> Kernel::padShift(size_t rank) const {
+  std::vector<int64_t> shift = intsAttr("offsets");
+  shift.resize(rank, 0);
+  if (op == OpKind::Pad)
+    for (int64_t &s : shift)
+      s = -s;
+  return shift;
+}
+
 int64_t Plan::parameterCount() const {
   int64_t n = 0;
   for (const Param &p : params)

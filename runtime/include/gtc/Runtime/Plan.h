@@ -109,6 +109,10 @@ struct Kernel {
   double floatAttr(const std::string &key, double fallback) const;
   std::string strAttr(const std::string &key, const std::string &fallback) const;
   std::vector<int64_t> intsAttr(const std::string &key) const;
+  /// A pad's or slice's shift from its result's coordinates to its
+  /// input's, one a dimension of `rank`: a slice reads its input at
+  /// +offsets, a pad at -offsets.
+  std::vector<int64_t> padShift(size_t rank) const;
 };
 
 /// A trainable parameter: its buffer, gradient buffer and initializer.
