@@ -325,13 +325,16 @@ static void addSequenceBuiltins(llvm::StringMap<Builtin> &t) {
              g.attr("interleaved", b.getBoolAttr(interleaved))});
       }};
   // attention(x, heads, causal:, std:, name:), GPT-2's block with its
-  // layers, or attention(q, k, v, causal:, scale:) on given heads.
+  // layers, or attention(q, k, v, causal:, scale:) on given heads. The third
+  // positional argument is v, or GPT-2's causal when it is a boolean.
   t["attention"] = {
       {req("x", K::FloatTensor), req("heads", K::Any), opt("v", K::Any),
        opt("causal", K::Bool), opt("std", K::Number), opt("name", K::Str),
        opt("scale", K::Number)},
       [](Generator &g, Loc l, Bound &a) -> FailureOr<Val> {
         const Val &x = *a[0];
+        if (a[2] && a[2]->kind == Val::Kind::Bool && !a[3])
+          std::swap(a[2], a[3]); // attention(x, heads, false)
         const bool causal = !a[3] || a[3]->b;
         if (matches(*a[1], K::FloatTensor)) {
           if (!a[2] || !matches(*a[2], K::FloatTensor))
