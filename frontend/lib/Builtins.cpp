@@ -248,50 +248,21 @@ static FailureOr<Val> attentionQKV(Generator &g, Loc l, const Val &q,
     return shapeError();
   if (scale && !(*scale > 0))
     return g.error(l) << "attention's scale must be > 0, got " << *scale;
-  int64_t b = qt.getDimSize(0), width = heads * d;
-  Type et = qt.getElementType();
-  auto rows = RankedTensorType::get({b, t, width}, et);
-  FailureOr<Val> qf = g.makeTyped<gt::ReshapeOp>(l, rows, q.tensor);
-  if (failed(qf))
-    return failure();
+  Val qs = q;
   if (scale && *scale != 1.0 / std::sqrt(static_cast<double>(d))) {
-    qf = g.make<gt::MulOp>(
-        l,
-        {qf->tensor,
-         g.constant(*scale * std::sqrt(static_cast<double>(d)), et, l).tensor});
-    if (failed(qf))
+    FailureOr<Val> scaled = g.make<gt::MulOp>(
+        l, {q.tensor, g.constant(*scale * std::sqrt(static_cast<double>(d)),
+                                 qt.getElementType(), l)
+                          .tensor});
+    if (failed(scaled))
       return failure();
+    qs = *scaled;
   }
-  // K and V with each of their heads repeated H / Hkv times, as rows.
-  auto repeated = [&](const Val &x) -> FailureOr<Val> {
-    if (kvHeads == heads)
-      return g.makeTyped<gt::ReshapeOp>(l, rows, x.tensor);
-    int64_t group = heads / kvHeads;
-    FailureOr<Val> one = g.makeTyped<gt::ReshapeOp>(
-        l, RankedTensorType::get({b, t, kvHeads, 1, d}, et), x.tensor);
-    if (failed(one))
-      return failure();
-    FailureOr<Val> all = g.makeTyped<gt::BroadcastOp>(
-        l, RankedTensorType::get({b, t, kvHeads, group, d}, et), one->tensor);
-    if (failed(all))
-      return failure();
-    return g.makeTyped<gt::ReshapeOp>(l, rows, all->tensor);
-  };
-  FailureOr<Val> kf = repeated(k), vf = repeated(v);
-  if (failed(kf) || failed(vf))
-    return failure();
-  FailureOr<Val> packed = concatParts(
-      g, l, {*qf, *kf, *vf}, 2, RankedTensorType::get({b, t, 3 * width}, et));
-  if (failed(packed))
-    return failure();
   OpBuilder &ob = g.getBuilder();
-  FailureOr<Val> y =
-      g.make<gt::AttentionOp>(l, packed->tensor,
-                              {g.attr("heads", ob.getI64IntegerAttr(heads)),
-                               g.attr("causal", ob.getBoolAttr(causal))});
-  if (failed(y))
-    return failure();
-  return g.makeTyped<gt::ReshapeOp>(l, qt, y->tensor);
+  return g.make<gt::AttentionOp>(
+      l, {qs.tensor, k.tensor, v.tensor},
+      {g.attr("heads", ob.getI64IntegerAttr(heads)),
+       g.attr("causal", ob.getBoolAttr(causal))});
 }
 
 /// The builtins of model blocks over sequences: attention, embedding and

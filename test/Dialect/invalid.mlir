@@ -211,10 +211,46 @@ func.func @attention_zero_heads(%qkv: tensor<2x4x6xf32>) {
 
 // -----
 
+// attention on q, k, v: the key heads divide the query heads.
+func.func @attention_kv_heads(%q: tensor<2x4x6x8xf32>, %k: tensor<2x4x4x8xf32>) {
+  // expected-error @+1 {{'attention' needs q [B, T, H, d] and k, v [B, T, Hkv, d] of one dtype with Hkv dividing H and T, H, d fixed, got f32[2, 4, 6, 8], f32[2, 4, 4, 8], f32[2, 4, 4, 8]}}
+  %0, %1 = gt.attention %q, %k, %k <{heads = 6 : i64}> : tensor<2x4x6x8xf32>, tensor<2x4x4x8xf32>, tensor<2x4x4x8xf32>
+  return
+}
+
+// -----
+
+// attention on q, k, v: heads is q's.
+func.func @attention_qkv_heads(%q: tensor<2x4x6x8xf32>, %k: tensor<2x4x2x8xf32>) {
+  // expected-error @+1 {{'attention' heads = 3 must be q's heads 6}}
+  %0, %1 = gt.attention %q, %k, %k <{heads = 3 : i64}> : tensor<2x4x6x8xf32>, tensor<2x4x2x8xf32>, tensor<2x4x2x8xf32>
+  return
+}
+
+// -----
+
+// attention takes one or three operands.
+func.func @attention_two(%q: tensor<2x4x6xf32>) {
+  // expected-error @+1 {{'attention' takes packed qkv or q, k, v, got 2 operands}}
+  %0, %1 = gt.attention %q, %q <{heads = 1 : i64}> : tensor<2x4x6xf32>, tensor<2x4x6xf32>
+  return
+}
+
+// -----
+
+// attention_grad: the gradient has the output's type.
+func.func @attention_grad_dy(%dy: tensor<2x4x6x4xf32>, %q: tensor<2x4x6x8xf32>, %k: tensor<2x4x2x8xf32>, %lse: tensor<2x6x4xf32>) {
+  // expected-error @+1 {{'gt.attention_grad' op gradient f32[2, 4, 6, 4] does not match the output f32[2, 4, 6, 8] of attention on f32[2, 4, 6, 8], f32[2, 4, 2, 8], f32[2, 4, 2, 8]}}
+  %0:3 = gt.attention_grad %dy, %dy, %lse, %q, %k, %k <{heads = 6 : i64}> : tensor<2x4x6x4xf32>, tensor<2x6x4xf32>, tensor<2x4x6x8xf32>, tensor<2x4x2x8xf32>, tensor<2x4x2x8xf32>
+  return
+}
+
+// -----
+
 // attention_grad: lse is the forward's [B, H, T] statistics.
 func.func @attention_grad_lse(%dy: tensor<2x4x6xf32>, %qkv: tensor<2x4x18xf32>, %lse: tensor<2x4x2xf32>) {
   // expected-error @+1 {{'gt.attention_grad' op lse f32[2, 4, 2] does not match the f32[2, 2, 4] of attention on f32[2, 4, 18]}}
-  %0 = gt.attention_grad %dy, %qkv, %dy, %lse <{heads = 2 : i64}> : tensor<2x4x6xf32>, tensor<2x4x18xf32>, tensor<2x4x2xf32>
+  %0 = gt.attention_grad %dy, %dy, %lse, %qkv <{heads = 2 : i64}> : tensor<2x4x6xf32>, tensor<2x4x2xf32>, tensor<2x4x18xf32>
   return
 }
 

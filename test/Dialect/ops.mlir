@@ -57,8 +57,8 @@ func.func @all_ops() -> tensor<f32> attributes {gt.model} {
   %qkv = gt.linear %12, %w : tensor<?x4x8xf32>, tensor<24x8xf32>
   // CHECK: %[[ATT:[^ ,]*]], %[[LSE:.*]] = gt.attention %[[QKV]] <{heads = 2 : i64}> : tensor<?x4x24xf32>
   %13, %lse = gt.attention %qkv <{heads = 2 : i64}> : tensor<?x4x24xf32>
-  // CHECK: gt.attention_grad %[[ATT]], %[[QKV]], %[[ATT]], %[[LSE]] <{heads = 2 : i64}> : tensor<?x4x8xf32>, tensor<?x4x24xf32>, tensor<?x2x4xf32>
-  %dqkv = gt.attention_grad %13, %qkv, %13, %lse <{heads = 2 : i64}> : tensor<?x4x8xf32>, tensor<?x4x24xf32>, tensor<?x2x4xf32>
+  // CHECK: gt.attention_grad %[[ATT]], %[[ATT]], %[[LSE]], %[[QKV]] <{heads = 2 : i64}> : tensor<?x4x8xf32>, tensor<?x2x4xf32>, tensor<?x4x24xf32>
+  %dqkv = gt.attention_grad %13, %13, %lse, %qkv <{heads = 2 : i64}> : tensor<?x4x8xf32>, tensor<?x2x4xf32>, tensor<?x4x24xf32>
   // CHECK: gt.linear %{{.*}}, %[[W]], %{{.*}} : tensor<?x4x8xf32>, tensor<24x8xf32>, tensor<24xf32>
   %bias = gt.param "bias" = "zeros" [] : tensor<24xf32>
   %14 = gt.linear %13, %w, %bias : tensor<?x4x8xf32>, tensor<24x8xf32>, tensor<24xf32>
@@ -99,4 +99,17 @@ func.func @pad_slice(%x: tensor<4x1001xbf16>) -> tensor<4x1001xbf16> {
   %p = gt.pad %x : tensor<4x1001xbf16> -> tensor<8x1008xbf16>
   %s = gt.slice %p : tensor<8x1008xbf16> -> tensor<4x1001xbf16>
   return %s : tensor<4x1001xbf16>
+}
+
+// Grouped-query attention on separate q, k, v (6 query heads read 2 key
+// heads) and its gradient.
+// CHECK-LABEL: func.func @grouped_query_attention
+// CHECK-SAME: (%[[Q:[^:]*]]: tensor<?x4x6x8xbf16>, %[[K:[^:]*]]: tensor<?x4x2x8xbf16>, %[[V:[^:]*]]: tensor<?x4x2x8xbf16>)
+func.func @grouped_query_attention(%q: tensor<?x4x6x8xbf16>, %k: tensor<?x4x2x8xbf16>, %v: tensor<?x4x2x8xbf16>) -> (tensor<?x4x6x8xbf16>, tensor<?x4x2x8xbf16>, tensor<?x4x2x8xbf16>) {
+  // CHECK: %[[Y:[^ ,]*]], %[[LSE:.*]] = gt.attention %[[Q]], %[[K]], %[[V]] <{causal = false, heads = 6 : i64}> : tensor<?x4x6x8xbf16>, tensor<?x4x2x8xbf16>, tensor<?x4x2x8xbf16>
+  %y, %lse = gt.attention %q, %k, %v <{heads = 6 : i64, causal = false}> : tensor<?x4x6x8xbf16>, tensor<?x4x2x8xbf16>, tensor<?x4x2x8xbf16>
+  // CHECK: %[[D:[^ ,:]*]]:3 = gt.attention_grad %[[Y]], %[[Y]], %[[LSE]], %[[Q]], %[[K]], %[[V]] <{causal = false, heads = 6 : i64}> : tensor<?x4x6x8xbf16>, tensor<?x6x4xf32>, tensor<?x4x6x8xbf16>, tensor<?x4x2x8xbf16>, tensor<?x4x2x8xbf16>
+  %d:3 = gt.attention_grad %y, %y, %lse, %q, %k, %v <{heads = 6 : i64, causal = false}> : tensor<?x4x6x8xbf16>, tensor<?x6x4xf32>, tensor<?x4x6x8xbf16>, tensor<?x4x2x8xbf16>, tensor<?x4x2x8xbf16>
+  // CHECK: return %[[D]]#0, %[[D]]#1, %[[D]]#2
+  return %d#0, %d#1, %d#2 : tensor<?x4x6x8xbf16>, tensor<?x4x2x8xbf16>, tensor<?x4x2x8xbf16>
 }

@@ -85,11 +85,11 @@ func.func @residual() -> tensor<f32> attributes {gt.model} {
 // CHECK-LABEL: func.func @attention_statistics
 // CHECK:      %[[QKV:.*]] = gt.input "qkv" : tensor<2x4x24xbf16>
 // CHECK-NEXT: %[[Y:[^ ,]*]], %[[LSE:.*]] = gt.attention %[[QKV]] <{heads = 2 : i64}> : tensor<2x4x24xbf16>
-// CHECK-NEXT: gt.attention_grad %[[Y]], %[[QKV]], %[[Y]], %[[LSE]] <{heads = 2 : i64}> : tensor<2x4x8xbf16>, tensor<2x4x24xbf16>, tensor<2x2x4xf32>
+// CHECK-NEXT: gt.attention_grad %[[Y]], %[[Y]], %[[LSE]], %[[QKV]] <{heads = 2 : i64}> : tensor<2x4x8xbf16>, tensor<2x2x4xf32>, tensor<2x4x24xbf16>
 func.func @attention_statistics() -> tensor<f32> attributes {gt.model} {
   %qkv = gt.input "qkv" : tensor<2x4x24xbf16>
   %y, %lse = gt.attention %qkv <{heads = 2 : i64}> : tensor<2x4x24xbf16>
-  %d = gt.attention_grad %y, %qkv, %y, %lse <{heads = 2 : i64}> : tensor<2x4x8xbf16>, tensor<2x4x24xbf16>, tensor<2x2x4xf32>
+  %d = gt.attention_grad %y, %y, %lse, %qkv <{heads = 2 : i64}> : tensor<2x4x8xbf16>, tensor<2x2x4xf32>, tensor<2x4x24xbf16>
   %m = gt.mean %d : tensor<2x4x24xbf16>
   %l = gt.cast %m : tensor<bf16> -> tensor<f32>
   return %l : tensor<f32>

@@ -165,6 +165,20 @@ inline const std::vector<OpModel> &opModels() {
     g = attention(linear(x, 128), heads: 1, causal: true)
     loss = sum(h * h) + sum(g * g)
   })", 2, 3, 8},
+      // Grouped-query (3 query heads a key head, heads of 64, causal) and
+      // multi-query (heads of 128, full) attention on the tensor-core
+      // kernels: the dk, dv kernel sums over a key head's query heads.
+      {"TensorCoreGroupedQueryAttention", R"(model m {
+    input x: f32[B, 200, 8]
+    q = reshape(linear(x, 192, bias: false), (-1, 200, 3, 64))
+    k = reshape(linear(x, 64, bias: false), (-1, 200, 1, 64))
+    v = reshape(linear(x, 64, bias: false), (-1, 200, 1, 64))
+    y = attention(q, k, v)
+    q2 = reshape(linear(x, 256, bias: false), (-1, 200, 2, 128))
+    k2 = reshape(linear(x, 128, bias: false), (-1, 200, 1, 128))
+    z = attention(q2, k2, k2, causal: false)
+    loss = sum(y * y) + sum(z * z)
+  })", 2, 3, 8},
       {"EmbeddingAndCrossEntropy", R"(model m {
     input t: i32[B, 4]
     label y: i32[B, 4]

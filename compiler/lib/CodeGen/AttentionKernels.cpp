@@ -19,10 +19,6 @@ using namespace gtc::codegen::detail;
 
 namespace {
 
-struct AttnShape {
-  int64_t b, t, d, h, hd;
-};
-
 /// Row stride (in floats) of a shared-memory tile read one row per lane:
 /// conflict-free for float4 reads (stride / 4 odd) or scalar reads (odd).
 int64_t laneRowStride(int64_t hd) {
@@ -71,14 +67,10 @@ __device__ __forceinline__ void dots(float (&s)[R], const float *rows,
 )CU";
 }
 
-std::string attnConsts(const AttnShape &s, bool causal, float scale) {
-  return "constexpr int B = " + str(s.b) + ", T = " + str(s.t) +
-         ", D = " + str(s.d) + ", H = " + str(s.h) + ", HD = " + str(s.hd) +
-         ";\nconstexpr bool CAUSAL = " + (causal ? "true" : "false") +
-         ";\nconstexpr float SCALE = " + flt(scale) +
-         ";  // 1 / sqrt(HD)\nconstexpr i64 ROW = 3 * D;  // floats per "
-         "position in qkv\nconstexpr int HDP = " +
-         str(laneRowStride(s.hd)) +
+std::string attnConsts(const AttentionLayout &s, float scale) {
+  return attentionShapeConsts(s) + "constexpr float SCALE = " +
+         flt(scale) +
+         ";  // 1 / sqrt(HD)\nconstexpr int HDP = " + str(laneRowStride(s.hd)) +
          ";  // padded row stride of tiles read one row per lane\n"
          "constexpr int NC = (HD + 31) / 32;  // head dims per lane\n";
 }
@@ -86,7 +78,8 @@ std::string attnConsts(const AttnShape &s, bool causal, float scale) {
 /// The query-tile loop shared by the forward pass, the statistics pass of
 /// the backward pass and the dq pass: each block takes a tile of BQ queries
 /// of one (batch, head) and each warp QPW of them (t = q0 + warp + 8 i);
-/// lanes take the 32 keys of a key tile (u = k0 + lane) staged in ks and vs.
+/// lanes take the 32 keys of a key tile (u = k0 + lane) of the head's key
+/// head staged in ks and vs.
 /// `perTile` runs per key tile, `finish` per query (i, t) at the end. With
 /// `withG` the dy rows of the queries are staged in gs.
 std::string attnQueryLoop(bool withG, const std::string &state,
@@ -103,11 +96,12 @@ std::string attnQueryLoop(bool withG, const std::string &state,
     const int qt = QT - 1 - tile % QT;  // the longest causal tiles first
     const int h = tile / QT % H, b = tile / QT / H;
     const int q0 = qt * BQ;
-    const auto *base = qkv + (i64)b * T * ROW + h * HD;
+    const auto *qb = qp + (i64)b * T * QROW + h * HD;
+    const i64 kvb = (i64)b * T * KVROW + h / G * HD;
     __syncthreads();
     for (int e = threadIdx.x; e < BQ * HD; e += blockDim.x) {
       const int r = e / HD, c = e % HD;
-      qs[e] = q0 + r < T ? base[(i64)(q0 + r) * ROW + c] : 0.f;
+      qs[e] = q0 + r < T ? qb[(i64)(q0 + r) * QROW + c] : 0.f;
 )CU";
   if (withG)
     s += "      gs[e] = q0 + r < T ? dy[((i64)b * T + q0 + r) * D + h * HD + c] "
@@ -121,9 +115,9 @@ std::string attnQueryLoop(bool withG, const std::string &state,
       for (int e = threadIdx.x; e < 32 * HD; e += blockDim.x) {
         const int r = e / HD, c = e % HD;
         const bool ok = k0 + r < T;
-        const auto *src = base + (i64)(k0 + r) * ROW + c;
-        ks[r * HDP + c] = ok ? src[D] : 0.f;
-        vs[r * HDP + c] = ok ? src[2 * D] : 0.f;
+        const i64 at = kvb + (i64)(k0 + r) * KVROW + c;
+        ks[r * HDP + c] = ok ? kp[at] : 0.f;
+        vs[r * HDP + c] = ok ? vp[at] : 0.f;
       }
       __syncthreads();
       if (CAUSAL && k0 > tlast)
@@ -165,22 +159,57 @@ const char *kForwardState = R"CU(    float m[QPW], l[QPW], acc[QPW][NC];
 
 } // namespace
 
+std::string gtc::codegen::detail::attentionShapeConsts(
+    const AttentionLayout &a) {
+  return "constexpr int B = " + str(a.b) + ", T = " + str(a.t) +
+         ", H = " + str(a.h) + ", HKV = " + str(a.hkv) + ", HD = " +
+         str(a.hd) +
+         ";\nconstexpr int G = H / HKV;  // query heads a key head\n"
+         "constexpr int D = H * HD;  // elements per position in y and dy\n"
+         "constexpr i64 QROW = " +
+         str(a.qRow) + ", KVROW = " + str(a.kvRow) +
+         ";  // elements per position in q and in k, v\nconstexpr bool CAUSAL = " +
+         (a.causal ? "true" : "false") + ";\n";
+}
+
+Emitter::AttnArgs Emitter::attentionOperands(const AttentionLayout &a,
+                                             AttnGrad grad) {
+  AttnArgs r;
+  if (a.packed) {
+    r.args = {in(a.q, "qkv")};
+    r.pointers = "  const auto *const qp = qkv, *const kp = qkv + D, "
+                 "*const vp = qkv + 2 * D;\n";
+    if (grad != AttnGrad::None)
+      r.args.push_back(out(a.dq, "dqkv"));
+    if (grad == AttnGrad::Dq)
+      r.pointers += "  auto *const dqp = dqkv;\n";
+    if (grad == AttnGrad::Dkdv)
+      r.pointers += "  auto *const dkp = dqkv + D, *const dvp = dqkv + 2 * D;\n";
+    return r;
+  }
+  r.args = {in(a.q, "q"), in(a.k, "k"), in(a.v, "v")};
+  r.pointers = "  const auto *const qp = q, *const kp = k, *const vp = v;\n";
+  if (grad == AttnGrad::Dq) {
+    r.args.push_back(out(a.dq, "grad_q"));
+    r.pointers += "  auto *const dqp = grad_q;\n";
+  }
+  if (grad == AttnGrad::Dkdv) {
+    r.args.push_back(out(a.dk, "grad_k"));
+    r.args.push_back(out(a.dv, "grad_v"));
+    r.pointers += "  auto *const dkp = grad_k, *const dvp = grad_v;\n";
+  }
+  return r;
+}
+
 /// CpuExecutor's attention(): softmax(q k^T / sqrt(hd)) v per head, with an
 /// online softmax over key tiles (flash-attention style, fp32).
 bool Emitter::attention() {
-  int qkv = k->inputs[0], y = k->outputs[0], lse = k->outputs[1];
-  const auto &qs = shape(qkv);
-  if (qs.size() != 3 || qs[2] % 3 != 0)
-    return fail("attention takes qkv of shape [B, T, 3D]");
-  AttnShape s{qs[0], qs[1], qs[2] / 3, k->intAttr("heads", 1), 0};
-  if (s.h <= 0 || s.d % s.h != 0)
-    return fail("the model width is not a multiple of the heads");
-  s.hd = s.d / s.h;
-  if (count(y) != s.b * s.t * s.d || count(lse) != s.b * s.h * s.t)
-    return fail("attention result sizes do not match");
-  bool causal = k->intAttr("causal", 1);
-  if (tensorCoreAttention(s.hd, {qkv, y}))
-    return flashAttention(s.b, s.t, s.d, s.h, causal);
+  AttentionLayout s = attentionLayout(plan, *k);
+  if (!s.error.empty())
+    return fail(s.error);
+  int y = s.y, lse = s.lse;
+  if (tensorCoreAttention(s.hd, {s.q, s.k, s.v, y}))
+    return flashAttention(s);
   float scale = 1.0f / std::sqrt(static_cast<float>(s.hd));
   int64_t hdp = laneRowStride(s.hd);
   int64_t bq = pickQueryTile(4 * 2 * 32 * hdp, 4 * s.hd + 4 * 32);
@@ -188,7 +217,7 @@ bool Emitter::attention() {
     return fail("head size " + str(s.hd) +
                 " is too large for the GPU attention kernel");
   int64_t qt = ceilDiv(s.t, bq);
-  std::string consts = attnConsts(s, causal, scale) +
+  std::string consts = attnConsts(s, scale) +
                        "constexpr int BQ = " + str(bq) +
                        ", QPW = BQ / 8;  // queries per block and warp\n"
                        "constexpr int QT = " +
@@ -202,13 +231,15 @@ bool Emitter::attention() {
       if (lane == 0)
         lse[((i64)b * H + h) * T + t] = m[i] + logf(l[i]);
 )CU";
-  std::string body = attnQueryLoop(false, kForwardState,
-                                   cuh::attention_online_softmax, finish);
+  AttnArgs ops = attentionOperands(s, AttnGrad::None);
+  ops.args.push_back(out(y, "y"));
+  ops.args.push_back(out(lse, "lse"));
   launch("", "one block per " + str(bq) + " queries of one (batch, head): " +
                  str(s.b * s.h * qt) + " tiles, online softmax over " +
                  str(s.t) + " keys",
-         {in(qkv, "qkv"), out(y, "y"), out(lse, "lse")}, kWarpHelpers, consts,
-         body,
+         ops.args, kWarpHelpers, consts,
+         ops.pointers + attnQueryLoop(false, kForwardState,
+                                      cuh::attention_online_softmax, finish),
          std::min(s.b * s.h * qt, kMaxRowGrid));
   return true;
 }
@@ -222,25 +253,17 @@ bool Emitter::attention() {
 ///   dkdv:  per key, dv = sum_t p_t dy_t and dk = sum_t ds_t q_t.
 /// Every element of dqkv is written once, by the thread that owns it.
 bool Emitter::attentionGrad() {
-  int dy = k->inputs[0], qkv = k->inputs[1], dq = k->outputs[0];
-  const auto &qs = shape(qkv);
-  if (qs.size() != 3 || qs[2] % 3 != 0)
-    return fail("attention_grad takes qkv of shape [B, T, 3D]");
-  AttnShape s{qs[0], qs[1], qs[2] / 3, k->intAttr("heads", 1), 0};
-  if (s.h <= 0 || s.d % s.h != 0)
-    return fail("the model width is not a multiple of the heads");
-  s.hd = s.d / s.h;
-  if (count(dy) != s.b * s.t * s.d || count(dq) != count(qkv) ||
-      count(k->inputs[2]) != count(dy) ||
-      count(k->inputs[3]) != s.b * s.h * s.t)
-    return fail("attention_grad operand sizes do not match");
-  bool causal = k->intAttr("causal", 1);
-  if (tensorCoreAttention(s.hd, {dy, qkv, k->inputs[2], dq}))
-    return flashAttentionGrad(s.b, s.t, s.d, s.h, causal);
+  AttentionLayout s = attentionLayout(plan, *k);
+  if (!s.error.empty())
+    return fail(s.error);
+  int dy = s.dy;
+  if (tensorCoreAttention(s.hd, {dy, s.y, s.q, s.k, s.v, s.dq, s.dk,
+                                 s.dv}))
+    return flashAttentionGrad(s);
   float scale = static_cast<float>(1.0 / std::sqrt(double(s.hd)));
   int64_t hdp = laneRowStride(s.hd);
   needWorkspace(4 * 2 * s.b * s.h * s.t);
-  std::string common = attnConsts(s, causal, scale);
+  std::string common = attnConsts(s, scale);
   auto tooLarge = [&] {
     return fail("head size " + str(s.hd) +
                 " is too large for the GPU attention kernels");
@@ -267,14 +290,16 @@ bool Emitter::attentionGrad() {
         st[1] = delta;
       }
 )CU";
+  AttnArgs ops = attentionOperands(s, AttnGrad::None);
+  ops.args.insert(ops.args.begin(), in(dy, "dy"));
+  ops.args.push_back(ws("float", "stats"));
   launch("stats",
          "forward recomputation, one block per " + str(bq) +
              " queries of one (batch, head); lse and dy.y per query to the "
              "workspace",
-         {in(dy, "dy"), in(qkv, "qkv"), ws("float", "stats")}, kWarpHelpers,
-         consts,
-         attnQueryLoop(false, kForwardState, cuh::attention_online_softmax,
-                       finish),
+         ops.args, kWarpHelpers, consts,
+         ops.pointers + attnQueryLoop(false, kForwardState,
+                                      cuh::attention_online_softmax, finish),
          std::min(s.b * s.h * qt, kMaxRowGrid));
 
   // Pass 2: dq.
@@ -311,23 +336,26 @@ bool Emitter::attentionGrad() {
       weighted<QPW>(acc, ws[warp], ks, lane);
       __syncwarp();
 )CU";
-  finish = R"CU(      auto *out = dqkv + ((i64)b * T + t) * ROW + h * HD;
+  finish = R"CU(      auto *out = dqp + ((i64)b * T + t) * QROW + h * HD;
 #pragma unroll
       for (int j = 0; j < NC; ++j)
         if (lane + 32 * j < HD)
           out[lane + 32 * j] = acc[i][j];
 )CU";
+  ops = attentionOperands(s, AttnGrad::Dq);
+  ops.args.insert(ops.args.begin(), in(dy, "dy"));
+  ops.args.push_back(wsIn("float", "stats"));
   launch("dq",
          "one block per " + str(bq) +
              " queries of one (batch, head); dq = sum over keys of ds k",
-         {in(dy, "dy"), in(qkv, "qkv"), wsIn("float", "stats"),
-          out(dq, "dqkv")},
-         kWarpHelpers, consts, attnQueryLoop(true, state, perTile, finish),
+         ops.args, kWarpHelpers, consts,
+         ops.pointers + attnQueryLoop(true, state, perTile, finish),
          std::min(s.b * s.h * qt, kMaxRowGrid));
 
-  // Pass 3: dk and dv. A block takes BKY keys of one (batch, head), each
-  // warp KPW of them (u = u0 + warp + 8 i); lanes take the 32 queries of a
-  // query tile (t = t0 + lane) staged in qs and gs.
+  // Pass 3: dk and dv. A block takes BKY keys of one (batch, key head),
+  // each warp KPW of them (u = u0 + warp + 8 i); lanes take the 32 queries
+  // of a query tile (t = t0 + lane) staged in qs and gs, of each query head
+  // of the group in turn.
   int64_t kpw = 0;
   for (int64_t c : {4, 2, 1})
     if (4 * (2 * 8 * c * s.hd + 2 * 32 * hdp + 2 * 8 * c * 32 + 2 * 32) <=
@@ -342,12 +370,14 @@ bool Emitter::attentionGrad() {
            ", BKY = 8 * KPW;  // keys per warp and block\nconstexpr int KT = " +
            str(kt) + ";  // key tiles\n" + dotsSnippet(s.hd) +
            cuh::attention_weighted;
-  std::string body = cuh::attention_grad;
+  ops = attentionOperands(s, AttnGrad::Dkdv);
+  ops.args.insert(ops.args.begin(), in(dy, "dy"));
+  ops.args.push_back(wsIn("float", "stats"));
   launch("dkdv",
          "one block per " + str(bk) +
-             " keys of one (batch, head); dk, dv = sums over queries",
-         {in(dy, "dy"), in(qkv, "qkv"), wsIn("float", "stats"),
-          out(dq, "dqkv")},
-         kWarpHelpers, consts, body, std::min(s.b * s.h * kt, kMaxRowGrid));
+             " keys of one (batch, key head); dk, dv = sums over the queries "
+             "of its " + str(s.group()) + " query heads",
+         ops.args, kWarpHelpers, consts, ops.pointers + cuh::attention_grad,
+         std::min(s.b * s.hkv * kt, kMaxRowGrid));
   return true;
 }

@@ -215,9 +215,9 @@ bool Emitter::emitKernel() {
   case OpKind::SumTo:
     return arity(1, 1) ? sumTo() : wrong();
   case OpKind::Attention:
-    return arity(1, 2) ? attention() : wrong();
+    return arity(1, 2) || arity(3, 2) ? attention() : wrong();
   case OpKind::AttentionGrad:
-    return arity(4, 1) ? attentionGrad() : wrong();
+    return arity(4, 1) || arity(6, 3) ? attentionGrad() : wrong();
   // gt-autocast keeps these in f32: their kernels compute f32 only.
   case OpKind::LayerNorm:
     return !needF32() ? false : arity(3, 1) ? layernorm() : wrong();

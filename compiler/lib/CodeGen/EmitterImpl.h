@@ -71,6 +71,10 @@ inline std::string dbl(double v) {
 inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 inline int64_t alignUp(int64_t a, int64_t b) { return ceilDiv(a, b) * b; }
 
+/// An attention kernel's shape constants (B, T, H, HKV, G, HD, D, QROW,
+/// KVROW, CAUSAL), shared by the CUDA-core and tensor-core kernels.
+std::string attentionShapeConsts(const AttentionLayout &a);
+
 inline std::string shapeStr(const std::vector<int64_t> &s) {
   std::string r = "[";
   for (size_t i = 0; i < s.size(); ++i)
@@ -439,12 +443,19 @@ private:
   /// Whether attention over the buffers `ids` (all bf16, or all f16) with
   /// head size `hd` takes the tensor-core kernels (FlashAttention.cpp).
   bool tensorCoreAttention(int64_t hd, std::initializer_list<int> ids);
-  /// The constants and helpers of the tensor-core kernels over `qkv`.
-  std::string flashConsts(int qkv, int64_t b, int64_t t, int64_t d, int64_t h,
-                          bool causal);
-  bool flashAttention(int64_t b, int64_t t, int64_t d, int64_t h, bool causal);
-  bool flashAttentionGrad(int64_t b, int64_t t, int64_t d, int64_t h,
-                          bool causal);
+  /// An attention kernel's operand buffers and the body's first lines,
+  /// which name head 0's column of each: qp, kp, vp, and the gradients'
+  /// dqp (Dq) or dkp and dvp (Dkdv).
+  enum class AttnGrad { None, Dq, Dkdv };
+  struct AttnArgs {
+    std::vector<Arg> args;
+    std::string pointers;
+  };
+  AttnArgs attentionOperands(const rt::AttentionLayout &a, AttnGrad grad);
+  /// The constants and helpers of the tensor-core kernels.
+  std::string flashConsts(const rt::AttentionLayout &a);
+  bool flashAttention(const rt::AttentionLayout &a);
+  bool flashAttentionGrad(const rt::AttentionLayout &a);
   bool embedding();
   bool rope();
   bool embeddingGrad();

@@ -10,7 +10,9 @@
 // the thread that owns it):
 //   dq:    per query tile, delta = dy . y (to the workspace, for dkdv) and
 //          dq = scale * sum over keys of ds k, ds = p (dp - delta);
-//   dkdv:  per key tile, dv = sum over queries of p dy, dk = scale * ds^T q.
+//   dkdv:  per key tile, dv = sum over queries of p dy, dk = scale * ds^T q,
+//          the queries of every head that reads the key head (grouped-query
+//          attention: K and V are read in place, never repeated).
 // Other dtypes and head sizes take the CUDA-core kernels of
 // AttentionKernels.cpp.
 //===----------------------------------------------------------------------===//
@@ -66,20 +68,14 @@ bool Emitter::tensorCoreAttention(int64_t hd, std::initializer_list<int> ids) {
   return true;
 }
 
-std::string Emitter::flashConsts(int qkv, int64_t b, int64_t t, int64_t d,
-                                 int64_t h, bool causal) {
-  int64_t hd = d / h;
-  bool bf16 = plan.buffers[qkv].dtype == DType::BF16;
-  double scale = 1.0 / std::sqrt(double(hd));
+std::string Emitter::flashConsts(const AttentionLayout &a) {
+  bool bf16 = plan.buffers[a.q].dtype == DType::BF16;
+  double scale = 1.0 / std::sqrt(double(a.hd));
   std::string helpers = cuh::flash_mma;
   for (size_t at; (at = helpers.find("MMA_T")) != std::string::npos;)
     helpers.replace(at, 5, bf16 ? "bf16" : "f16");
-  return "typedef " + std::string(bf16 ? "bf16_t" : "f16_t") +
-         " E;\nconstexpr int B = " + str(b) + ", T = " + str(t) +
-         ", D = " + str(d) + ", H = " + str(h) + ", HD = " + str(hd) +
-         ";\nconstexpr i64 ROW = 3 * D;  // elements per position in qkv\n"
-         "constexpr bool CAUSAL = " +
-         (causal ? "true" : "false") + ";\nconstexpr float SCALE = " +
+  return "typedef " + std::string(bf16 ? "bf16_t" : "f16_t") + " E;\n" +
+         attentionShapeConsts(a) + "constexpr float SCALE = " +
          flt(static_cast<float>(scale)) + ";  // 1 / sqrt(HD)\n" +
          "constexpr float SCALE2 = " +
          flt(static_cast<float>(scale / std::log(2.0))) +
@@ -90,55 +86,63 @@ std::string Emitter::flashConsts(int qkv, int64_t b, int64_t t, int64_t d,
 }
 
 /// The forward pass on tensor cores (see the file comment).
-bool Emitter::flashAttention(int64_t b, int64_t t, int64_t d, int64_t h,
-                             bool causal) {
-  int qkv = k->inputs[0], y = k->outputs[0], lse = k->outputs[1];
-  int64_t hd = d / h, lds = hd + 8;
-  FlashTiles f = flashTiles(FlashKernel::Forward, hd);
-  int64_t blocks = b * h * ceilDiv(t, f.rows());
+bool Emitter::flashAttention(const AttentionLayout &a) {
+  int y = a.y, lse = a.lse;
+  int64_t lds = a.hd + 8;
+  FlashTiles f = flashTiles(FlashKernel::Forward, a.hd);
+  int64_t blocks = a.b * a.h * ceilDiv(a.t, f.rows());
+  AttnArgs ops = attentionOperands(a, AttnGrad::None);
+  ops.args.push_back(out(y, "y"));
+  ops.args.push_back(out(lse, "lse"));
   launch("",
          "tensor cores (mma.sync), one block of 4 warps per " + str(f.rows()) +
              " queries of one (batch, head): " + str(blocks) +
              " tiles, online softmax over key tiles of " + str(f.step) +
              "; the rows' log-sum-exp to lse",
-         {in(qkv, "qkv"), out(y, "y"), out(lse, "lse")}, kAsyncHelpers,
-         flashConsts(qkv, b, t, d, h, causal) + f.consts(), cuh::flash_forward,
-         blocks, 128);
+         ops.args, kAsyncHelpers, flashConsts(a) + f.consts(),
+         ops.pointers + cuh::flash_forward, blocks, 128);
   launches.back().shared = (f.rows() + 4 * f.step) * lds * 2;
   launches.back().tensorCores = true;
   return true;
 }
 
 /// The gradient on tensor cores in two launches (see the file comment).
-bool Emitter::flashAttentionGrad(int64_t b, int64_t t, int64_t d, int64_t h,
-                                 bool causal) {
-  int dy = k->inputs[0], qkv = k->inputs[1], y = k->inputs[2],
-      lse = k->inputs[3], dq = k->outputs[0];
-  int64_t hd = d / h, lds = hd + 8;
-  needWorkspace(4 * b * h * t);
-  std::string consts = flashConsts(qkv, b, t, d, h, causal);
-  FlashTiles fq = flashTiles(FlashKernel::Dq, hd);
+bool Emitter::flashAttentionGrad(const AttentionLayout &a) {
+  int dy = a.dy, y = a.y, lse = a.lse;
+  int64_t lds = a.hd + 8;
+  needWorkspace(4 * a.b * a.h * a.t);
+  std::string consts = flashConsts(a);
+  FlashTiles fq = flashTiles(FlashKernel::Dq, a.hd);
+  AttnArgs ops = attentionOperands(a, AttnGrad::Dq);
+  ops.args.insert(ops.args.begin(), in(dy, "dy"));
+  ops.args.push_back(in(y, "y"));
+  ops.args.push_back(in(lse, "lse"));
+  ops.args.push_back(ws("float", "deltas"));
   launch("dq",
          "tensor cores: one block per " + str(fq.rows()) +
              " queries of one (batch, head), key tiles of " + str(fq.step) +
              "; delta = dy.y to the workspace, dq = scale * sum over keys of "
              "ds k",
-         {in(dy, "dy"), in(qkv, "qkv"), in(y, "y"), in(lse, "lse"),
-          ws("float", "deltas"), out(dq, "dqkv")},
-         kAsyncHelpers, consts + fq.consts(), cuh::flash_dq,
-         b * h * ceilDiv(t, fq.rows()), 128);
+         ops.args, kAsyncHelpers, consts + fq.consts(),
+         ops.pointers + cuh::flash_dq, a.b * a.h * ceilDiv(a.t, fq.rows()),
+         128);
   launches.back().shared = (2 * fq.rows() + 4 * fq.step) * lds * 2;
   launches.back().tensorCores = true;
-  FlashTiles fk = flashTiles(FlashKernel::Dkdv, hd);
+  FlashTiles fk = flashTiles(FlashKernel::Dkdv, a.hd);
+  ops = attentionOperands(a, AttnGrad::Dkdv);
+  ops.args.insert(ops.args.begin(), in(dy, "dy"));
+  ops.args.push_back(in(lse, "lse"));
+  ops.args.push_back(wsIn("float", "deltas"));
   launch("dkdv",
          "tensor cores: one block per " + str(fk.rows()) +
-             " keys of one (batch, head), query tiles of " + str(fk.step) +
-             "; dk, dv = sums over queries",
-         {in(dy, "dy"), in(qkv, "qkv"), in(lse, "lse"), wsIn("float", "deltas"),
-          out(dq, "dqkv")},
-         kAsyncHelpers, consts + fk.consts(), cuh::flash_dkdv,
-         b * h * ceilDiv(t, fk.rows()), 128);
-  launches.back().shared = (2 * fk.rows() + 4 * fk.step) * lds * 2 + 4 * 4 * fk.step;
+             " keys of one (batch, key head), query tiles of " + str(fk.step) +
+             " of its " + str(a.group()) +
+             " query heads; dk, dv = sums over queries",
+         ops.args, kAsyncHelpers, consts + fk.consts(),
+         ops.pointers + cuh::flash_dkdv, a.b * a.hkv * ceilDiv(a.t, fk.rows()),
+         128);
+  launches.back().shared =
+      (2 * fk.rows() + 4 * fk.step) * lds * 2 + 4 * 4 * fk.step;
   launches.back().tensorCores = true;
   return true;
 }

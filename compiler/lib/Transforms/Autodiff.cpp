@@ -253,11 +253,11 @@ LogicalResult Differentiator::differentiate(Operation *op, Value dy) {
         return success();
       })
       .Case<AttentionOp>([&](AttentionOp o) {
-        accumulate(o.getQkv(),
-                   AttentionGradOp::create(b, loc, dy, o.getQkv(),
-                                           o.getResult(), o.getLse(),
-                                           o.getHeadsAttr(),
-                                           o.getCausalAttr()));
+        auto g = AttentionGradOp::create(b, loc, dy, o.getInputs(),
+                                         o.getResult(), o.getLse(),
+                                         o.getHeadsAttr(), o.getCausalAttr());
+        for (auto [x, dx] : llvm::zip(o.getInputs(), g.getResults()))
+          accumulate(x, dx);
         return success();
       })
       .Case<EmbeddingOp>([&](EmbeddingOp o) {

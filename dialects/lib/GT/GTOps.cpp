@@ -399,11 +399,40 @@ LogicalResult RopeOp::verify() {
   return success();
 }
 
-LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
-                                            std::optional<Location> loc,
-                                            Adaptor adaptor,
-                                            SmallVectorImpl<Type> &types) {
-  RankedTensorType qkv = tensorOf(adaptor.getQkv());
+/// The result types of attention on `inputs` (packed qkv, or q, k, v):
+/// the output and the [B, H, T] log-sum-exp.
+static LogicalResult inferAttention(std::optional<Location> loc,
+                                    ValueRange inputs, int64_t heads,
+                                    SmallVectorImpl<Type> &types) {
+  if (inputs.size() == 3) {
+    RankedTensorType q = tensorOf(inputs[0]), k = tensorOf(inputs[1]),
+                     v = tensorOf(inputs[2]);
+    ArrayRef<int64_t> qs = q.getShape(), ks = k.getShape();
+    bool fixed = q.getRank() == 4 && k.getRank() == 4 &&
+                 !ShapedType::isDynamic(qs[1]) &&
+                 !ShapedType::isDynamic(qs[2]) &&
+                 !ShapedType::isDynamic(qs[3]) && !ShapedType::isDynamic(ks[2]);
+    if (!fixed || k != v || q.getElementType() != k.getElementType() ||
+        ks[0] != qs[0] || ks[1] != qs[1] || ks[3] != qs[3] || ks[2] <= 0 ||
+        qs[2] % ks[2] != 0)
+      return emitOptionalError(
+          loc,
+          "'attention' needs q [B, T, H, d] and k, v [B, T, Hkv, d] of one "
+          "dtype with Hkv dividing H and T, H, d fixed, got ",
+          formatType(q), ", ", formatType(k), ", ", formatType(v));
+    if (heads != qs[2])
+      return emitOptionalError(loc, "'attention' heads = ", heads,
+                               " must be q's heads ", qs[2]);
+    types.push_back(q);
+    types.push_back(RankedTensorType::get({qs[0], heads, qs[1]},
+                                          Float32Type::get(q.getContext())));
+    return success();
+  }
+  if (inputs.size() != 1)
+    return emitOptionalError(loc, "'attention' takes packed qkv or q, k, v, "
+                                  "got ",
+                             inputs.size(), " operands");
+  RankedTensorType qkv = tensorOf(inputs[0]);
   ArrayRef<int64_t> s = qkv.getShape();
   if (s.size() != 3)
     return emitOptionalError(loc, "'attention' needs qkv of shape [B, T, 3D], "
@@ -414,7 +443,6 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
                                   "a static multiple of 3, got ",
                              formatType(qkv));
   int64_t d = s[2] / 3;
-  int64_t heads = adaptor.getHeads();
   if (heads <= 0 || d % heads != 0)
     return emitOptionalError(loc, "'attention' heads = ", heads,
                              " must be positive and divide the model width ",
@@ -423,6 +451,22 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
       RankedTensorType::get({s[0], s[1], d}, qkv.getElementType()));
   types.push_back(RankedTensorType::get({s[0], heads, s[1]},
                                         Float32Type::get(qkv.getContext())));
+  return success();
+}
+
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> loc,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &types) {
+  return inferAttention(loc, adaptor.getInputs(), adaptor.getHeads(), types);
+}
+
+LogicalResult AttentionGradOp::inferReturnTypes(MLIRContext *,
+                                                std::optional<Location>,
+                                                Adaptor adaptor,
+                                                SmallVectorImpl<Type> &types) {
+  for (Value x : adaptor.getInputs())
+    types.push_back(x.getType());
   return success();
 }
 
@@ -1112,23 +1156,19 @@ LogicalResult RmsNormGradOp::verify() {
 
 LogicalResult AttentionGradOp::verify() {
   SmallVector<Type> forward;
-  if (failed(AttentionOp::inferReturnTypes(
-          getContext(), getLoc(), ValueRange{getQkv()},
-          (*this)->getRawDictionaryAttrs(), (*this)->getPropertiesStorage(), {},
-          forward)))
+  if (failed(inferAttention(getLoc(), getInputs(), getHeads(), forward)))
     return failure();
+  std::string on;
+  for (Type t : getInputs().getTypes())
+    on += (on.empty() ? "" : ", ") + formatType(t);
   if (forward.front() != getGrad().getType())
     return emitOpError("gradient ")
            << formatType(getGrad().getType()) << " does not match the output "
-           << formatType(forward.front()) << " of attention on "
-           << formatType(getQkv().getType());
-  if (getType() != getQkv().getType())
-    return emitOpError("result must have the type of qkv");
+           << formatType(forward.front()) << " of attention on " << on;
   if (getLse().getType() != forward[1])
     return emitOpError("lse ")
            << formatType(getLse().getType()) << " does not match the "
-           << formatType(forward[1]) << " of attention on "
-           << formatType(getQkv().getType());
+           << formatType(forward[1]) << " of attention on " << on;
   return success();
 }
 

@@ -450,32 +450,30 @@ template <typename T> void softmaxGrad(Exec<T> &e, const Kernel &k) {
   }, 8);
 }
 
-/// Shapes of attention: qkv [B, T, 3D], H heads of size D / H.
-struct AttnShape {
-  int64_t b, t, d, h, hd;
-};
-AttnShape attnShape(const Plan &p, int qkv, const Kernel &k) {
-  const auto &s = p.buffers[qkv].shape;
-  AttnShape a{s[0], s[1], s[2] / 3, k.intAttr("heads", 1), 0};
-  a.hd = a.d / a.h;
+/// Attention's layout (Plan.h), checked.
+AttentionLayout attnLayout(const Plan &p, const Kernel &k) {
+  AttentionLayout a = attentionLayout(p, k);
+  if (!a.error.empty())
+    throw RuntimeError(a.error);
   return a;
 }
 
 template <typename T> void attention(Exec<T> &e, const Kernel &k) {
-  AttnShape s = attnShape(e.plan(), k.inputs[0], k);
-  bool causal = k.intAttr("causal", 1);
-  const T *qkv = e.floats(k.inputs[0]);
-  T *y = e.floats(k.outputs[0]), *lse = e.floats(k.outputs[1]);
+  AttentionLayout s = attnLayout(e.plan(), k);
+  const T *qb = e.floats(s.q) + s.qCol, *kb = e.floats(s.k) + s.kCol,
+          *vb = e.floats(s.v) + s.vCol;
+  T *y = e.floats(s.y), *lse = e.floats(s.lse);
   T scale = T(1) / std::sqrt(T(s.hd));
   parallelFor(s.b * s.h * s.t, [&](int64_t lo, int64_t hi) {
     std::vector<double> w(s.t);
     for (int64_t idx = lo; idx < hi; ++idx) {
-      int64_t bi = idx / (s.h * s.t), hi2 = (idx / s.t) % s.h, t = idx % s.t;
-      const T *q = qkv + (bi * s.t + t) * 3 * s.d + hi2 * s.hd;
-      int64_t last = causal ? t : s.t - 1;
+      int64_t bi = idx / (s.h * s.t), h = (idx / s.t) % s.h, t = idx % s.t;
+      int64_t hk = h / s.group();
+      const T *q = qb + (bi * s.t + t) * s.qRow + h * s.hd;
+      int64_t last = s.causal ? t : s.t - 1;
       double mx = -INFINITY;
       for (int64_t u = 0; u <= last; ++u) {
-        const T *kv = qkv + (bi * s.t + u) * 3 * s.d + s.d + hi2 * s.hd;
+        const T *kv = kb + (bi * s.t + u) * s.kvRow + hk * s.hd;
         double dot = 0;
         for (int64_t c = 0; c < s.hd; ++c)
           dot += double(q[c]) * kv[c];
@@ -486,11 +484,11 @@ template <typename T> void attention(Exec<T> &e, const Kernel &k) {
       for (int64_t u = 0; u <= last; ++u)
         sum += (w[u] = std::exp(w[u] - mx));
       lse[idx] = T(mx + std::log(sum)); // idx = (b, h, t): lse's layout
-      T *out = y + (bi * s.t + t) * s.d + hi2 * s.hd;
+      T *out = y + (bi * s.t + t) * s.width() + h * s.hd;
       for (int64_t c = 0; c < s.hd; ++c) {
         double acc = 0;
         for (int64_t u = 0; u <= last; ++u)
-          acc += w[u] * qkv[(bi * s.t + u) * 3 * s.d + 2 * s.d + hi2 * s.hd + c];
+          acc += w[u] * vb[(bi * s.t + u) * s.kvRow + hk * s.hd + c];
         out[c] = T(acc / sum);
       }
     }
@@ -498,64 +496,74 @@ template <typename T> void attention(Exec<T> &e, const Kernel &k) {
 }
 
 /// The reference recomputes each query's softmax (the forward's output and
-/// lse, inputs 2 and 3, serve the GPU's kernels).
+/// lse serve the GPU's kernels).
 template <typename T> void attentionGrad(Exec<T> &e, const Kernel &k) {
-  AttnShape s = attnShape(e.plan(), k.inputs[1], k);
-  bool causal = k.intAttr("causal", 1);
-  const T *dy = e.floats(k.inputs[0]), *qkv = e.floats(k.inputs[1]);
-  T *dqkv = e.floats(k.outputs[0]);
+  AttentionLayout s = attnLayout(e.plan(), k);
+  const T *dy = e.floats(s.dy);
+  const T *qb = e.floats(s.q) + s.qCol, *kb = e.floats(s.k) + s.kCol,
+          *vb = e.floats(s.v) + s.vCol;
+  T *dqb = e.floats(s.dq) + s.qCol, *dkb = e.floats(s.dk) + s.kCol,
+    *dvb = e.floats(s.dv) + s.vCol;
   double scale = 1.0 / std::sqrt(double(s.hd));
-  auto at = [&](int64_t bi, int64_t t, int64_t part, int64_t h) {
-    return (bi * s.t + t) * 3 * s.d + part * s.d + h * s.hd;
+  auto qAt = [&](int64_t bi, int64_t t, int64_t h) {
+    return (bi * s.t + t) * s.qRow + h * s.hd;
   };
-  // Each (batch, head) owns its columns of dqkv: no two threads share them.
-  parallelFor(s.b * s.h, [&](int64_t lo, int64_t hi) {
+  auto kvAt = [&](int64_t bi, int64_t t, int64_t hk) {
+    return (bi * s.t + t) * s.kvRow + hk * s.hd;
+  };
+  // Each (batch, key head) owns its columns of dk, dv and of its query
+  // heads' dq: no two threads share them.
+  parallelFor(s.b * s.hkv, [&](int64_t lo, int64_t hi) {
     std::vector<double> p(s.t), dp(s.t);
     for (int64_t idx = lo; idx < hi; ++idx) {
-      int64_t bi = idx / s.h, h = idx % s.h;
-      for (int64_t t = 0; t < s.t; ++t)
-        for (int64_t part = 0; part < 3; ++part)
-          std::fill_n(dqkv + at(bi, t, part, h), s.hd, T(0));
+      int64_t bi = idx / s.hkv, hk = idx % s.hkv;
       for (int64_t t = 0; t < s.t; ++t) {
-        const T *q = qkv + at(bi, t, 0, h);
-        const T *g = dy + (bi * s.t + t) * s.d + h * s.hd;
-        int64_t last = causal ? t : s.t - 1;
-        double mx = -INFINITY;
-        for (int64_t u = 0; u <= last; ++u) {
-          const T *kv = qkv + at(bi, u, 1, h);
-          double dot = 0;
-          for (int64_t c = 0; c < s.hd; ++c)
-            dot += double(q[c]) * kv[c];
-          p[u] = dot * scale;
-          mx = std::max(mx, p[u]);
-        }
-        double sum = 0;
-        for (int64_t u = 0; u <= last; ++u)
-          sum += (p[u] = std::exp(p[u] - mx));
-        double pdp = 0;
-        for (int64_t u = 0; u <= last; ++u) {
-          p[u] /= sum;
-          const T *v = qkv + at(bi, u, 2, h);
-          double dot = 0;
-          for (int64_t c = 0; c < s.hd; ++c)
-            dot += double(g[c]) * v[c];
-          dp[u] = dot;
-          pdp += p[u] * dot;
-          T *dv = dqkv + at(bi, u, 2, h);
-          for (int64_t c = 0; c < s.hd; ++c)
-            dv[c] += T(p[u] * g[c]);
-        }
-        T *dq = dqkv + at(bi, t, 0, h);
-        for (int64_t u = 0; u <= last; ++u) {
-          double ds = p[u] * (dp[u] - pdp) * scale;
-          const T *kv = qkv + at(bi, u, 1, h);
-          T *dk = dqkv + at(bi, u, 1, h);
-          for (int64_t c = 0; c < s.hd; ++c) {
-            dq[c] += T(ds * kv[c]);
-            dk[c] += T(ds * q[c]);
+        std::fill_n(dkb + kvAt(bi, t, hk), s.hd, T(0));
+        std::fill_n(dvb + kvAt(bi, t, hk), s.hd, T(0));
+        for (int64_t h = hk * s.group(); h < (hk + 1) * s.group(); ++h)
+          std::fill_n(dqb + qAt(bi, t, h), s.hd, T(0));
+      }
+      for (int64_t h = hk * s.group(); h < (hk + 1) * s.group(); ++h)
+        for (int64_t t = 0; t < s.t; ++t) {
+          const T *q = qb + qAt(bi, t, h);
+          const T *g = dy + (bi * s.t + t) * s.width() + h * s.hd;
+          int64_t last = s.causal ? t : s.t - 1;
+          double mx = -INFINITY;
+          for (int64_t u = 0; u <= last; ++u) {
+            const T *kv = kb + kvAt(bi, u, hk);
+            double dot = 0;
+            for (int64_t c = 0; c < s.hd; ++c)
+              dot += double(q[c]) * kv[c];
+            p[u] = dot * scale;
+            mx = std::max(mx, p[u]);
+          }
+          double sum = 0;
+          for (int64_t u = 0; u <= last; ++u)
+            sum += (p[u] = std::exp(p[u] - mx));
+          double pdp = 0;
+          for (int64_t u = 0; u <= last; ++u) {
+            p[u] /= sum;
+            const T *v = vb + kvAt(bi, u, hk);
+            double dot = 0;
+            for (int64_t c = 0; c < s.hd; ++c)
+              dot += double(g[c]) * v[c];
+            dp[u] = dot;
+            pdp += p[u] * dot;
+            T *dv = dvb + kvAt(bi, u, hk);
+            for (int64_t c = 0; c < s.hd; ++c)
+              dv[c] += T(p[u] * g[c]);
+          }
+          T *dq = dqb + qAt(bi, t, h);
+          for (int64_t u = 0; u <= last; ++u) {
+            double ds = p[u] * (dp[u] - pdp) * scale;
+            const T *kv = kb + kvAt(bi, u, hk);
+            T *dk = dkb + kvAt(bi, u, hk);
+            for (int64_t c = 0; c < s.hd; ++c) {
+              dq[c] += T(ds * kv[c]);
+              dk[c] += T(ds * q[c]);
+            }
           }
         }
-      }
     }
   }, 1);
 }

@@ -26,6 +26,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "gtc/Runtime/Plan.h"
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cmath>
@@ -272,6 +273,66 @@ std::vector<int64_t> Kernel::padShift(size_t rank) const {
     for (int64_t &s : shift)
       s = -s;
   return shift;
+}
+
+AttentionLayout gtc::rt::attentionLayout(const Plan &plan, const Kernel &k) {
+  AttentionLayout a;
+  const bool grad = k.op == OpKind::AttentionGrad;
+  // attention: the operands; attention_grad: dy, the operands, y, lse.
+  const size_t first = grad ? 1 : 0;
+  const size_t n = k.inputs.size() - std::min(k.inputs.size(), 3 * first);
+  if ((n != 1 && n != 3) || k.outputs.size() != (grad ? n : 2)) {
+    a.error = "attention takes packed qkv or q, k, v";
+    return a;
+  }
+  auto shapeOf = [&](int id) -> const std::vector<int64_t> & {
+    return plan.buffers[id].shape;
+  };
+  a.packed = n == 1;
+  a.q = k.inputs[first];
+  a.k = k.inputs[first + (a.packed ? 0 : 1)];
+  a.v = k.inputs[first + (a.packed ? 0 : 2)];
+  a.y = grad ? k.inputs[n + 1] : k.outputs[0];
+  a.lse = grad ? k.inputs[n + 2] : k.outputs[1];
+  if (grad) {
+    a.dy = k.inputs[0];
+    a.dq = k.outputs[0];
+    a.dk = k.outputs[a.packed ? 0 : 1];
+    a.dv = k.outputs[a.packed ? 0 : 2];
+  }
+  a.h = k.intAttr("heads", 1);
+  a.causal = k.intAttr("causal", 1);
+  const std::vector<int64_t> &qs = shapeOf(a.q), &ks = shapeOf(a.k);
+  if (a.packed) {
+    if (qs.size() != 3 || qs[2] % 3 != 0 || a.h <= 0 || qs[2] / 3 % a.h) {
+      a.error = "attention takes qkv of shape [B, T, 3D] with the heads "
+                "dividing D";
+      return a;
+    }
+    a.b = qs[0], a.t = qs[1], a.hkv = a.h, a.hd = qs[2] / 3 / a.h;
+    a.qRow = a.kvRow = qs[2];
+    a.kCol = a.width(), a.vCol = 2 * a.width();
+  } else {
+    if (qs.size() != 4 || ks.size() != 4 || shapeOf(a.v) != ks ||
+        qs[2] != a.h || ks[2] <= 0 || a.h % ks[2] || ks[0] != qs[0] ||
+        ks[1] != qs[1] || ks[3] != qs[3]) {
+      a.error = "attention takes q [B, T, H, d] and k, v [B, T, Hkv, d] "
+                "with Hkv dividing H";
+      return a;
+    }
+    a.b = qs[0], a.t = qs[1], a.hkv = ks[2], a.hd = qs[3];
+    a.qRow = a.width(), a.kvRow = a.hkv * a.hd;
+  }
+  auto count = [&](int id) { return plan.buffers[id].elements(); };
+  const int64_t rows = a.b * a.t;
+  bool sizes = count(a.y) == rows * a.width() &&
+               count(a.lse) == a.b * a.h * a.t &&
+               (!grad || count(a.dy) == rows * a.width());
+  for (size_t i = 0; grad && i < n; ++i)
+    sizes = sizes && count(k.outputs[i]) == count(k.inputs[first + i]);
+  if (!sizes)
+    a.error = "attention's operand sizes do not match";
+  return a;
 }
 
 int64_t Plan::parameterCount() const {

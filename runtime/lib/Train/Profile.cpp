@@ -125,16 +125,14 @@ double gtc::rt::kernelFlops(const Plan &plan, const Kernel &k) {
                        : a.back();
     return 2 * elements(k.outputs[0]) * kDim;
   }
-  const int qkv = k.op == OpKind::Attention ? 0 : 1; // its operand index
-  if ((k.op == OpKind::Attention || k.op == OpKind::AttentionGrad) &&
-      static_cast<int>(k.inputs.size()) > qkv &&
-      shape(k.inputs[qkv]).size() == 3) {
-    // q, k, v packed as [B, T, 3D]: QK^T and AV are 2 B T^2 D each; the
-    // backward recomputes QK^T and adds three more products.
-    const auto &s = shape(k.inputs[qkv]);
-    double b = s[0], t = s[1], d = s[2] / 3.0;
-    double forward = 4 * b * t * t * d;
-    if (k.intAttr("causal", 1))
+  if (k.op == OpKind::Attention || k.op == OpKind::AttentionGrad) {
+    AttentionLayout a = attentionLayout(plan, k);
+    if (!a.error.empty())
+      return 0;
+    // QK^T and AV are 2 B T^2 H d each; the backward recomputes QK^T and
+    // adds three more products.
+    double forward = 4.0 * a.b * a.t * a.t * a.width();
+    if (a.causal)
       forward /= 2;
     return k.op == OpKind::Attention ? forward : 2.5 * forward;
   }

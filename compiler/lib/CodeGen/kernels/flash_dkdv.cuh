@@ -1,8 +1,9 @@
 //===- flash_dkdv.cuh - the tensor-core attention backward, dk and dv -*- CUDA -*-===//
 //
-// dk and dv: a block of 4 warps takes ROWS keys, a warp MW atoms of 16,
-// and streams query tiles of STEP (with their dy rows and
-// statistics).
+// dk and dv: a block of 4 warps takes ROWS keys of one (batch, key head),
+// a warp MW atoms of 16, and streams query tiles of STEP (with their dy
+// rows and statistics) of each of the G query heads that read the key head,
+// one head after the other: dk and dv sum over them in registers.
 //===----------------------------------------------------------------------===//
   extern __shared__ __align__(16) unsigned char smem[];
   E *sk = reinterpret_cast<E *>(smem), *sv = sk + ROWS * LDS;
@@ -11,34 +12,34 @@
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, c2 = (lane & 3) * 2;
   // Causal: the first key tiles see the most queries; they go first.
-  const int bh = blockIdx.x % (B * H), k0 = blockIdx.x / (B * H) * ROWS;
-  const int b = bh / H, h = bh % H, r0 = warp * 16 * MW;
-  const E *base = qkv + (i64)b * T * ROW + h * HD;
-  const E *gbase = dy + (i64)b * T * D + h * HD;
-  const float *ls = lse + ((i64)b * H + h) * T, *ds = deltas + ((i64)b * H + h) * T;
+  const int bh = blockIdx.x % (B * HKV), k0 = blockIdx.x / (B * HKV) * ROWS;
+  const int b = bh / HKV, hk = bh % HKV, r0 = warp * 16 * MW;
+  const E *kb = kp + (i64)b * T * KVROW + hk * HD, *vb = vp + (i64)b * T * KVROW + hk * HD;
   const int first = CAUSAL ? k0 / STEP * STEP : 0;
-  const int nq = (T - first + STEP - 1) / STEP;
+  const int nq = (T - first + STEP - 1) / STEP;  // query tiles a head
+  // Iteration j: query tile j % nq of head hk G + j / nq.
   auto load_queries = [&](int j) {
-    const int q = first + j * STEP, s = j & 1;
-    load_tile<STEP>(sq + s * STEP * LDS, base, ROW, q);
-    load_tile<STEP>(sg + s * STEP * LDS, gbase, D, q);
+    const int h = hk * G + j / nq, q = first + j % nq * STEP, s = j & 1;
+    const float *ls = lse + ((i64)b * H + h) * T, *ds = deltas + ((i64)b * H + h) * T;
+    load_tile<STEP>(sq + s * STEP * LDS, qp + (i64)b * T * QROW + h * HD, QROW, q);
+    load_tile<STEP>(sg + s * STEP * LDS, dy + (i64)b * T * D + h * HD, D, q);
     for (int i = threadIdx.x; i < STEP; i += blockDim.x) {  // zeros past T
       const bool ok = q + i < T;
       cp_async<4>(sl + s * STEP + i, ls + (ok ? q + i : 0), ok);
       cp_async<4>(sd + s * STEP + i, ds + (ok ? q + i : 0), ok);
     }
   };
-  load_tile<ROWS>(sk, base + D, ROW, k0);
-  load_tile<ROWS>(sv, base + 2 * D, ROW, k0);
+  load_tile<ROWS>(sk, kb, KVROW, k0);
+  load_tile<ROWS>(sv, vb, KVROW, k0);
   load_queries(0);
   cp_async_commit();
   float dk[MW][HD / 8][4], dv[MW][HD / 8][4];
   zero(dk);
   zero(dv);
-  for (int j = 0; j < nq; ++j) {
-    const int q0 = first + j * STEP, s0 = j & 1;
+  for (int j = 0; j < G * nq; ++j) {
+    const int q0 = first + j % nq * STEP, s0 = j & 1;
     const E *qs = sq + s0 * STEP * LDS, *gs = sg + s0 * STEP * LDS;
-    if (j + 1 < nq) {
+    if (j + 1 < G * nq) {
       load_queries(j + 1);
       cp_async_commit();
       cp_async_wait<1>();
@@ -90,8 +91,8 @@
       const int key = k0 + r0 + 16 * i + g + 8 * r;
       if (key >= T)
         continue;
-      E *out = dqkv + ((i64)b * T + key) * ROW + h * HD;
-      store_row(out + D, dk[i], r, c2, SCALE);
-      store_row(out + 2 * D, dv[i], r, c2, 1.f);
+      const i64 at = ((i64)b * T + key) * KVROW + hk * HD;
+      store_row(dkp + at, dk[i], r, c2, SCALE);
+      store_row(dvp + at, dv[i], r, c2, 1.f);
     }
 

@@ -10,13 +10,14 @@
   const int g = lane >> 2, c2 = (lane & 3) * 2;
   const int bh = blockIdx.x % (B * H), q0 = (NB - 1 - blockIdx.x / (B * H)) * ROWS;
   const int b = bh / H, h = bh % H, r0 = warp * 16 * MW;
-  const E *base = qkv + (i64)b * T * ROW + h * HD;
+  const E *qb = qp + (i64)b * T * QROW + h * HD;
+  const E *kb = kp + (i64)b * T * KVROW + h / G * HD, *vb = vp + (i64)b * T * KVROW + h / G * HD;
   const int nk = ((CAUSAL ? min(T, q0 + ROWS) : T) + STEP - 1) / STEP;
-  load_tile<ROWS>(sq, base, ROW, q0);
+  load_tile<ROWS>(sq, qb, QROW, q0);
   load_tile<ROWS>(sg, dy + (i64)b * T * D + h * HD, D, q0);
   cp_async_commit();
-  load_tile<STEP>(sk, base + D, ROW, 0);
-  load_tile<STEP>(sv, base + 2 * D, ROW, 0);
+  load_tile<STEP>(sk, kb, KVROW, 0);
+  load_tile<STEP>(sv, vb, KVROW, 0);
   cp_async_commit();
   // delta = dy . y for the warp's 16 MW rows, LPR lanes a row: stored for
   // dkdv, and spread to the lanes that hold the row's accumulators.
@@ -59,7 +60,7 @@
   zero(dq);
   for (int j = 0; j < nk; ++j) {
     const E *ks = sk + (j & 1) * STEP * LDS, *vs = sv + (j & 1) * STEP * LDS;
-    next_kv_tile<STEP>(sk, sv, base, j, nk);
+    next_kv_tile<STEP>(sk, sv, kb, vb, j, nk);
     const int k0 = j * STEP;
     if (!CAUSAL || k0 <= q0 + r0 + 16 * MW - 1) {
       float s[MW][STEP / 8][4], dp[MW][STEP / 8][4];
@@ -90,6 +91,6 @@
     for (int r = 0; r < 2; ++r) {
       const int q = q0 + r0 + 16 * i + g + 8 * r;
       if (q < T)
-        store_row(dqkv + ((i64)b * T + q) * ROW + h * HD, dq[i], r, c2, SCALE);
+        store_row(dqp + ((i64)b * T + q) * QROW + h * HD, dq[i], r, c2, SCALE);
     }
 

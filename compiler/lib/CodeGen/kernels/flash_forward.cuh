@@ -2,7 +2,7 @@
 //
 // The forward pass: a block of 4 warps takes ROWS queries of one (batch,
 // head), a warp MW atoms of 16 rows with their Q fragments in registers;
-// key tiles of STEP stream through shared memory.
+// key tiles of STEP of the head's key head stream through shared memory.
 //===----------------------------------------------------------------------===//
   extern __shared__ __align__(16) unsigned char smem[];
   E *sq = reinterpret_cast<E *>(smem), *sk = sq + ROWS * LDS, *sv = sk + 2 * STEP * LDS;
@@ -11,12 +11,13 @@
   // The longest causal tiles first.
   const int bh = blockIdx.x % (B * H), q0 = (NB - 1 - blockIdx.x / (B * H)) * ROWS;
   const int b = bh / H, h = bh % H, r0 = warp * 16 * MW;
-  const E *base = qkv + (i64)b * T * ROW + h * HD;
+  const E *qb = qp + (i64)b * T * QROW + h * HD;
+  const E *kb = kp + (i64)b * T * KVROW + h / G * HD, *vb = vp + (i64)b * T * KVROW + h / G * HD;
   const int nk = ((CAUSAL ? min(T, q0 + ROWS) : T) + STEP - 1) / STEP;
-  load_tile<ROWS>(sq, base, ROW, q0);
+  load_tile<ROWS>(sq, qb, QROW, q0);
   cp_async_commit();
-  load_tile<STEP>(sk, base + D, ROW, 0);
-  load_tile<STEP>(sv, base + 2 * D, ROW, 0);
+  load_tile<STEP>(sk, kb, KVROW, 0);
+  load_tile<STEP>(sv, vb, KVROW, 0);
   cp_async_commit();
   cp_async_wait<1>();
   __syncthreads();
@@ -31,7 +32,7 @@
     rmax[i][0] = rmax[i][1] = -GTC_INF, rsum[i][0] = rsum[i][1] = 0.f;
   for (int j = 0; j < nk; ++j) {
     const E *ks = sk + (j & 1) * STEP * LDS, *vs = sv + (j & 1) * STEP * LDS;
-    next_kv_tile<STEP>(sk, sv, base, j, nk);
+    next_kv_tile<STEP>(sk, sv, kb, vb, j, nk);
     const int k0 = j * STEP;
     // Causal: a tile wholly after the warp's last query adds nothing.
     if (!CAUSAL || k0 <= q0 + r0 + 16 * MW - 1) {

@@ -165,15 +165,16 @@ __device__ __forceinline__ void load_tile(E *tile, const E *src, i64 stride, int
   }
 }
 // The key-tile pipeline of the query-tile kernels (two buffers each of K
-// and V, N keys a tile): starts loading tile j + 1 into the other
-// buffer, if there is one, and waits until tile j is in shared memory, for
-// the whole block.
+// and V, N keys a tile; kb and vb at the batch and the key head's first
+// column): starts loading tile j + 1 into the other buffer, if there is
+// one, and waits until tile j is in shared memory, for the whole block.
 template <int N>
-__device__ __forceinline__ void next_kv_tile(E *sk, E *sv, const E *base, int j, int nk) {
+__device__ __forceinline__ void next_kv_tile(E *sk, E *sv, const E *kb, const E *vb, int j,
+                                             int nk) {
   if (j + 1 < nk) {
     const int next = (j + 1) & 1;
-    load_tile<N>(sk + next * N * LDS, base + D, ROW, (j + 1) * N);
-    load_tile<N>(sv + next * N * LDS, base + 2 * D, ROW, (j + 1) * N);
+    load_tile<N>(sk + next * N * LDS, kb, KVROW, (j + 1) * N);
+    load_tile<N>(sv + next * N * LDS, vb, KVROW, (j + 1) * N);
     cp_async_commit();
     cp_async_wait<1>();
   } else {
@@ -181,4 +182,3 @@ __device__ __forceinline__ void next_kv_tile(E *sk, E *sv, const E *base, int j,
   }
   __syncthreads();
 }
-

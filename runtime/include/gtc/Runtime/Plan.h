@@ -115,6 +115,30 @@ struct Kernel {
   std::vector<int64_t> padShift(size_t rank) const;
 };
 
+struct Plan;
+
+/// Where an attention kernel (gt.attention or gt.attention_grad) finds its
+/// heads: packed qkv [B, T, 3D], or q [B, T, H, d] with k, v [B, T, Hkv, d]
+/// (query head h reads key and value head h / (H / Hkv)). Column offsets
+/// and row strides count elements; the output y and its gradient are
+/// [B, T, H d] either way, and the gradients have their operands' layouts.
+struct AttentionLayout {
+  int64_t b = 0, t = 0, h = 0, hkv = 0, hd = 0;
+  bool packed = true;
+  bool causal = true;
+  int q = -1, k = -1, v = -1;        ///< operand buffers (packed: qkv 3 times)
+  int dq = -1, dk = -1, dv = -1;     ///< gradient buffers (attention_grad)
+  int y = -1, lse = -1, dy = -1;     ///< output, statistics, dy (grad)
+  int64_t qCol = 0, kCol = 0, vCol = 0; ///< head 0's column in a row
+  int64_t qRow = 0, kvRow = 0;       ///< elements per position
+  std::string error;                 ///< why the kernel's shapes do not fit
+
+  int64_t group() const { return h / hkv; }
+  int64_t width() const { return h * hd; }
+};
+/// The layout of attention kernel `k`, or one with `error` set.
+AttentionLayout attentionLayout(const Plan &plan, const Kernel &k);
+
 /// A trainable parameter: its buffer, gradient buffer and initializer.
 struct Param {
   std::string name;

@@ -366,29 +366,38 @@ def GT_SoftmaxOp : GT_Op<"softmax",
 
 def GT_AttentionOp : GT_InferredOp<"attention", [GT_Contraction,
                                                  GT_AutocastLow]> {
-  let summary = "multi-head scaled dot-product attention on packed q, k, v";
+  let summary = "scaled dot-product attention: multi-head, grouped-query, "
+                "multi-query";
   let description = [{
-    `qkv : [B, T, 3D]` holds the queries, keys and values side by side (the
-    output of one linear layer, as in GPT-2). With `heads = H` each is split
-    into H heads of size `D / H`; the result `[B, T, D]` is
-    `softmax(q k^T / sqrt(D / H) + mask) v` with the heads concatenated. With
-    `causal = true`, position t attends to positions <= t only. The second
-    result `lse : [B, H, T] f32` is each query's log-sum-exp of its scaled
-    scores, which the gradient reuses instead of recomputing the forward
-    pass (FlashAttention's statistics).
+    Two forms. Packed (GPT-2): one operand `qkv : [B, T, 3D]` holds the
+    queries, keys and values side by side (the output of one linear layer);
+    with `heads = H` each is split into H heads of size `D / H` and the
+    result is `[B, T, D]`. Separate: three operands `q : [B, T, H, d]`,
+    `k, v : [B, T, Hkv, d]` with `Hkv` dividing `H`; query head `h` attends
+    with key and value head `h / (H / Hkv)` (grouped-query attention; the
+    kernels read K and V in place, never repeated), and the result has q's
+    type. Either way each head computes
+    `softmax(q k^T / sqrt(d) + mask) v`; with `causal = true`, position t
+    attends to positions <= t only. The second result `lse : [B, H, T] f32`
+    is each query's log-sum-exp of its scaled scores, which the gradient
+    reuses instead of recomputing the forward pass (FlashAttention's
+    statistics).
 
     Example:
 
     ```mlir
     %y, %lse = gt.attention %qkv <{causal = true, heads = 12 : i64}>
         : tensor<?x1024x2304xf32>
+    %o, %lse2 = gt.attention %q, %k, %v <{heads = 12 : i64}>
+        : tensor<?x1024x12x64xbf16>, tensor<?x1024x4x64xbf16>,
+          tensor<?x1024x4x64xbf16>
     ```
   }];
-  let arguments = (ins GT_FloatTensor:$qkv,
+  let arguments = (ins Variadic<GT_FloatTensor>:$inputs,
                        ConfinedAttr<I64Attr, [IntPositive]>:$heads,
                        DefaultValuedAttr<BoolAttr, "true">:$causal);
   let results = (outs GT_FloatTensor:$result, F32Tensor:$lse);
-  let assemblyFormat = "$qkv prop-dict attr-dict `:` type($qkv)";
+  let assemblyFormat = "$inputs prop-dict attr-dict `:` type($inputs)";
 }
 
 def GT_EmbeddingOp : GT_InferredOp<"embedding"> {
@@ -789,30 +798,32 @@ def GT_RmsNormGradOp : GT_Op<"rmsnorm_grad",
 }
 
 def GT_AttentionGradOp : GT_Op<"attention_grad",
-    [Pure, GT_Contraction, GT_F32Statistics,
-     AllTypesMatch<["qkv", "result"]>, AllTypesMatch<["grad", "output"]>]> {
-  let summary = "the gradient of attention with respect to packed q, k, v";
+    [Pure, GT_Contraction, GT_F32Statistics, InferTypeOpAdaptor,
+     AllTypesMatch<["grad", "output"]>]> {
+  let summary = "the gradient of attention with respect to q, k and v";
   let description = [{
-    Given the gradient of the attention output `[B, T, D]`, the forward
-    `qkv : [B, T, 3D]`, the forward's output and its log-sum-exp
-    `lse : [B, H, T] f32`, returns the gradient of `qkv`. The attention
-    weights are recomputed from q, k and lse.
+    Given the gradient of the attention output, the forward's output, its
+    log-sum-exp `lse : [B, H, T] f32` and the forward's operands (packed
+    `qkv`, or `q, k, v`), returns the gradients of the forward's operands,
+    of their types. The attention weights are recomputed from q, k and lse.
+    (The operands are stored as grad, the forward's operands, output, lse:
+    lse last, as F32Statistics asks.)
 
     Example:
 
     ```mlir
-    %dqkv = gt.attention_grad %dy, %qkv, %y, %lse <{heads = 12 : i64}>
-        : tensor<8x1024x768xf32>, tensor<8x1024x2304xf32>, tensor<8x12x1024xf32>
+    %dqkv = gt.attention_grad %dy, %y, %lse, %qkv <{heads = 12 : i64}>
+        : tensor<8x1024x768xf32>, tensor<8x12x1024xf32>, tensor<8x1024x2304xf32>
     ```
   }];
-  let arguments = (ins GT_FloatTensor:$grad, GT_FloatTensor:$qkv,
+  let arguments = (ins GT_FloatTensor:$grad, Variadic<GT_FloatTensor>:$inputs,
                        GT_FloatTensor:$output, F32Tensor:$lse,
                        ConfinedAttr<I64Attr, [IntPositive]>:$heads,
                        DefaultValuedAttr<BoolAttr, "true">:$causal);
-  let results = (outs GT_FloatTensor:$result);
+  let results = (outs Variadic<GT_FloatTensor>:$results);
   let assemblyFormat = [{
-    $grad `,` $qkv `,` $output `,` $lse prop-dict attr-dict `:` type($grad) `,`
-    type($qkv) `,` type($lse)
+    $grad `,` $output `,` $lse `,` $inputs prop-dict attr-dict `:`
+    type($grad) `,` type($lse) `,` type($inputs)
   }];
   let hasVerifier = 1;
 }
