@@ -63,7 +63,8 @@ ONLY=${2:-all}   # "compile": only section 7 (gtc compile); "pad": only gt-pad-d
                  # "streams": only one stream against two;
                  # "fuse": only the fusion profiles and kernel counts;
                  # "parity": only GPT-2 124M against PyTorch;
-                 # "llama": only examples/llama.gt (parity, step time)
+                 # "llama": only examples/llama.gt (parity, step time);
+                 # "attention": only attention alone against SDPA
 if [ "$ONLY" = all ]; then
 # 1. Every op's kernels (forward and backward) against the CPU.
 "$BIN/gtc-gpu-check" "$GTC" > "$OUT/ops-fp32.txt" 2>&1; s=$?
@@ -372,6 +373,27 @@ CONFIG=llama124m MODES=bf16,compile timeout 400 python3 "$B/torch_llama.py" > "$
 # Where the step's time goes, by kind of kernel (launches one by one).
 "$GTC" run examples/llama.gt --device cuda --bench 10 --profile "$OUT/llama-profile.json" > "$OUT/llama-profile.txt" 2>&1
 grep -A30 "^kernel  " "$OUT/llama-profile.txt" | head -32
+fi
+if [ "$ONLY" = all ] || [ "$ONLY" = attention ]; then
+# Attention alone, fwd + bwd, bf16, B 16, T 1024, heads of 64, causal: the
+# sum of the attention kernels' mean times in gtc's profile against SDPA's
+# medians of 20 (test/gpu/sdpa_bench.py), multi-head (12 heads) and
+# grouped-query (12 query heads over 4 key heads; SDPA with enable_gqa and
+# on K, V repeated, the faster of the two).
+attn_ms() { # model -> the attention kernels' fwd + bwd ms in its profile
+  "$GTC" run "$1" --device cuda --precision bf16 --batch 16 --bench 20 --profile "$OUT/$(basename "$1" .gt).json" > "$OUT/$(basename "$1" .gt).txt" 2>&1
+  awk '$1 ~ /^attention/ {s += $4} END {printf "%.3f", s / 1000}' "$OUT/$(basename "$1" .gt).txt"
+}
+for m in attention attention_gqa; do
+  hkv=$([ $m = attention ] && echo 12 || echo 4)
+  g=$(attn_ms test/gpu/$m.gt)
+  grep "^attention" "$OUT/$m.txt"
+  python3 test/gpu/sdpa_bench.py 64 $hkv > "$OUT/sdpa-$m.txt" 2>&1
+  cat "$OUT/sdpa-$m.txt"
+  t=$(grep -o 'forward+backward [0-9.]*' "$OUT/sdpa-$m.txt" | awk '{print $2}' | sort -g | head -1)
+  awk -v g="$g" -v t="$t" 'BEGIN {exit !(g > 0 && t > 0 && g <= t)}'; s=$?
+  row "attention fwd+bwd, H 12 Hkv $hkv: gtc $g ms vs SDPA's best ${t:-?} ms (<= 1x)" "$(verdict $s)"
+done
 fi
 if [ "$ONLY" = all ] || [ "$ONLY" = compile ]; then
 # 7. gtc compile: standalone executables, run from a directory without gtc,
