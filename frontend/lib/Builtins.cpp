@@ -166,6 +166,23 @@ static void addLayerBuiltins(llvm::StringMap<Builtin> &t) {
                    return applyLinear(g, l, *a[0], a[1]->i, !a[2] || a[2]->b,
                                       *name, optDouble(a[3]));
                  }};
+  t["dropout"] = {
+      {req("x", K::FloatTensor), req("p", K::Number)},
+      [](Generator &g, Loc l, Bound &a) -> FailureOr<Val> {
+        double p = a[1]->asDouble();
+        if (!(p >= 0 && p < 1))
+          return g.error(a[1]->loc)
+                 << "dropout's p is the probability of dropping an element: "
+                    "it must be in [0, 1), got "
+                 << p;
+        if (p == 0)
+          return *a[0];
+        OpBuilder &b = g.getBuilder();
+        return g.make<gt::DropoutOp>(
+            l, a[0]->tensor,
+            {g.attr("p", b.getF64FloatAttr(p)),
+             g.attr("salt", b.getI64IntegerAttr(g.nextDropoutSalt()))});
+      }};
   t["matmul"] = {{req("a", K::FloatTensor), req("b", K::FloatTensor),
                   opt("transpose_a", K::Bool), opt("transpose_b", K::Bool)},
                  [](Generator &g, Loc l, Bound &a) {

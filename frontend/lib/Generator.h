@@ -290,6 +290,9 @@ public:
   /// Checks that a layer, loop or parameter name is letters, digits and '_'
   /// in dot-separated parts; `what` names it in the error.
   LogicalResult checkName(StringRef name, Loc l, StringRef what);
+  /// A new dropout's salt: 0, 1, ... in the order of the model's dropouts,
+  /// so that each draws its own mask.
+  int64_t nextDropoutSalt() { return dropouts++; }
   /// The full, scoped name of a layer: `name:` if given (checked to be a
   /// dotted identifier), else short + count.
   FailureOr<std::string> layerName(Loc l, StringRef shortName,
@@ -352,6 +355,7 @@ private:
   llvm::StringMap<const Stmt *> loopNames; ///< scope + loop name -> loop.
   bool inTrainBlock = false;
   size_t opCount = 0;
+  int64_t dropouts = 0;
 };
 
 //===----------------------------------------------------------------------===//

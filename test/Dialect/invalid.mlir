@@ -211,6 +211,15 @@ func.func @attention_zero_heads(%qkv: tensor<2x4x6xf32>) {
 
 // -----
 
+// dropout: p is a probability below 1.
+func.func @dropout_p(%x: tensor<2x4xf32>) {
+  // expected-error @+1 {{'gt.dropout' op p must be in [0, 1), got 1}}
+  %0 = gt.dropout %x <{p = 1.0 : f64, salt = 0 : i64}> : tensor<2x4xf32>
+  return
+}
+
+// -----
+
 // attention on q, k, v: the key heads divide the query heads.
 func.func @attention_kv_heads(%q: tensor<2x4x6x8xf32>, %k: tensor<2x4x4x8xf32>) {
   // expected-error @+1 {{'attention' needs q [B, T, H, d] and k, v [B, T, Hkv, d] of one dtype with Hkv dividing H and T, H, d fixed, got f32[2, 4, 6, 8], f32[2, 4, 4, 8], f32[2, 4, 4, 8]}}

@@ -50,6 +50,8 @@ func.func @all_ops() -> tensor<f32> attributes {gt.model} {
   %rn = gt.rmsnorm %12, %g <{epsilon = 1.0e-5 : f64}> : tensor<?x4x8xf32>, tensor<8xf32>
   // CHECK: gt.rmsnorm_grad %[[RN]], %{{.*}}, %[[G]] : tensor<?x4x8xf32>, tensor<8xf32>
   %rdx, %rdw = gt.rmsnorm_grad %rn, %12, %g : tensor<?x4x8xf32>, tensor<8xf32>
+  // CHECK: gt.dropout %[[RN]] <{p = 2.500000e-01 : f64, salt = 3 : i64}> : tensor<?x4x8xf32>
+  %dr = gt.dropout %rn <{p = 0.25 : f64, salt = 3 : i64}> : tensor<?x4x8xf32>
   // CHECK: gt.rope %{{.*}} <{inverse = true, theta = 5.000000e+05 : f64}> : tensor<?x4x2x4xf32>
   %rh = gt.reshape %rn : tensor<?x4x8xf32> -> tensor<?x4x2x4xf32>
   %ro = gt.rope %rh <{theta = 5.0e5 : f64, inverse = true}> : tensor<?x4x2x4xf32>

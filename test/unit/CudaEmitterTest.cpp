@@ -308,6 +308,8 @@ void checkPlan(const rt::Plan &plan, Stats &stats,
         for (int id : l.buffers) {
           if (id == rt::CudaLaunch::kWorkspace)
             EXPECT_GT(program.workspaceBytes, 0);
+          else if (id == rt::CudaLaunch::kStepCounter)
+            EXPECT_EQ(plan.kind, "step") << "the counters of a training step";
           else
             EXPECT_TRUE(validBuffer(id)) << id;
         }
@@ -523,7 +525,7 @@ const char *kEveryOp = R"(model every {
   v = embedding(t, 7, dim: 8) + embedding(positions(5), 5, dim: 8)
   v = attention(v, heads: 2) + attention(v, heads: 4, causal: false)
   v = v + reshape(rope(reshape(v, (-1, 5, 2, 4)), interleaved: true), (-1, 5, 8))
-  v = concat((slice(v, 4, 8), slice(v, 0, 4)), axis: -1) + v
+  v = concat((slice(v, 4, 8), slice(v, 0, 4)), axis: -1) + dropout(v, 0.25)
   logits = linear(v, 7) + linear(layernorm(v), 7, bias: false)
   loss = cross_entropy(logits, y) + mean(m1 * m1) + mean(m2) + sum(m3 * m3)
   loss = loss + mean(k * k) + sum(r * r) + mean(w) + sum(z) + mean(o)

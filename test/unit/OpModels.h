@@ -179,6 +179,13 @@ inline const std::vector<OpModel> &opModels() {
     z = attention(q2, k2, k2, causal: false)
     loss = sum(y * y) + sum(z * z)
   })", 2, 3, 8},
+      // Dropout's gradient keeps the forward's mask (step 0, seed 0 on both
+      // devices); two dropouts draw different masks.
+      {"Dropout", R"(model m {
+    input x: f32[B, 3, 8]
+    h = dropout(linear(x, 8), 0.3)
+    loss = mean(dropout(h, 0.5) * h + dropout(x, 0.1))
+  })", 2, 3, 24},
       {"EmbeddingAndCrossEntropy", R"(model m {
     input t: i32[B, 4]
     label y: i32[B, 4]

@@ -247,3 +247,77 @@ TEST(PlanTest, ParameterInitIsIndependentOfThreads) {
     }
   }
 }
+
+/// Dropout on the CPU: about p of the elements are zero, the rest scaled by
+/// 1 / (1 - p); the gradient keeps the forward's mask; the mask is a
+/// function of (seed, step, salt): the same again for the same step, a
+/// different one for the next step, for another seed and for the model's
+/// other dropout; evaluation has no dropout.
+TEST(PlanTest, DropoutMasks) {
+  const char *src = R"(model m {
+    input x: f32[B, 4096]
+    param w: f32[4096] = ones
+    loss = mean(dropout(x * w, 0.25) + dropout(x * w, 0.25))
+  })";
+  std::string errors;
+  std::optional<rt::Plan> plan = test::compilePlan(src, 2, errors);
+  ASSERT_TRUE(plan) << errors;
+  const rt::Kernel *drops[2] = {nullptr, nullptr};
+  int n = 0;
+  for (const rt::Kernel &k : plan->kernels)
+    if (k.op == rt::OpKind::Dropout && n < 2 &&
+        plan->buffers[k.inputs[0]].elements() == 2 * 4096)
+      drops[n++] = &k;
+  ASSERT_EQ(n, 2) << "two forward dropouts of the whole batch";
+  rt::CpuExecutor<float> cpu(*plan);
+  cpu.initParams(0);
+  // The dropouts' results as they come (their memory is reused later).
+  std::vector<std::vector<float>> results(2);
+  cpu.afterOp = [&](size_t, const rt::Kernel &k) {
+    for (int d = 0; d < 2; ++d)
+      if (&k == drops[d]) {
+        const float *y = cpu.floats(k.outputs[0]);
+        results[d].assign(y, y + 2 * 4096);
+      }
+  };
+  auto masks = [&](int64_t step, uint64_t seed) {
+    cpu.step = step;
+    cpu.seed = seed;
+    std::fill_n(cpu.floats(plan->feeds[0].buffer), 2 * 4096, 1.0f);
+    cpu.run();
+    std::vector<std::vector<bool>> kept;
+    for (const std::vector<float> &y : results) {
+      std::vector<bool> m;
+      for (float v : y) {
+        EXPECT_TRUE(v == 0.0f || std::abs(v - 1.0f / 0.75f) < 1e-6f) << v;
+        m.push_back(v != 0.0f);
+      }
+      kept.push_back(m);
+    }
+    return kept;
+  };
+  auto dropped = [](const std::vector<bool> &m) {
+    return static_cast<double>(std::count(m.begin(), m.end(), false)) /
+           static_cast<double>(m.size());
+  };
+  auto step7 = masks(7, 1);
+  EXPECT_NEAR(dropped(step7[0]), 0.25, 0.02);
+  EXPECT_NEAR(dropped(step7[1]), 0.25, 0.02);
+  EXPECT_NE(step7[0], step7[1]) << "each dropout draws its own mask";
+  // d loss / d w: each kept element of both dropouts adds
+  // 1 / (0.75 * 2 * 4096 * ... ); zero where both dropped the element.
+  const float *dw = cpu.floats(plan->params[0].grad);
+  for (int64_t i = 0; i < 4096; ++i) {
+    int keptBoth = step7[0][i] + step7[0][4096 + i] + step7[1][i] +
+                   step7[1][4096 + i];
+    EXPECT_NEAR(dw[i], keptBoth / 0.75f / (2 * 4096), 1e-7f) << i;
+  }
+  EXPECT_EQ(masks(7, 1), step7) << "the same step draws the same masks";
+  EXPECT_NE(masks(8, 1)[0], step7[0]) << "the next step draws new masks";
+  EXPECT_NE(masks(7, 2)[0], step7[0]) << "another seed draws new masks";
+
+  std::optional<rt::Plan> eval = test::compilePlan(src, 2, errors, true);
+  ASSERT_TRUE(eval) << errors;
+  for (const rt::Kernel &k : eval->kernels)
+    EXPECT_NE(k.op, rt::OpKind::Dropout) << "evaluation keeps every element";
+}

@@ -118,8 +118,7 @@ void Emitter::launch(const std::string &suffix, const std::string &what,
          CudaLaunch::kKernelEntry + "(";
   for (size_t i = 0; i < args.size(); ++i) {
     const Arg &a = args[i];
-    std::string type = a.buffer == CudaLaunch::kWorkspace ? a.wsType
-                                                          : ctype(a.buffer);
+    std::string type = a.buffer < 0 ? a.wsType : ctype(a.buffer);
     src += i ? ",\n    " : "";
     src += (a.output ? type + " *" : "const " + type + " *") + "__restrict__ " +
            a.name;
@@ -233,6 +232,8 @@ bool Emitter::emitKernel() {
     return !needF32() ? false : arity(2, 1) ? softmax(true) : wrong();
   case OpKind::Rope:
     return arity(1, 1) ? rope() : wrong();
+  case OpKind::Dropout:
+    return arity(1, 1) ? dropout() : wrong();
   case OpKind::Embedding:
     return !needF32() ? false : arity(2, 1) ? embedding() : wrong();
   case OpKind::EmbeddingGrad:

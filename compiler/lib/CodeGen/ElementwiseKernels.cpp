@@ -1,8 +1,8 @@
 //===- ElementwiseKernels.cpp - Elementwise and data-movement kernels -----===//
 //
 // Grid-stride elementwise kernels (single ops, fusion regions, multi-tensor
-// regions, epilogue regions) and the layout ops: copy, cast, broadcast,
-// transpose, pad/slice.
+// regions, epilogue regions), dropout and the layout ops: copy, cast,
+// broadcast, transpose, pad/slice.
 //===----------------------------------------------------------------------===//
 
 #include "EmitterImpl.h"
@@ -967,6 +967,41 @@ bool Emitter::padOrSlice() {
          std::string(opName(k->op)) + " " + shapeStr(xs) + " -> " +
              shapeStr(ys) + " at " + shapeStr(k->intsAttr("offsets")),
          {in(x, "x"), out(y, "y")}, 0, consts, body,
+         std::min(ceilDiv(n, kBlock), kMaxGrid));
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Dropout
+//===----------------------------------------------------------------------===//
+
+/// CpuExecutor's dropout(): the same draw (ScalarOps.h), from the seed and
+/// the steps done that the step's device counters hold.
+bool Emitter::dropout() {
+  int x = k->inputs[0], y = k->outputs[0];
+  if (count(y) != count(x))
+    return fail("dropout's result must have its input's size");
+  const double p = k->floatAttr("p", 0);
+  const int64_t n = count(x);
+  std::string consts =
+      "constexpr i64 N = " + str(n) + ";\nconstexpr unsigned long long SALT = " +
+      str(k->intAttr("salt", 0)) +
+      "ull;\nconstexpr unsigned long long THRESHOLD = " +
+      str(static_cast<int64_t>(p * 16777216.0)) +
+      "ull;  // p 2^24\nconstexpr float SCALE = " +
+      flt(static_cast<float>(1.0 / (1.0 - p))) + ";  // 1 / (1 - p)\n";
+  std::string body =
+      "  const unsigned long long key = gtc_scalar::dropout_key(\n"
+      "      (unsigned long long)counters[" + str(CudaLaunch::kSeedSlot) +
+      "], (unsigned long long)counters[" + str(CudaLaunch::kStepsSlot) +
+      "], SALT);\n" + R"CU(  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < N;
+       i += (i64)gridDim.x * blockDim.x)
+    y[i] = gtc_scalar::dropout_keep(key, (unsigned long long)i, THRESHOLD)
+               ? (float)x[i] * SCALE
+               : 0.f;
+)CU";
+  launch("", "one thread per element of " + str(n) + ", p = " + dbl(p),
+         {in(x, "x"), out(y, "y"), stepCounter("counters")}, 0, consts, body,
          std::min(ceilDiv(n, kBlock), kMaxGrid));
   return true;
 }

@@ -179,9 +179,11 @@ bool Emitter::scatterRows(int dy, int ids, int dt, bool zero) {
 // Rotary position embedding
 //===----------------------------------------------------------------------===//
 
-/// CpuExecutor's rope(): one thread per pair of features, its angle
-/// computed as the CPU's f32 run computes it (precise powf and sincosf), the
-/// pair read and written in the buffers' type, turned in float.
+/// CpuExecutor's rope(): a block per position, a thread per pair of a
+/// head's features, its angle computed once, as the CPU's f32 run computes
+/// it (precise powf and sincosf), and applied to that pair of every row of
+/// the position (batches); the pair read and written in the buffers' type,
+/// turned in float.
 bool Emitter::rope() {
   int x = k->inputs[0], y = k->outputs[0];
   const auto &s = shape(x);
@@ -191,38 +193,41 @@ bool Emitter::rope() {
                 positions = s[s.size() - 3], pairs = count(x) / 2;
   const bool interleaved = k->intAttr("interleaved", 0) != 0;
   std::string consts =
-      "constexpr i64 PAIRS = " + str(pairs) +
-      ";\nconstexpr i64 HALF = " + str(d / 2) +
-      ";\nconstexpr i64 D = " + str(d) +
-      ";\nconstexpr i64 HEADS = " + str(heads) +
+      "constexpr i64 HALF = " + str(d / 2) + ";\nconstexpr i64 D = " +
+      str(d) + ";\nconstexpr i64 HEADS = " + str(heads) +
       ";\nconstexpr i64 POSITIONS = " + str(positions) +
-      ";\nconstexpr float THETA = " + flt(k->floatAttr("theta", 10000.0)) +
-      ";\nconstexpr float SIGN = " +
-      (k->intAttr("inverse", 0) ? "-1.0f" : "1.0f") +
+      ";\nconstexpr i64 OUTER = " + str(pairs / (positions * heads * (d / 2))) +
+      ";  // rows of a position (the dimensions before T)\n"
+      "constexpr float THETA = " + flt(k->floatAttr("theta", 10000.0)) +
+      ";\nconstexpr float SIGN = " + (k->intAttr("inverse", 0) ? "-1.0f" : "1.0f") +
       ";  // -1: the inverse rotation (the gradient)\n"
-      "constexpr bool INTERLEAVED = " +
-      (interleaved ? "true" : "false") +
+      "constexpr bool INTERLEAVED = " + (interleaved ? "true" : "false") +
       ";  // pairs (2i, 2i + 1), else (i, i + HALF)\n";
-  std::string body =
-      R"CU(  for (i64 e = (i64)blockIdx.x * blockDim.x + threadIdx.x; e < PAIRS;
-       e += (i64)gridDim.x * blockDim.x) {
-    const i64 r = e / HALF, i = e % HALF;
-    const float t = (float)(r / HEADS % POSITIONS);
-    const float inv = 1.0f / powf(THETA, (float)(2 * i) / (float)D);
-    float sn, c;
-    sincosf(t * inv, &sn, &c);
-    sn *= SIGN;
-    const i64 i1 = r * D + (INTERLEAVED ? 2 * i : i);
-    const i64 i2 = r * D + (INTERLEAVED ? 2 * i + 1 : i + HALF);
-    const float x1 = (float)x[i1], x2 = (float)x[i2];
-    y[i1] = x1 * c - x2 * sn;
-    y[i2] = x2 * c + x1 * sn;
-  }
+  std::string body = R"CU(  for (i64 t = blockIdx.x; t < POSITIONS; t += gridDim.x)
+    for (i64 e = threadIdx.x; e < HEADS * HALF; e += blockDim.x) {
+      const i64 h = e / HALF, i = e % HALF;
+      const float inv = 1.0f / powf(THETA, (float)(2 * i) / (float)D);
+      float sn, c;
+      sincosf((float)t * inv, &sn, &c);
+      sn *= SIGN;
+      const i64 i1 = h * D + (INTERLEAVED ? 2 * i : i);
+      const i64 i2 = h * D + (INTERLEAVED ? 2 * i + 1 : i + HALF);
+#pragma unroll 4
+      for (i64 o = 0; o < OUTER; ++o) {
+        const i64 r = (o * POSITIONS + t) * HEADS * D;
+        const float x1 = (float)x[r + i1], x2 = (float)x[r + i2];
+        y[r + i1] = x1 * c - x2 * sn;
+        y[r + i2] = x2 * c + x1 * sn;
+      }
+    }
 )CU";
-  launch("",
-         "one thread per pair of " + str(pairs) + " (head_dim " + str(d) +
-             (interleaved ? ", interleaved" : ", rotate-half") + ")",
+  launch("", "a block per position of " + str(positions) +
+                 ", a thread per pair of a head (head_dim " + str(d) +
+                 (interleaved ? ", interleaved" : ", rotate-half") +
+                 "), over the position's " +
+                 str(pairs / (positions * heads * (d / 2))) + " rows",
          {in(x, "x"), out(y, "y")}, 0, consts, body,
-         std::min(ceilDiv(pairs, kBlock), kMaxGrid));
+         std::min(positions, kMaxGrid),
+         std::min<int64_t>(256, alignUp(heads * (d / 2), 32)));
   return true;
 }

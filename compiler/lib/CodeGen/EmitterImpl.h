@@ -360,6 +360,10 @@ private:
   Arg wsIn(const std::string &type, const std::string &name) const {
     return {CudaLaunch::kWorkspace, name, false, type};
   }
+  /// The step's device counters (CudaLaunch::kStepCounter), read.
+  Arg stepCounter(const std::string &name) const {
+    return {CudaLaunch::kStepCounter, name, false, "long long"};
+  }
   void needWorkspace(int64_t bytes) {
     workspace = std::max(workspace, alignUp(bytes, 256));
   }
@@ -458,6 +462,7 @@ private:
   bool flashAttentionGrad(const rt::AttentionLayout &a);
   bool embedding();
   bool rope();
+  bool dropout();
   bool embeddingGrad();
   bool scatterAddRegion();
   /// Adds row i of `dy` into row ids[i] of `dt` (zeroed first when `zero`).

@@ -414,6 +414,11 @@ FailureOr<rt::Plan> gtc::compileEval(ModuleOp module,
   func::FuncOp model = findFunc(**lowered, kModelAttrName);
   if (!model)
     return module.emitError("the module has no model to evaluate");
+  // Evaluation runs without dropout.
+  model.walk([](DropoutOp d) {
+    d.replaceAllUsesWith(d.getInput());
+    d.erase();
+  });
   // Return the accuracy too when the loss is a cross-entropy of logits.
   auto ret = cast<func::ReturnOp>(model.getBody().front().getTerminator());
   Value loss = ret.getOperand(0);

@@ -245,6 +245,11 @@ LogicalResult Differentiator::differentiate(Operation *op, Value dy) {
                                   b.getBoolAttr(!o.getInverse())));
         return success();
       })
+      .Case<DropoutOp>([&](DropoutOp o) {
+        accumulate(o.getInput(), DropoutOp::create(b, loc, dy, o.getPAttr(),
+                                                   o.getSaltAttr()));
+        return success();
+      })
       .Case<RmsNormOp>([&](RmsNormOp o) {
         auto g = RmsNormGradOp::create(b, loc, dy, o.getInput(), o.getWeight(),
                                        o.getEpsilonAttr());

@@ -383,6 +383,13 @@ LogicalResult RmsNormOp::inferReturnTypes(MLIRContext *,
                        {adaptor.getWeight()}, adaptor.getEpsilonAttr(), types);
 }
 
+LogicalResult DropoutOp::verify() {
+  double p = getP().convertToDouble();
+  if (!(p >= 0 && p < 1))
+    return emitOpError("p must be in [0, 1), got ") << p;
+  return success();
+}
+
 LogicalResult RopeOp::verify() {
   RankedTensorType x = getInput().getType();
   if (x.getRank() < 3)

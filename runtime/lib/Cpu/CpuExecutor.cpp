@@ -362,6 +362,27 @@ template <typename T> void layernormGrad(Exec<T> &e, const Kernel &k) {
 /// t * theta^(-2i/d) (minus that with `inverse`); the pairs are (i, i + d/2),
 /// or (2i, 2i + 1) when `interleaved`. The angles as Hugging Face computes
 /// them (in T: f32 on a float run).
+/// Keeps each element with probability 1 - p (ScalarOps.h's draw from the
+/// run's seed, the executor's step and the op's salt), scaled by 1 / (1 - p).
+template <typename T> void dropout(Exec<T> &e, const Kernel &k) {
+  const int64_t n = countOf(e.plan(), k.inputs[0]);
+  const double p = k.floatAttr("p", 0);
+  const unsigned long long key = gtc_scalar::dropout_key(
+      e.seed, static_cast<unsigned long long>(e.step),
+      static_cast<unsigned long long>(k.intAttr("salt", 0)));
+  const auto threshold = static_cast<unsigned long long>(p * 16777216.0);
+  const T scale = T(1.0 / (1.0 - p));
+  const T *x = e.floats(k.inputs[0]);
+  T *y = e.floats(k.outputs[0]);
+  parallelFor(n, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i)
+      y[i] = gtc_scalar::dropout_keep(key, static_cast<unsigned long long>(i),
+                                      threshold)
+                 ? x[i] * scale
+                 : T(0);
+  }, 4096);
+}
+
 template <typename T> void rope(Exec<T> &e, const Kernel &k) {
   const Plan &p = e.plan();
   const std::vector<int64_t> &s = shapeOf(p, k.inputs[0]);
@@ -903,6 +924,8 @@ template <typename T> void (*cpuKernel(OpKind kind))(Exec<T> &, const Kernel &) 
     return layernormGrad<T>;
   case OpKind::Rope:
     return rope<T>;
+  case OpKind::Dropout:
+    return dropout<T>;
   case OpKind::Softmax:
     return softmax<T>;
   case OpKind::SoftmaxGrad:

@@ -189,6 +189,8 @@ struct CudaExecutor::Impl {
   CUdeviceptr ptr(int id, int slot) const {
     if (id == CudaLaunch::kWorkspace)
       return scratch;
+    if (id == CudaLaunch::kStepCounter)
+      return counter;
     const Buffer &b = plan.buffers[id];
     if (b.region == Region::Input)
       return inputs[slot] + b.offset * 4;

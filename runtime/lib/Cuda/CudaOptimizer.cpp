@@ -118,7 +118,8 @@ void CudaExecutor::Impl::enqueueAccumulate(int part, int parts) {
               });
 }
 
-void CudaExecutor::setSchedule(int64_t done, int64_t total, int64_t updates) {
+void CudaExecutor::setSchedule(int64_t done, int64_t total, int64_t updates,
+                               uint64_t seed) {
   impl->totalSteps = std::max<int64_t>(1, total);
   if (!impl->counter)
     return;
@@ -126,6 +127,8 @@ void CudaExecutor::setSchedule(int64_t done, int64_t total, int64_t updates) {
   unsigned long long c[kCounters] = {static_cast<unsigned long long>(done), 0,
                                      static_cast<unsigned long long>(updates)};
   CU(cuMemcpyHtoD(impl->counter, c, sizeof c));
+  unsigned long long s = seed;
+  CU(cuMemcpyHtoD(impl->counter + CudaLaunch::kSeedSlot * 8, &s, sizeof s));
 }
 
 bool CudaExecutor::downloadScaler(LossScaler &scaler) {

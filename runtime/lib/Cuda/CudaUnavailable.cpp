@@ -60,7 +60,7 @@ void CudaExecutor::downloadRegion(Region, void *) {}
 void *CudaExecutor::stagedInput(int, int) { return nullptr; }
 void CudaExecutor::step(int, bool, bool, int, int) {}
 double CudaExecutor::loss() { return 0; }
-void CudaExecutor::setSchedule(int64_t, int64_t, int64_t) {}
+void CudaExecutor::setSchedule(int64_t, int64_t, int64_t, uint64_t) {}
 double CudaExecutor::accuracy() { return 0; }
 bool CudaExecutor::lossScale(double &, int64_t &) { return false; }
 bool CudaExecutor::downloadScaler(LossScaler &) { return false; }

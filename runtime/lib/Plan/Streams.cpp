@@ -29,7 +29,7 @@ std::vector<Access> accesses(const Plan &plan, const Kernel &k,
       return;
     }
     if (id < 0 || plan.buffers[id].region == Region::Local)
-      return; // none, or registers
+      return; // none, the step counters (written after the step), registers
     const Buffer &b = plan.buffers[id];
     write = write || has(k.outputs, id) || !has(k.inputs, id);
     out.push_back({static_cast<int>(b.region), b.offset * 4,

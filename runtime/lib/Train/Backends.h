@@ -64,7 +64,8 @@ public:
                         int64_t stepsDone) = 0;
   /// The steps done and the schedule's length (devices that compute the
   /// learning rate themselves; setState gave the updates applied).
-  virtual void setSchedule(int64_t done, int64_t total) {}
+  /// and the run's seed, which dropout draws its masks from.
+  virtual void setSchedule(int64_t done, int64_t total, uint64_t seed) = 0;
 };
 
 class CpuBackend : public Backend {
@@ -102,7 +103,12 @@ public:
           };
   }
   void *feed(int id) override { return exec.data(id); }
-  void run(double lr, int64_t, bool, int thisPart, int stepParts) override {
+  void setSchedule(int64_t, int64_t, uint64_t seed) override {
+    exec.seed = seed;
+  }
+  void run(double lr, int64_t stepNo, bool, int thisPart,
+           int stepParts) override {
+    exec.step = stepNo - 1; // steps done, as the GPU's counter
     if (plan.scalesLoss())
       exec.floats(plan.lossScale)[0] = scaler.scale;
     part = thisPart;
@@ -384,8 +390,8 @@ public:
     exec.uploadState(first, second);
     updates = steps;
   }
-  void setSchedule(int64_t done, int64_t total) override {
-    exec.setSchedule(done, total, updates);
+  void setSchedule(int64_t done, int64_t total, uint64_t seed) override {
+    exec.setSchedule(done, total, updates, seed);
   }
   const Plan &plan;
   CudaExecutor exec;

@@ -471,7 +471,7 @@ bool Training::start() {
   loader = std::make_unique<Loader>(*data, batch, seed, c.shuffle,
                                     /*dropLast=*/true);
   // The schedule's counters first: the scaler's are among them.
-  backend->setSchedule(first, total);
+  backend->setSchedule(first, total, seed);
   if (haveScaler)
     backend->setScaler(resumedScaler);
   if (!options.logPath.empty() && rank == 0) {

@@ -77,6 +77,10 @@ public:
   /// single process.
   std::function<void(const std::vector<std::pair<T *, size_t>> &)>
       allReduceMean;
+  /// The steps done before this one and the run's seed: dropout draws its
+  /// masks from them (set by the trainer; evaluation has no dropout).
+  int64_t step = 0;
+  uint64_t seed = 0;
   /// Called after each op (each op of a fusion region too) with the plan
   /// kernel's index and the op; --check-numerics looks at its outputs.
   std::function<void(size_t, const Kernel &)> afterOp;

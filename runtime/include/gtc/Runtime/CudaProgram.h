@@ -32,6 +32,13 @@ struct CudaLaunch {
   // (profiles, errors) and `comment` (listings: the plan kernel, its
   // buffers, what the launch does) say which launch it is.
   static constexpr int kWorkspace = -2;
+  /// An entry kStepCounter stands for the training step's device counters
+  /// (`const long long *`, read only): slot kStepsSlot holds the steps done,
+  /// which the optimizer's update advances at the end of the step, and
+  /// kSeedSlot the run's seed: what changes from step to step in a
+  /// replayed CUDA graph (dropout's masks).
+  static constexpr int kStepCounter = -3;
+  static constexpr int kStepsSlot = 0, kSeedSlot = 8;
   static constexpr const char *kKernelEntry = "gtc_kernel";
   /// The first statement of every kernel's body. On sm_90 and newer the
   /// executor launches kernels as programmatic dependents of the launch

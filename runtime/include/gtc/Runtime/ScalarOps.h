@@ -143,6 +143,27 @@ GTC_SCALAR void adam_update(T &p, T g, T &m, T &v, double lr, double wd,
   p = T(p - stepSize * (m / denom));
 }
 
+/// Dropout's draw, counter-based: a 64-bit mix (splitmix64's finalizer) of
+/// the run's seed, the step, the dropout op's salt and the element's index,
+/// so that any element of any step is drawn alone and the CPU and the GPU
+/// draw the same. dropout_key is computed once a kernel; element `index` is
+/// kept when the top 24 bits of its draw reach `threshold` = p 2^24.
+GTC_SCALAR unsigned long long dropout_mix(unsigned long long z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+GTC_SCALAR unsigned long long dropout_key(unsigned long long seed,
+                                          unsigned long long step,
+                                          unsigned long long salt) {
+  return dropout_mix(seed ^ dropout_mix(salt ^ dropout_mix(step)));
+}
+GTC_SCALAR bool dropout_keep(unsigned long long key, unsigned long long index,
+                             unsigned long long threshold) {
+  return (dropout_mix(key ^ index) >> 40) >= threshold;
+}
+
 } // namespace gtc_scalar
 
 // The activation ops, X(Op, name): gt.<name> (gt::<Op>Op, the runtime's

@@ -314,6 +314,32 @@ def GT_RmsNormOp : GT_InferredOp<"rmsnorm", [GT_Reduction, GT_AutocastF32,
   }];
 }
 
+def GT_DropoutOp : GT_Op<"dropout", [Pure, SameOperandsAndResultType,
+                                     InferTypeOpInterface]> {
+  let summary = "zeroes elements at random and scales the rest by 1 / (1 - p)";
+  let description = [{
+    Each element is dropped (zero) with probability `p` and otherwise
+    multiplied by `1 / (1 - p)`. The mask is drawn by a counter-based
+    generator from the run's seed, the training step, the op's `salt` (one
+    a dropout of the model) and the element's index: it differs from step
+    to step, also in a replayed CUDA graph (the GPU reads the step from the
+    device), and is the same on the CPU and the GPU. The gradient is the
+    same dropout, same salt, of the result's gradient. Evaluation leaves
+    the op out.
+
+    Example:
+
+    ```mlir
+    %y = gt.dropout %x <{p = 1.0e-01 : f64, salt = 0 : i64}> : tensor<?x1024x768xbf16>
+    ```
+  }];
+  let arguments = (ins GT_FloatTensor:$input, F64Attr:$p,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$salt);
+  let results = (outs GT_FloatTensor:$result);
+  let assemblyFormat = "$input prop-dict attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
 def GT_RopeOp : GT_Op<"rope", [Pure, SameOperandsAndResultType,
                                InferTypeOpInterface]> {
   let summary = "rotary position embedding";
