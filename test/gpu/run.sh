@@ -64,7 +64,25 @@ ONLY=${2:-all}   # "compile": only section 7 (gtc compile); "pad": only gt-pad-d
                  # "fuse": only the fusion profiles and kernel counts;
                  # "parity": only GPT-2 124M against PyTorch;
                  # "llama": only examples/llama.gt (parity, step time);
-                 # "attention": only attention alone against SDPA
+                 # "attention": only attention alone against SDPA;
+                 # "dropout": only dropout against the CPU;
+                 # "llama-sizes": llama124m-t4096 and llama1b
+# Trains `model` on the GPU and on the CPU from one seed and compares the losses.
+parity() { # name model limit-steps [steps (50)] [tolerance (1e-4)]
+  local steps=${4:-50}
+  "$GTC" run "$2" --device cuda --steps $steps --log-every 1 --log "$OUT/$1-gpu.jsonl" > "$OUT/$1-gpu.txt" 2>&1
+  "$GTC" run "$2" --device cpu --steps $steps --log-every 1 --log "$OUT/$1-cpu.jsonl" > "$OUT/$1-cpu.txt" 2>&1
+  python3 - "$OUT/$1-gpu.jsonl" "$OUT/$1-cpu.jsonl" "$3" $steps "${5:-1e-4}" > "$OUT/$1-parity.txt" <<'PY'
+import json, sys
+g = [json.loads(l)["loss"] for l in open(sys.argv[1]) if '"eval"' not in l]
+c = [json.loads(l)["loss"] for l in open(sys.argv[2]) if '"eval"' not in l]
+n, steps, tol = int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+rel = [abs(a - b) / abs(b) for a, b in zip(g, c)]
+print(f"max rel loss diff {max(rel[:n]):.1e} over {n} steps, {max(rel):.1e} over {len(rel)}, final {g[-1]:.6f} vs {c[-1]:.6f}")
+print("per-step relative difference:", " ".join(f"{r:.0e}" for r in rel))
+sys.exit(0 if len(g) == steps and max(rel[:n]) <= tol else 1)
+PY
+}
 if [ "$ONLY" = all ]; then
 # 1. Every op's kernels (forward and backward) against the CPU.
 "$BIN/gtc-gpu-check" "$GTC" > "$OUT/ops-fp32.txt" 2>&1; s=$?
@@ -102,21 +120,6 @@ done
 # both devices run ScalarOps.h's update rule (in double where the CPU
 # computes in double), 30 steps agreed within 1.0e-7, against 1.7e-4 before
 # (H100, test/bench/NOTES.md, twentieth session).
-parity() { # name model limit-steps [steps (50)] [tolerance (1e-4)]
-  local steps=${4:-50}
-  "$GTC" run "$2" --device cuda --steps $steps --log-every 1 --log "$OUT/$1-gpu.jsonl" > "$OUT/$1-gpu.txt" 2>&1
-  "$GTC" run "$2" --device cpu --steps $steps --log-every 1 --log "$OUT/$1-cpu.jsonl" > "$OUT/$1-cpu.txt" 2>&1
-  python3 - "$OUT/$1-gpu.jsonl" "$OUT/$1-cpu.jsonl" "$3" $steps "${5:-1e-4}" > "$OUT/$1-parity.txt" <<'PY'
-import json, sys
-g = [json.loads(l)["loss"] for l in open(sys.argv[1]) if '"eval"' not in l]
-c = [json.loads(l)["loss"] for l in open(sys.argv[2]) if '"eval"' not in l]
-n, steps, tol = int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
-rel = [abs(a - b) / abs(b) for a, b in zip(g, c)]
-print(f"max rel loss diff {max(rel[:n]):.1e} over {n} steps, {max(rel):.1e} over {len(rel)}, final {g[-1]:.6f} vs {c[-1]:.6f}")
-print("per-step relative difference:", " ".join(f"{r:.0e}" for r in rel))
-sys.exit(0 if len(g) == steps and max(rel[:n]) <= tol else 1)
-PY
-}
 parity sgd test/gpu/mlp_sgd.gt 50; s=$?
 head -2 "$OUT/sgd-parity.txt"
 row "MLP+SGD 50 steps GPU vs CPU, fp32: $(head -1 "$OUT/sgd-parity.txt")" "$(verdict $s)"
@@ -124,10 +127,6 @@ parity adamw examples/mlp.gt 16; s=$?
 head -2 "$OUT/adamw-parity.txt"
 row "MLP+AdamW GPU vs CPU, fp32: $(head -1 "$OUT/adamw-parity.txt")" "$(verdict $s)"
 cp "$OUT/adamw-gpu.txt" "$OUT/gpu50.txt"
-# Dropout: the GPU draws the CPU's masks in every one of 30 steps.
-parity dropout test/gpu/dropout.gt 30 30; s=$?
-head -2 "$OUT/dropout-parity.txt"
-row "MLP+dropout 30 steps GPU vs CPU, fp32: $(head -1 "$OUT/dropout-parity.txt")" "$(verdict $s)"
 # The residual MLP of issue 35 (a layer norm and a per-iteration gain in
 # each of 4 residual blocks, AdamW with weight decay, cosine with warm-up):
 # within 1e-5 over its 10 steps.
@@ -336,10 +335,12 @@ fi
 if [ "$ONLY" = all ] || [ "$ONLY" = parity ]; then
 # GPT-2 124M parity with PyTorch on this GPU (test/Parity: one safetensors
 # file of weights, 50 AdamW steps on the same batches, every loss compared).
-# bf16: the 50 losses within 10x the difference measured (5.5e-6 on H100
-# and H200), the first (the forward pass on the same weights) within
-# BF16_FIRST; gtc in fp32 against PyTorch in bf16 must fail that check.
-GPT2_BF16="--tol ${GPT2_BF16_TOL:-6e-5} --tol-first ${GPT2_BF16_FIRST:-5e-6}"
+# bf16: the 50 losses within 1.5e-5: above the difference measured (5.4e-6
+# to 6.2e-6 on H100 and H200) and below gtc fp32 against PyTorch bf16
+# (2.0e-5 on an H200), so that this run must fail. (The first step cannot
+# tell them apart for GPT-2: gtc's bf16 loss, its logits in f32, is nearer
+# PyTorch's fp32 than PyTorch's autocast is: 4.5e-6 against 8.7e-7.)
+GPT2_BF16="--tol ${GPT2_BF16_TOL:-1.5e-5}"
 gp() { # tag, then gpt2_parity.py's options
   local tag=$1; shift
   python3 test/Parity/gpt2_parity.py --gtc "$GTC" --size full --device cuda --dir "$OUT/parity-$tag" "$@" > "$OUT/parity-$tag.txt" 2>&1
@@ -393,6 +394,44 @@ CONFIG=llama124m MODES=bf16,compile timeout 400 python3 "$B/torch_llama.py" > "$
 # Where the step's time goes, by kind of kernel (launches one by one).
 "$GTC" run examples/llama.gt --device cuda --bench 10 --profile "$OUT/llama-profile.json" > "$OUT/llama-profile.txt" 2>&1
 grep -A30 "^kernel  " "$OUT/llama-profile.txt" | head -32
+fi
+if [ "$ONLY" = all ] || [ "$ONLY" = dropout ]; then
+# Dropout: the GPU draws the CPU's masks in every one of 30 steps, and its
+# kernels match the CPU's.
+parity dropout test/gpu/dropout.gt 30 30; s=$?
+head -2 "$OUT/dropout-parity.txt"
+row "MLP+dropout 30 steps GPU vs CPU, fp32: $(head -1 "$OUT/dropout-parity.txt")" "$(verdict $s)"
+for p in fp32 bf16; do
+  "$BIN/gtc-gpu-check" "$GTC" --precision $p --only Dropout > "$OUT/ops-dropout-$p.txt" 2>&1; s=$?
+  tail -1 "$OUT/ops-dropout-$p.txt"
+  row "dropout fwd+bwd vs CPU, $p" "$(verdict $s)"
+done
+fi
+if [ "$ONLY" = all ] || [ "$ONLY" = llama-sizes ]; then
+# The larger Llamas of shared/bench/torch_llama.py: examples/llama.gt with
+# its sizes set, against torch.compile's step and memory in the same job.
+lsize() { # config, batch, let line, the target ratio to torch.compile
+  sed "s/  let V = 32000, T = 1024, D = 768, H = 12, KV = 4, FF = 2048, L = 12/  let $3/" examples/llama.gt > "$OUT/$1.gt"
+  "$GTC" run "$OUT/$1.gt" --device cuda --batch $2 --bench 10 > "$OUT/$1-bench.txt" 2>&1
+  CONFIG=$1 MODES=compile timeout 300 python3 "$B/torch_llama.py" > "$OUT/$1-torch.txt" 2>&1
+  { tail -1 "$OUT/$1-bench.txt"; grep '^{' "$OUT/$1-torch.txt"; } | tee -a "$OUT/bench-llama-sizes.txt"
+  python3 - "$OUT/$1-bench.txt" "$OUT/$1-torch.txt" "$1" "$4" > "$OUT/$1-summary.txt" <<'PY'
+import json, re, sys
+g = re.search(r"([0-9.]+) ms/step, device memory ([0-9.]+) MiB", open(sys.argv[1]).read())
+t = [json.loads(l) for l in open(sys.argv[2]) if l.startswith("{")]
+if not g or not t:
+    print(f"{sys.argv[3]}: no result"); sys.exit(1)
+ms, mib, c = float(g[1]), float(g[2]), t[0]
+r = ms / c["ms_per_step"]
+print(f"{sys.argv[3]}: gtc {ms:.2f} ms {mib / 1024:.2f} GiB, torch.compile "
+      f"{c['ms_per_step']:.2f} ms {c['peak_gib']:.2f} GiB: {r:.3f}x (<= {sys.argv[4]}x)")
+sys.exit(0 if r <= float(sys.argv[4]) else 1)
+PY
+  local s=$?
+  row "$(cat "$OUT/$1-summary.txt")" "$(verdict $s)"
+}
+lsize llama124m-t4096 4 "V = 32000, T = 4096, D = 768, H = 12, KV = 4, FF = 2048, L = 12" 0.9
+lsize llama1b 8 "V = 32000, T = 2048, D = 2048, H = 32, KV = 8, FF = 8192, L = 16" 1.0
 fi
 if [ "$ONLY" = all ] || [ "$ONLY" = attention ]; then
 # Attention alone, fwd + bwd, bf16, B 16, T 1024, heads of 64, causal: the
