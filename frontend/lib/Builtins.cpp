@@ -276,10 +276,9 @@ static FailureOr<Val> attentionQKV(Generator &g, Loc l, const Val &q,
     qs = *scaled;
   }
   OpBuilder &ob = g.getBuilder();
-  return g.make<gt::AttentionOp>(
-      l, {qs.tensor, k.tensor, v.tensor},
-      {g.attr("heads", ob.getI64IntegerAttr(heads)),
-       g.attr("causal", ob.getBoolAttr(causal))});
+  return g.make<gt::AttentionOp>(l, {qs.tensor, k.tensor, v.tensor},
+                                 {g.attr("heads", ob.getI64IntegerAttr(heads)),
+                                  g.attr("causal", ob.getBoolAttr(causal))});
 }
 
 /// The builtins of model blocks over sequences: attention, embedding and

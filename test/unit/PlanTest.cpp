@@ -308,8 +308,8 @@ TEST(PlanTest, DropoutMasks) {
   // 1 / (0.75 * 2 * 4096 * ... ); zero where both dropped the element.
   const float *dw = cpu.floats(plan->params[0].grad);
   for (int64_t i = 0; i < 4096; ++i) {
-    int keptBoth = step7[0][i] + step7[0][4096 + i] + step7[1][i] +
-                   step7[1][4096 + i];
+    int keptBoth =
+        step7[0][i] + step7[0][4096 + i] + step7[1][i] + step7[1][4096 + i];
     EXPECT_NEAR(dw[i], keptBoth / 0.75f / (2 * 4096), 1e-7f) << i;
   }
   EXPECT_EQ(masks(7, 1), step7) << "the same step draws the same masks";

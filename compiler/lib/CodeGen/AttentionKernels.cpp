@@ -68,8 +68,7 @@ __device__ __forceinline__ void dots(float (&s)[R], const float *rows,
 }
 
 std::string attnConsts(const AttentionLayout &s, float scale) {
-  return attentionShapeConsts(s) + "constexpr float SCALE = " +
-         flt(scale) +
+  return attentionShapeConsts(s) + "constexpr float SCALE = " + flt(scale) +
          ";  // 1 / sqrt(HD)\nconstexpr int HDP = " + str(laneRowStride(s.hd)) +
          ";  // padded row stride of tiles read one row per lane\n"
          "constexpr int NC = (HD + 31) / 32;  // head dims per lane\n";
@@ -159,16 +158,16 @@ const char *kForwardState = R"CU(    float m[QPW], l[QPW], acc[QPW][NC];
 
 } // namespace
 
-std::string gtc::codegen::detail::attentionShapeConsts(
-    const AttentionLayout &a) {
+std::string
+gtc::codegen::detail::attentionShapeConsts(const AttentionLayout &a) {
   return "constexpr int B = " + str(a.b) + ", T = " + str(a.t) +
-         ", H = " + str(a.h) + ", HKV = " + str(a.hkv) + ", HD = " +
-         str(a.hd) +
+         ", H = " + str(a.h) + ", HKV = " + str(a.hkv) + ", HD = " + str(a.hd) +
          ";\nconstexpr int G = H / HKV;  // query heads a key head\n"
          "constexpr int D = H * HD;  // elements per position in y and dy\n"
          "constexpr i64 QROW = " +
          str(a.qRow) + ", KVROW = " + str(a.kvRow) +
-         ";  // elements per position in q and in k, v\nconstexpr bool CAUSAL = " +
+         ";  // elements per position in q and in k, v\n"
+         "constexpr bool CAUSAL = " +
          (a.causal ? "true" : "false") + ";\n";
 }
 
@@ -184,7 +183,8 @@ Emitter::AttnArgs Emitter::attentionOperands(const AttentionLayout &a,
     if (grad == AttnGrad::Dq)
       r.pointers += "  auto *const dqp = dqkv;\n";
     if (grad == AttnGrad::Dkdv)
-      r.pointers += "  auto *const dkp = dqkv + D, *const dvp = dqkv + 2 * D;\n";
+      r.pointers +=
+          "  auto *const dkp = dqkv + D, *const dvp = dqkv + 2 * D;\n";
     return r;
   }
   r.args = {in(a.q, "q"), in(a.k, "k"), in(a.v, "v")};
@@ -217,8 +217,7 @@ bool Emitter::attention() {
     return fail("head size " + str(s.hd) +
                 " is too large for the GPU attention kernel");
   int64_t qt = ceilDiv(s.t, bq);
-  std::string consts = attnConsts(s, scale) +
-                       "constexpr int BQ = " + str(bq) +
+  std::string consts = attnConsts(s, scale) + "constexpr int BQ = " + str(bq) +
                        ", QPW = BQ / 8;  // queries per block and warp\n"
                        "constexpr int QT = " +
                        str(qt) + ";  // query tiles\n" + dotsSnippet(s.hd) +
@@ -234,9 +233,10 @@ bool Emitter::attention() {
   AttnArgs ops = attentionOperands(s, AttnGrad::None);
   ops.args.push_back(out(y, "y"));
   ops.args.push_back(out(lse, "lse"));
-  launch("", "one block per " + str(bq) + " queries of one (batch, head): " +
-                 str(s.b * s.h * qt) + " tiles, online softmax over " +
-                 str(s.t) + " keys",
+  launch("",
+         "one block per " + str(bq) +
+             " queries of one (batch, head): " + str(s.b * s.h * qt) +
+             " tiles, online softmax over " + str(s.t) + " keys",
          ops.args, kWarpHelpers, consts,
          ops.pointers + attnQueryLoop(false, kForwardState,
                                       cuh::attention_online_softmax, finish),
@@ -257,8 +257,7 @@ bool Emitter::attentionGrad() {
   if (!s.error.empty())
     return fail(s.error);
   int dy = s.dy;
-  if (tensorCoreAttention(s.hd, {dy, s.y, s.q, s.k, s.v, s.dq, s.dk,
-                                 s.dv}))
+  if (tensorCoreAttention(s.hd, {dy, s.y, s.q, s.k, s.v, s.dq, s.dk, s.dv}))
     return flashAttentionGrad(s);
   float scale = static_cast<float>(1.0 / std::sqrt(double(s.hd)));
   int64_t hdp = laneRowStride(s.hd);
@@ -376,7 +375,8 @@ bool Emitter::attentionGrad() {
   launch("dkdv",
          "one block per " + str(bk) +
              " keys of one (batch, key head); dk, dv = sums over the queries "
-             "of its " + str(s.group()) + " query heads",
+             "of its " +
+             str(s.group()) + " query heads",
          ops.args, kWarpHelpers, consts, ops.pointers + cuh::attention_grad,
          std::min(s.b * s.hkv * kt, kMaxRowGrid));
   return true;

@@ -984,17 +984,18 @@ bool Emitter::dropout() {
   const double p = k->floatAttr("p", 0);
   const int64_t n = count(x);
   std::string consts =
-      "constexpr i64 N = " + str(n) + ";\nconstexpr unsigned long long SALT = " +
-      str(k->intAttr("salt", 0)) +
+      "constexpr i64 N = " + str(n) +
+      ";\nconstexpr unsigned long long SALT = " + str(k->intAttr("salt", 0)) +
       "ull;\nconstexpr unsigned long long THRESHOLD = " +
       str(static_cast<int64_t>(p * 16777216.0)) +
       "ull;  // p 2^24\nconstexpr float SCALE = " +
       flt(static_cast<float>(1.0 / (1.0 - p))) + ";  // 1 / (1 - p)\n";
   std::string body =
       "  const unsigned long long key = gtc_scalar::dropout_key(\n"
-      "      (unsigned long long)counters[" + str(CudaLaunch::kSeedSlot) +
-      "], (unsigned long long)counters[" + str(CudaLaunch::kStepsSlot) +
-      "], SALT);\n" + R"CU(  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < N;
+      "      (unsigned long long)counters[" +
+      str(CudaLaunch::kSeedSlot) + "], (unsigned long long)counters[" +
+      str(CudaLaunch::kStepsSlot) + "], SALT);\n" +
+      R"CU(  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < N;
        i += (i64)gridDim.x * blockDim.x)
     y[i] = gtc_scalar::dropout_keep(key, (unsigned long long)i, THRESHOLD)
                ? (float)x[i] * SCALE

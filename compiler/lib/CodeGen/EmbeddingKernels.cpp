@@ -193,17 +193,20 @@ bool Emitter::rope() {
                 positions = s[s.size() - 3], pairs = count(x) / 2;
   const bool interleaved = k->intAttr("interleaved", 0) != 0;
   std::string consts =
-      "constexpr i64 HALF = " + str(d / 2) + ";\nconstexpr i64 D = " +
-      str(d) + ";\nconstexpr i64 HEADS = " + str(heads) +
+      "constexpr i64 HALF = " + str(d / 2) + ";\nconstexpr i64 D = " + str(d) +
+      ";\nconstexpr i64 HEADS = " + str(heads) +
       ";\nconstexpr i64 POSITIONS = " + str(positions) +
       ";\nconstexpr i64 OUTER = " + str(pairs / (positions * heads * (d / 2))) +
       ";  // rows of a position (the dimensions before T)\n"
-      "constexpr float THETA = " + flt(k->floatAttr("theta", 10000.0)) +
-      ";\nconstexpr float SIGN = " + (k->intAttr("inverse", 0) ? "-1.0f" : "1.0f") +
+      "constexpr float THETA = " +
+      flt(k->floatAttr("theta", 10000.0)) + ";\nconstexpr float SIGN = " +
+      (k->intAttr("inverse", 0) ? "-1.0f" : "1.0f") +
       ";  // -1: the inverse rotation (the gradient)\n"
-      "constexpr bool INTERLEAVED = " + (interleaved ? "true" : "false") +
+      "constexpr bool INTERLEAVED = " +
+      (interleaved ? "true" : "false") +
       ";  // pairs (2i, 2i + 1), else (i, i + HALF)\n";
-  std::string body = R"CU(  for (i64 t = blockIdx.x; t < POSITIONS; t += gridDim.x)
+  std::string body =
+      R"CU(  for (i64 t = blockIdx.x; t < POSITIONS; t += gridDim.x)
     for (i64 e = threadIdx.x; e < HEADS * HALF; e += blockDim.x) {
       const i64 h = e / HALF, i = e % HALF;
       const float inv = 1.0f / powf(THETA, (float)(2 * i) / (float)D);
@@ -221,11 +224,12 @@ bool Emitter::rope() {
       }
     }
 )CU";
-  launch("", "a block per position of " + str(positions) +
-                 ", a thread per pair of a head (head_dim " + str(d) +
-                 (interleaved ? ", interleaved" : ", rotate-half") +
-                 "), over the position's " +
-                 str(pairs / (positions * heads * (d / 2))) + " rows",
+  launch("",
+         "a block per position of " + str(positions) +
+             ", a thread per pair of a head (head_dim " + str(d) +
+             (interleaved ? ", interleaved" : ", rotate-half") +
+             "), over the position's " +
+             str(pairs / (positions * heads * (d / 2))) + " rows",
          {in(x, "x"), out(y, "y")}, 0, consts, body,
          std::min(positions, kMaxGrid),
          std::min<int64_t>(256, alignUp(heads * (d / 2), 32)));

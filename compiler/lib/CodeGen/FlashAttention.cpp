@@ -75,14 +75,15 @@ std::string Emitter::flashConsts(const AttentionLayout &a) {
   for (size_t at; (at = helpers.find("MMA_T")) != std::string::npos;)
     helpers.replace(at, 5, bf16 ? "bf16" : "f16");
   return "typedef " + std::string(bf16 ? "bf16_t" : "f16_t") + " E;\n" +
-         attentionShapeConsts(a) + "constexpr float SCALE = " +
-         flt(static_cast<float>(scale)) + ";  // 1 / sqrt(HD)\n" +
-         "constexpr float SCALE2 = " +
+         attentionShapeConsts(a) +
+         "constexpr float SCALE = " + flt(static_cast<float>(scale)) +
+         ";  // 1 / sqrt(HD)\n" + "constexpr float SCALE2 = " +
          flt(static_cast<float>(scale / std::log(2.0))) +
          ";  // SCALE * log2(e): softmax in base 2\n"
          "constexpr float LOG2E = 1.44269504f, LN2 = 0.693147181f;\n"
          "constexpr int LDS = HD + 8;  // tile row stride: conflict-free "
-         "ldmatrix\n" + helpers;
+         "ldmatrix\n" +
+         helpers;
 }
 
 /// The forward pass on tensor cores (see the file comment).

@@ -436,8 +436,9 @@ static LogicalResult inferAttention(std::optional<Location> loc,
     return success();
   }
   if (inputs.size() != 1)
-    return emitOptionalError(loc, "'attention' takes packed qkv or q, k, v, "
-                                  "got ",
+    return emitOptionalError(loc,
+                             "'attention' takes packed qkv or q, k, v, "
+                             "got ",
                              inputs.size(), " operands");
   RankedTensorType qkv = tensorOf(inputs[0]);
   ArrayRef<int64_t> s = qkv.getShape();

@@ -374,13 +374,16 @@ template <typename T> void dropout(Exec<T> &e, const Kernel &k) {
   const T scale = T(1.0 / (1.0 - p));
   const T *x = e.floats(k.inputs[0]);
   T *y = e.floats(k.outputs[0]);
-  parallelFor(n, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i)
-      y[i] = gtc_scalar::dropout_keep(key, static_cast<unsigned long long>(i),
-                                      threshold)
-                 ? x[i] * scale
-                 : T(0);
-  }, 4096);
+  parallelFor(
+      n,
+      [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i)
+          y[i] = gtc_scalar::dropout_keep(
+                     key, static_cast<unsigned long long>(i), threshold)
+                     ? x[i] * scale
+                     : T(0);
+      },
+      4096);
 }
 
 template <typename T> void rope(Exec<T> &e, const Kernel &k) {
@@ -479,12 +482,34 @@ AttentionLayout attnLayout(const Plan &p, const Kernel &k) {
   return a;
 }
 
+/// The softmax numerators of query `q` against keys 0..last of batch bi's
+/// key head hk, into w (the scaled scores' max subtracted); returns
+/// (max, sum of w).
+template <typename T>
+std::pair<double, double>
+attnScores(const AttentionLayout &s, const T *q, const T *kb, int64_t bi,
+           int64_t hk, int64_t last, double scale, std::vector<double> &w) {
+  double mx = -INFINITY;
+  for (int64_t u = 0; u <= last; ++u) {
+    const T *kv = kb + (bi * s.t + u) * s.kvRow + hk * s.hd;
+    double dot = 0;
+    for (int64_t c = 0; c < s.hd; ++c)
+      dot += double(q[c]) * kv[c];
+    w[u] = dot * scale;
+    mx = std::max(mx, w[u]);
+  }
+  double sum = 0;
+  for (int64_t u = 0; u <= last; ++u)
+    sum += (w[u] = std::exp(w[u] - mx));
+  return {mx, sum};
+}
+
 template <typename T> void attention(Exec<T> &e, const Kernel &k) {
   AttentionLayout s = attnLayout(e.plan(), k);
   const T *qb = e.floats(s.q) + s.qCol, *kb = e.floats(s.k) + s.kCol,
           *vb = e.floats(s.v) + s.vCol;
   T *y = e.floats(s.y), *lse = e.floats(s.lse);
-  T scale = T(1) / std::sqrt(T(s.hd));
+  const double scale = double(T(1) / std::sqrt(T(s.hd))); // rounded to T
   parallelFor(s.b * s.h * s.t, [&](int64_t lo, int64_t hi) {
     std::vector<double> w(s.t);
     for (int64_t idx = lo; idx < hi; ++idx) {
@@ -492,18 +517,7 @@ template <typename T> void attention(Exec<T> &e, const Kernel &k) {
       int64_t hk = h / s.group();
       const T *q = qb + (bi * s.t + t) * s.qRow + h * s.hd;
       int64_t last = s.causal ? t : s.t - 1;
-      double mx = -INFINITY;
-      for (int64_t u = 0; u <= last; ++u) {
-        const T *kv = kb + (bi * s.t + u) * s.kvRow + hk * s.hd;
-        double dot = 0;
-        for (int64_t c = 0; c < s.hd; ++c)
-          dot += double(q[c]) * kv[c];
-        w[u] = dot * scale;
-        mx = std::max(mx, w[u]);
-      }
-      double sum = 0;
-      for (int64_t u = 0; u <= last; ++u)
-        sum += (w[u] = std::exp(w[u] - mx));
+      auto [mx, sum] = attnScores(s, q, kb, bi, hk, last, scale, w);
       lse[idx] = T(mx + std::log(sum)); // idx = (b, h, t): lse's layout
       T *out = y + (bi * s.t + t) * s.width() + h * s.hd;
       for (int64_t c = 0; c < s.hd; ++c) {
@@ -534,59 +548,51 @@ template <typename T> void attentionGrad(Exec<T> &e, const Kernel &k) {
   };
   // Each (batch, key head) owns its columns of dk, dv and of its query
   // heads' dq: no two threads share them.
-  parallelFor(s.b * s.hkv, [&](int64_t lo, int64_t hi) {
-    std::vector<double> p(s.t), dp(s.t);
-    for (int64_t idx = lo; idx < hi; ++idx) {
-      int64_t bi = idx / s.hkv, hk = idx % s.hkv;
-      for (int64_t t = 0; t < s.t; ++t) {
-        std::fill_n(dkb + kvAt(bi, t, hk), s.hd, T(0));
-        std::fill_n(dvb + kvAt(bi, t, hk), s.hd, T(0));
-        for (int64_t h = hk * s.group(); h < (hk + 1) * s.group(); ++h)
-          std::fill_n(dqb + qAt(bi, t, h), s.hd, T(0));
-      }
-      for (int64_t h = hk * s.group(); h < (hk + 1) * s.group(); ++h)
-        for (int64_t t = 0; t < s.t; ++t) {
-          const T *q = qb + qAt(bi, t, h);
-          const T *g = dy + (bi * s.t + t) * s.width() + h * s.hd;
-          int64_t last = s.causal ? t : s.t - 1;
-          double mx = -INFINITY;
-          for (int64_t u = 0; u <= last; ++u) {
-            const T *kv = kb + kvAt(bi, u, hk);
-            double dot = 0;
-            for (int64_t c = 0; c < s.hd; ++c)
-              dot += double(q[c]) * kv[c];
-            p[u] = dot * scale;
-            mx = std::max(mx, p[u]);
+  parallelFor(
+      s.b * s.hkv,
+      [&](int64_t lo, int64_t hi) {
+        std::vector<double> p(s.t), dp(s.t);
+        for (int64_t idx = lo; idx < hi; ++idx) {
+          int64_t bi = idx / s.hkv, hk = idx % s.hkv;
+          for (int64_t t = 0; t < s.t; ++t) {
+            std::fill_n(dkb + kvAt(bi, t, hk), s.hd, T(0));
+            std::fill_n(dvb + kvAt(bi, t, hk), s.hd, T(0));
+            for (int64_t h = hk * s.group(); h < (hk + 1) * s.group(); ++h)
+              std::fill_n(dqb + qAt(bi, t, h), s.hd, T(0));
           }
-          double sum = 0;
-          for (int64_t u = 0; u <= last; ++u)
-            sum += (p[u] = std::exp(p[u] - mx));
-          double pdp = 0;
-          for (int64_t u = 0; u <= last; ++u) {
-            p[u] /= sum;
-            const T *v = vb + kvAt(bi, u, hk);
-            double dot = 0;
-            for (int64_t c = 0; c < s.hd; ++c)
-              dot += double(g[c]) * v[c];
-            dp[u] = dot;
-            pdp += p[u] * dot;
-            T *dv = dvb + kvAt(bi, u, hk);
-            for (int64_t c = 0; c < s.hd; ++c)
-              dv[c] += T(p[u] * g[c]);
-          }
-          T *dq = dqb + qAt(bi, t, h);
-          for (int64_t u = 0; u <= last; ++u) {
-            double ds = p[u] * (dp[u] - pdp) * scale;
-            const T *kv = kb + kvAt(bi, u, hk);
-            T *dk = dkb + kvAt(bi, u, hk);
-            for (int64_t c = 0; c < s.hd; ++c) {
-              dq[c] += T(ds * kv[c]);
-              dk[c] += T(ds * q[c]);
+          for (int64_t h = hk * s.group(); h < (hk + 1) * s.group(); ++h)
+            for (int64_t t = 0; t < s.t; ++t) {
+              const T *q = qb + qAt(bi, t, h);
+              const T *g = dy + (bi * s.t + t) * s.width() + h * s.hd;
+              int64_t last = s.causal ? t : s.t - 1;
+              double sum = attnScores(s, q, kb, bi, hk, last, scale, p).second;
+              double pdp = 0;
+              for (int64_t u = 0; u <= last; ++u) {
+                p[u] /= sum;
+                const T *v = vb + kvAt(bi, u, hk);
+                double dot = 0;
+                for (int64_t c = 0; c < s.hd; ++c)
+                  dot += double(g[c]) * v[c];
+                dp[u] = dot;
+                pdp += p[u] * dot;
+                T *dv = dvb + kvAt(bi, u, hk);
+                for (int64_t c = 0; c < s.hd; ++c)
+                  dv[c] += T(p[u] * g[c]);
+              }
+              T *dq = dqb + qAt(bi, t, h);
+              for (int64_t u = 0; u <= last; ++u) {
+                double ds = p[u] * (dp[u] - pdp) * scale;
+                const T *kv = kb + kvAt(bi, u, hk);
+                T *dk = dkb + kvAt(bi, u, hk);
+                for (int64_t c = 0; c < s.hd; ++c) {
+                  dq[c] += T(ds * kv[c]);
+                  dk[c] += T(ds * q[c]);
+                }
+              }
             }
-          }
         }
-    }
-  }, 1);
+      },
+      1);
 }
 
 template <typename T> void embedding(Exec<T> &e, const Kernel &k) {

@@ -384,11 +384,11 @@ void CudaExecutor::Impl::checkProgram() const {
       if (s.kind == CudaLaunch::Kind::Kernel) {
         ok = s.offsets.empty() || s.offsets.size() == s.buffers.size();
         for (int id : s.buffers)
-          ok = ok && (valid(id) ||
-                      (id == CudaLaunch::kWorkspace &&
-                       program.workspaceBytes > 0) ||
-                      (id == CudaLaunch::kStepCounter && plan.kind == "step" &&
-                       plan.parameterCount() > 0));
+          ok = ok &&
+               (valid(id) ||
+                (id == CudaLaunch::kWorkspace && program.workspaceBytes > 0) ||
+                (id == CudaLaunch::kStepCounter && plan.kind == "step" &&
+                 plan.parameterCount() > 0));
       } else if (s.kind == CudaLaunch::Kind::AllReduce) {
         ok = !s.buffers.empty() && s.buffers.size() % 2 == 0;
         for (int id : s.buffers)

@@ -28,8 +28,8 @@
 #include "gtc/Runtime/Plan.h"
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>

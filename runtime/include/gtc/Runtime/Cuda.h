@@ -143,8 +143,7 @@ public:
   /// Sets the step counters (steps done and updates applied, e.g. when
   /// resuming: fewer when fp16 steps were skipped), the schedule's length
   /// and the run's seed (dropout's masks); call before the first step.
-  void setSchedule(int64_t done, int64_t total, int64_t updates,
-                   uint64_t seed);
+  void setSchedule(int64_t done, int64_t total, int64_t updates, uint64_t seed);
   /// Waits for everything enqueued and returns the last step's loss (and
   /// accuracy of an eval plan, if it has one).
   double loss();

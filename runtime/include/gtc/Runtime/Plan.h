@@ -126,12 +126,12 @@ struct AttentionLayout {
   int64_t b = 0, t = 0, h = 0, hkv = 0, hd = 0;
   bool packed = true;
   bool causal = true;
-  int q = -1, k = -1, v = -1;        ///< operand buffers (packed: qkv 3 times)
-  int dq = -1, dk = -1, dv = -1;     ///< gradient buffers (attention_grad)
-  int y = -1, lse = -1, dy = -1;     ///< output, statistics, dy (grad)
+  int q = -1, k = -1, v = -1;    ///< operand buffers (packed: qkv 3 times)
+  int dq = -1, dk = -1, dv = -1; ///< gradient buffers (attention_grad)
+  int y = -1, lse = -1, dy = -1; ///< output, statistics, dy (grad)
   int64_t qCol = 0, kCol = 0, vCol = 0; ///< head 0's column in a row
-  int64_t qRow = 0, kvRow = 0;       ///< elements per position
-  std::string error;                 ///< why the kernel's shapes do not fit
+  int64_t qRow = 0, kvRow = 0;          ///< elements per position
+  std::string error;                    ///< why the kernel's shapes do not fit
 
   int64_t group() const { return h / hkv; }
   int64_t width() const { return h * hd; }
