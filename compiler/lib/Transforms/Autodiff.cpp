@@ -213,7 +213,7 @@ LogicalResult Differentiator::differentiate(Operation *op, Value dy) {
 // The activations: dx = activation_grad(dy, x) of the op's kind.
 #define GTC_ACTIVATION_RULE(Kind, name)                                        \
   .Case<Kind##Op>([&](auto) { return activation(#name); })
-          GTC_ACTIVATION_OPS(GTC_ACTIVATION_RULE)
+      GTC_ACTIVATION_OPS(GTC_ACTIVATION_RULE)
 #undef GTC_ACTIVATION_RULE
       .Case<GeluOp>([&](GeluOp o) {
         return activation(o.getApproximate() ? "gelu_tanh" : "gelu");
