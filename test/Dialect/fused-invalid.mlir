@@ -267,6 +267,21 @@ func.func @gemm_other_op(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<4x8
 
 // -----
 
+// An add in a gemm region adds a region input (cuBLASLt's C), not a value
+// the region computes.
+func.func @gemm_add_own_value(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<4x8xf32> {
+  %0 = gt.fused "gemm"(%x, %w) : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32> {
+  ^bb0(%a: tensor<4x8xf32>, %b: tensor<8x8xf32>):
+    %1 = gt.linear %a, %b : tensor<4x8xf32>, tensor<8x8xf32>
+    // expected-error @+1 {{'gt.add' op in a gemm region adds one of the region's inputs of the sum's type (cuBLASLt's C)}}
+    %2 = gt.add %1, %1 : tensor<4x8xf32>, tensor<4x8xf32>
+    gt.yield %2 : tensor<4x8xf32>
+  }
+  return %0 : tensor<4x8xf32>
+}
+
+// -----
+
 // A norm region is one layer norm with elementwise ops over its rows.
 func.func @norm_none(%x: tensor<4x8xf32>) -> tensor<4x8xbf16> {
   // expected-error @+1 {{a norm region has one gt.layernorm, gt.rmsnorm or their gradient}}

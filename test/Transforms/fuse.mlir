@@ -729,15 +729,18 @@ func.func @loss(%x: tensor<4x8xbf16>, %y: tensor<4xi32>) -> (tensor<f32>, tensor
 
 // Logits that something else reads too (accuracy) stay in memory: the
 // widening cast stays outside the region, which reads the f32 logits; the
-// gradient read by an op besides its cast stays f32.
+// gradient read by an op besides its cast stays f32 (the cast and that op,
+// siblings, are one elementwise kernel).
 // CHECK-LABEL: func.func @loss_shared_logits
 // CHECK:      %[[F:.*]] = gt.cast %{{.*}} : tensor<4x8xbf16> -> tensor<4x8xf32>
 // CHECK:      %[[L:.*]]:2 = gt.fused "loss"(%[[F]], %{{.*}}, %{{.*}}) : (tensor<4x8xf32>, tensor<4xi32>, tensor<f32>) -> (tensor<f32>, tensor<4x8xf32>)
 // CHECK-NOT:    gt.cast
 // CHECK:        gt.yield
 // CHECK:      gt.accuracy %[[F]]
-// CHECK:      gt.cast %[[L]]#1
-// CHECK:      gt.neg %[[L]]#1
+// CHECK:      gt.fused "elementwise"(%[[L]]#1)
+// CHECK-NEXT:   ^bb0
+// CHECK-NEXT:   gt.cast
+// CHECK-NEXT:   gt.neg
 func.func @loss_shared_logits(%x: tensor<4x8xbf16>, %y: tensor<4xi32>, %one: tensor<f32>) -> (tensor<f32>, tensor<f32>, tensor<4x8xbf16>, tensor<4x8xf32>) {
   %0 = gt.cast %x : tensor<4x8xbf16> -> tensor<4x8xf32>
   %1 = gt.cross_entropy %0, %y : tensor<4x8xf32>, tensor<4xi32>
@@ -931,4 +934,65 @@ func.func @scatter_add_broadcast(%dy: tensor<2x4x16xf32>, %ids: tensor<2x4xi32>,
   %e = gt.embedding_grad %dy, %ids : tensor<2x4x16xf32>, tensor<2x4xi32> -> tensor<8x16xf32>
   %s = gt.add %e, %b : tensor<8x16xf32>, tensor<16xf32>
   return %s : tensor<8x16xf32>
+}
+
+// -----
+
+// SwiGLU: silu(g) * u. The backward reads silu(g) (du = dy * silu(g)) and g
+// (the silu gradient): silu(g) is computed again in the backward instead of
+// kept, so the forward's silu sinks to its product (after u's GEMM) and
+// fuses with it, and the backward's silu joins the region that reads g
+// already: one kernel a direction, nothing of silu(g) kept between them.
+// CHECK-LABEL: func.func @swiglu
+// CHECK:      %[[G:.*]] = gt.linear
+// CHECK:      %[[U:.*]] = gt.linear
+// CHECK:      %[[H:.*]] = gt.fused "elementwise"(%[[G]], %[[U]]) : (tensor<4x16xf32>, tensor<4x16xf32>) -> tensor<4x16xf32> {
+// CHECK-NEXT:   ^bb0(%[[A:.*]]: tensor<4x16xf32>, %[[B:.*]]: tensor<4x16xf32>):
+// CHECK-NEXT:   %[[S:.*]] = gt.silu %[[A]]
+// CHECK-NEXT:   %[[P:.*]] = gt.mul %[[S]], %[[B]]
+// CHECK-NEXT:   gt.yield %[[P]]
+// CHECK:      gt.constant
+// CHECK-NEXT: %[[D:.*]]:2 = gt.fused "elementwise"(%[[DY:.*]], %[[U]], %[[G]]) : (tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>) {
+// CHECK:        gt.mul
+// CHECK-NEXT:   gt.activation_grad
+// CHECK-NEXT:   gt.silu
+// CHECK-NEXT:   gt.mul
+// CHECK-NEXT:   gt.yield
+// CHECK:      return %[[H]], %[[D]]#1, %[[D]]#0
+func.func @swiglu(%x: tensor<4x8xf32>, %w1: tensor<16x8xf32>, %w2: tensor<16x8xf32>, %dy: tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>) {
+  %g = gt.linear %x, %w1 : tensor<4x8xf32>, tensor<16x8xf32>
+  %s = gt.silu %g : tensor<4x16xf32>
+  %u = gt.linear %x, %w2 : tensor<4x8xf32>, tensor<16x8xf32>
+  %h = gt.mul %s, %u : tensor<4x16xf32>, tensor<4x16xf32>
+  %seed = gt.constant dense<1.0> : tensor<f32> {gt.loss_grad}
+  %ds = gt.mul %dy, %u : tensor<4x16xf32>, tensor<4x16xf32>
+  %dg = gt.activation_grad %ds, %g <{kind = "silu"}> : tensor<4x16xf32>
+  %du = gt.mul %dy, %s : tensor<4x16xf32>, tensor<4x16xf32>
+  return %h, %du, %dg : tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>
+}
+
+// -----
+
+// The input gradient of two linears of one x (SwiGLU's gate and up): the
+// second GEMM dy W adds the first's product as cuBLASLt's C, in its
+// epilogue, instead of an add kernel reading both. The first cannot (the
+// second's product does not exist yet at it).
+// CHECK-LABEL: func.func @summed_input_gradients
+// CHECK-SAME: (%[[DA:.*]]: tensor<64x16xbf16>, %[[WA:.*]]: tensor<16x8xbf16>, %[[DB:.*]]: tensor<64x16xbf16>, %[[WB:.*]]: tensor<16x8xbf16>)
+// CHECK:      %[[P:.*]] = gt.matmul %[[DA]], %[[WA]]
+// CHECK-NEXT: %[[PR:.*]] = gt.reshape %[[P]]
+// CHECK-NEXT: %[[S:.*]] = gt.fused "gemm"(%[[DB]], %[[WB]], %[[PR]]) : (tensor<64x16xbf16>, tensor<16x8xbf16>, tensor<4x16x8xbf16>) -> tensor<4x16x8xbf16> {
+// CHECK-NEXT: ^bb0(%[[A:.*]]: tensor<64x16xbf16>, %[[B:.*]]: tensor<16x8xbf16>, %[[C:.*]]: tensor<4x16x8xbf16>):
+// CHECK-NEXT:   %[[M:.*]] = gt.matmul %[[A]], %[[B]]
+// CHECK-NEXT:   %[[R:.*]] = gt.reshape %[[M]]
+// CHECK-NEXT:   %[[SUM:.*]] = gt.add %[[C]], %[[R]]
+// CHECK-NEXT:   gt.yield %[[SUM]]
+// CHECK:      return %[[S]]
+func.func @summed_input_gradients(%da: tensor<64x16xbf16>, %wa: tensor<16x8xbf16>, %db: tensor<64x16xbf16>, %wb: tensor<16x8xbf16>) -> tensor<4x16x8xbf16> {
+  %pa = gt.matmul %da, %wa : tensor<64x16xbf16>, tensor<16x8xbf16>
+  %ra = gt.reshape %pa : tensor<64x8xbf16> -> tensor<4x16x8xbf16>
+  %pb = gt.matmul %db, %wb : tensor<64x16xbf16>, tensor<16x8xbf16>
+  %rb = gt.reshape %pb : tensor<64x8xbf16> -> tensor<4x16x8xbf16>
+  %sum = gt.add %ra, %rb : tensor<4x16x8xbf16>, tensor<4x16x8xbf16>
+  return %sum : tensor<4x16x8xbf16>
 }

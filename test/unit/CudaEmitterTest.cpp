@@ -256,8 +256,15 @@ void checkPlan(const rt::Plan &plan, Stats &stats,
           int64_t need = offset / bytes + elements;
           return chunked ? need <= count(id) : need == count(id);
         };
+        // beta = 1 adds C's contents, or an addend of C's type and size.
         EXPECT_TRUE(chunked || (l.offsetA == 0 && l.offsetB == 0 &&
-                                l.offsetC == 0 && l.beta == 0));
+                                l.offsetC == 0 &&
+                                l.beta == (l.addend >= 0 ? 1 : 0)));
+        if (l.addend >= 0) {
+          ASSERT_TRUE(validBuffer(l.addend));
+          EXPECT_EQ(plan.buffers[l.addend].dtype, plan.buffers[l.c].dtype);
+          EXPECT_EQ(count(l.addend), count(l.c));
+        }
         EXPECT_TRUE(covers(l.c, l.offsetC, l.batch * l.m * l.n));
         EXPECT_TRUE(covers(l.a, l.offsetA,
                            (l.strideA ? l.batch : 1) * l.m * l.k));

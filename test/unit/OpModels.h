@@ -283,6 +283,34 @@ inline const std::vector<OpModel> &opModels() {
     repeat L { x = block(x) }
     loss = cross_entropy(linear(layernorm(x, name: "ln_f"), V, bias: false, name: "lm_head"), targets)
   })", 2, 11, 12},
+      // examples/llama.gt in small: RMSNorm, RoPE, grouped-query attention
+      // and a SwiGLU MLP, no biases. gt-fuse computes silu(g) again in the
+      // backward (in the kernel of g's silu gradient) and adds the input
+      // gradients of q, k, v and of gate, up as cuBLASLt's C of the next
+      // dX GEMM.
+      {"WholeTwoLayerLlama", R"(model llama {
+    let V = 11, T = 6, D = 16, H = 4, KV = 2, FF = 24, L = 2
+    input  tokens: i32[B, T]
+    label  targets: i32[B, T]
+    def attn(x) {
+      q = reshape(linear(x, D, bias: false, name: "q_proj"), (-1, T, H, D / H))
+      k = reshape(linear(x, KV * D / H, bias: false, name: "k_proj"), (-1, T, KV, D / H))
+      v = reshape(linear(x, KV * D / H, bias: false, name: "v_proj"), (-1, T, KV, D / H))
+      y = attention(rope(q), rope(k), v, causal: true)
+      return linear(reshape(y, (-1, T, D)), D, bias: false, name: "o_proj")
+    }
+    def mlp(x) {
+      g = silu(linear(x, FF, bias: false, name: "gate_proj"))
+      return linear(g * linear(x, FF, bias: false, name: "up_proj"), D, bias: false, name: "down_proj")
+    }
+    def block(x) {
+      x = x + attn(rmsnorm(x, name: "input_layernorm"))
+      return x + mlp(rmsnorm(x, name: "post_attention_layernorm"))
+    }
+    x = embedding(tokens, V, dim: D, std: 0.5, name: "embed_tokens")
+    repeat L { x = block(x) }
+    loss = cross_entropy(linear(rmsnorm(x, name: "norm"), V, bias: false, name: "lm_head"), targets)
+  })", 2, 11, 12},
   };
   return models;
 }

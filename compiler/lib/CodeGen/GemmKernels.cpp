@@ -110,8 +110,8 @@ bool Emitter::linear() {
 /// A "gemm" region (gt-fuse's foldGemmEpilogues): its GEMM with what
 /// cuBLASLt applies in the epilogue. The body's values between the ops are
 /// Local (CPU only): the GEMM writes only the region's outputs. Follows the
-/// chain of the GEMM's result through casts, reshapes (views), an activation
-/// or a GELU gradient; a sum_to of the GEMM's first operand (and its cast)
+/// chain of the GEMM's result through casts, reshapes (views), an activation,
+/// a GELU gradient or an add of another value (cuBLASLt's C); a sum_to of the GEMM's first operand (and its cast)
 /// is the bias gradient.
 bool Emitter::gemmRegion() {
   const std::vector<Kernel> &body = k->body;
@@ -121,7 +121,7 @@ bool Emitter::gemmRegion() {
   auto isOutput = [&](int id) {
     return std::count(k->outputs.begin(), k->outputs.end(), id) > 0;
   };
-  int result = body[0].outputs[0], biasGrad = -1, aux = -1;
+  int result = body[0].outputs[0], biasGrad = -1, aux = -1, addend = -1;
   int mask = -1, colSum = -1; // the ReLU gradient's input, column sums
   DType sumType = DType::F32, biasType = DType::F32;
   auto act = CudaLaunch::Activation::None;
@@ -140,6 +140,17 @@ bool Emitter::gemmRegion() {
       sumType = plan.buffers[out].dtype;
     } else if (sub.op == OpKind::Cast && in == colSum) {
       colSum = out;
+    } else if (sub.op == OpKind::Add && sub.inputs.size() == 2 &&
+               addend < 0 && act == CudaLaunch::Activation::None && !dgelu &&
+               mask < 0 && (in == result || sub.inputs[1] == result)) {
+      // result + addend: cuBLASLt's C, read as the GEMM stores D.
+      addend = in == result ? sub.inputs[1] : in;
+      if (plan.buffers[addend].dtype != plan.buffers[out].dtype ||
+          count(addend) != count(out) ||
+          plan.buffers[result].dtype != plan.buffers[out].dtype)
+        return fail("a gemm region adds a value of its result's type and "
+                    "size");
+      result = out;
     } else if (in != result) {
       return fail(std::string("'") + opName(sub.op) +
                   "' in a gemm region does not read the GEMM's result");
@@ -176,6 +187,11 @@ bool Emitter::gemmRegion() {
   if (!isOutput(result) || (biasGrad >= 0 && !isOutput(biasGrad)) ||
       (colSum >= 0 && !isOutput(colSum)))
     return fail("a gemm region must yield the value its GEMM computes");
+  if (addend >= 0 &&
+      (mask >= 0 || colSum >= 0 || act != CudaLaunch::Activation::None ||
+       dgelu || plan.buffers[addend].dtype != plan.buffers[result].dtype))
+    return fail("a gemm region's add comes last, in the stored type, with "
+                "no other epilogue");
   int64_t n = shape(result).empty() ? 1 : shape(result).back();
   if (aux >= 0 && (!gemmAuxFits(n) || count(aux) != count(result)))
     return fail("a GELU epilogue's saved input needs the result's size and "
@@ -196,6 +212,10 @@ bool Emitter::gemmRegion() {
   l.aux = aux;
   l.dgelu = dgelu;
   l.biasGrad = biasGrad;
+  if (addend >= 0) {
+    l.addend = addend;
+    l.beta = 1.0f;
+  }
   if (biasGrad >= 0 && (l.batch != 1 || count(biasGrad) != l.m))
     return fail("a bias gradient sums the rows of one GEMM's first operand");
   if (colSum >= 0 && count(colSum) != l.n)

@@ -987,7 +987,19 @@ static LogicalResult verifyGemmRegion(FusedOp fused, Block &body,
                               "operand (the bias gradient) or the columns "
                               "of a value the epilogue computes");
     }
-    if (!isa<CastOp, ReshapeOp, ReluOp, GeluOp, ActivationGradOp, SumToOp>(op))
+    // An addend (cuBLASLt's C): a value from outside, of the sum's type.
+    if (auto add = dyn_cast<AddOp>(op)) {
+      bool outside = false;
+      for (Value v : add->getOperands())
+        outside = outside || (isa<BlockArgument>(v) &&
+                              cast<BlockArgument>(v).getOwner() == &body &&
+                              v.getType() == add.getType());
+      if (!outside)
+        return op.emitOpError("in a gemm region adds one of the region's "
+                              "inputs of the sum's type (cuBLASLt's C)");
+    }
+    if (!isa<CastOp, ReshapeOp, ReluOp, GeluOp, ActivationGradOp, SumToOp,
+             AddOp>(op))
       return op.emitOpError("cannot run in a GEMM epilogue");
   }
   return success();

@@ -183,12 +183,13 @@ void CudaExecutor::Impl::enqueueLaunch(Launch &l, int slot, CUstream stream) {
     CU(cuMemsetD8Async(ptr(s.c, slot), 0, b.slots() * 4, stream));
   } else if (s.kind == CudaLaunch::Kind::Gemm) {
     CUdeviceptr a = ptr(s.a, slot) + s.offsetA, b = ptr(s.b, slot) + s.offsetB,
-                c = ptr(s.c, slot) + s.offsetC;
+                c = ptr(s.c, slot) + s.offsetC,
+                cIn = s.addend >= 0 ? ptr(s.addend, slot) : c;
     setEpiloguePointers(l, slot);
     float alpha = s.alpha, beta = s.beta;
     LT(cublasLtMatmul(
         lt, l.desc, &alpha, reinterpret_cast<void *>(b), l.la,
-        reinterpret_cast<void *>(a), l.lb, &beta, reinterpret_cast<void *>(c),
+        reinterpret_cast<void *>(a), l.lb, &beta, reinterpret_cast<void *>(cIn),
         l.lc, reinterpret_cast<void *>(c), l.lc, &l.algo,
         reinterpret_cast<void *>(workspace), workspaceBytes, stream));
   } else {

@@ -69,8 +69,11 @@ void CudaExecutor::Impl::setupGemm(Launch &l) {
   bool plain = s.bias < 0 && s.act == CudaLaunch::Activation::None && !s.dgelu;
   bool ok = plan.buffers[s.b].dtype == dt &&
             (out == dt || (out == DType::F32 && plain));
-  for (int id : {s.bias, s.aux, s.biasGrad})
+  for (int id : {s.bias, s.aux, s.biasGrad, s.addend})
     ok = ok && (id < 0 || plan.buffers[id].dtype == out);
+  ok = ok && (s.addend < 0 || (s.beta == 1.0f && s.offsetC == 0 &&
+                               plan.buffers[s.addend].slots() ==
+                                   plan.buffers[s.c].slots()));
   if (!ok)
     throw RuntimeError("GEMM operands of element types cuBLASLt is not "
                        "given here ('" +
@@ -121,9 +124,9 @@ void CudaExecutor::Impl::setupGemm(Launch &l) {
   // cuBLASLt's heuristic assumes 256-byte aligned operands; the memory
   // plan places every buffer so (PlanBuilder's kAlign).
   for (auto [id, off] : {std::pair{s.a, s.offsetA}, std::pair{s.b, s.offsetB},
-                         std::pair{s.c, s.offsetC}})
+                         std::pair{s.c, s.offsetC}, std::pair{s.addend, 0l}})
     for (int slot = 0; slot < 2; ++slot)
-      if ((ptr(id, slot) + off) % 256 != 0)
+      if (id >= 0 && (ptr(id, slot) + off) % 256 != 0)
         throw RuntimeError("GEMM operand '" + plan.buffers[id].name +
                            "' is not 256-byte aligned; the plan was not "
                            "made by this gtc (recompile it)");
@@ -160,7 +163,9 @@ void CudaExecutor::Impl::autotune(
     return libs().cublasLtMatmul(
         lt, l.desc, &alpha, reinterpret_cast<void *>(ptr(s.b, 0) + s.offsetB),
         l.la, reinterpret_cast<void *>(ptr(s.a, 0) + s.offsetA), l.lb, &beta,
-        reinterpret_cast<void *>(ptr(s.c, 0) + s.offsetC), l.lc,
+        reinterpret_cast<void *>(s.addend >= 0 ? ptr(s.addend, 0)
+                                               : ptr(s.c, 0) + s.offsetC),
+        l.lc,
         reinterpret_cast<void *>(ptr(s.c, 0) + s.offsetC), l.lc, &algo,
         reinterpret_cast<void *>(workspace), workspaceBytes, compute);
   };

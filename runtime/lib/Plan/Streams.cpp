@@ -39,7 +39,7 @@ std::vector<Access> accesses(const Plan &plan, const Kernel &k,
     if (s->kind == CudaLaunch::Kind::Memset) {
       add(s->c, true);
     } else if (s->kind == CudaLaunch::Kind::Gemm) {
-      for (int id : {s->a, s->b, s->bias, s->aux})
+      for (int id : {s->a, s->b, s->bias, s->aux, s->addend})
         add(id, false);
       add(s->c, true);
       add(s->biasGrad, true);

@@ -5,19 +5,34 @@
 //===----------------------------------------------------------------------===//
 
 #include "Fuser.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace mlir::gt::fuse {
 
 void Fuser::place(Operation *op) {
-  // Producers' groups, the most recently started first.
-  SmallVector<int> candidates;
+  // Producers' groups, the most recently started first; then the groups
+  // of ops on op's side of the backward's seed that read one of op's
+  // computed operands (siblings: one kernel reads the shared value once;
+  // parameters are left to castParameters).
+  SmallVector<int> candidates, siblings;
+  auto add = [&](SmallVectorImpl<int> &to, Operation *o) {
+    if (auto it = groupOf.find(o);
+        it != groupOf.end() && !llvm::is_contained(candidates, it->second) &&
+        !llvm::is_contained(siblings, it->second))
+      to.push_back(it->second);
+  };
   for (Value v : op->getOperands())
     if (Operation *def = v.getDefiningOp())
-      if (auto it = groupOf.find(def); it != groupOf.end() &&
-                                       !llvm::is_contained(candidates,
-                                                           it->second))
-        candidates.push_back(it->second);
+      add(candidates, def);
+  for (Value v : op->getOperands())
+    if (Operation *def = v.getDefiningOp(); !def || !isLeaf(def))
+      for (Operation *u : v.getUsers())
+        if (u != op && u->getBlock() == &block && u->isBeforeInBlock(op) &&
+            inBackward(u) == inBackward(op))
+          add(siblings, u);
   llvm::sort(candidates, std::greater<int>());
+  llvm::sort(siblings, std::greater<int>());
+  candidates.append(siblings);
   for (int g : candidates) {
     if (shapeOf(op) != shapeOf(groups[g].anchor))
       continue; // another iteration space
@@ -94,7 +109,75 @@ void Fuser::addColumnSums() {
   }
 }
 
+Operation *Fuser::backwardSeed() {
+  for (Operation &op : block)
+    if (op.hasAttr(kLossGradAttrName))
+      return &op;
+  return nullptr;
+}
+
+bool Fuser::inBackward(Operation *op) {
+  return seed && !op->isBeforeInBlock(seed);
+}
+
+void Fuser::recomputeInBackward() {
+  if (!seed)
+    return;
+  for (Operation &op : llvm::make_early_inc_range(
+           llvm::make_range(block.begin(), seed->getIterator()))) {
+    if (!isFusable(&op) || !isMemoryEffectFree(&op))
+      continue;
+    SmallVector<OpOperand *> late;
+    bool ok = true;
+    for (OpOperand &use : op.getResult(0).getUses()) {
+      Operation *u = use.getOwner();
+      if (u->getBlock() != &block)
+        ok = false;
+      else if (inBackward(u))
+        late.push_back(&use);
+    }
+    if (!ok || late.empty() ||
+        !llvm::all_of(late, [](OpOperand *use) {
+          return isFusable(use->getOwner());
+        }))
+      continue;
+    // Recomputing must not keep an operand alive that would have died.
+    if (!llvm::all_of(op.getOperands(), [&](Value v) {
+          return !v.getDefiningOp() || isLeaf(v.getDefiningOp()) ||
+                 llvm::any_of(v.getUsers(), [&](Operation *u) {
+                   return u->getBlock() == &block && inBackward(u);
+                 });
+        }))
+      continue;
+    Operation *first = late.front()->getOwner();
+    for (OpOperand *use : late)
+      if (use->getOwner()->isBeforeInBlock(first))
+        first = use->getOwner();
+    OpBuilder b(first);
+    Value again = b.clone(op)->getResult(0);
+    for (OpOperand *use : late)
+      use->set(again);
+  }
+}
+
+void Fuser::sinkIntoUsers() {
+  SmallVector<Operation *> ops;
+  for (Operation &op : block.without_terminator())
+    ops.push_back(&op);
+  for (Operation *op : llvm::reverse(ops)) {
+    if (!isFusable(op) || !isMemoryEffectFree(op))
+      continue;
+    Operation *user = soleUser(op->getResult(0));
+    if (user && isFusable(user) && shapeOf(user) == shapeOf(op) &&
+        inBackward(user) == inBackward(op))
+      op->moveBefore(user);
+  }
+}
+
 void Fuser::fuseElementwise() {
+  seed = backwardSeed();
+  recomputeInBackward();
+  sinkIntoUsers();
   for (Operation &op : block.without_terminator())
     if (isFusable(&op))
       place(&op);

@@ -27,6 +27,11 @@ inline bool isFusable(Operation *op) {
   return type && type.hasStaticShape();
 }
 
+/// A value every op may read: a parameter, input, label or constant.
+inline bool isLeaf(Operation *op) {
+  return isa<ParamOp, ConstantOp, InputOp, LabelOp>(op);
+}
+
 inline ArrayRef<int64_t> shapeOf(Operation *op) {
   return cast<RankedTensorType>(op->getResult(0).getType()).getShape();
 }
@@ -109,6 +114,11 @@ public:
   ///    small GEMM applies the ReLU mask and sums the columns it holds
   ///    (examples/mlp.gt at batch 64: one kernel instead of the GEMM, its
   ///    split-K reduction and the ReLU-gradient kernel);
+  ///  - matmul (dy W) -> [reshape] -> add of a value of the sum's type that
+  ///    exists at the GEMM (another gradient of the GEMM's input: SwiGLU's
+  ///    gate and up projections, attention's q, k and v): cuBLASLt reads
+  ///    it as C (CudaLaunch::addend), so no kernel reads both products
+  ///    again to add them;
   ///  - matmul (dy^T x) and sum_to(dy) over the rows of the same dy, each
   ///    with the cast of its result: the weight and bias gradients of a
   ///    linear (BGRADB), so dy is read once.
@@ -121,9 +131,10 @@ public:
   /// float type (GT_CastEpilogue: GEMMs, sum_to, layernorm) folds into it:
   /// an "epilogue" region, one kernel (or GEMM) writing the cast's type.
   void foldCasts();
-  /// Every fusable op into a producer's group or a new one, the column sums
+  /// Every fusable op into a producer's group (or else a sibling's: a
+  /// group that reads one of its operands) or a new one, the column sums
   /// that join them, and each group of more than one op outlined as an
-  /// "elementwise" region.
+  /// "elementwise" region. First, recomputeInBackward and sinkIntoUsers.
   void fuseElementwise();
   /// The elementwise ops left alone that read only parameters (their casts
   /// to the low precision, one per parameter) become one multi-tensor
@@ -131,8 +142,32 @@ public:
   void castParameters();
 
 private:
-  /// Puts `op` into a producer's group, or into a new one.
+  /// Puts `op` into a producer's group, else into a sibling's (a group on
+  /// op's side of the backward's seed with an op that reads one of op's
+  /// operands), or into a new one.
   void place(Operation *op);
+
+  /// The op that seeds the backward (gt.loss_grad), or null (no backward).
+  Operation *backwardSeed();
+  /// Whether `op` comes at or after the backward's seed.
+  bool inBackward(Operation *op);
+
+  /// A forward elementwise op whose result the backward reads, only in
+  /// elementwise ops, and whose operands stay alive into the backward
+  /// anyway (or are leaves), is computed again there (a clone before its
+  /// first backward user) instead of being kept: a SwiGLU's silu(g), whose
+  /// g the silu gradient reads. The forward's value then dies in the
+  /// forward (llama124m: 64 MiB a layer at B 16), the forward fuses the op
+  /// into its user, and the backward's clone joins the region that reads
+  /// its operand already (a sibling, see place), so no kernel reads more.
+  void recomputeInBackward();
+
+  /// Moves each elementwise op whose only user is an elementwise op of its
+  /// shape (on its side of the seed) to just before that user, so that
+  /// the user's other operands exist when the op's group begins: silu(g)
+  /// * up, with up's GEMM after the silu, becomes one kernel. (Later ops
+  /// first, so a chain sinks whole.)
+  void sinkIntoUsers();
 
   /// Whether group `g`'s region, placed at its first op, can read `v`.
   bool availableTo(Value v, int g);
@@ -212,6 +247,7 @@ private:
   void outline(Group &g, StringRef kind);
 
   Block &block;
+  Operation *seed = nullptr; // backwardSeed(), set by fuseElementwise
   std::vector<Group> groups;
   DenseMap<Operation *, int> groupOf;
 };

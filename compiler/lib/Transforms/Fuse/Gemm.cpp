@@ -1,7 +1,7 @@
 //===- Gemm.cpp - GEMM epilogue regions -----------------------------------===//
 //
 // "gemm" regions: a GEMM and what cuBLASLt computes in its epilogue
-// (an activation, the GELU gradient, the bias gradient).
+// (an activation, the GELU gradient, the bias gradient, an addend).
 //===----------------------------------------------------------------------===//
 
 #include "Fuser.h"
@@ -82,7 +82,17 @@ void Fuser::foldGemmEpilogues() {
             break;
           }
       } else if (!mm.getTransposeA()) {
-        continue;
+        // dy W + another gradient of the same value: cuBLASLt adds that
+        // as C while it stores the product.
+        auto add = dyn_cast_or_null<AddOp>(next);
+        Value product = g.ops.back()->getResult(0);
+        if (!add || add.getLhs() == add.getRhs() ||
+            add.getType() != product.getType())
+          continue;
+        Value other = add.getLhs() == product ? add.getRhs() : add.getLhs();
+        if (other.getType() != add.getType() || !availableAt(other, &op))
+          continue;
+        g.ops.push_back(add);
       } else {
         // dW = dy^T x; the bias gradient sums dy over its rows, unless
         // that sum joins the elementwise region computing dy (not when a

@@ -94,6 +94,12 @@ struct CudaLaunch {
   /// Writes the row sums of op(A) (length m, the type of C) to buffer
   /// `biasGrad`: the bias gradient next to a weight gradient (BGRADB).
   int biasGrad = -1;
+  /// With beta = 1, the GEMM adds buffer `addend` (C's type and layout)
+  /// instead of C's own contents: C = op(A) op(B) + addend (cuBLASLt's C
+  /// and D matrices apart). A gradient that is the sum of two GEMMs' (a
+  /// SwiGLU's gate and up inputs, q, k and v's) is added as the second
+  /// GEMM stores it, not by a kernel that reads both again.
+  int addend = -1;
 
   /// A GEMM's multiply-adds times 2: cuBLASLt's, or a kernel's that
   /// computes one (gtc's small GEMM sets m, n and k); 0 for others.
@@ -114,6 +120,8 @@ struct CudaLaunch {
       s += " *gelu'";
     if (biasGrad >= 0)
       s += " +bias gradient";
+    if (addend >= 0)
+      s += " +addend";
     return s;
   }
 
