@@ -122,22 +122,37 @@ std::string Emitter::gatherStrided(const std::vector<Operand> &ops,
   return emitGather(makeGather(ys, strides), "i", offs, it, indent);
 }
 
-/// One thread per output element (per 4 with vector accesses), grid-stride:
+/// One thread per output element (per V with vector accesses), grid-stride:
 /// loads the inputs (broadcast by their access), computes the steps in
 /// order in registers, stores the outputs. A step's value is rounded to
-/// its 16-bit type when it has one, as the CPU executor stores it.
+/// its 16-bit type when it has one, as the CPU executor stores it. V
+/// consecutive elements make one 16-byte access of the narrowest type
+/// (8 when every array is 16-bit, else 4); an f32 one then takes two.
 bool Emitter::elementwise(const std::vector<Operand> &ops,
                           const std::vector<Step> &steps,
                           const std::vector<std::pair<int, std::string>> &outs,
                           const std::string &what) {
   int64_t n = count(outs.front().first);
-  bool vec = n % 4 == 0;
-  for (const Operand &o : ops) {
-    if (o.access == Access::Strided ||
-        (o.access == Access::Trailing && o.period % 4 != 0))
-      vec = false;
-  }
-  int64_t items = vec ? n / 4 : n;
+  int64_t narrow = 4; // the narrowest element of the arrays, in bytes
+  for (const Operand &o : ops)
+    if (o.access != Access::Scalar)
+      narrow = std::min<int64_t>(narrow, dtypeBytes(plan.buffers[o.buffer].dtype));
+  for (const auto &[buffer, value] : outs)
+    narrow = std::min<int64_t>(narrow, dtypeBytes(plan.buffers[buffer].dtype));
+  int64_t v = narrow == 2 ? 8 : 4;
+  auto fits = [&](int64_t v) {
+    if (n % v != 0)
+      return false;
+    for (const Operand &o : ops)
+      if (o.access == Access::Strided ||
+          (o.access == Access::Trailing && o.period % v != 0))
+        return false;
+    return true;
+  };
+  if (v == 8 && !fits(8))
+    v = 4;
+  bool vec = fits(v);
+  int64_t items = vec ? n / v : n;
   bool wide = n > (int64_t(1) << 30);
   std::string it = wide ? "i64" : "int";
   int64_t grid = std::min(ceilDiv(items, kBlock), kMaxGrid);
@@ -145,6 +160,7 @@ bool Emitter::elementwise(const std::vector<Operand> &ops,
   std::vector<Arg> args;
   std::map<std::string, std::string> typeOf; // value name -> compute type
   std::string consts = "constexpr " + it + " N = " + str(n) + ";\n" +
+                       (vec ? "constexpr int V = " + str(v) + ";\n" : "") +
                        operandArgs(ops, outs, it, args) +
                        stepFunctions(ops, steps, typeOf);
   auto compute = [&](const std::function<std::string(const Operand &)> &load,
@@ -155,45 +171,43 @@ bool Emitter::elementwise(const std::vector<Operand> &ops,
   std::string body;
   std::string loopHead = "  for (" + it + " i = (" + it +
                          ")blockIdx.x * blockDim.x + threadIdx.x; i < " +
-                         (vec ? "N / 4" : "N") + "; i += (" + it +
+                         (vec ? "N / V" : "N") + "; i += (" + it +
                          ")gridDim.x * blockDim.x) {\n";
   if (vec) {
+    auto pack = [&](int buffer) { return "pack_t<" + ctype(buffer) + ", V>"; };
     for (const Operand &o : ops) {
-      std::string t = ctype(o.buffer);
       if (o.access == Access::Scalar)
-        body += "  const " + t + " s_" + o.name + " = p_" + o.name + "[0];\n";
+        body += "  const " + ctype(o.buffer) + " s_" + o.name + " = p_" +
+                o.name + "[0];\n";
       else
-        body += "  const " + t + "4 *v_" + o.name + " = reinterpret_cast<const " +
-                t + "4 *>(p_" + o.name + ");\n";
-    }
-    for (const auto &[buffer, value] : outs) {
-      const std::string st = ctype(buffer);
-      body += "  " + st + "4 *w_" + value + " = reinterpret_cast<" + st +
-              "4 *>(p_" + value + ");\n";
-    }
-    body += loopHead;
-    for (const Operand &o : ops) {
-      std::string t = ctype(o.buffer);
-      if (o.access == Access::Full)
-        body += "    const " + t + "4 q_" + o.name + " = v_" + o.name + "[i];\n";
-      else if (o.access == Access::Trailing)
-        body += "    const " + t + "4 q_" + o.name + " = v_" + o.name +
-                "[i % (P_" + o.name + " / 4)];\n";
+        body += "  const " + pack(o.buffer) + " *v_" + o.name +
+                " = reinterpret_cast<const " + pack(o.buffer) + " *>(p_" +
+                o.name + ");\n";
     }
     for (const auto &[buffer, value] : outs)
-      body += "    " + ctype(buffer) + "4 o_" + value + ";\n";
-    for (const char *c : {"x", "y", "z", "w"}) {
-      body += "    {\n";
-      body += compute(
-          [&](const Operand &o) {
-            return o.access == Access::Scalar ? "s_" + o.name
-                                              : "q_" + o.name + "." + c;
-          },
-          "      ");
-      for (const auto &[buffer, value] : outs)
-        body += "      o_" + value + "." + c + " = " + value + ";\n";
-      body += "    }\n";
+      body += "  " + pack(buffer) + " *w_" + value + " = reinterpret_cast<" +
+              pack(buffer) + " *>(p_" + value + ");\n";
+    body += loopHead;
+    for (const Operand &o : ops) {
+      if (o.access == Access::Full)
+        body += "    const " + pack(o.buffer) + " q_" + o.name + " = v_" +
+                o.name + "[i];\n";
+      else if (o.access == Access::Trailing)
+        body += "    const " + pack(o.buffer) + " q_" + o.name + " = v_" +
+                o.name + "[i % (P_" + o.name + " / V)];\n";
     }
+    for (const auto &[buffer, value] : outs)
+      body += "    " + pack(buffer) + " o_" + value + ";\n";
+    body += "#pragma unroll\n    for (int c = 0; c < V; ++c) {\n";
+    body += compute(
+        [&](const Operand &o) {
+          return o.access == Access::Scalar ? "s_" + o.name
+                                            : "q_" + o.name + ".e[c]";
+        },
+        "      ");
+    for (const auto &[buffer, value] : outs)
+      body += "      o_" + value + ".e[c] = " + value + ";\n";
+    body += "    }\n";
     for (const auto &[buffer, value] : outs)
       body += "    w_" + value + "[i] = o_" + value + ";\n";
     body += "  }\n";
@@ -205,8 +219,10 @@ bool Emitter::elementwise(const std::vector<Operand> &ops,
       body += "    p_" + value + "[i] = " + value + ";\n";
     body += "  }\n";
   }
-  launch("", what + (vec ? ", 4 elements a thread (16-byte accesses)" : ""),
-         args, 0, consts, body, grid);
+  launch("",
+         what + (vec ? ", " + str(v) + " elements a thread (16-byte accesses)"
+                     : ""),
+         args, vec ? kPackHelpers : 0, consts, body, grid);
   return true;
 }
 

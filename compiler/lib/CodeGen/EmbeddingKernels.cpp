@@ -179,11 +179,12 @@ bool Emitter::scatterRows(int dy, int ids, int dt, bool zero) {
 // Rotary position embedding
 //===----------------------------------------------------------------------===//
 
-/// CpuExecutor's rope(): a block per position, a thread per pair of a
-/// head's features, its angle computed once, as the CPU's f32 run computes
-/// it (precise powf and sincosf), and applied to that pair of every row of
-/// the position (batches); the pair read and written in the buffers' type,
-/// turned in float.
+/// CpuExecutor's rope(): a block per position, a thread per V pairs of a
+/// head's features (consecutive ones: one vector access of each half, or of
+/// 2V interleaved elements), their angles computed once, as the CPU's f32
+/// run computes them (precise powf and sincosf), and applied to those pairs
+/// of every row of the position (batches); read and written in the buffers'
+/// type, turned in float.
 bool Emitter::rope() {
   int x = k->inputs[0], y = k->outputs[0];
   const auto &s = shape(x);
@@ -191,13 +192,16 @@ bool Emitter::rope() {
     return fail("rope takes [..., T, heads, head_dim] with an even head_dim");
   const int64_t d = s.back(), heads = s[s.size() - 2],
                 positions = s[s.size() - 3], pairs = count(x) / 2;
+  const int64_t rows = pairs / (positions * heads * (d / 2));
+  const int64_t v = (d / 2) % 4 == 0 ? 4 : (d / 2) % 2 == 0 ? 2 : 1;
   const bool interleaved = k->intAttr("interleaved", 0) != 0;
   std::string consts =
       "constexpr i64 HALF = " + str(d / 2) + ";\nconstexpr i64 D = " + str(d) +
       ";\nconstexpr i64 HEADS = " + str(heads) +
       ";\nconstexpr i64 POSITIONS = " + str(positions) +
-      ";\nconstexpr i64 OUTER = " + str(pairs / (positions * heads * (d / 2))) +
+      ";\nconstexpr i64 OUTER = " + str(rows) +
       ";  // rows of a position (the dimensions before T)\n"
+      "constexpr int V = " + str(v) + ";  // pairs a thread\n"
       "constexpr float THETA = " +
       flt(k->floatAttr("theta", 10000.0)) + ";\nconstexpr float SIGN = " +
       (k->intAttr("inverse", 0) ? "-1.0f" : "1.0f") +
@@ -207,31 +211,51 @@ bool Emitter::rope() {
       ";  // pairs (2i, 2i + 1), else (i, i + HALF)\n";
   std::string body =
       R"CU(  for (i64 t = blockIdx.x; t < POSITIONS; t += gridDim.x)
-    for (i64 e = threadIdx.x; e < HEADS * HALF; e += blockDim.x) {
-      const i64 h = e / HALF, i = e % HALF;
-      const float inv = 1.0f / powf(THETA, (float)(2 * i) / (float)D);
-      float sn, c;
-      sincosf((float)t * inv, &sn, &c);
-      sn *= SIGN;
-      const i64 i1 = h * D + (INTERLEAVED ? 2 * i : i);
-      const i64 i2 = h * D + (INTERLEAVED ? 2 * i + 1 : i + HALF);
+    for (i64 e = threadIdx.x; e < HEADS * HALF / V; e += blockDim.x) {
+      const i64 h = e / (HALF / V), i0 = e % (HALF / V) * V;
+      float c[V], sn[V];
+#pragma unroll
+      for (int p = 0; p < V; ++p) {
+        const float inv = 1.0f / powf(THETA, (float)(2 * (i0 + p)) / (float)D);
+        sincosf((float)t * inv, &sn[p], &c[p]);
+        sn[p] *= SIGN;
+      }
 #pragma unroll 4
       for (i64 o = 0; o < OUTER; ++o) {
-        const i64 r = (o * POSITIONS + t) * HEADS * D;
-        const float x1 = (float)x[r + i1], x2 = (float)x[r + i2];
-        y[r + i1] = x1 * c - x2 * sn;
-        y[r + i2] = x2 * c + x1 * sn;
+        const i64 r = (o * POSITIONS + t) * HEADS * D + h * D;
+        if (INTERLEAVED) {
+          float a[2 * V];
+          loadv<2 * V>(x + r + 2 * i0, a);
+#pragma unroll
+          for (int p = 0; p < V; ++p) {
+            const float x1 = a[2 * p], x2 = a[2 * p + 1];
+            a[2 * p] = x1 * c[p] - x2 * sn[p];
+            a[2 * p + 1] = x2 * c[p] + x1 * sn[p];
+          }
+          storev<2 * V>(y + r + 2 * i0, a);
+        } else {
+          float a[V], b[V];
+          loadv<V>(x + r + i0, a);
+          loadv<V>(x + r + i0 + HALF, b);
+#pragma unroll
+          for (int p = 0; p < V; ++p) {
+            const float x1 = a[p], x2 = b[p];
+            a[p] = x1 * c[p] - x2 * sn[p];
+            b[p] = x2 * c[p] + x1 * sn[p];
+          }
+          storev<V>(y + r + i0, a);
+          storev<V>(y + r + i0 + HALF, b);
+        }
       }
     }
 )CU";
   launch("",
-         "a block per position of " + str(positions) +
-             ", a thread per pair of a head (head_dim " + str(d) +
+         "a block per position of " + str(positions) + ", a thread per " +
+             str(v) + " pairs of a head (head_dim " + str(d) +
              (interleaved ? ", interleaved" : ", rotate-half") +
-             "), over the position's " +
-             str(pairs / (positions * heads * (d / 2))) + " rows",
-         {in(x, "x"), out(y, "y")}, 0, consts, body,
+             "), over the position's " + str(rows) + " rows",
+         {in(x, "x"), out(y, "y")}, kPackHelpers, consts, body,
          std::min(positions, kMaxGrid),
-         std::min<int64_t>(256, alignUp(heads * (d / 2), 32)));
+         std::min<int64_t>(256, alignUp(heads * (d / 2) / v, 32)));
   return true;
 }
