@@ -179,12 +179,15 @@ bool Emitter::scatterRows(int dy, int ids, int dt, bool zero) {
 // Rotary position embedding
 //===----------------------------------------------------------------------===//
 
-/// CpuExecutor's rope(): a block per position, a thread per V pairs of a
-/// head's features (consecutive ones: one vector access of each half, or of
-/// 2V interleaved elements), their angles computed once, as the CPU's f32
-/// run computes them (precise powf and sincosf), and applied to those pairs
-/// of every row of the position (batches); read and written in the buffers'
-/// type, turned in float.
+/// CpuExecutor's rope(): a block per position. Its head_dim / 2 angles are
+/// computed once (in shared memory), as the CPU's f32 run computes them
+/// (precise powf and sincosf), for all heads and rows (batches) of the
+/// position; then each thread turns V consecutive pairs of one head of one
+/// row at a time (one vector access of each half, or of 2V interleaved
+/// elements), read and written in the buffers' type, turned in float. (A
+/// thread per 4 pairs of a head over all rows, each computing its angles,
+/// took 28 us a call on llama124m's q and k, 2x the scalar kernel: the
+/// angles held up a single wave of blocks.)
 bool Emitter::rope() {
   int x = k->inputs[0], y = k->outputs[0];
   const auto &s = shape(x);
@@ -210,52 +213,57 @@ bool Emitter::rope() {
       (interleaved ? "true" : "false") +
       ";  // pairs (2i, 2i + 1), else (i, i + HALF)\n";
   std::string body =
-      R"CU(  for (i64 t = blockIdx.x; t < POSITIONS; t += gridDim.x)
-    for (i64 e = threadIdx.x; e < HEADS * HALF / V; e += blockDim.x) {
-      const i64 h = e / (HALF / V), i0 = e % (HALF / V) * V;
-      float c[V], sn[V];
+      R"CU(  __shared__ float cs[HALF], ss[HALF];
+  for (i64 t = blockIdx.x; t < POSITIONS; t += gridDim.x) {
+    // The position's HALF angles, once for all its heads and rows.
+    for (int i = threadIdx.x; i < HALF; i += blockDim.x) {
+      const float inv = 1.0f / powf(THETA, (float)(2 * i) / (float)D);
+      float sn, c;
+      sincosf((float)t * inv, &sn, &c);
+      cs[i] = c;
+      ss[i] = sn * SIGN;
+    }
+    __syncthreads();
+    // V pairs of one head of one row an item.
+    for (i64 e = threadIdx.x; e < OUTER * HEADS * (HALF / V); e += blockDim.x) {
+      const i64 o = e / (HEADS * (HALF / V)), h = e / (HALF / V) % HEADS;
+      const int i0 = (int)(e % (HALF / V)) * V;
+      const i64 r = (o * POSITIONS + t) * HEADS * D + h * D;
+      if (INTERLEAVED) {
+        float a[2 * V];
+        loadv<2 * V>(x + r + 2 * i0, a);
 #pragma unroll
-      for (int p = 0; p < V; ++p) {
-        const float inv = 1.0f / powf(THETA, (float)(2 * (i0 + p)) / (float)D);
-        sincosf((float)t * inv, &sn[p], &c[p]);
-        sn[p] *= SIGN;
-      }
-#pragma unroll 4
-      for (i64 o = 0; o < OUTER; ++o) {
-        const i64 r = (o * POSITIONS + t) * HEADS * D + h * D;
-        if (INTERLEAVED) {
-          float a[2 * V];
-          loadv<2 * V>(x + r + 2 * i0, a);
-#pragma unroll
-          for (int p = 0; p < V; ++p) {
-            const float x1 = a[2 * p], x2 = a[2 * p + 1];
-            a[2 * p] = x1 * c[p] - x2 * sn[p];
-            a[2 * p + 1] = x2 * c[p] + x1 * sn[p];
-          }
-          storev<2 * V>(y + r + 2 * i0, a);
-        } else {
-          float a[V], b[V];
-          loadv<V>(x + r + i0, a);
-          loadv<V>(x + r + i0 + HALF, b);
-#pragma unroll
-          for (int p = 0; p < V; ++p) {
-            const float x1 = a[p], x2 = b[p];
-            a[p] = x1 * c[p] - x2 * sn[p];
-            b[p] = x2 * c[p] + x1 * sn[p];
-          }
-          storev<V>(y + r + i0, a);
-          storev<V>(y + r + i0 + HALF, b);
+        for (int p = 0; p < V; ++p) {
+          const float x1 = a[2 * p], x2 = a[2 * p + 1];
+          a[2 * p] = x1 * cs[i0 + p] - x2 * ss[i0 + p];
+          a[2 * p + 1] = x2 * cs[i0 + p] + x1 * ss[i0 + p];
         }
+        storev<2 * V>(y + r + 2 * i0, a);
+      } else {
+        float a[V], b[V];
+        loadv<V>(x + r + i0, a);
+        loadv<V>(x + r + i0 + HALF, b);
+#pragma unroll
+        for (int p = 0; p < V; ++p) {
+          const float x1 = a[p], x2 = b[p];
+          a[p] = x1 * cs[i0 + p] - x2 * ss[i0 + p];
+          b[p] = x2 * cs[i0 + p] + x1 * ss[i0 + p];
+        }
+        storev<V>(y + r + i0, a);
+        storev<V>(y + r + i0 + HALF, b);
       }
     }
+    __syncthreads();
+  }
 )CU";
   launch("",
-         "a block per position of " + str(positions) + ", a thread per " +
-             str(v) + " pairs of a head (head_dim " + str(d) +
-             (interleaved ? ", interleaved" : ", rotate-half") +
-             "), over the position's " + str(rows) + " rows",
+         "a block per position of " + str(positions) +
+             ", its angles once, a thread per " + str(v) +
+             " pairs of a head of a row (head_dim " + str(d) +
+             (interleaved ? ", interleaved" : ", rotate-half") + "; " +
+             str(rows) + " rows a position)",
          {in(x, "x"), out(y, "y")}, kPackHelpers, consts, body,
          std::min(positions, kMaxGrid),
-         std::min<int64_t>(256, alignUp(heads * (d / 2) / v, 32)));
+         std::min<int64_t>(256, alignUp(rows * heads * (d / 2) / v, 32)));
   return true;
 }
