@@ -184,10 +184,10 @@ bool Emitter::scatterRows(int dy, int ids, int dt, bool zero) {
 /// (precise powf and sincosf), for all heads and rows (batches) of the
 /// position; then each thread turns V consecutive pairs of one head of one
 /// row at a time (one vector access of each half, or of 2V interleaved
-/// elements), read and written in the buffers' type, turned in float. (A
-/// thread per 4 pairs of a head over all rows, each computing its angles,
-/// took 28 us a call on llama124m's q and k, 2x the scalar kernel: the
-/// angles held up a single wave of blocks.)
+/// elements), read and written in the buffers' type, turned in float.
+/// llama124m's q (16 x 1024 x 12 x 64 bf16) on an H200: 15.3 us, a
+/// device-to-device copy's 13.7, where a thread a pair computing its angle
+/// took 21.8 (test/bench/NOTES.md, twenty-sixth session).
 bool Emitter::rope() {
   int x = k->inputs[0], y = k->outputs[0];
   const auto &s = shape(x);
@@ -196,13 +196,15 @@ bool Emitter::rope() {
   const int64_t d = s.back(), heads = s[s.size() - 2],
                 positions = s[s.size() - 3], pairs = count(x) / 2;
   const int64_t rows = pairs / (positions * heads * (d / 2));
+  if (count(x) / positions > (int64_t(1) << 31) - 1)
+    return fail("rope's rows of one position exceed 2^31 elements");
   const int64_t v = (d / 2) % 4 == 0 ? 4 : (d / 2) % 2 == 0 ? 2 : 1;
   const bool interleaved = k->intAttr("interleaved", 0) != 0;
   std::string consts =
-      "constexpr i64 HALF = " + str(d / 2) + ";\nconstexpr i64 D = " + str(d) +
-      ";\nconstexpr i64 HEADS = " + str(heads) +
-      ";\nconstexpr i64 POSITIONS = " + str(positions) +
-      ";\nconstexpr i64 OUTER = " + str(rows) +
+      "constexpr int HALF = " + str(d / 2) + ";\nconstexpr int D = " + str(d) +
+      ";\nconstexpr int HEADS = " + str(heads) +
+      ";\nconstexpr int POSITIONS = " + str(positions) +
+      ";\nconstexpr int OUTER = " + str(rows) +
       ";  // rows of a position (the dimensions before T)\n"
       "constexpr int V = " + str(v) + ";  // pairs a thread\n"
       "constexpr float THETA = " +
@@ -214,7 +216,8 @@ bool Emitter::rope() {
       ";  // pairs (2i, 2i + 1), else (i, i + HALF)\n";
   std::string body =
       R"CU(  __shared__ float cs[HALF], ss[HALF];
-  for (i64 t = blockIdx.x; t < POSITIONS; t += gridDim.x) {
+  constexpr int ITEMS = OUTER * HEADS * (HALF / V), U = 2;
+  for (int t = blockIdx.x; t < POSITIONS; t += gridDim.x) {
     // The position's HALF angles, once for all its heads and rows.
     for (int i = threadIdx.x; i < HALF; i += blockDim.x) {
       const float inv = 1.0f / powf(THETA, (float)(2 * i) / (float)D);
@@ -224,33 +227,47 @@ bool Emitter::rope() {
       ss[i] = sn * SIGN;
     }
     __syncthreads();
-    // V pairs of one head of one row an item.
-    for (i64 e = threadIdx.x; e < OUTER * HEADS * (HALF / V); e += blockDim.x) {
-      const i64 o = e / (HEADS * (HALF / V)), h = e / (HALF / V) % HEADS;
-      const int i0 = (int)(e % (HALF / V)) * V;
-      const i64 r = (o * POSITIONS + t) * HEADS * D + h * D;
-      if (INTERLEAVED) {
-        float a[2 * V];
-        loadv<2 * V>(x + r + 2 * i0, a);
+    // Items of V pairs of one head of one row, U a thread at once: their
+    // loads first (int indices: 64-bit division took 2x the time).
+    for (int e0 = threadIdx.x; e0 < ITEMS; e0 += blockDim.x * U) {
+      float a[U][2 * V];
+      i64 r[U];
+      int i0[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int e = e0 + u * blockDim.x;
+        const int o = e / (HEADS * (HALF / V)), h = e / (HALF / V) % HEADS;
+        i0[u] = e % (HALF / V) * V;
+        r[u] = ((i64)o * POSITIONS + t) * (HEADS * D) + h * D;
+        if (e >= ITEMS)
+          continue;
+        if (INTERLEAVED) {
+          loadv<2 * V>(x + r[u] + 2 * i0[u], a[u]);
+        } else {
+          loadv<V>(x + r[u] + i0[u], a[u]);
+          loadv<V>(x + r[u] + i0[u] + HALF, a[u] + V);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        if (e0 + u * blockDim.x >= ITEMS)
+          continue;
+        float *v = a[u];
 #pragma unroll
         for (int p = 0; p < V; ++p) {
-          const float x1 = a[2 * p], x2 = a[2 * p + 1];
-          a[2 * p] = x1 * cs[i0 + p] - x2 * ss[i0 + p];
-          a[2 * p + 1] = x2 * cs[i0 + p] + x1 * ss[i0 + p];
+          // The pair: (2p, 2p + 1) interleaved, else (p, V + p).
+          float &x1 = v[INTERLEAVED ? 2 * p : p];
+          float &x2 = v[INTERLEAVED ? 2 * p + 1 : V + p];
+          const float c = cs[i0[u] + p], sn = ss[i0[u] + p], y1 = x1;
+          x1 = y1 * c - x2 * sn;
+          x2 = x2 * c + y1 * sn;
         }
-        storev<2 * V>(y + r + 2 * i0, a);
-      } else {
-        float a[V], b[V];
-        loadv<V>(x + r + i0, a);
-        loadv<V>(x + r + i0 + HALF, b);
-#pragma unroll
-        for (int p = 0; p < V; ++p) {
-          const float x1 = a[p], x2 = b[p];
-          a[p] = x1 * cs[i0 + p] - x2 * ss[i0 + p];
-          b[p] = x2 * cs[i0 + p] + x1 * ss[i0 + p];
+        if (INTERLEAVED) {
+          storev<2 * V>(y + r[u] + 2 * i0[u], v);
+        } else {
+          storev<V>(y + r[u] + i0[u], v);
+          storev<V>(y + r[u] + i0[u] + HALF, v + V);
         }
-        storev<V>(y + r + i0, a);
-        storev<V>(y + r + i0 + HALF, b);
       }
     }
     __syncthreads();
