@@ -5,18 +5,25 @@
 // that run as one kernel: one loop over the elements, every intermediate in
 // registers. A fused chain of n ops over E elements moves (inputs + outputs)
 // x E elements instead of about 3n x E, and launches one kernel instead of n;
-// nothing is computed twice (each op of a region runs once per element, and
-// reductions and contractions are never pulled in), so fusing elementwise
-// ops with each other never costs bytes or FLOPs and the pass takes every
-// such chance.
+// each op of a region runs once per element, and reductions and
+// contractions are never pulled in, so fusing elementwise ops with each
+// other never costs bytes and the pass takes every such chance. The one
+// op computed twice is a forward elementwise op whose result the backward
+// would otherwise keep, where the backward's kernel reads its operands
+// anyway (SwiGLU's silu(g): Fuser::recomputeInBackward), for a few FLOPs
+// and fewer bytes and less memory.
 //
 // Groups are formed greedily in program order. An op joins the group of an
 // operand's producer when its result has the group's shape (the region's
 // iteration space) and every other operand is computed inside the group or
-// before the group's first op; the region replaces the group at its first
-// op, so it reads only values that exist there and no cycle can form. Values
-// of the group used outside it become the region's results. A group of one
-// op stays as it is.
+// before the group's first op, or else the group of a sibling on its side
+// of the backward's seed (an op that reads one of its operands: a kernel
+// with two results reads the shared value once); the region replaces the
+// group at its first op, so it reads only values that exist there and no
+// cycle can form. Values of the group used outside it become the region's
+// results. A group of one op stays as it is. An op whose only user is
+// elementwise sinks to just before it first, so that the user's other
+// operands exist when the op's group begins.
 //
 // First, the classifier of a language model (the GEMM that makes the
 // logits, the cross-entropy, its gradient and the two GEMMs of the logits'
@@ -31,7 +38,8 @@
 // sums the columns of its total when that is a linear's output gradient:
 // the linear's bias gradient), and GEMMs what cuBLASLt can compute in their
 // epilogue ("gemm" regions: an activation, the GELU gradient, the bias
-// gradient). Then a cast that is the only use of a
+// gradient, an addend: dX GEMMs add the other gradients of their input as
+// cuBLASLt's C). Then a cast that is the only use of a
 // GEMM, sum_to or layernorm (the
 // GT_CastEpilogue trait: the kernel can store another float type) folds into
 // that op as an `epilogue` region: bf16 dW GEMMs and bias gradients write
