@@ -257,9 +257,9 @@ void checkPlan(const rt::Plan &plan, Stats &stats,
           return chunked ? need <= count(id) : need == count(id);
         };
         // beta = 1 adds C's contents, or an addend of C's type and size.
-        EXPECT_TRUE(chunked || (l.offsetA == 0 && l.offsetB == 0 &&
-                                l.offsetC == 0 &&
-                                l.beta == (l.addend >= 0 ? 1 : 0)));
+        EXPECT_TRUE(chunked ||
+                    (l.offsetA == 0 && l.offsetB == 0 && l.offsetC == 0 &&
+                     l.beta == (l.addend >= 0 ? 1 : 0)));
         if (l.addend >= 0) {
           ASSERT_TRUE(validBuffer(l.addend));
           EXPECT_EQ(plan.buffers[l.addend].dtype, plan.buffers[l.c].dtype);

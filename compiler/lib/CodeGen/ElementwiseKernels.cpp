@@ -136,7 +136,8 @@ bool Emitter::elementwise(const std::vector<Operand> &ops,
   int64_t narrow = 4; // the narrowest element of the arrays, in bytes
   for (const Operand &o : ops)
     if (o.access != Access::Scalar)
-      narrow = std::min<int64_t>(narrow, dtypeBytes(plan.buffers[o.buffer].dtype));
+      narrow =
+          std::min<int64_t>(narrow, dtypeBytes(plan.buffers[o.buffer].dtype));
   for (const auto &[buffer, value] : outs)
     narrow = std::min<int64_t>(narrow, dtypeBytes(plan.buffers[buffer].dtype));
   int64_t v = narrow == 2 ? 8 : 4;

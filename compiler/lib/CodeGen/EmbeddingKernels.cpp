@@ -205,9 +205,8 @@ bool Emitter::rope() {
       ";\nconstexpr int HEADS = " + str(heads) +
       ";\nconstexpr int POSITIONS = " + str(positions) +
       ";\nconstexpr int OUTER = " + str(rows) +
-      ";  // rows of a position (the dimensions before T)\n"
-      "constexpr int V = " + str(v) + ";  // pairs a thread\n"
-      "constexpr float THETA = " +
+      ";  // rows of a position (the dimensions before T)\nconstexpr int V = " +
+      str(v) + ";  // pairs a thread\nconstexpr float THETA = " +
       flt(k->floatAttr("theta", 10000.0)) + ";\nconstexpr float SIGN = " +
       (k->intAttr("inverse", 0) ? "-1.0f" : "1.0f") +
       ";  // -1: the inverse rotation (the gradient)\n"

@@ -111,8 +111,8 @@ bool Emitter::linear() {
 /// cuBLASLt applies in the epilogue. The body's values between the ops are
 /// Local (CPU only): the GEMM writes only the region's outputs. Follows the
 /// chain of the GEMM's result through casts, reshapes (views), an activation,
-/// a GELU gradient or an add of another value (cuBLASLt's C); a sum_to of the GEMM's first operand (and its cast)
-/// is the bias gradient.
+/// a GELU gradient or an add of another value (cuBLASLt's C); a sum_to of the
+/// GEMM's first operand (and its cast) is the bias gradient.
 bool Emitter::gemmRegion() {
   const std::vector<Kernel> &body = k->body;
   if (body.empty() ||
@@ -140,9 +140,9 @@ bool Emitter::gemmRegion() {
       sumType = plan.buffers[out].dtype;
     } else if (sub.op == OpKind::Cast && in == colSum) {
       colSum = out;
-    } else if (sub.op == OpKind::Add && sub.inputs.size() == 2 &&
-               addend < 0 && act == CudaLaunch::Activation::None && !dgelu &&
-               mask < 0 && (in == result || sub.inputs[1] == result)) {
+    } else if (sub.op == OpKind::Add && sub.inputs.size() == 2 && addend < 0 &&
+               act == CudaLaunch::Activation::None && !dgelu && mask < 0 &&
+               (in == result || sub.inputs[1] == result)) {
       // result + addend: cuBLASLt's C, read as the GEMM stores D.
       addend = in == result ? sub.inputs[1] : in;
       if (plan.buffers[addend].dtype != plan.buffers[out].dtype ||

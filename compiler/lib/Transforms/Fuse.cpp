@@ -52,8 +52,8 @@
 // even where gt-checkpoint recomputes it) become one `multi_tensor`
 // region: a single launch that converts every parameter, as a multi-tensor
 // optimizer updates them all at once. (The plan keeps its results between
-// steps, and a GPU's optimizer writes them: Plan::paramCopies.) An embedding gradient
-// added to another gradient of its table (a tied embedding) becomes a
+// steps, and a GPU's optimizer writes them: Plan::paramCopies.) An embedding
+// gradient added to another gradient of its table (a tied embedding) becomes a
 // `scatter_add` region: the scatter onto that gradient.
 //
 // Each region kind is one file under Fuse/ (a method of fuse::Fuser, whose

@@ -71,9 +71,9 @@ void CudaExecutor::Impl::setupGemm(Launch &l) {
             (out == dt || (out == DType::F32 && plain));
   for (int id : {s.bias, s.aux, s.biasGrad, s.addend})
     ok = ok && (id < 0 || plan.buffers[id].dtype == out);
-  ok = ok && (s.addend < 0 || (s.beta == 1.0f && s.offsetC == 0 &&
-                               plan.buffers[s.addend].slots() ==
-                                   plan.buffers[s.c].slots()));
+  ok = ok && (s.addend < 0 ||
+              (s.beta == 1.0f && s.offsetC == 0 &&
+               plan.buffers[s.addend].slots() == plan.buffers[s.c].slots()));
   if (!ok)
     throw RuntimeError("GEMM operands of element types cuBLASLt is not "
                        "given here ('" +
@@ -165,8 +165,7 @@ void CudaExecutor::Impl::autotune(
         l.la, reinterpret_cast<void *>(ptr(s.a, 0) + s.offsetA), l.lb, &beta,
         reinterpret_cast<void *>(s.addend >= 0 ? ptr(s.addend, 0)
                                                : ptr(s.c, 0) + s.offsetC),
-        l.lc,
-        reinterpret_cast<void *>(ptr(s.c, 0) + s.offsetC), l.lc, &algo,
+        l.lc, reinterpret_cast<void *>(ptr(s.c, 0) + s.offsetC), l.lc, &algo,
         reinterpret_cast<void *>(workspace), workspaceBytes, compute);
   };
   float best = -1;

@@ -136,8 +136,7 @@ void Fuser::recomputeInBackward() {
       else if (inBackward(u))
         late.push_back(&use);
     }
-    if (!ok || late.empty() ||
-        !llvm::all_of(late, [](OpOperand *use) {
+    if (!ok || late.empty() || !llvm::all_of(late, [](OpOperand *use) {
           return isFusable(use->getOwner());
         }))
       continue;
