@@ -551,11 +551,15 @@ TEST(CudaEmitterTest, EveryOp) {
   checkSource(kEveryOp, 2, false, stats, seen, "bf16");
   // accuracy: an eval plan whose loss is a cross-entropy (300 classes: a
   // row of several warps).
-  checkSource(R"(model acc {
+  const char *accuracyModel = R"(model acc {
     input x: f32[B, 3, 5]
     label y: i32[B, 3]
     loss = cross_entropy(linear(x, 300), y)
-  })", 2, true, stats, seen);
+  })";
+  checkSource(accuracyModel, 2, true, stats, seen);
+  // bf16: the cross-entropy reads the bf16 logits in a loss region without
+  // a gradient, and the accuracy reads them too.
+  checkSource(accuracyModel, 2, true, stats, seen, "bf16");
   // Every kind of Ops.def: the CPU executor runs it and a plan above used
   // it (so the CUDA emitter generated, and NVRTC compiled, its kernels).
   for (int i = 0; i < rt::kOpKinds; ++i) {

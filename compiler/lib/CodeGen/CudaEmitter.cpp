@@ -242,8 +242,8 @@ bool Emitter::emitKernel() {
     return !needF32() ? false : arity(2, 1) ? crossEntropy() : wrong();
   case OpKind::CrossEntropyGrad:
     return !needF32() ? false : arity(3, 1) ? crossEntropyGrad() : wrong();
-  case OpKind::Accuracy:
-    return !needF32() ? false : arity(2, 1) ? accuracy() : wrong();
+  case OpKind::Accuracy: // of logits of any float type (argmax is exact)
+    return arity(2, 1) ? accuracy() : wrong();
   }
   return fail("the CUDA code generator has no kernel for this op");
 }

@@ -241,9 +241,10 @@ bool Emitter::crossEntropyGrad() {
 }
 
 /// A "loss" region (gt-fuse's foldLosses): the cross-entropy and its
-/// gradient in one row kernel. A widening cast of the logits is no work (the
-/// kernel converts as it loads), the cast of the gradient one store of its
-/// type; the gradient may overwrite the logits (PlanBuilder's inPlaceLoss).
+/// gradient (none in an evaluation) in one row kernel. A widening cast of
+/// the logits is no work (the kernel converts as it loads), the cast of the
+/// gradient one store of its type; the gradient may overwrite the logits
+/// (PlanBuilder's inPlaceLoss).
 bool Emitter::lossRegion() {
   std::map<int, int> loaded; // a widening cast's result -> what it reads
   const Kernel *ce = nullptr, *grad = nullptr;
@@ -265,15 +266,15 @@ bool Emitter::lossRegion() {
                   "' in a loss region is not a cross-entropy, its gradient "
                   "or a cast");
   }
-  if (!ce || !grad || grad->inputs[1] != ce->inputs[0] ||
-      grad->inputs[2] != ce->inputs[1])
+  if (!ce || (grad && (grad->inputs[1] != ce->inputs[0] ||
+                      grad->inputs[2] != ce->inputs[1])))
     return fail("a loss region is a cross_entropy and the "
                 "cross_entropy_grad of its logits");
   auto it = loaded.find(ce->inputs[0]);
   int x = it == loaded.end() ? ce->inputs[0] : it->second;
   LossBuffers b{x, ce->inputs[1]};
   b.loss = ce->outputs[0];
-  b.grad = grad->inputs[0];
+  b.grad = grad ? grad->inputs[0] : -1;
   b.dlogits = dx;
   return crossEntropyKernel(b);
 }
@@ -563,8 +564,8 @@ bool Emitter::smallHead(const SmallHead &head) {
 /// workspace), then the fraction (launch 2).
 bool Emitter::accuracy() {
   int x = k->inputs[0], lab = k->inputs[1], y = k->outputs[0];
-  if (isF32(lab) || !isF32(x))
-    return fail("accuracy takes f32 logits and i32 labels");
+  if (isFloat(lab) || !isFloat(x))
+    return fail("accuracy takes float logits and i32 labels");
   int64_t c = shape(x).empty() ? 1 : shape(x).back();
   int64_t rows = count(x) / c;
   if (count(lab) != rows)

@@ -5,6 +5,7 @@
 #include "gtc/Runtime/Startup.h"
 #include "gtc/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
 
@@ -427,8 +428,13 @@ FailureOr<rt::Plan> gtc::compileEval(ModuleOp module,
   model->removeAttr(kModelAttrName);
   if (auto ce = loss.getDefiningOp<CrossEntropyOp>()) {
     OpBuilder b(ret);
-    Value acc = AccuracyOp::create(b, ce.getLoc(), ce.getLogits(),
-                                   ce.getLabels());
+    // Of the 16-bit logits where gt-autocast widens them (the same argmax):
+    // then the f32 logits need not exist (gt-fuse's loss region).
+    Value logits = ce.getLogits();
+    if (auto widen = logits.getDefiningOp<CastOp>();
+        widen && isa<FloatType>(getElementTypeOrSelf(widen.getInput())))
+      logits = widen.getInput();
+    Value acc = AccuracyOp::create(b, ce.getLoc(), logits, ce.getLabels());
     ret->insertOperands(1, acc);
     model.setFunctionType(FunctionType::get(
         module.getContext(), {}, ret.getOperandTypes()));

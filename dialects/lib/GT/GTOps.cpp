@@ -824,7 +824,8 @@ static LogicalResult verifyLossRegion(FusedOp fused, Block &body,
                                       YieldOp yield) {
   // [cast to the logits,] cross_entropy, cross_entropy_grad of the same
   // logits and labels[, cast of the gradient]; yields the loss and the
-  // gradient.
+  // gradient. An evaluation's: cast to the logits, cross_entropy; yields the
+  // loss.
   SmallVector<Operation *> ops;
   for (Operation &op : body.without_terminator())
     ops.push_back(&op);
@@ -835,16 +836,25 @@ static LogicalResult verifyLossRegion(FusedOp fused, Block &body,
   auto grad =
       ops.size() > i + 1 ? dyn_cast<CrossEntropyGradOp>(ops[i + 1]) : nullptr;
   auto narrowing = ops.size() > i + 2 ? dyn_cast<CastOp>(ops[i + 2]) : CastOp();
-  if (!ce || !grad || ops.size() != i + 2 + (narrowing ? 1 : 0) ||
-      (widening && widening.getResult() != ce.getLogits()) ||
-      grad.getLogits() != ce.getLogits() ||
-      grad.getLabels() != ce.getLabels() ||
-      (narrowing && narrowing.getInput() != grad.getResult()))
+  bool lossOnly = ce && widening && ops.size() == i + 1;
+  if (!ce ||
+      (!lossOnly &&
+       (!grad || ops.size() != i + 2 + (narrowing ? 1 : 0) ||
+        grad.getLogits() != ce.getLogits() ||
+        grad.getLabels() != ce.getLabels() ||
+        (narrowing && narrowing.getInput() != grad.getResult()))) ||
+      (widening && widening.getResult() != ce.getLogits()))
     return fused.emitOpError(
         "a loss region is [a gt.cast to the logits,] "
         "gt.cross_entropy, the gt.cross_entropy_grad of the "
         "same logits and labels[, and the gt.cast of the "
-        "gradient]");
+        "gradient], or a gt.cast to the logits and gt.cross_entropy");
+  if (lossOnly) {
+    if (yield.getValues() != ValueRange{ce.getResult()})
+      return fused.emitOpError("a loss region without a gradient yields the "
+                               "loss");
+    return success();
+  }
   Value dx = narrowing ? narrowing.getResult() : grad.getResult();
   if (yield.getValues() != ValueRange{ce.getResult(), dx})
     return fused.emitOpError("a loss region yields the loss and the gradient");

@@ -295,6 +295,9 @@ public:
   virtual void setParams(const Plan &train, const std::vector<float> &p) = 0;
   /// Runs the batch; returns (loss, accuracy).
   virtual std::pair<double, double> run() = 0;
+  /// The evaluation whose parameters it holds (Training::evaluate sets
+  /// them once an evaluation, not once a batch: GPT-2's are 498 MB).
+  int64_t paramsOf = -1;
 };
 
 /// Copies parameters by name (the eval plan may lay them out differently).

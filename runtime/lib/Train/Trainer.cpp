@@ -387,6 +387,7 @@ private:
 
   std::map<int64_t, std::unique_ptr<EvalBackend>> evals;
   int64_t evalBatch = 0;  ///< chosen at the first evaluation
+  int64_t evaluations = 0; ///< evaluations begun
   bool tightEval = false; ///< whether it had to be smaller than the step's
   double evalSeconds = 0; ///< timed apart from training
 
@@ -700,6 +701,7 @@ bool Training::evaluate(int64_t atStep) {
   Loader evalLoader(*evalData, evalBatch, seed, /*shuffle=*/false,
                     /*dropLast=*/false);
   backend->getParams(params);
+  ++evaluations;
   double lossSum = 0, accSum = 0;
   int64_t seen = 0;
   bool hasAccuracy = false;
@@ -713,7 +715,10 @@ bool Training::evaluate(int64_t atStep) {
       continue;
     if (!ev)
       return false;
-    ev->setParams(step, params);
+    if (ev->paramsOf != evaluations) {
+      ev->setParams(step, params);
+      ev->paramsOf = evaluations;
+    }
     Feeds ef;
     std::string error;
     matchFeeds(ev->plan(), *evalData, "eval", ef, error);

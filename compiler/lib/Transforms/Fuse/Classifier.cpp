@@ -30,7 +30,7 @@ CastOp Fuser::wideningOf(CrossEntropyOp ce, CrossEntropyGradOp grad) {
   if (widening && widening->getBlock() == &block &&
       isa<FloatType>(getElementTypeOrSelf(widening.getInput().getType())) &&
       llvm::all_of(ce.getLogits().getUsers(), [&](Operation *u) {
-        return u == ce.getOperation() || u == grad.getOperation();
+        return u == ce.getOperation() || (grad && u == grad.getOperation());
       }))
     return widening;
   return nullptr;

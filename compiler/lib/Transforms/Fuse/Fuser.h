@@ -76,7 +76,9 @@ public:
   /// joins (the kernel converts as it loads: a bf16 classifier's f32 logits
   /// never exist), and so does the narrowing cast of the gradient that is
   /// its only use. The scalar gradient of the loss (a constant) is declared
-  /// before the region, which needs it.
+  /// before the region, which needs it. Without a gradient (an evaluation),
+  /// a cross-entropy of such a widened 16-bit value is a region with its
+  /// cast: the f32 logits (3.3 GB for GPT-2 at batch 16) never exist.
   void foldLosses();
   /// An embedding gradient read by nothing but a gt.add with another
   /// value of its type (a tied embedding: GPT-2's table also receives the
@@ -214,7 +216,8 @@ private:
   void hoistSeed(CrossEntropyGradOp grad, Operation *anchor);
 
   /// The widening gt.cast that makes `ce`'s logits from a 16-bit value read
-  /// by nothing but the cross-entropy and its gradient `grad`, or null.
+  /// by nothing but the cross-entropy and its gradient `grad` (if any), or
+  /// null.
   CastOp wideningOf(CrossEntropyOp ce, CrossEntropyGradOp grad);
 
   /// The rows of `v` (its elements over its last dimension).

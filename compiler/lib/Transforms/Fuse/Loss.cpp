@@ -1,7 +1,7 @@
 //===- Loss.cpp - Loss regions --------------------------------------------===//
 //
 // "loss" regions: a cross-entropy and its gradient in one pass over
-// the logits.
+// the logits (an evaluation's cross-entropy of 16-bit logits alone).
 //===----------------------------------------------------------------------===//
 
 #include "Fuser.h"
@@ -12,16 +12,19 @@ void Fuser::foldLosses() {
   SmallVector<Group> folds;
   for (auto ce : block.getOps<CrossEntropyOp>()) {
     CrossEntropyGradOp grad = gradientOf(ce);
-    if (!grad)
-      continue;
+    CastOp widening = wideningOf(ce, grad);
+    if (!grad && !widening)
+      continue; // a cross-entropy alone is one kernel already
     Group g{ce, {}};
-    if (CastOp widening = wideningOf(ce, grad)) {
+    if (widening) {
       g.ops.push_back(widening);
       g.anchor = widening;
     }
     g.ops.push_back(ce);
-    addWithCast(grad, g.ops);
-    hoistSeed(grad, g.anchor);
+    if (grad) {
+      addWithCast(grad, g.ops);
+      hoistSeed(grad, g.anchor);
+    }
     if (readsOnlyAvailable(g))
       folds.push_back(g);
   }
