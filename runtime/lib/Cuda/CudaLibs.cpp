@@ -3,6 +3,7 @@
 #include "Cuda/CudaLibs.h"
 #include "gtc/Runtime/Bundle.h"
 #include "gtc/Runtime/Cache.h"
+#include "gtc/Runtime/Rng.h"
 #include "gtc/Runtime/Startup.h"
 #include <atomic>
 #include <chrono>
@@ -165,6 +166,57 @@ std::mutex &statsMutex() {
   return m;
 }
 
+/// A kernel cache file: a header line, the key (source, NVRTC options,
+/// architecture and NVRTC version) and the binary, each after its length,
+/// and the binary's FNV-1a hash. The file name is a 64-bit hash of the key,
+/// which two keys may share: an entry is this kernel's only when its key is
+/// this key and the binary hashes to what the file says.
+constexpr const char *kCacheMagic = "gtc kernel cache 1\n";
+
+std::string cacheEntry(const std::string &key,
+                       const std::vector<char> &binary) {
+  std::string body(binary.begin(), binary.end());
+  return std::string(kCacheMagic) + std::to_string(key.size()) + "\n" + key +
+         "\n" + std::to_string(body.size()) + "\n" + body + "\n" +
+         std::to_string(gtc::rt::fnv1a(body)) + "\n";
+}
+
+/// The binary of a cache file's content for `key`; false when the content
+/// is another key's, corrupt, truncated or of another format.
+bool readCacheEntry(const std::string &content, const std::string &key,
+                    std::vector<char> &binary) {
+  size_t at = 0;
+  auto take = [&](size_t n, std::string &out) {
+    if (content.size() - at < n)
+      return false;
+    out = content.substr(at, n);
+    at += n;
+    return true;
+  };
+  auto number = [&](uint64_t &n) {
+    size_t end = content.find('\n', at);
+    if (end == std::string::npos || end == at || end - at > 20)
+      return false;
+    std::string digits = content.substr(at, end - at);
+    if (digits.find_first_not_of("0123456789") != std::string::npos)
+      return false;
+    n = std::stoull(digits);
+    at = end + 1;
+    return true;
+  };
+  std::string magic, stored, body, newline;
+  uint64_t keySize = 0, bodySize = 0, hash = 0;
+  if (!take(std::strlen(kCacheMagic), magic) || magic != kCacheMagic ||
+      !number(keySize) || keySize != key.size() || !take(keySize, stored) ||
+      stored != key || !take(1, newline) || newline != "\n" ||
+      !number(bodySize) || !take(bodySize, body) || !take(1, newline) ||
+      newline != "\n" || !number(hash) || at != content.size() ||
+      hash != gtc::rt::fnv1a(body) || body.empty())
+    return false;
+  binary.assign(body.begin(), body.end());
+  return true;
+}
+
 /// Adds the source lines NVRTC's log points at ("kernel.cu(12): error ...").
 std::string annotateLog(const std::string &log, const std::string &source) {
   std::vector<std::string> lines;
@@ -268,21 +320,27 @@ bool gtc::rt::compileCuda(const std::string &source, const std::string &arch,
   }
   int major = 0, minor = 0;
   l.nvrtcVersion(&major, &minor);
-  const std::string key = source + "\n//" + arch + " nvrtc " +
-                          std::to_string(major) + "." + std::to_string(minor);
+  std::string archFlag = "--gpu-architecture=" + arch;
+  const char *opts[] = {archFlag.c_str(), "--std=c++17", "-default-device"};
+  std::string key = source + "\n// nvrtc " + std::to_string(major) + "." +
+                    std::to_string(minor);
+  for (const char *o : opts)
+    key += std::string(" ") + o;
   char name[32];
   const bool ptx = arch.rfind("compute_", 0) == 0; // a virtual arch
   std::snprintf(name, sizeof name, ptx ? "%016llx.ptx" : "%016llx.cubin",
                 static_cast<unsigned long long>(fnv1a(key)));
   std::string dir = cacheDirectory(), path = dir + "/" + name;
   if (std::ifstream f{path, std::ios::binary}) {
-    cubin.assign(std::istreambuf_iterator<char>(f), {});
-    if (!cubin.empty()) {
+    std::string content(std::istreambuf_iterator<char>(f), {});
+    if (readCacheEntry(content, key, cubin)) {
       cached = true;
       std::lock_guard<std::mutex> lock(statsMutex());
       ++compileStats().cacheHits;
       return true;
     }
+    std::lock_guard<std::mutex> lock(statsMutex());
+    ++compileStats().rejected; // compiled again below, and replaced
   }
   auto t0 = std::chrono::steady_clock::now();
   nvrtcProgram prog;
@@ -291,8 +349,6 @@ bool gtc::rt::compileCuda(const std::string &source, const std::string &arch,
     error = "NVRTC could not create a program";
     return false;
   }
-  std::string archFlag = "--gpu-architecture=" + arch;
-  const char *opts[] = {archFlag.c_str(), "--std=c++17", "-default-device"};
   nvrtcResult r = l.nvrtcCompileProgram(prog, 3, opts);
   if (r != NVRTC_SUCCESS) {
     size_t n = 0;
@@ -326,7 +382,8 @@ bool gtc::rt::compileCuda(const std::string &source, const std::string &arch,
   std::string tmp = path + ".tmp." + std::to_string(getpid());
   {
     std::ofstream f(tmp, std::ios::binary);
-    f.write(cubin.data(), static_cast<std::streamsize>(cubin.size()));
+    const std::string entry = cacheEntry(key, cubin);
+    f.write(entry.data(), static_cast<std::streamsize>(entry.size()));
   }
   std::rename(tmp.c_str(), path.c_str());
   return true;

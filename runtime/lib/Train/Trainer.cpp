@@ -792,11 +792,16 @@ void Training::printHeader() {
         << " MiB measured\n"
         << std::defaultfloat;
   }
-  if (cuda)
+  if (cuda) {
     out << "  kernels: " << compileStats().compiled << " compiled ("
         << std::fixed << std::setprecision(2) << compileStats().seconds
-        << " s), " << compileStats().cacheHits << " from the cache\n"
-        << std::defaultfloat;
+        << " s), " << compileStats().cacheHits << " from the cache";
+    if (compileStats().rejected > 0)
+      out << " (" << compileStats().rejected
+          << " cache files not this kernel's, damaged or of an older gtc: "
+             "replaced)";
+    out << "\n" << std::defaultfloat;
+  }
   out.flush();
 
   scaling = step.scalesLoss();

@@ -92,8 +92,11 @@ bool compileCudaJobs(std::vector<CompileJob> &jobs, unsigned &threads);
 std::vector<std::string> runtimeKernelSources();
 
 /// Counts of what compileCuda did, for "a second run compiles nothing".
+/// `rejected`: cache files whose content was not this kernel's (another
+/// key under the same hash, a corrupt or truncated file, an older format),
+/// compiled again and replaced.
 struct CompileStats {
-  int compiled = 0, cacheHits = 0;
+  int compiled = 0, cacheHits = 0, rejected = 0;
   double seconds = 0;
 };
 CompileStats &compileStats();
