@@ -798,8 +798,8 @@ void Training::printHeader() {
         << " s), " << compileStats().cacheHits << " from the cache";
     if (compileStats().rejected > 0)
       out << " (" << compileStats().rejected
-          << " cache files not this kernel's, damaged or of an older gtc: "
-             "replaced)";
+          << (compileStats().rejected == 1 ? " cache file" : " cache files")
+          << " of another kernel, damaged or of an older gtc: replaced)";
     out << "\n" << std::defaultfloat;
   }
   out.flush();
