@@ -123,8 +123,9 @@ void CudaExecutor::Impl::setupGemm(Launch &l) {
       sizeof workspaceBytes));
   // cuBLASLt's heuristic assumes 256-byte aligned operands; the memory
   // plan places every buffer so (PlanBuilder's kAlign).
-  for (auto [id, off] : {std::pair{s.a, s.offsetA}, std::pair{s.b, s.offsetB},
-                         std::pair{s.c, s.offsetC}, std::pair{s.addend, 0l}})
+  for (auto [id, off] :
+       {std::pair{s.a, s.offsetA}, std::pair{s.b, s.offsetB},
+        std::pair{s.c, s.offsetC}, std::pair{s.addend, int64_t{0}}})
     for (int slot = 0; slot < 2; ++slot)
       if (id >= 0 && (ptr(id, slot) + off) % 256 != 0)
         throw RuntimeError("GEMM operand '" + plan.buffers[id].name +
