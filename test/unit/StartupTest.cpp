@@ -39,9 +39,10 @@ TEST(StartupTest, TheRestIsOtherAndClosedStopsRecording) {
   s.add("parse", 0.0);
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
   std::string r = s.report();
-  EXPECT_TRUE(std::regex_search(r, std::regex(", other 0\\.0[3-9] s$|, other "
-                                              "0\\.[1-9][0-9] s$")))
-      << r;
+  // At least the 30 ms that no phase accounts for.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r, m, std::regex(", other ([0-9.]+) s$"))) << r;
+  EXPECT_GE(std::stod(m[1]), 0.03) << r;
   s.close();
   EXPECT_TRUE(s.isClosed());
   s.add("evaluation plan", 5.0);

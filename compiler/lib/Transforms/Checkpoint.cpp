@@ -48,10 +48,8 @@ std::optional<std::pair<std::string, int64_t>> iterationOf(StringRef name) {
   return std::nullopt;
 }
 
-/// Leaves of the step: read anywhere, never recomputed.
-bool isLeaf(Operation *op) {
-  return isa<InputOp, LabelOp, ParamOp, ConstantOp, PositionsOp>(op);
-}
+/// Leaves of the step (GT_Leaf): read anywhere, never recomputed.
+bool isLeaf(Operation *op) { return op->hasTrait<OpTrait::gt::Leaf>(); }
 
 class Checkpointer {
 public:

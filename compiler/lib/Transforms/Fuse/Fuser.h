@@ -27,10 +27,8 @@ inline bool isFusable(Operation *op) {
   return type && type.hasStaticShape();
 }
 
-/// A value every op may read: a parameter, input, label or constant.
-inline bool isLeaf(Operation *op) {
-  return isa<ParamOp, ConstantOp, InputOp, LabelOp>(op);
-}
+/// A value every op may read (GT_Leaf: a parameter, input, constant...).
+inline bool isLeaf(Operation *op) { return op->hasTrait<OpTrait::gt::Leaf>(); }
 
 inline ArrayRef<int64_t> shapeOf(Operation *op) {
   return cast<RankedTensorType>(op->getResult(0).getType()).getShape();

@@ -32,7 +32,8 @@ class GT_InferredOp<string mnemonic, list<Trait> traits = []>
 // Leaves: inputs, labels, parameters, constants
 //===----------------------------------------------------------------------===//
 
-class GT_DataOp<string mnemonic, string what> : GT_Op<mnemonic, [Pure]> {
+class GT_DataOp<string mnemonic, string what>
+    : GT_Op<mnemonic, [Pure, GT_Leaf]> {
   let summary = "a " # what # " of the model, fed by the data loader";
   let description = [{
     Declares a named }] # what # [{ tensor of the model; its value comes from
@@ -54,7 +55,7 @@ class GT_DataOp<string mnemonic, string what> : GT_Op<mnemonic, [Pure]> {
 def GT_InputOp : GT_DataOp<"input", "input">;
 def GT_LabelOp : GT_DataOp<"label", "label">;
 
-def GT_ParamOp : GT_Op<"param", [Pure]> {
+def GT_ParamOp : GT_Op<"param", [Pure, GT_Leaf]> {
   let summary = "a trainable parameter with its initializer";
   let description = [{
     Declares a trainable parameter. `name` is its stable, PyTorch-style name
@@ -74,7 +75,7 @@ def GT_ParamOp : GT_Op<"param", [Pure]> {
   let hasVerifier = 1;
 }
 
-def GT_ConstantOp : GT_InferredOp<"constant", [ConstantLike]> {
+def GT_ConstantOp : GT_InferredOp<"constant", [ConstantLike, GT_Leaf]> {
   let summary = "a constant tensor";
   let description = [{
     A constant; its type is the type of `value`.
@@ -91,7 +92,7 @@ def GT_ConstantOp : GT_InferredOp<"constant", [ConstantLike]> {
   let hasFolder = 1;
 }
 
-def GT_PositionsOp : GT_InferredOp<"positions"> {
+def GT_PositionsOp : GT_InferredOp<"positions", [GT_Leaf]> {
   let summary = "the positions 0, 1, ..., length-1";
   let description = [{
     The `i32` tensor `[0, 1, ..., length - 1]`, used to look up position

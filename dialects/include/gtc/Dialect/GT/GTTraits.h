@@ -16,6 +16,7 @@ namespace mlir::OpTrait::gt {
   class Name : public TraitBase<ConcreteType, Name> {};
 
 GT_MARKER_TRAIT(Elementwise)
+GT_MARKER_TRAIT(Leaf)
 GT_MARKER_TRAIT(Broadcasting)
 GT_MARKER_TRAIT(LayoutOnly)
 GT_MARKER_TRAIT(Contraction)

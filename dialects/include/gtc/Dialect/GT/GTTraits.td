@@ -20,6 +20,11 @@ class GT_Trait<string name> : NativeOpTrait<name> {
 /// into one elementwise loop with its producers and consumers.
 def GT_Elementwise : GT_Trait<"Elementwise">;
 
+/// Reads no tensor (the step's inputs, labels, parameters, constants,
+/// positions): its value exists everywhere in the step, so gt-checkpoint
+/// never recomputes it and gt-fuse does not group ops for sharing it.
+def GT_Leaf : GT_Trait<"Leaf">;
+
 /// Operands broadcast to the result's shape with NumPy rules.
 def GT_Broadcasting : GT_Trait<"Broadcasting">;
 
