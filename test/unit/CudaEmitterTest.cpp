@@ -119,6 +119,9 @@ void dumpKernel(const rt::CudaLaunch &l) {
     return;
   std::ofstream out(path, std::ios::app);
   out << "//// " << l.name << ": " << l.comment << "\n" << l.source << "\n";
+  for (const rt::CudaLaunch::Variant &v : l.variants)
+    out << "//// " << l.name << " (" << v.arch << "): " << v.what << "\n"
+        << v.source << "\n";
 }
 
 /// The stream schedule (scheduleStreams) orders every two plan kernels
@@ -354,6 +357,21 @@ void checkPlan(const rt::Plan &plan, Stats &stats,
                              << ":\n"
                              << log << "\n--- source ---\n"
                              << l.source;
+        }
+        // Variants compile for their own architecture only.
+        for (const rt::CudaLaunch::Variant &v : l.variants) {
+          EXPECT_GE(v.major, 9) << l.name;
+          EXPECT_EQ(v.arch, "sm_" + std::to_string(v.major) +
+                                std::to_string(v.minor) + "a")
+              << l.name;
+          EXPECT_NE(v.source.find(rt::CudaLaunch::kDependentWait),
+                    std::string::npos)
+              << l.name;
+          std::string log = nvrtcCompile(v.source, l.name, v.arch);
+          EXPECT_EQ(log, "")
+              << "NVRTC (" << v.arch << ") failed on " << l.name << ":\n"
+              << log << "\n--- source ---\n"
+              << v.source;
         }
         stats.seconds += std::chrono::duration<double>(
                              std::chrono::steady_clock::now() - start)
@@ -651,6 +669,61 @@ TEST(CudaEmitterTest, EveryOpAutocast) {
           m.name == "TensorCoreGroupedQueryAttention")
         checkSource(m.source, m.batch, false, stats, seen, precision);
   }
+}
+
+/// The tensor-core attention kernels carry a Hopper variant each
+/// (CudaLaunch::Variant): warpgroup MMA compiled for sm_90a, in blocks of
+/// whole warpgroups, the grid covering every tile, its shared memory within
+/// the 227 KiB a block may take. The portable kernels stay on mma.sync.
+TEST(CudaEmitterTest, HopperAttentionVariants) {
+  std::string errors;
+  const test::OpModel *model = nullptr;
+  for (const test::OpModel &m : test::opModels())
+    if (m.name == "TensorCoreGroupedQueryAttention")
+      model = &m;
+  ASSERT_NE(model, nullptr);
+  std::optional<rt::Plan> plan =
+      test::compilePlan(model->source, 2, errors, false, "t.gt", "bf16");
+  ASSERT_TRUE(plan.has_value()) << errors;
+  rt::CudaProgram program;
+  std::string error;
+  ASSERT_TRUE(codegen::emitCuda(*plan, program, error)) << error;
+  int variants = 0;
+  std::set<std::string> kinds;
+  for (const auto &launches : program.kernels)
+    for (const rt::CudaLaunch &l : launches) {
+      if (l.variants.empty())
+        continue;
+      SCOPED_TRACE(l.name);
+      ASSERT_EQ(l.variants.size(), 1u);
+      const rt::CudaLaunch::Variant &v = l.variants[0];
+      ++variants;
+      EXPECT_EQ(l.source.find("wgmma"), std::string::npos);
+      EXPECT_NE(l.source.find("mma.sync"), std::string::npos);
+      EXPECT_EQ(v.major, 9);
+      EXPECT_EQ(v.minor, 0);
+      EXPECT_EQ(v.arch, "sm_90a");
+      EXPECT_NE(v.source.find("wgmma.mma_async.sync.aligned"),
+                std::string::npos);
+      EXPECT_NE(v.source.find("fence.proxy.async.shared::cta"),
+                std::string::npos);
+      EXPECT_EQ(v.block % 128, 0);
+      EXPECT_LE(v.shared, 227 * 1024);
+      // 200 positions in tiles of 64 rows a warpgroup.
+      int64_t rows = 64 * (v.block / 128), tiles = (200 + rows - 1) / rows;
+      std::string kind = l.name.substr(l.name.rfind('_') + 1);
+      kinds.insert(kind);
+      // A block a tile of each (batch of 2, head): 3 or 2 query heads, one
+      // key head (dkdv).
+      EXPECT_EQ(v.grid % tiles, 0);
+      int64_t heads = v.grid / tiles;
+      EXPECT_TRUE(kind == "dkdv" ? heads == 2 : heads == 6 || heads == 4)
+          << heads;
+      EXPECT_NE(v.what.find("warpgroup MMA"), std::string::npos);
+    }
+  // Forward, dq and dkdv of each of the two attentions.
+  EXPECT_EQ(variants, 6);
+  EXPECT_EQ(kinds, (std::set<std::string>{"attention", "dq", "dkdv"}));
 }
 
 } // namespace

@@ -836,6 +836,7 @@ void precompileKernels(const std::vector<gtc::rt::Plan> &plans,
   std::string nvrtcProblem;
   // The plans' kernels and the runtime's own (the optimizer update).
   std::vector<std::string> sources = gtc::rt::runtimeKernelSources();
+  std::vector<std::pair<std::string, std::string>> variantSources;
   for (const gtc::rt::Plan &plan : plans) {
     gtc::rt::CudaProgram program;
     std::string error;
@@ -843,12 +844,20 @@ void precompileKernels(const std::vector<gtc::rt::Plan> &plans,
       llvm::errs() << "gtc: warning: no GPU kernels (" << error
                    << "); the executable trains on the CPU only\n";
       sources.clear();
+      variantSources.clear();
       break;
     }
     for (const auto &launches : program.kernels)
       for (const gtc::rt::CudaLaunch &l : launches)
-        if (l.kind == gtc::rt::CudaLaunch::Kind::Kernel)
+        if (l.kind == gtc::rt::CudaLaunch::Kind::Kernel) {
           sources.push_back(l.source);
+          // A variant for one of the bundle's archs, compiled for its own.
+          for (const gtc::rt::CudaLaunch::Variant &v : l.variants)
+            if (llvm::is_contained(bundle.archs, "sm_" +
+                                                     std::to_string(v.major) +
+                                                     std::to_string(v.minor)))
+              variantSources.push_back({v.source, v.arch});
+        }
   }
   // Cubins for each arch, and PTX of the newest for later GPUs: one NVRTC
   // job per (distinct source, target), on every core.
@@ -864,6 +873,13 @@ void precompileKernels(const std::vector<gtc::rt::Plan> &plans,
         jobs.push_back({&source, a, {}, false, ""});
         jobKeys.push_back(key);
       }
+    }
+  }
+  for (const auto &[source, arch] : variantSources) {
+    std::string key = gtc::rt::kernelKey(source, arch);
+    if (keys.insert(key).second) {
+      jobs.push_back({&source, arch, {}, false, ""});
+      jobKeys.push_back(key);
     }
   }
   unsigned threads = 0;

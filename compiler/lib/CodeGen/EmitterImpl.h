@@ -458,7 +458,13 @@ private:
   AttnArgs attentionOperands(const rt::AttentionLayout &a, AttnGrad grad);
   /// The constants and helpers of the tensor-core kernels.
   std::string flashConsts(const rt::AttentionLayout &a);
+  /// Whether the tensor-core kernels' operands are bf16 (else f16).
+  bool bf16(const rt::AttentionLayout &a);
   bool flashAttention(const rt::AttentionLayout &a);
+  /// Makes the last launch a variant of the one before it for devices of
+  /// compute capability major.minor, compiled for `arch`
+  /// (CudaLaunch::Variant).
+  void asVariant(int major, int minor, const std::string &arch);
   bool flashAttentionGrad(const rt::AttentionLayout &a);
   bool embedding();
   bool rope();

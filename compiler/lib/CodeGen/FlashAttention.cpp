@@ -13,8 +13,11 @@
 //   dkdv:  per key tile, dv = sum over queries of p dy, dk = scale * ds^T q,
 //          the queries of every head that reads the key head (grouped-query
 //          attention: K and V are read in place, never repeated).
-// Other dtypes and head sizes take the CUDA-core kernels of
-// AttentionKernels.cpp.
+// Each launch also carries a variant for Hopper (sm_90a, CudaLaunch::
+// Variant), the same three kernels on warpgroup MMA (wgmma): blocks of two
+// warpgroups, tiles in shared memory in the swizzled layout wgmma reads
+// (flash_wgmma.cuh), the executor choosing by the device. Other dtypes and
+// head sizes take the CUDA-core kernels of AttentionKernels.cpp.
 //===----------------------------------------------------------------------===//
 
 #include "EmitterImpl.h"
@@ -24,6 +27,13 @@ using namespace gtc::rt;
 using namespace gtc::codegen::detail;
 
 namespace {
+
+/// `text` with its MMA operand type `MMA_T` spelled (bf16 or f16).
+std::string mmaTyped(std::string text, bool bf16) {
+  for (size_t at; (at = text.find("MMA_T")) != std::string::npos;)
+    text.replace(at, 5, bf16 ? "bf16" : "f16");
+  return text;
+}
 
 /// A flash kernel's tiles: its block of 4 warps owns ROWS = 64 MW rows
 /// (queries in the forward and dq, keys in dkdv), a warp MW atoms of 16, and
@@ -56,6 +66,39 @@ FlashTiles flashTiles(FlashKernel kernel, int64_t hd) {
   return {1, 32};
 }
 
+/// The Hopper kernels' tiles (flash_*_wgmma.cuh): a block of WGS
+/// warpgroups owns ROWS = 64 WGS rows, 64 a warpgroup (wgmma's M), and
+/// streams tiles of STEP rows of the other side; `minBlocks` blocks an SM.
+/// Measured standalone on an H200 (test/bench/NOTES.md, twenty-seventh
+/// session): the gradient's blocks take one warpgroup, so that blocks on an
+/// SM are not in step (a block's warpgroups meet at every tile's barrier,
+/// and all wait for their MMAs, or all for the softmax, at once): dq 163 ->
+/// 116 us, dkdv 180 -> 160 us against two warpgroups; the forward pass is
+/// as fast either way (93.6, 92.4 us).
+struct WgmmaTiles {
+  int64_t wgs, step;
+  int minBlocks;
+  int64_t rows() const { return 64 * wgs; }
+  int64_t threads() const { return 128 * wgs; }
+  std::string consts(bool bf16) const {
+    return "constexpr int ROWS = " + str(rows()) + ", STEP = " + str(step) +
+           ", THREADS = " + str(threads()) +
+           ";  // rows a block, streamed tile rows, threads\n"
+           "constexpr int NB = (T + ROWS - 1) / ROWS;  // blocks a head\n" +
+           mmaTyped(cuh::flash_wgmma, bf16);
+  }
+};
+WgmmaTiles wgmmaTiles(FlashKernel kernel, int64_t hd) {
+  switch (kernel) {
+  case FlashKernel::Forward:
+    return {2, 128, hd == 64 ? 2 : 1};
+  case FlashKernel::Dq:
+  case FlashKernel::Dkdv:
+    return {1, 64, 2};
+  }
+  return {1, 64, 1};
+}
+
 } // namespace
 
 bool Emitter::tensorCoreAttention(int64_t hd, std::initializer_list<int> ids) {
@@ -68,13 +111,14 @@ bool Emitter::tensorCoreAttention(int64_t hd, std::initializer_list<int> ids) {
   return true;
 }
 
+bool Emitter::bf16(const AttentionLayout &a) {
+  return plan.buffers[a.q].dtype == DType::BF16;
+}
+
 std::string Emitter::flashConsts(const AttentionLayout &a) {
-  bool bf16 = plan.buffers[a.q].dtype == DType::BF16;
   double scale = 1.0 / std::sqrt(double(a.hd));
-  std::string helpers = cuh::flash_mma;
-  for (size_t at; (at = helpers.find("MMA_T")) != std::string::npos;)
-    helpers.replace(at, 5, bf16 ? "bf16" : "f16");
-  return "typedef " + std::string(bf16 ? "bf16_t" : "f16_t") + " E;\n" +
+  std::string helpers = mmaTyped(cuh::flash_mma, bf16(a));
+  return "typedef " + std::string(bf16(a) ? "bf16_t" : "f16_t") + " E;\n" +
          attentionShapeConsts(a) +
          "constexpr float SCALE = " + flt(static_cast<float>(scale)) +
          ";  // 1 / sqrt(HD)\n" + "constexpr float SCALE2 = " +
@@ -104,7 +148,38 @@ bool Emitter::flashAttention(const AttentionLayout &a) {
          ops.pointers + cuh::flash_forward, blocks, 128);
   launches.back().shared = (f.rows() + 4 * f.step) * lds * 2;
   launches.back().tensorCores = true;
+
+  // Hopper: the same on warpgroup MMA.
+  WgmmaTiles w = wgmmaTiles(FlashKernel::Forward, a.hd);
+  int64_t hopperBlocks = a.b * a.h * ceilDiv(a.t, w.rows());
+  launch("",
+         "warpgroup MMA (wgmma), one block of " + str(w.wgs) +
+             " warpgroups per " + str(w.rows()) +
+             " queries of one (batch, head): " + str(hopperBlocks) +
+             " tiles, online softmax over key tiles of " + str(w.step) +
+             "; the rows' log-sum-exp to lse",
+         ops.args, kAsyncHelpers, flashConsts(a) + w.consts(bf16(a)),
+         ops.pointers + cuh::flash_forward_wgmma, hopperBlocks, w.threads(),
+         w.minBlocks);
+  // Q and two stages of K and V, aligned to 1024 bytes.
+  launches.back().shared = 1024 + (w.rows() + 4 * w.step) * a.hd * 2;
+  asVariant(9, 0, "sm_90a");
   return true;
+}
+
+void Emitter::asVariant(int major, int minor, const std::string &arch) {
+  CudaLaunch v = std::move(launches.back());
+  launches.pop_back();
+  CudaLaunch::Variant variant;
+  variant.major = major;
+  variant.minor = minor;
+  variant.arch = arch;
+  variant.what = v.comment.substr(v.comment.rfind("// "));
+  variant.source = std::move(v.source);
+  variant.grid = v.grid;
+  variant.block = v.block;
+  variant.shared = v.shared;
+  launches.back().variants.push_back(std::move(variant));
 }
 
 /// The gradient on tensor cores in two launches (see the file comment).
@@ -129,6 +204,19 @@ bool Emitter::flashAttentionGrad(const AttentionLayout &a) {
          128);
   launches.back().shared = (2 * fq.rows() + 4 * fq.step) * lds * 2;
   launches.back().tensorCores = true;
+  WgmmaTiles wq = wgmmaTiles(FlashKernel::Dq, a.hd);
+  launch("dq",
+         "warpgroup MMA (wgmma): one block of " + str(wq.wgs) +
+             " warpgroups per " + str(wq.rows()) +
+             " queries of one (batch, head), key tiles of " + str(wq.step) +
+             "; delta = dy.y to the workspace, dq = scale * sum over keys of "
+             "ds k",
+         ops.args, kAsyncHelpers, consts + wq.consts(bf16(a)),
+         ops.pointers + cuh::flash_dq_wgmma,
+         a.b * a.h * ceilDiv(a.t, wq.rows()), wq.threads(), wq.minBlocks);
+  // Q and dy, and two stages of K and V, aligned to 1024 bytes.
+  launches.back().shared = 1024 + (2 * wq.rows() + 4 * wq.step) * a.hd * 2;
+  asVariant(9, 0, "sm_90a");
   FlashTiles fk = flashTiles(FlashKernel::Dkdv, a.hd);
   ops = attentionOperands(a, AttnGrad::Dkdv);
   ops.args.insert(ops.args.begin(), in(dy, "dy"));
@@ -145,5 +233,20 @@ bool Emitter::flashAttentionGrad(const AttentionLayout &a) {
   launches.back().shared =
       (2 * fk.rows() + 4 * fk.step) * lds * 2 + 4 * 4 * fk.step;
   launches.back().tensorCores = true;
+  WgmmaTiles wk = wgmmaTiles(FlashKernel::Dkdv, a.hd);
+  launch("dkdv",
+         "warpgroup MMA (wgmma): one block of " + str(wk.wgs) +
+             " warpgroups per " + str(wk.rows()) +
+             " keys of one (batch, key head), query tiles of " + str(wk.step) +
+             " of its " + str(a.group()) +
+             " query heads; dk, dv = sums over queries",
+         ops.args, kAsyncHelpers, consts + wk.consts(bf16(a)),
+         ops.pointers + cuh::flash_dkdv_wgmma,
+         a.b * a.hkv * ceilDiv(a.t, wk.rows()), wk.threads(), wk.minBlocks);
+  // K and V, two stages of Q and dy (aligned to 1024 bytes), and two of the
+  // queries' lse and delta.
+  launches.back().shared =
+      1024 + (2 * wk.rows() + 4 * wk.step) * a.hd * 2 + 4 * 4 * wk.step;
+  asVariant(9, 0, "sm_90a");
   return true;
 }

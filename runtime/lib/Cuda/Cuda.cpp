@@ -51,6 +51,25 @@ std::vector<std::string> gtc::rt::runtimeKernelSources() {
   return {kOptimizerSource};
 }
 
+void CudaExecutor::Impl::takeVariants(int major, int minor) {
+  // GTC_PORTABLE_KERNELS=1: the portable kernels everywhere (to compare).
+  if (const char *e = std::getenv("GTC_PORTABLE_KERNELS"); e && *e == '1')
+    return;
+  for (std::vector<CudaLaunch> &ls : program.kernels)
+    for (CudaLaunch &l : ls)
+      for (CudaLaunch::Variant &v : l.variants)
+        if (v.major == major && v.minor == minor) {
+          l.source = std::move(v.source);
+          l.comment += v.what;
+          l.grid = v.grid;
+          l.block = v.block;
+          l.shared = v.shared;
+          sourceArch[l.source] = v.arch;
+          l.variants.clear();
+          break;
+        }
+}
+
 /// Compiles every distinct source (the program's kernels and the
 /// runtime's) on all cores, through the cache.
 void CudaExecutor::Impl::compileAll(
@@ -58,8 +77,11 @@ void CudaExecutor::Impl::compileAll(
   StartupPhase phase("NVRTC");
   std::vector<CompileJob> jobs;
   for (const std::string *s : sources)
-    if (binaries.emplace(*s, std::vector<char>()).second)
-      jobs.push_back({s, arch, {}, false, ""});
+    if (binaries.emplace(*s, std::vector<char>()).second) {
+      auto own = sourceArch.find(*s);
+      jobs.push_back(
+          {s, own == sourceArch.end() ? arch : own->second, {}, false, ""});
+    }
   unsigned threads = 0;
   if (!compileCudaJobs(jobs, threads))
     for (const CompileJob &j : jobs)
@@ -479,10 +501,11 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
                        "); install the CUDA 13 libraries");
   Impl &I = *impl;
   I.createStreams();
+  I.takeVariants(L.info.major, L.info.minor);
   // Every kernel first, on all cores: the program's (identical layers share
   // one source) and the optimizer's.
   std::vector<const std::string *> sources;
-  for (const std::vector<CudaLaunch> &ls : program.kernels)
+  for (const std::vector<CudaLaunch> &ls : I.program.kernels)
     for (const CudaLaunch &s : ls)
       if (s.kind == CudaLaunch::Kind::Kernel)
         sources.push_back(&s.source);

@@ -34,9 +34,13 @@ inline constexpr int kCounters = 5;
 
 struct CudaExecutor::Impl {
   const Plan &plan;
-  const CudaProgram &program;
+  /// The emitter's program, with the variants for this device taken
+  /// (takeVariants).
+  CudaProgram program;
   bool tf32;
-  std::string arch;
+  std::string arch; ///< the device's (sm_XY)
+  /// Sources compiled for another architecture than `arch` (a variant's).
+  std::map<std::string, std::string> sourceArch;
   /// Whether kernels are launched as programmatic dependents (sm_90+).
   bool dependentLaunch = false;
   CUstream compute = nullptr, copy = nullptr;
@@ -196,6 +200,10 @@ struct CudaExecutor::Impl {
       return inputs[slot] + b.offset * 4;
     return arena + regionOffset.at(b.region) + b.offset * 4;
   }
+
+  /// Puts each launch's variant for this device (CudaLaunch::Variant), if
+  /// it has one, in place of its portable kernel.
+  void takeVariants(int major, int minor);
 
   /// Compiles every distinct source (the program's kernels and the
   /// runtime's) on all cores, through the cache.

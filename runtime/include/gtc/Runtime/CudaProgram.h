@@ -68,6 +68,16 @@ struct CudaLaunch {
   /// Whether it computes on tensor cores (mma.sync): the profile compares
   /// its FLOP rate with the tensor-core peak instead of the CUDA cores'.
   bool tensorCores = false;
+  /// The same kernel written for one architecture (Hopper's warpgroup MMA
+  /// needs sm_90a code): on a device of compute capability major.minor
+  /// the executor compiles `source` for `arch` and launches it with this
+  /// grid, block and shared memory in place of the portable kernel.
+  struct Variant {
+    int major = 0, minor = 0;
+    std::string arch, what, source;
+    int64_t grid = 1, block = 256, shared = 0;
+  };
+  std::vector<Variant> variants;
 
   // Gemm (row-major, f32): for i in [0, batch):
   //   C_i = alpha * op(A_i) @ op(B_i) + beta * C_i  (+ bias[n] per row)

@@ -1,0 +1,122 @@
+//===- flash_dkdv_wgmma.cuh - Attention's dk and dv on wgmma ---*- CUDA -*-===//
+//
+// flash_dkdv for Hopper (sm_90a): a block of warpgroups takes ROWS keys of
+// one (batch, key head), a warpgroup 64, and streams query
+// tiles of STEP (with their dy rows and statistics) of each of the G query
+// heads that read the key head. S^T = K Q^T and dP^T = V dy^T take both
+// operands from shared memory; dv += P^T dy and dk += dS^T Q take P^T and
+// dS^T from registers and dy and Q as MN-major operands.
+//===----------------------------------------------------------------------===//
+  extern __shared__ __align__(16) unsigned char smem[];
+  // K, V, then two stages each of Q and dy, 1024-byte aligned; then two
+  // stages of the queries' lse and delta.
+  const u32 sk = (smem_u32(smem) + 1023) & ~1023u, sv = sk + ROWS * HD * 2,
+            sq = sv + ROWS * HD * 2, sg = sq + 2 * STEP * HD * 2;
+  float *sl = reinterpret_cast<float *>(smem + (sg + 2 * STEP * HD * 2 - smem_u32(smem))),
+        *sd = sl + 2 * STEP;
+  const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+  const int g = lane >> 2, c2 = (lane & 3) * 2;
+  // Causal: the first key tiles see the most queries; they go first.
+  const int bh = blockIdx.x % (B * HKV), k0 = blockIdx.x / (B * HKV) * ROWS;
+  const int b = bh / HKV, hk = bh % HKV, r0 = wg * 64 + warp * 16;
+  const E *kb = kp + (i64)b * T * KVROW + hk * HD, *vb = vp + (i64)b * T * KVROW + hk * HD;
+  const int first = CAUSAL ? k0 / STEP * STEP : 0;
+  const int nq = (T - first + STEP - 1) / STEP;  // query tiles a head
+  // Iteration j: query tile j % nq of head hk G + j / nq.
+  auto load_queries = [&](int j) {
+    const int h = hk * G + j / nq, q = first + j % nq * STEP, s = j & 1;
+    const float *ls = lse + ((i64)b * H + h) * T, *ds = deltas + ((i64)b * H + h) * T;
+    load_tile_sw<STEP>(sq + s * STEP * HD * 2, qp + (i64)b * T * QROW + h * HD, QROW, q);
+    load_tile_sw<STEP>(sg + s * STEP * HD * 2, dy + (i64)b * T * D + h * HD, D, q);
+    for (int i = threadIdx.x; i < STEP; i += THREADS) {  // zeros past T
+      const bool ok = q + i < T;
+      cp_async<4>(sl + s * STEP + i, ls + (ok ? q + i : 0), ok);
+      cp_async<4>(sd + s * STEP + i, ds + (ok ? q + i : 0), ok);
+    }
+  };
+  load_tile_sw<ROWS>(sk, kb, KVROW, k0);
+  load_tile_sw<ROWS>(sv, vb, KVROW, k0);
+  load_queries(0);
+  cp_async_commit();
+  float dk[1][HD / 8][4], dv[1][HD / 8][4];
+  zero(dk);
+  zero(dv);
+  for (int j = 0; j < G * nq; ++j) {
+    const int q0 = first + j % nq * STEP, s0 = j & 1;
+    const u32 qs = sq + s0 * STEP * HD * 2, gs = sg + s0 * STEP * HD * 2;
+    if (j + 1 < G * nq) {
+      load_queries(j + 1);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();
+    // Causal: a query tile wholly before the warpgroup's first key adds
+    // nothing (warpgroup-uniform).
+    if (!CAUSAL || q0 + STEP - 1 >= k0 + wg * 64) {
+      // Transposed scores: rows are the warpgroup's keys, columns queries.
+      float s[1][STEP / 8][4], dp[1][STEP / 8][4];
+      wg_fence();
+#pragma unroll
+      for (int kc = 0; kc < HD / 16; ++kc)
+        wg_ss<0>(s[0], wg_kmajor<ROWS>(sk, wg * 64, kc), wg_kmajor<STEP>(qs, 0, kc), kc > 0);
+#pragma unroll
+      for (int kc = 0; kc < HD / 16; ++kc)
+        wg_ss<0>(dp[0], wg_kmajor<ROWS>(sv, wg * 64, kc), wg_kmajor<STEP>(gs, 0, kc), kc > 0);
+      wg_commit();
+      wg_wait<0>();
+      wg_hold(s[0]);
+      wg_hold(dp[0]);
+#pragma unroll
+      for (int n = 0; n < STEP / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int c = n * 8 + c2 + e;
+          const float l2 = sl[s0 * STEP + c] * LOG2E, dl = sd[s0 * STEP + c];  // base 2
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const float p = ex2(fmaf(s[0][n][2 * r + e], SCALE2, -l2));
+            s[0][n][2 * r + e] = p;
+            dp[0][n][2 * r + e] = p * (dp[0][n][2 * r + e] - dl);
+          }
+        }
+      // Masks only on the tiles that need them (warp-uniform): queries past
+      // T, the causal diagonal. Keys past T only touch their own rows of
+      // dk and dv, which are not stored.
+      if (q0 + STEP > T || (CAUSAL && k0 + r0 + 15 > q0))
+        for_each_acc<1, STEP / 8>([&](int i, int n, int e, int row, int col) {
+          const int key = k0 + r0 + row, q = q0 + col;
+          if (q >= T || (CAUSAL && key > q))
+            s[i][n][e] = dp[i][n][e] = 0.f;
+        });
+      u32 pa[STEP / 16][4], da[STEP / 16][4];
+#pragma unroll
+      for (int kc = 0; kc < STEP / 16; ++kc) {
+        acc_to_a(pa[kc], s[0], kc);
+        acc_to_a(da[kc], dp[0], kc);
+      }
+      wg_fence();
+#pragma unroll
+      for (int kc = 0; kc < STEP / 16; ++kc)
+        wg_rs<1>(dv[0], pa[kc], wg_mnmajor<STEP>(gs, kc), 1);
+#pragma unroll
+      for (int kc = 0; kc < STEP / 16; ++kc)
+        wg_rs<1>(dk[0], da[kc], wg_mnmajor<STEP>(qs, kc), 1);
+      wg_commit();
+      wg_wait<0>();
+      wg_hold(dv[0]);
+      wg_hold(dk[0]);
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int key = k0 + r0 + g + 8 * r;
+    if (key >= T)
+      continue;
+    const i64 at = ((i64)b * T + key) * KVROW + hk * HD;
+    store_row(dkp + at, dk[0], r, c2, SCALE);
+    store_row(dvp + at, dv[0], r, c2, 1.f);
+  }
