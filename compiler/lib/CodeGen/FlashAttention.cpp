@@ -74,7 +74,9 @@ FlashTiles flashTiles(FlashKernel kernel, int64_t hd) {
 /// SM are not in step (a block's warpgroups meet at every tile's barrier,
 /// and all wait for their MMAs, or all for the softmax, at once): dq 163 ->
 /// 116 us, dkdv 180 -> 160 us against two warpgroups; the forward pass is
-/// as fast either way (93.6, 92.4 us).
+/// as fast either way (93.6, 92.4 us). With heads of 64, registers bounded
+/// for 4 dq blocks an SM (128) and 3 dkdv blocks (168) took them to 107
+/// and 139 us, with nothing spilled.
 struct WgmmaTiles {
   int64_t wgs, step;
   int minBlocks;
@@ -93,8 +95,9 @@ WgmmaTiles wgmmaTiles(FlashKernel kernel, int64_t hd) {
   case FlashKernel::Forward:
     return {2, 128, hd == 64 ? 2 : 1};
   case FlashKernel::Dq:
+    return {1, 64, hd == 64 ? 4 : 2};
   case FlashKernel::Dkdv:
-    return {1, 64, 2};
+    return {1, 64, hd == 64 ? 3 : 2};
   }
   return {1, 64, 1};
 }
