@@ -1,17 +1,19 @@
 //===- gpu_check.cpp - Every op's GPU kernels against the CPU oracle ------===//
 //
-//   gtc-gpu-check GTC [--precision fp32|tf32|bf16|fp16] [--pad-all] [--only MODEL]
+//   gtc-gpu-check GTC [--precision fp32|tf32|bf16|fp16] [--pad-all] [--only
+//   MODEL] gtc-gpu-check GTC --init-draws FILE.gt
 //
 // For every model of test/unit/OpModels.h: compiles its training step with
 // `GTC run - --emit=plan --precision P` (with --pad-all, the models' small
-// 16-bit GEMMs padded, so pad and slice kernels run too), runs the step on the CPU (float32;
-// 16-bit buffers emulated by rounding) and on the GPU from the same
-// parameters and inputs, and compares the loss and every parameter's
-// gradient by ||gpu - cpu|| / ||cpu||. Prints one line per model and exits
-// non-zero if any exceeds the tolerance: 1e-4 for fp32, 5e-3 for tf32 GEMMs;
-// for bf16/fp16, where a different f32 summation order can round a value to
-// the neighbouring 16-bit number (2^-8 / 2^-11 apart), 3e-2 and 5e-3.
-// Links only the runtime and the CUDA emitter: no MLIR.
+// 16-bit GEMMs padded, so pad and slice kernels run too), runs the step on the
+// CPU (float32; 16-bit buffers emulated by rounding) and on the GPU from the
+// same parameters and inputs, and compares the loss and every parameter's
+// gradient by ||gpu - cpu|| / ||cpu||, and the initial parameters the GPU
+// draws (CudaExecutor::initParams) with the CPU's, bit for bit. Prints one line
+// per model and exits non-zero if any exceeds the tolerance: 1e-4 for fp32,
+// 5e-3 for tf32 GEMMs; for bf16/fp16, where a different f32 summation order can
+// round a value to the neighbouring 16-bit number (2^-8 / 2^-11 apart), 3e-2
+// and 5e-3. Links only the runtime and the CUDA emitter: no MLIR.
 //===----------------------------------------------------------------------===//
 
 #include "../unit/OpModels.h"
@@ -72,13 +74,59 @@ double relError(const float *a, const float *b, int64_t n) {
 
 } // namespace
 
+/// How many of the parameters the GPU drew (CudaExecutor::initParams)
+/// differ in any bit from `cpu` (initParameters' values); the first few
+/// are printed.
+int64_t differingDraws(const rt::Plan &plan, rt::CudaExecutor &gpu,
+                       const std::vector<float> &cpu) {
+  std::vector<float> drawn(cpu.size());
+  gpu.downloadRegion(rt::Region::Param, drawn.data());
+  int64_t differ = 0;
+  for (const rt::Param &p : plan.params) {
+    const rt::Buffer &b = plan.buffers[p.buffer];
+    for (int64_t i = b.offset; i < b.offset + b.elements(); ++i)
+      if (std::memcmp(&drawn[i], &cpu[i], 4) != 0 && differ++ < 3)
+        std::printf("  %s[%lld]: GPU %.9g, CPU %.9g\n", p.name.c_str(),
+                    static_cast<long long>(i - b.offset), drawn[i], cpu[i]);
+  }
+  return differ;
+}
+
+/// --init-draws FILE: every parameter of FILE's training step (GPT-2's
+/// 124M for the suite) drawn on the GPU against the CPU, bit for bit.
+int initDraws(const std::string &gtc, const std::string &file) {
+  std::string cmd = gtc + " run " + file + " --emit=plan 2>&1", text, error;
+  FILE *p = popen(cmd.c_str(), "r");
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p))
+    text.append(buf, n);
+  rt::Plan plan;
+  rt::CudaProgram program;
+  if (pclose(p) != 0 || !rt::deserialize(text, plan, error) ||
+      !codegen::emitCuda(plan, program, error)) {
+    std::cerr << "gtc-gpu-check: cannot compile " << file << ": " << error
+              << text.substr(0, 2000) << "\n";
+    return 1;
+  }
+  std::vector<float> cpu(plan.regionSize.at(rt::Region::Param));
+  rt::initParameters(plan, 1337, cpu.data());
+  rt::CudaExecutor gpu(plan, program, false);
+  gpu.initParams(1337);
+  int64_t differ = differingDraws(plan, gpu, cpu);
+  std::printf("init draws of %s: %zu parameters, %zu elements, %lld differ "
+              "between the GPU and the CPU\n",
+              file.c_str(), plan.params.size(), cpu.size(),
+              static_cast<long long>(differ));
+  return differ == 0 ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     std::cerr << "usage: gtc-gpu-check GTC [--precision P] [--pad-all] "
-                 "[--only MODEL]\n";
+                 "[--only MODEL] | --init-draws FILE.gt\n";
     return 2;
   }
-  std::string gtc = argv[1], only, precision = "fp32";
+  std::string gtc = argv[1], only, precision = "fp32", initFile;
   bool padAll = false;
   for (int i = 2; i < argc; ++i) {
     if (std::strcmp(argv[i], "--precision") == 0 && i + 1 < argc)
@@ -87,6 +135,8 @@ int main(int argc, char **argv) {
       padAll = true;
     else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc)
       only = argv[++i];
+    else if (std::strcmp(argv[i], "--init-draws") == 0 && i + 1 < argc)
+      initFile = argv[++i];
   }
   const bool tf32 = precision == "tf32";
   double tolerance = precision == "fp32"   ? 1e-4
@@ -98,6 +148,8 @@ int main(int argc, char **argv) {
     std::cerr << "gtc-gpu-check: " << error << "\n";
     return 1;
   }
+  if (!initFile.empty())
+    return initDraws(gtc, initFile);
   int failures = 0;
   std::printf("%-30s %12s %12s %s\n",
               ("model (" + precision + " vs CPU)").c_str(), "loss err",
@@ -124,6 +176,9 @@ int main(int argc, char **argv) {
       std::vector<float> params(cpu.region(rt::Region::Param),
                                 cpu.region(rt::Region::Param) +
                                     cpu.regionElements(rt::Region::Param));
+      // The GPU draws the same initial parameters, bit for bit.
+      gpu.initParams(7);
+      const int64_t drawn = differingDraws(plan, gpu, params);
       gpu.uploadRegion(rt::Region::Param, params.data());
       // Compare unscaled gradients: the seed of the backward pass is 1 on
       // both sides (fp16 plans start it at the loss scale on the GPU).
@@ -165,6 +220,11 @@ int main(int argc, char **argv) {
       const double tol = tf32 && m.tf32Tolerance > 0 ? m.tf32Tolerance
                                                      : tolerance;
       bool ok = lossErr <= tol && worst <= tol;
+      if (drawn != 0) {
+        ok = false;
+        worstName = "(" + std::to_string(drawn) +
+                    " initial parameters drawn otherwise on the GPU)";
+      }
       // The parameters' 16-bit copies (Plan::paramCopies): the cast kernel
       // wrote those the step reads before it, the update writes every
       // parameter's after one; either way each is its parameter rounded to

@@ -1,8 +1,9 @@
 //===- DataTest.cpp - Unit tests for the runtime's datasets, loader, RNG --===//
 
-#include "FileHelpers.h"
 #include "gtc/Runtime/Data.h"
+#include "FileHelpers.h"
 #include "gtc/Runtime/Rng.h"
+#include "gtc/Runtime/ScalarOps.h"
 #include "gtest/gtest.h"
 
 #include <algorithm>
@@ -187,6 +188,64 @@ TEST(RngTest, NormalMoments) {
   EXPECT_NEAR(mean, 0.0, 0.02);
   EXPECT_NEAR(variance, 1.0, 0.03);
   EXPECT_NEAR(sumFourth / n, 3.0, 0.15); // kurtosis of a normal
+}
+
+/// The normal transform's own logarithm and cosine (ScalarOps.h, single
+/// IEEE operations, so that the GPU's gtc_init draws the same bits) agree
+/// with the C library's to a few units in the last place, over the whole
+/// range the draws take: log on (0, 1] from 2^-53 up, cos(2 pi u) on [0, 1).
+TEST(RngTest, OwnLogAndCosine) {
+  double worstLog = 0, worstCos = 0;
+  Rng rng(5);
+  for (int i = 0; i < 200000; ++i) {
+    // Uniform draws, and values spread over every binade down to 2^-53.
+    double u = i % 2 ? rng.uniform()
+                     : std::ldexp(1.0 + rng.uniform(), -1 - (i / 2) % 53);
+    double x = 1.0 - u > 0 ? 1.0 - u : 1.0;
+    double l = std::log(x);
+    if (l != 0)
+      worstLog = std::max(worstLog,
+                          std::fabs(gtc_scalar::rng_log(x) - l) / std::fabs(l));
+    else
+      EXPECT_EQ(gtc_scalar::rng_log(x), 0.0);
+    worstCos =
+        std::max(worstCos, std::fabs(gtc_scalar::rng_cos_turns(u) -
+                                     std::cos(6.283185307179586477 * u)));
+  }
+  EXPECT_LT(worstLog, 1e-15);
+  // cos(2 pi u) near its zeros: the C library's argument 2 pi u is itself
+  // rounded (an error of up to 2^-51 in the angle).
+  EXPECT_LT(worstCos, 1e-15);
+  EXPECT_EQ(gtc_scalar::rng_cos_turns(0.0), 1.0);
+  EXPECT_EQ(gtc_scalar::rng_cos_turns(0.5), -1.0);
+  EXPECT_EQ(gtc_scalar::rng_cos_turns(0.25), 0.0);
+}
+
+/// The draws' bits are pinned: every compiler (g++, and clang for the
+/// sanitizer build) and the GPU (gtc-gpu-check, bit for bit against
+/// initParameters) must compute these values, which any change of the
+/// transform would move (the initial parameters of every model with it).
+TEST(RngTest, InitDrawsArePinned) {
+  auto bits = [](double v) {
+    uint64_t b;
+    std::memcpy(&b, &v, 8);
+    return b;
+  };
+  const uint64_t seed = mixSeed(1337, "transformer.wte.weight");
+  EXPECT_EQ(bits(gtc_scalar::init_value(2, 0.0, 0.02, seed, 0)),
+            0x3F9CCEF1167674B1ull);
+  EXPECT_EQ(bits(gtc_scalar::init_value(2, 0.0, 0.02, seed, 123456789)),
+            0x3F6B632F0EA410D2ull);
+  EXPECT_EQ(bits(gtc_scalar::init_value(3, -0.1, 0.1, seed, 7)),
+            0xBFB39C228FB50EEAull);
+  EXPECT_EQ(gtc_scalar::init_value(1, 0.5, 0.0, seed, 9), 0.5);
+  EXPECT_EQ(gtc_scalar::init_value(0, 0.5, 0.0, seed, 9), 0.0);
+  // Element i takes draws 2 i and 2 i + 1 of its parameter's generator,
+  // as Rng::normal does.
+  Rng rng(seed);
+  rng.skip(2 * 41);
+  EXPECT_EQ(bits(0.02 * rng.normal()),
+            bits(gtc_scalar::init_value(2, 0.0, 0.02, seed, 41)));
 }
 
 //===----------------------------------------------------------------------===//

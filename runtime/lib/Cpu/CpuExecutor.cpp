@@ -1034,45 +1034,21 @@ int64_t CpuExecutor<T>::regionElements(Region r) const {
   return it == plan_.regionSize.end() ? 0 : it->second;
 }
 
-/// Each parameter draws from its own generator (seeded by its name), element
-/// by element; the elements are split over the threads, each jumping its
-/// generator to its first element, so any thread count draws the same
-/// values (GPT-2's 124M took 10 s on one thread).
+/// Each parameter draws from its own generator (seeded by its name), each
+/// element its own draws of it (counter-based), so any split over threads,
+/// and the GPU's gtc_init, draw the same values (GPT-2's 124M took 10 s on
+/// one thread).
 template <typename T>
 void gtc::rt::initParameters(const Plan &plan, uint64_t seed, T *params) {
   for (const Param &p : plan.params) {
-    const uint64_t first = mixSeed(seed, p.name);
-    const Buffer &b = plan.buffers[p.buffer];
-    T *w = params + b.offset;
-    enum { Zeros, Constant, Normal, Uniform } kind =
-        p.init == "ones" || p.init == "constant" ? Constant
-        : p.init == "normal"                     ? Normal
-        : p.init == "uniform"                    ? Uniform
-                                                 : Zeros;
-    const double a = p.init == "ones" ? 1 : p.args.empty() ? 0 : p.args[0];
-    const double c = p.args.size() > 1 ? p.args[1] : 0;
+    const ParamDraw d = paramDraw(p, seed);
+    T *w = params + plan.buffers[p.buffer].offset;
     parallelFor(
-        b.elements(),
+        plan.buffers[p.buffer].elements(),
         [&](int64_t lo, int64_t hi) {
-          Rng rng(first);
-          rng.skip(static_cast<uint64_t>(lo) * (kind == Normal ? 2 : 1));
-          for (int64_t i = lo; i < hi; ++i) {
-            double v = 0;
-            switch (kind) {
-            case Zeros:
-              break;
-            case Constant:
-              v = a;
-              break;
-            case Normal: // two next() a draw
-              v = a + c * rng.normal();
-              break;
-            case Uniform: // one next() a draw
-              v = a + (c - a) * rng.uniform();
-              break;
-            }
-            w[i] = static_cast<T>(v);
-          }
+          for (int64_t i = lo; i < hi; ++i)
+            w[i] = static_cast<T>(
+                gtc_scalar::init_value(d.kind, d.a, d.c, d.seed, i));
         },
         1 << 16);
   }

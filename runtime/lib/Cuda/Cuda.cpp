@@ -599,6 +599,28 @@ void CudaExecutor::uploadRegion(Region r, const void *data) {
                   impl->plan.regionSize.at(r) * 4));
 }
 
+void CudaExecutor::initParams(uint64_t seed) {
+  Impl &I = *impl;
+  CU(cuStreamSynchronize(I.compute));
+  I.copiesStale = true;
+  CUfunction init = I.load(kOptimizerSource, "gtc_init");
+  for (const Param &p : I.plan.params) {
+    ParamDraw d = paramDraw(p, seed);
+    CUdeviceptr w = I.arena + I.regionOffset.at(Region::Param) +
+                    I.plan.buffers[p.buffer].offset * 4;
+    long long n = I.plan.buffers[p.buffer].elements();
+    if (n == 0)
+      continue;
+    unsigned long long s = d.seed;
+    void *args[] = {&w, &n, &d.kind, &d.a, &d.c, &s};
+    unsigned blocks =
+        static_cast<unsigned>(std::min<long long>((n + 255) / 256, 132 * 16));
+    CU(cuLaunchKernel(init, blocks, 1, 1, 256, 1, 1, 0, I.compute, args,
+                      nullptr));
+  }
+  CU(cuStreamSynchronize(I.compute));
+}
+
 void CudaExecutor::downloadRegion(Region r, void *data) {
   CU(cuStreamSynchronize(impl->compute));
   CU(cuMemcpyDtoH(data, impl->arena + impl->regionOffset.at(r),

@@ -1,6 +1,7 @@
 // The runtime's kernels of the training step's end, compiled with NVRTC
 // after ScalarOps.h's text (runtime/CMakeLists.txt embeds both): gradient
-// accumulation, the global gradient norm, and the optimizers' update.
+// accumulation, the global gradient norm, and the optimizers' update; and
+// the parameters' initialization.
 // Everything constant for a run is a kernel argument (captured once in the
 // graph); what changes per step (the learning rate of the schedule, Adam's
 // bias corrections) is computed on the device from a step counter the
@@ -14,6 +15,15 @@ struct Hyper {
   int scaling;                  // dynamic loss scaling (LossScaler's rule)
 };
 #define CHUNK 4096
+// Parameter initialization: element i of a parameter of n takes
+// gtc_scalar::init_value, as initParameters on the CPU (bit for bit).
+extern "C" __global__ void gtc_init(float *__restrict__ p, long long n,
+                                    int kind, double a, double c,
+                                    unsigned long long seed) {
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x)
+    p[i] = (float)gtc_scalar::init_value(kind, a, c, seed, i);
+}
 // Gradient accumulation (Plan::microBatches): after micro-batch 0
 // acc = g, after the middle ones acc += g, after the last
 // g = (acc + g) * scale (scale = 1 / micro-batches), the loss likewise

@@ -2,12 +2,13 @@
 //
 // SplitMix64 (Steele, Lea, Flood: "Fast splittable pseudorandom number
 // generators", 2014) with transforms of our own: next(), uniform() and below()
-// use only integer arithmetic and exact conversions, so they are the same
-// everywhere; normal() also uses std::log and std::cos, whose last bit may
-// differ between C libraries.
+// use only integer arithmetic and exact conversions, and normal() the
+// transform of ScalarOps.h (single IEEE operations, no library log or cos),
+// so they are the same everywhere, the GPU's initialization included.
 //===----------------------------------------------------------------------===//
 
 #include "gtc/Runtime/Rng.h"
+#include "gtc/Runtime/ScalarOps.h"
 
 #include <cmath>
 
@@ -80,10 +81,9 @@ uint64_t Rng::below(uint64_t n) {
 }
 
 double Rng::normal() {
-  double u1 = 1.0 - uniform(); // (0, 1]: the logarithm stays finite.
-  double u2 = uniform();
-  constexpr double kTwoPi = 6.283185307179586476925286766559;
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(kTwoPi * u2);
+  uint64_t b1 = next(); // 1 - uniform in (0, 1]: the logarithm stays finite
+  uint64_t b2 = next();
+  return gtc_scalar::rng_normal(b1, b2);
 }
 
 uint64_t fnv1a(std::string_view bytes) {

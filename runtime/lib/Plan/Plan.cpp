@@ -26,6 +26,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "gtc/Runtime/Plan.h"
+#include "gtc/Runtime/Rng.h"
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -36,6 +37,18 @@
 #include <type_traits>
 
 using namespace gtc::rt;
+
+ParamDraw gtc::rt::paramDraw(const Param &p, uint64_t runSeed) {
+  ParamDraw d;
+  d.kind = p.init == "ones" || p.init == "constant" ? 1
+           : p.init == "normal"                     ? 2
+           : p.init == "uniform"                    ? 3
+                                                    : 0;
+  d.a = p.init == "ones" ? 1 : p.args.empty() ? 0 : p.args[0];
+  d.c = p.args.size() > 1 ? p.args[1] : 0;
+  d.seed = mixSeed(runSeed, p.name);
+  return d;
+}
 
 const char *gtc::rt::dtypeName(DType d) {
   switch (d) {

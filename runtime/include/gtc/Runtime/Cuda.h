@@ -126,6 +126,11 @@ public:
   void upload(int id, const void *data);
   void download(int id, void *data, int slot = 0);
   void uploadRegion(Region r, const void *data);
+  /// Draws every parameter on the device (gtc_init): the values
+  /// initParameters draws on the host, bit for bit. (gtc-gpu-check compares
+  /// the two; the trainer still uploads the host's draws until that check
+  /// has run on a GPU.)
+  void initParams(uint64_t seed);
   void downloadRegion(Region r, void *data);
 
   /// Pinned host memory for the inputs of slot 0/1: fill it, then step().

@@ -148,6 +148,18 @@ struct Param {
   std::vector<double> args;
 };
 
+/// How a parameter's elements are drawn (gtc_scalar::init_value in
+/// ScalarOps.h, on the CPU by initParameters and on the GPU by gtc_init):
+/// its kind (0 zeros, 1 the constant a, 2 normal of mean a and deviation c,
+/// 3 uniform in [a, c)) and its generator's seed, mixed from the run's seed
+/// and the parameter's name.
+struct ParamDraw {
+  int kind = 0;
+  double a = 0, c = 0;
+  uint64_t seed = 0;
+};
+ParamDraw paramDraw(const Param &p, uint64_t runSeed);
+
 /// A constant buffer's values: one value (a splat) or one per element.
 struct Constant {
   int buffer = -1;

@@ -164,6 +164,142 @@ GTC_SCALAR bool dropout_keep(unsigned long long key, unsigned long long index,
   return (dropout_mix(key ^ index) >> 40) >= threshold;
 }
 
+// Parameter initialization's draws, counter-based: draw k of a generator of
+// seed s (Rng, SplitMix64) is dropout_mix(s + k golden), so any element of
+// any parameter is drawn on its own, on either device. The normal transform
+// (Box-Muller) is written here in single IEEE double operations, rounded
+// one at a time (GTC_DMUL and the rest: no library log or cos, whose last
+// bits differ between C libraries and CUDA, and no multiply-add contracted
+// into an FMA on one device only): the CPU (initParameters, Rng::normal)
+// and the GPU (gtc_init) draw every parameter bit for bit alike.
+#ifdef __CUDACC_RTC__
+#define GTC_DMUL(a, b) __dmul_rn(a, b)
+#define GTC_DADD(a, b) __dadd_rn(a, b)
+#define GTC_DDIV(a, b) __ddiv_rn(a, b)
+#define GTC_DSQRT(a) __dsqrt_rn(a)
+GTC_SCALAR unsigned long long dbits(double x) {
+  return __double_as_longlong(x);
+}
+GTC_SCALAR double dfrombits(unsigned long long b) {
+  return __longlong_as_double(b);
+}
+#else
+// A product kept apart from the sum it feeds (a volatile is never fused).
+GTC_SCALAR double dround(double x) {
+  volatile double v = x;
+  return v;
+}
+#define GTC_DMUL(a, b) gtc_scalar::dround((a) * (b))
+#define GTC_DADD(a, b) gtc_scalar::dround((a) + (b))
+#define GTC_DDIV(a, b) gtc_scalar::dround((a) / (b))
+#define GTC_DSQRT(a) std::sqrt(a)
+GTC_SCALAR unsigned long long dbits(double x) {
+  return __builtin_bit_cast(unsigned long long, x);
+}
+GTC_SCALAR double dfrombits(unsigned long long b) {
+  return __builtin_bit_cast(double, b);
+}
+#endif
+
+/// Draw k (from 0) of the generator of seed s.
+GTC_SCALAR unsigned long long rng_bits(unsigned long long s,
+                                       unsigned long long k) {
+  return dropout_mix(s + k * 0x9E3779B97F4A7C15ull);
+}
+/// A double in [0, 1) of the top 53 bits (exact).
+GTC_SCALAR double rng_uniform(unsigned long long bits) {
+  return (double)(bits >> 11) * 0x1.0p-53;
+}
+/// The natural logarithm of x in (0, 1]: x = m 2^e with m in [1/sqrt 2,
+/// sqrt 2), log m = 2 atanh(t), t = (m - 1) / (m + 1), |t| < 0.172, by its
+/// series to t^21 (the next term is under 2^-56 of the sum).
+GTC_SCALAR double rng_log(double x) {
+  const unsigned long long b = dbits(x);
+  int e = (int)((b >> 52) & 0x7ff) - 1023;
+  double m = dfrombits((b & 0xFFFFFFFFFFFFFull) | 0x3FF0000000000000ull);
+  if (m > 0x1.6a09e667f3bcdp+0) { // sqrt 2
+    m = GTC_DMUL(m, 0.5);         // exact
+    e += 1;
+  }
+  const double t = GTC_DDIV(GTC_DADD(m, -1.0), GTC_DADD(m, 1.0)),
+               z = GTC_DMUL(t, t);
+  const double c[] = {0x1.5555555555555p-2, 0x1.999999999999ap-3,
+                      0x1.2492492492492p-3, 0x1.c71c71c71c71cp-4,
+                      0x1.745d1745d1746p-4, 0x1.3b13b13b13b14p-4,
+                      0x1.1111111111111p-4, 0x1.e1e1e1e1e1e1ep-5,
+                      0x1.af286bca1af28p-5, 0x1.8618618618618p-5};
+  double p = c[9]; // 1/21, then 1/19, ..., 1/3
+  for (int i = 8; i >= 0; --i)
+    p = GTC_DADD(GTC_DMUL(p, z), c[i]);
+  // log m = 2 t (1 + z p); log x = e ln 2 + log m.
+  const double lm = GTC_DMUL(GTC_DMUL(2.0, t), GTC_DADD(1.0, GTC_DMUL(z, p)));
+  return GTC_DADD(GTC_DMUL((double)e, 0x1.62e42fefa39efp-1), lm);
+}
+/// cos(2 pi u) for u in [0, 1): the quarter turn q and the fraction f of it
+/// are exact; the angle within it, at most pi / 4, takes the Taylor series of
+/// cos and sin to its 18th and 19th powers (the next terms are under 2^-60).
+GTC_SCALAR double rng_cos_turns(double u) {
+  const double u4 = GTC_DMUL(u, 4.0); // exact
+  const int q = (int)u4;
+  const double f = GTC_DADD(u4, -(double)q); // exact, in [0, 1)
+  const bool complement = f > 0.5;
+  const double g = complement ? GTC_DADD(1.0, -f) : f; // exact
+  const double th = GTC_DMUL(g, 0x1.921fb54442d18p+0), z = GTC_DMUL(th, th);
+  const double cc[] = {0x1.0000000000000p+0,  -0x1.0000000000000p-1,
+                       0x1.5555555555555p-5,  -0x1.6c16c16c16c17p-10,
+                       0x1.a01a01a01a01ap-16, -0x1.27e4fb7789f5cp-22,
+                       0x1.1eed8eff8d898p-29, -0x1.93974a8c07c9dp-37,
+                       0x1.ae7f3e733b81fp-45, -0x1.6827863b97d97p-53};
+  const double sc[] = {0x1.0000000000000p+0,  -0x1.5555555555555p-3,
+                       0x1.1111111111111p-7,  -0x1.a01a01a01a01ap-13,
+                       0x1.71de3a556c734p-19, -0x1.ae64567f544e4p-26,
+                       0x1.6124613a86d09p-33, -0x1.ae7f3e733b81fp-41,
+                       0x1.952c77030ad4ap-49, -0x1.2f49b46814157p-57};
+  double cs = cc[9], sn = sc[9];
+  for (int i = 8; i >= 0; --i) {
+    cs = GTC_DADD(GTC_DMUL(cs, z), cc[i]);
+    sn = GTC_DADD(GTC_DMUL(sn, z), sc[i]);
+  }
+  sn = GTC_DMUL(sn, th);
+  // cos and sin of f pi / 2 (complement: pi / 2 - th).
+  const double c = complement ? sn : cs, s = complement ? cs : sn;
+  switch (q) {
+  case 0:
+    return c;
+  case 1:
+    return -s;
+  case 2:
+    return -c;
+  default:
+    return s;
+  }
+}
+/// A standard normal draw from two (Box-Muller, as Rng::normal).
+GTC_SCALAR double rng_normal(unsigned long long b1, unsigned long long b2) {
+  const double u1 = GTC_DADD(1.0, -rng_uniform(b1)); // (0, 1]
+  return GTC_DMUL(GTC_DSQRT(GTC_DMUL(-2.0, rng_log(u1))),
+                  rng_cos_turns(rng_uniform(b2)));
+}
+/// The initial value of element i of a parameter (initParameters' kinds:
+/// 0 zeros, 1 the constant a, 2 normal(a, c), 3 uniform in [a, c)) whose
+/// generator has seed s: a normal takes draws 2 i and 2 i + 1, a uniform
+/// draw i.
+GTC_SCALAR double init_value(int kind, double a, double c, unsigned long long s,
+                             long long i) {
+  const unsigned long long k = (unsigned long long)i;
+  switch (kind) {
+  case 1:
+    return a;
+  case 2:
+    return GTC_DADD(
+        a, GTC_DMUL(c, rng_normal(rng_bits(s, 2 * k), rng_bits(s, 2 * k + 1))));
+  case 3:
+    return GTC_DADD(a, GTC_DMUL(GTC_DADD(c, -a), rng_uniform(rng_bits(s, k))));
+  default:
+    return 0.0;
+  }
+}
+
 } // namespace gtc_scalar
 
 // The activation ops, X(Op, name): gt.<name> (gt::<Op>Op, the runtime's
