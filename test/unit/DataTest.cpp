@@ -233,9 +233,9 @@ TEST(RngTest, InitDrawsArePinned) {
   };
   const uint64_t seed = mixSeed(1337, "transformer.wte.weight");
   EXPECT_EQ(bits(gtc_scalar::init_value(2, 0.0, 0.02, seed, 0)),
-            0x3F9CCEF1167674B1ull);
+            0x3F9CCEF1167674B0ull);
   EXPECT_EQ(bits(gtc_scalar::init_value(2, 0.0, 0.02, seed, 123456789)),
-            0x3F6B632F0EA410D2ull);
+            0x3F6B632F0EA410D3ull);
   EXPECT_EQ(bits(gtc_scalar::init_value(3, -0.1, 0.1, seed, 7)),
             0xBFB39C228FB50EEAull);
   EXPECT_EQ(gtc_scalar::init_value(1, 0.5, 0.0, seed, 9), 0.5);

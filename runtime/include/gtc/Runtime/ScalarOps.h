@@ -184,14 +184,11 @@ GTC_SCALAR double dfrombits(unsigned long long b) {
   return __longlong_as_double(b);
 }
 #else
-// A product kept apart from the sum it feeds (a volatile is never fused).
-GTC_SCALAR double dround(double x) {
-  volatile double v = x;
-  return v;
-}
-#define GTC_DMUL(a, b) gtc_scalar::dround((a) * (b))
-#define GTC_DADD(a, b) gtc_scalar::dround((a) + (b))
-#define GTC_DDIV(a, b) gtc_scalar::dround((a) / (b))
+// Plain operations: the build compiles with -ffp-contract=off (the top
+// CMakeLists.txt), so no product is fused into the sum it feeds.
+#define GTC_DMUL(a, b) ((a) * (b))
+#define GTC_DADD(a, b) ((a) + (b))
+#define GTC_DDIV(a, b) ((a) / (b))
 #define GTC_DSQRT(a) std::sqrt(a)
 GTC_SCALAR unsigned long long dbits(double x) {
   return __builtin_bit_cast(unsigned long long, x);
@@ -209,6 +206,20 @@ GTC_SCALAR unsigned long long rng_bits(unsigned long long s,
 /// A double in [0, 1) of the top 53 bits (exact).
 GTC_SCALAR double rng_uniform(unsigned long long bits) {
   return (double)(bits >> 11) * 0x1.0p-53;
+}
+/// k[0] + k[1] z + ... + k[9] z^9 in Estrin's order (pairs, then pairs of
+/// pairs): a shorter chain of dependent operations than Horner's.
+GTC_SCALAR double poly10(const double *k, double z) {
+  const double z2 = GTC_DMUL(z, z), z4 = GTC_DMUL(z2, z2),
+               z8 = GTC_DMUL(z4, z4);
+  const double p01 = GTC_DADD(k[0], GTC_DMUL(k[1], z)),
+               p23 = GTC_DADD(k[2], GTC_DMUL(k[3], z)),
+               p45 = GTC_DADD(k[4], GTC_DMUL(k[5], z)),
+               p67 = GTC_DADD(k[6], GTC_DMUL(k[7], z)),
+               p89 = GTC_DADD(k[8], GTC_DMUL(k[9], z));
+  const double p03 = GTC_DADD(p01, GTC_DMUL(p23, z2)),
+               p47 = GTC_DADD(p45, GTC_DMUL(p67, z2));
+  return GTC_DADD(GTC_DADD(p03, GTC_DMUL(p47, z4)), GTC_DMUL(p89, z8));
 }
 /// The natural logarithm of x in (0, 1]: x = m 2^e with m in [1/sqrt 2,
 /// sqrt 2), log m = 2 atanh(t), t = (m - 1) / (m + 1), |t| < 0.172, by its
@@ -228,9 +239,7 @@ GTC_SCALAR double rng_log(double x) {
                       0x1.745d1745d1746p-4, 0x1.3b13b13b13b14p-4,
                       0x1.1111111111111p-4, 0x1.e1e1e1e1e1e1ep-5,
                       0x1.af286bca1af28p-5, 0x1.8618618618618p-5};
-  double p = c[9]; // 1/21, then 1/19, ..., 1/3
-  for (int i = 8; i >= 0; --i)
-    p = GTC_DADD(GTC_DMUL(p, z), c[i]);
+  const double p = poly10(c, z); // 1/3 + z / 5 + ... + z^9 / 21
   // log m = 2 t (1 + z p); log x = e ln 2 + log m.
   const double lm = GTC_DMUL(GTC_DMUL(2.0, t), GTC_DADD(1.0, GTC_DMUL(z, p)));
   return GTC_DADD(GTC_DMUL((double)e, 0x1.62e42fefa39efp-1), lm);
@@ -255,24 +264,13 @@ GTC_SCALAR double rng_cos_turns(double u) {
                        0x1.71de3a556c734p-19, -0x1.ae64567f544e4p-26,
                        0x1.6124613a86d09p-33, -0x1.ae7f3e733b81fp-41,
                        0x1.952c77030ad4ap-49, -0x1.2f49b46814157p-57};
-  double cs = cc[9], sn = sc[9];
-  for (int i = 8; i >= 0; --i) {
-    cs = GTC_DADD(GTC_DMUL(cs, z), cc[i]);
-    sn = GTC_DADD(GTC_DMUL(sn, z), sc[i]);
-  }
-  sn = GTC_DMUL(sn, th);
-  // cos and sin of f pi / 2 (complement: pi / 2 - th).
-  const double c = complement ? sn : cs, s = complement ? cs : sn;
-  switch (q) {
-  case 0:
-    return c;
-  case 1:
-    return -s;
-  case 2:
-    return -c;
-  default:
-    return s;
-  }
+  // cos(f pi / 2) is cos th, or sin th for the complement; sin(f pi / 2)
+  // the other; the quarter q says which of the two, and its sign.
+  const bool sine = ((q & 1) != 0) != complement;
+  double r = poly10(sine ? sc : cc, z);
+  if (sine)
+    r = GTC_DMUL(r, th);
+  return q == 1 || q == 2 ? -r : r;
 }
 /// A standard normal draw from two (Box-Muller, as Rng::normal).
 GTC_SCALAR double rng_normal(unsigned long long b1, unsigned long long b2) {
