@@ -14,9 +14,9 @@
 //          the queries of every head that reads the key head (grouped-query
 //          attention: K and V are read in place, never repeated).
 // Each launch also carries a variant for Hopper (sm_90a, CudaLaunch::
-// Variant), the same three kernels on warpgroup MMA (wgmma): blocks of two
-// warpgroups, tiles in shared memory in the swizzled layout wgmma reads
-// (flash_wgmma.cuh), the executor choosing by the device. Other dtypes and
+// Variant), the same three kernels on warpgroup MMA (wgmma): blocks of
+// whole warpgroups (WgmmaTiles), tiles in shared memory in the swizzled
+// layout wgmma reads (flash_wgmma.cuh), the executor choosing by the device. Other dtypes and
 // head sizes take the CUDA-core kernels of AttentionKernels.cpp.
 //===----------------------------------------------------------------------===//
 
