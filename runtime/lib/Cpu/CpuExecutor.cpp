@@ -2,7 +2,6 @@
 
 #include "gtc/Runtime/CpuExecutor.h"
 #include "gtc/Runtime/ScalarOps.h"
-#include "gtc/Runtime/Rng.h"
 #include <algorithm>
 #include <cblas.h>
 #include <chrono>
