@@ -5,8 +5,8 @@ with CUDA events after warm-up (medians of 20); FLOPs counted as
 FlashAttention does (forward 4 B H T^2 d / 2 with the causal half,
 backward 2.5 times that).
 
-`sdpa_bench.py D HKV` with HKV < 768 / D key/value heads times grouped-query
-attention (test/gpu/attention_gqa.gt) two ways: SDPA with enable_gqa=True,
+`sdpa_bench.py D HKV [T [B]]` with HKV < 768 / D key/value heads times
+grouped-query attention (test/gpu/attention_gqa.gt) two ways: SDPA with enable_gqa=True,
 and SDPA on K and V repeated to H heads inside the timed step (as
 transformers' repeat_kv does)."""
 import sys
@@ -18,6 +18,8 @@ if len(sys.argv) > 1:
     d = int(sys.argv[1])
     H = 768 // d
 HKV = int(sys.argv[2]) if len(sys.argv) > 2 else H
+T = int(sys.argv[3]) if len(sys.argv) > 3 else T
+B = int(sys.argv[4]) if len(sys.argv) > 4 else B
 q = torch.randn(B, H, T, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
 k, v = (torch.randn(B, HKV, T, d, device="cuda", dtype=torch.bfloat16,
                     requires_grad=True) for _ in range(2))

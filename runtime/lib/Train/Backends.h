@@ -57,6 +57,9 @@ public:
   virtual void checkNumerics(const NumericsCheck &check) = 0;
   virtual void getParams(std::vector<float> &params) = 0;
   virtual void setParams(const std::vector<float> &params) = 0;
+  /// Draws the initial parameters where they live (initParameters' values,
+  /// bit for bit); false if the caller must draw them and setParams.
+  virtual bool initParams(uint64_t seed) { return false; }
   virtual void getState(std::vector<float> &first,
                         std::vector<float> &second) = 0;
   virtual void setState(const std::vector<float> &first,
@@ -378,6 +381,10 @@ public:
   }
   void setParams(const std::vector<float> &p) override {
     exec.uploadRegion(Region::Param, p.data());
+  }
+  bool initParams(uint64_t seed) override {
+    exec.initParams(seed);
+    return true;
   }
   void getState(std::vector<float> &first,
                 std::vector<float> &second) override {

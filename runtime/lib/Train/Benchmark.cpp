@@ -118,8 +118,6 @@ static int benchmarkImpl(const Plan &plan, const RunOptions &run,
     return 1;
   }
   Rng rng(1);
-  std::vector<float> params(plan.regionSize.at(Region::Param));
-  initParameters(plan, 0, params.data());
   auto fill = [&](auto dataFor) {
     for (const Feed &f : plan.feeds) {
       const Buffer &b = plan.buffers[f.buffer];
@@ -162,7 +160,7 @@ static int benchmarkImpl(const Plan &plan, const RunOptions &run,
       CudaExecutor exec(plan, *program,
                         plan.config.precision == Precision::Tf32, run.comm,
                         run.shardOptimizer);
-      exec.uploadRegion(Region::Param, params.data());
+      exec.initParams(0);
       for (int slot = 0; slot < 2; ++slot)
         fill([&](int id) { return exec.stagedInput(slot, id); });
       ms = exec.timeStep(20, static_cast<int>(iters));
@@ -178,6 +176,8 @@ static int benchmarkImpl(const Plan &plan, const RunOptions &run,
       // The trainer's own step (accumulation, unscaling, clipping, the
       // update), one process.
       CpuBackend backend(plan, /*comm=*/nullptr, /*shard=*/false);
+      std::vector<float> params(plan.regionSize.at(Region::Param));
+      initParameters(plan, 0, params.data());
       backend.setParams(params);
       fill([&](int id) { return backend.feed(id); });
       const int parts = static_cast<int>(plan.microBatches);

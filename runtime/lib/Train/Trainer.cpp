@@ -464,7 +464,7 @@ bool Training::start() {
       if (!loadInitialWeights(step, options.initPath, params, out, err))
         return false;
       backend->setParams(params);
-    } else {
+    } else if (!backend->initParams(seed)) {
       initParameters(step, seed, params.data());
       backend->setParams(params);
     }
