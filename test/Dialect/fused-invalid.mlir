@@ -338,7 +338,7 @@ func.func @norm_column_sums_of_input(%dy: tensor<4x8xf32>, %x: tensor<4x8xf32>, 
 
 // A loss region is a cross-entropy and the gradient of the same logits.
 func.func @loss_other_labels(%x: tensor<4x8xf32>, %y: tensor<4xi32>, %z: tensor<4xi32>, %one: tensor<f32>) -> (tensor<f32>, tensor<4x8xf32>) {
-  // expected-error @+1 {{a loss region is [a gt.cast to the logits,] gt.cross_entropy, the gt.cross_entropy_grad of the same logits and labels[, and the gt.cast of the gradient], or a gt.cast to the logits and gt.cross_entropy}}
+  // expected-error @+1 {{a loss region is [a gt.cast to the logits,] gt.cross_entropy, the gt.cross_entropy_grad of the same logits and labels[, and the gt.cast of the gradient], or [a gt.cast to the logits,] gt.cross_entropy[ and the gt.accuracy of the same logits and labels]}}
   %0:2 = gt.fused "loss"(%x, %y, %z, %one) : (tensor<4x8xf32>, tensor<4xi32>, tensor<4xi32>, tensor<f32>) -> (tensor<f32>, tensor<4x8xf32>) {
   ^bb0(%a: tensor<4x8xf32>, %b: tensor<4xi32>, %c: tensor<4xi32>, %s: tensor<f32>):
     %1 = gt.cross_entropy %a, %b : tensor<4x8xf32>, tensor<4xi32>
@@ -353,7 +353,7 @@ func.func @loss_other_labels(%x: tensor<4x8xf32>, %y: tensor<4xi32>, %z: tensor<
 // An evaluation's loss region (no gradient) yields the loss alone: the f32
 // logits stay in the kernel.
 func.func @loss_only_yields_logits(%x: tensor<4x8xbf16>, %y: tensor<4xi32>) -> (tensor<f32>, tensor<4x8xf32>) {
-  // expected-error @+1 {{a loss region without a gradient yields the loss}}
+  // expected-error @+1 {{a loss region without a gradient yields the loss[ and the accuracy]}}
   %0:2 = gt.fused "loss"(%x, %y) : (tensor<4x8xbf16>, tensor<4xi32>) -> (tensor<f32>, tensor<4x8xf32>) {
   ^bb0(%a: tensor<4x8xbf16>, %b: tensor<4xi32>):
     %1 = gt.cast %a : tensor<4x8xbf16> -> tensor<4x8xf32>
@@ -361,6 +361,21 @@ func.func @loss_only_yields_logits(%x: tensor<4x8xbf16>, %y: tensor<4xi32>) -> (
     gt.yield %2, %1 : tensor<f32>, tensor<4x8xf32>
   }
   return %0#0, %0#1 : tensor<f32>, tensor<4x8xf32>
+}
+
+// -----
+
+// An evaluation's accuracy in a loss region is of the cross-entropy's
+// logits and labels.
+func.func @loss_accuracy_other_labels(%x: tensor<4x8xf32>, %y: tensor<4xi32>, %z: tensor<4xi32>) -> (tensor<f32>, tensor<f32>) {
+  // expected-error @+1 {{or [a gt.cast to the logits,] gt.cross_entropy[ and the gt.accuracy of the same logits and labels]}}
+  %0:2 = gt.fused "loss"(%x, %y, %z) : (tensor<4x8xf32>, tensor<4xi32>, tensor<4xi32>) -> (tensor<f32>, tensor<f32>) {
+  ^bb0(%a: tensor<4x8xf32>, %b: tensor<4xi32>, %c: tensor<4xi32>):
+    %1 = gt.cross_entropy %a, %b : tensor<4x8xf32>, tensor<4xi32>
+    %2 = gt.accuracy %a, %c : tensor<4x8xf32>, tensor<4xi32>
+    gt.yield %1, %2 : tensor<f32>, tensor<f32>
+  }
+  return %0#0, %0#1 : tensor<f32>, tensor<f32>
 }
 
 // -----

@@ -1000,22 +1000,41 @@ func.func @summed_input_gradients(%da: tensor<64x16xbf16>, %wa: tensor<16x8xbf16
 // -----
 
 // An evaluation's cross-entropy (no gradient) of widened 16-bit logits: a
-// loss region with the cast, so the f32 logits never exist; the accuracy
-// reads the 16-bit logits (compileEval).
+// loss region with the cast, so the f32 logits never exist, and the
+// accuracy of the 16-bit logits (compileEval's), which the row kernel
+// takes in the same pass.
 // CHECK-LABEL: func.func @eval_loss
 // CHECK-SAME: (%[[X:.*]]: tensor<4x8xbf16>, %[[Y:.*]]: tensor<4xi32>)
-// CHECK:      %[[L:.*]] = gt.fused "loss"(%[[X]], %[[Y]]) : (tensor<4x8xbf16>, tensor<4xi32>) -> tensor<f32> {
+// CHECK:      %[[L:.*]]:2 = gt.fused "loss"(%[[X]], %[[Y]]) : (tensor<4x8xbf16>, tensor<4xi32>) -> (tensor<f32>, tensor<f32>) {
 // CHECK-NEXT: ^bb0(%[[A:.*]]: tensor<4x8xbf16>, %[[B:.*]]: tensor<4xi32>):
 // CHECK-NEXT:   %[[F:.*]] = gt.cast %[[A]] : tensor<4x8xbf16> -> tensor<4x8xf32>
 // CHECK-NEXT:   %[[CE:.*]] = gt.cross_entropy %[[F]], %[[B]]
-// CHECK-NEXT:   gt.yield %[[CE]] : tensor<f32>
-// CHECK:      %[[ACC:.*]] = gt.accuracy %[[X]], %[[Y]]
-// CHECK:      return %[[L]], %[[ACC]]
+// CHECK-NEXT:   %[[ACC:.*]] = gt.accuracy %[[A]], %[[B]]
+// CHECK-NEXT:   gt.yield %[[CE]], %[[ACC]] : tensor<f32>, tensor<f32>
+// CHECK:      return %[[L]]#0, %[[L]]#1
 func.func @eval_loss(%x: tensor<4x8xbf16>, %y: tensor<4xi32>) -> (tensor<f32>, tensor<f32>) {
   %0 = gt.cast %x : tensor<4x8xbf16> -> tensor<4x8xf32>
   %1 = gt.cross_entropy %0, %y : tensor<4x8xf32>, tensor<4xi32>
   %2 = gt.accuracy %x, %y : tensor<4x8xbf16>, tensor<4xi32>
   return %1, %2 : tensor<f32>, tensor<f32>
+}
+
+// -----
+
+// An f32 evaluation's cross-entropy and accuracy of the same logits: one
+// region too.
+// CHECK-LABEL: func.func @eval_accuracy_f32
+// CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>, %[[Y:.*]]: tensor<4xi32>)
+// CHECK:      %[[L:.*]]:2 = gt.fused "loss"(%[[X]], %[[Y]])
+// CHECK-NEXT: ^bb0(%[[A:.*]]: tensor<4x8xf32>, %[[B:.*]]: tensor<4xi32>):
+// CHECK-NEXT:   %[[CE:.*]] = gt.cross_entropy %[[A]], %[[B]]
+// CHECK-NEXT:   %[[ACC:.*]] = gt.accuracy %[[A]], %[[B]]
+// CHECK-NEXT:   gt.yield %[[CE]], %[[ACC]]
+// CHECK:      return %[[L]]#0, %[[L]]#1
+func.func @eval_accuracy_f32(%x: tensor<4x8xf32>, %y: tensor<4xi32>) -> (tensor<f32>, tensor<f32>) {
+  %0 = gt.cross_entropy %x, %y : tensor<4x8xf32>, tensor<4xi32>
+  %1 = gt.accuracy %x, %y : tensor<4x8xf32>, tensor<4xi32>
+  return %0, %1 : tensor<f32>, tensor<f32>
 }
 
 // -----

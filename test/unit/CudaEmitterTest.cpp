@@ -414,6 +414,44 @@ TEST(CudaEmitterTest, Mlp) {
   EXPECT_TRUE(stats.ops.count("accuracy"));
 }
 
+/// An evaluation's accuracy is taken in the cross-entropy's row kernel
+/// (gt-fuse's loss region): no kernel of its own reads the logits again,
+/// and the accuracy is the mean of the rows' hits after their losses in
+/// the workspace. char_gpt's 16-bit logits (8-element loads) and
+/// examples/mlp.gt's f32 ones (10 classes: element loads).
+TEST(CudaEmitterTest, EvalLossTakesTheAccuracy) {
+  for (auto [example, precision] :
+       {std::pair{"char_gpt.gt", "bf16"}, std::pair{"mlp.gt", "fp32"}}) {
+    SCOPED_TRACE(example);
+    Stats stats;
+    std::map<std::string, std::string> seen;
+    std::string errors;
+    std::optional<rt::Plan> plan = test::compilePlan(
+        readExample(example), 4, errors, /*eval=*/true, "t.gt", precision);
+    ASSERT_TRUE(plan.has_value()) << errors;
+    checkPlan(*plan, stats, seen);
+    rt::CudaProgram program;
+    std::string error;
+    ASSERT_TRUE(codegen::emitCuda(*plan, program, error)) << error;
+    int argmaxRows = 0, accuracySums = 0;
+    for (const std::vector<rt::CudaLaunch> &kernel : program.kernels)
+      for (const rt::CudaLaunch &l : kernel) {
+        EXPECT_EQ(l.source.find("row_argmax<RT>(v, best"), std::string::npos)
+            << "a kernel of the accuracy alone: " << l.name;
+        if (l.source.find("constexpr bool ARGMAX = true;") != std::string::npos)
+          ++argmaxRows;
+        if (l.name.find("accuracy") != std::string::npos) {
+          ++accuracySums;
+          // The hits follow the rows' losses in the workspace.
+          EXPECT_NE(l.source.find("constexpr i64 FIRST = "), std::string::npos);
+          EXPECT_EQ(l.source.find("constexpr i64 FIRST = 0;"), std::string::npos);
+        }
+      }
+    EXPECT_EQ(argmaxRows, 1);
+    EXPECT_EQ(accuracySums, 1);
+  }
+}
+
 /// examples/mlp.gt at batch 64: the 10-class head is one kernel (a small
 /// classifier region) and every other GEMM gtc's small-GEMM kernel (64
 /// rows, or a K of 64 in the dW GEMMs), K split over clusters where the

@@ -250,17 +250,19 @@ bool Emitter::emitKernel() {
 
 void Emitter::finalSum(const std::string &suffix, int outBuf, int64_t n,
                        const std::string &valueType,
-                       const std::string &result) {
+                       const std::string &result, int64_t first) {
   // Each thread loads 8 values before it adds them (one load at a time,
-  // 256 threads took 30 us for GPT-2's 16384).
-  std::string consts = "constexpr i64 N = " + str(n) + ";\n";
+  // 256 threads took 30 us for GPT-2's 16384). The values are the
+  // workspace's from its element `first` on.
+  std::string consts = "constexpr i64 N = " + str(n) +
+                       ";\nconstexpr i64 FIRST = " + str(first) + ";\n";
   std::string body = R"CU(  __shared__ double red[32];
   double s = 0.0;
   for (i64 i0 = threadIdx.x; i0 < N; i0 += 8 * 1024) {
     double v[8];
 #pragma unroll
     for (int u = 0; u < 8; ++u)
-      v[u] = i0 + u * 1024 < N ? (double)part[i0 + u * 1024] : 0.0;
+      v[u] = i0 + u * 1024 < N ? (double)part[FIRST + i0 + u * 1024] : 0.0;
 #pragma unroll
     for (int u = 0; u < 8; ++u)
       s += v[u];

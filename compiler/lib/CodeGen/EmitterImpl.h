@@ -481,6 +481,8 @@ private:
   struct LossBuffers {
     int logits, labels;
     int loss = -1, grad = -1, dlogits = -1;
+    /// The accuracy of the same logits and labels (with a loss).
+    int accuracy = -1;
   };
   bool crossEntropyKernel(const LossBuffers &b);
   bool lossRegion();
@@ -541,7 +543,8 @@ private:
   /// `n` values (of `valueType`) in the workspace into s, in a fixed order,
   /// and writes `result` (an expression of s) to y[0].
   void finalSum(const std::string &suffix, int outBuf, int64_t n,
-                const std::string &valueType, const std::string &result);
+                const std::string &valueType, const std::string &result,
+                int64_t first = 0);
 
   const Plan &plan;
   CudaProgram &program;

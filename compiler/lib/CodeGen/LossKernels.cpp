@@ -19,6 +19,9 @@ struct RowLoss {
   std::string lossStore;
   /// Whether it writes the gradient (softmax - onehot) * grad / GRAD_ROWS to dx.
   bool grad = false;
+  /// Where whether the row's first largest logit is its label goes, as 1.0
+  /// or 0.0 (e.g. "loss[ROWS + row] = "; the kernel's ARGMAX), or empty.
+  std::string hitStore = {};
 };
 
 /// The shape of a cross-entropy row kernel: RT threads a row, VEC elements
@@ -72,9 +75,11 @@ struct LossShape {
 /// from 374 to 344 us on an H100.
 std::string lossConsts(int64_t rows, int64_t n, const LossShape &ls,
                        const std::string &xt, const std::string &dt,
-                       int64_t gradRows = 0) {
+                       int64_t gradRows = 0, bool argmax = false) {
   std::string s =
-      rowConsts(rows, n, ls.rt, ls.block) + "constexpr i64 GRAD_ROWS = " +
+      rowConsts(rows, n, ls.rt, ls.block) + "constexpr bool ARGMAX = " +
+      (argmax ? "true" : "false") +
+      ";  // the accuracy's argmax too\nconstexpr i64 GRAD_ROWS = " +
       str(gradRows ? gradRows : rows) + ";\n" + "constexpr int BLOCK = " +
       str(ls.block) + ";\ntypedef " + xt + " xt;\ntypedef " + dt +
       " dt;\nconstexpr int VEC = " + str(ls.vec) +
@@ -120,6 +125,9 @@ std::string lossConsts(int64_t rows, int64_t n, const LossShape &ls,
 std::string crossEntropyRows(const RowLoss &what) {
   std::string body = kRowLoop;
   body += cuh::cross_entropy_row;
+  if (!what.hitStore.empty())
+    body += "      if (lane == 0)\n        " + what.hitStore +
+            "(bi == t ? 1.0 : 0.0);\n";
   const std::string &store = what.lossStore;
   if (what.grad) {
     body += cuh::cross_entropy_grad;
@@ -148,8 +156,13 @@ const char *kMeanOfRowLosses = "  __syncthreads();\n"
                                "    y[0] = (float)(total / ROWS);\n";
 
 const char *kCrossEntropyShared = "  __shared__ double red[32];\n"
-                                  "  __shared__ float redf[32];\n";
+                                  "  __shared__ float redf[32];\n"
+                                  "  __shared__ int shi[32];  // ARGMAX\n";
 const char *kInPlace = "  auto *dx = x;  // the gradient overwrites the logits\n";
+/// The helpers of the cross-entropy row kernels.
+constexpr unsigned kLossHelpers =
+    kWarpHelpers | kRowHelpers | kPackHelpers | kArgmaxHelpers;
+
 const char *kGradScale = "  const double gs = (double)grad[0] / GRAD_ROWS;\n"
                          "  const float gsf = (float)gs;\n";
 
@@ -163,9 +176,9 @@ const char *kGradScale = "  const double gs = (double)grad[0] / GRAD_ROWS;\n"
 /// workspace (launch 1), then their mean (launch 2).
 bool Emitter::crossEntropyKernel(const LossBuffers &b) {
   const int x = b.logits, lab = b.labels, y = b.loss, g = b.grad,
-            dx = b.dlogits;
+            dx = b.dlogits, acc = b.accuracy;
   if (isF32(lab) || !isFloat(x) || (dx >= 0 && !isFloat(dx)) ||
-      (g >= 0 && (!isF32(g) || count(g) != 1)))
+      (g >= 0 && (!isF32(g) || count(g) != 1)) || (acc >= 0 && y < 0))
     return fail("cross_entropy takes float logits and i32 labels (and a "
                 "scalar f32 gradient)");
   int64_t c = shape(x).empty() ? 1 : shape(x).back();
@@ -177,12 +190,12 @@ bool Emitter::crossEntropyKernel(const LossBuffers &b) {
                   plan.buffers[dx].dtype != plan.buffers[x].dtype))
     return fail("the gradient of the logits overlaps them but is not them");
   const bool f32 = isF32(x) && (dx < 0 || isF32(dx));
-  const bool oneBlock =
-      y >= 0 && rows <= kOneBlockRows && count(x) <= kOneBlockLogits;
+  const bool oneBlock = y >= 0 && acc < 0 && rows <= kOneBlockRows &&
+                        count(x) <= kOneBlockLogits;
   LossShape ls = oneBlock ? LossShape::oneBlock(rows, c, f32) : LossShape(c, f32);
   int rt = ls.rt;
-  std::string consts =
-      lossConsts(rows, c, ls, ctype(x), ctype(dx >= 0 ? dx : x));
+  std::string consts = lossConsts(rows, c, ls, ctype(x),
+                                  ctype(dx >= 0 ? dx : x), 0, acc >= 0);
   std::vector<Arg> args;
   if (g >= 0)
     args.push_back(in(g, "grad"));
@@ -201,7 +214,7 @@ bool Emitter::crossEntropyKernel(const LossBuffers &b) {
                       : inPlace   ? ": loss and gradient, over the logits"
                                   : ": loss and gradient");
   if (y < 0) {
-    launch("", what, args, kWarpHelpers | kRowHelpers | kPackHelpers, consts,
+    launch("", what, args, kLossHelpers, consts,
            head + crossEntropyRows({"", true}), rowGrid(rows, rt, ls.block),
            ls.block, ls.minBlocks);
     return true;
@@ -209,19 +222,26 @@ bool Emitter::crossEntropyKernel(const LossBuffers &b) {
   if (oneBlock) {
     args.push_back(out(y, "y"));
     launch("", what + ", in one block, then the mean", args,
-           kWarpHelpers | kRowHelpers | kPackHelpers, consts,
+           kLossHelpers, consts,
            head + "  __shared__ double rl[" + str(rows) + "];\n" +
                crossEntropyRows({"rl[row] = ", dx >= 0}) + kMeanOfRowLosses,
            1, ls.block, ls.minBlocks);
     return true;
   }
-  needWorkspace(8 * rows);
+  // The row losses, then (with the accuracy) the rows' hits.
+  needWorkspace(8 * rows * (acc >= 0 ? 2 : 1));
   args.push_back(ws("double", "loss"));
-  launch("rows", what + "; row losses to the workspace", args,
-         kWarpHelpers | kRowHelpers | kPackHelpers, consts,
-         head + crossEntropyRows({"loss[row] = ", dx >= 0}),
+  launch("rows",
+         what + (acc >= 0 ? " and argmax; row losses and hits" : "; row losses") +
+             " to the workspace",
+         args, kLossHelpers, consts,
+         head + crossEntropyRows({"loss[row] = ", dx >= 0,
+                                  acc >= 0 ? "loss[ROWS + row] = " : ""}),
          rowGrid(rows, rt, ls.block), ls.block, ls.minBlocks);
   finalSum("mean", y, rows, "double", "(float)(s / " + str(rows) + ")");
+  if (acc >= 0)
+    finalSum("accuracy", acc, rows, "double",
+             "(float)(s / " + str(rows) + ")", rows);
   return true;
 }
 
@@ -241,13 +261,14 @@ bool Emitter::crossEntropyGrad() {
 }
 
 /// A "loss" region (gt-fuse's foldLosses): the cross-entropy and its
-/// gradient (none in an evaluation) in one row kernel. A widening cast of
+/// gradient (none in an evaluation, which may have the accuracy instead)
+/// in one row kernel. A widening cast of
 /// the logits is no work (the kernel converts as it loads), the cast of the
 /// gradient one store of its type; the gradient may overwrite the logits
 /// (PlanBuilder's inPlaceLoss).
 bool Emitter::lossRegion() {
   std::map<int, int> loaded; // a widening cast's result -> what it reads
-  const Kernel *ce = nullptr, *grad = nullptr;
+  const Kernel *ce = nullptr, *grad = nullptr, *accuracy = nullptr;
   int dx = -1;
   for (const Kernel &sub : k->body) {
     if (sub.inputs.empty() || sub.outputs.empty())
@@ -261,10 +282,13 @@ bool Emitter::lossRegion() {
       grad = &sub, dx = sub.outputs[0];
     else if (sub.op == OpKind::Cast && grad && sub.inputs[0] == dx)
       dx = sub.outputs[0];
+    else if (sub.op == OpKind::Accuracy && ce && !accuracy &&
+             sub.inputs.size() == 2)
+      accuracy = &sub;
     else
       return fail(std::string("'") + opName(sub.op) +
-                  "' in a loss region is not a cross-entropy, its gradient "
-                  "or a cast");
+                  "' in a loss region is not a cross-entropy, its gradient, "
+                  "its accuracy or a cast");
   }
   if (!ce || (grad && (grad->inputs[1] != ce->inputs[0] ||
                       grad->inputs[2] != ce->inputs[1])))
@@ -276,6 +300,15 @@ bool Emitter::lossRegion() {
   b.loss = ce->outputs[0];
   b.grad = grad ? grad->inputs[0] : -1;
   b.dlogits = dx;
+  if (accuracy) {
+    // Of the logits the cross-entropy reads (before any widening cast).
+    auto acc = loaded.find(accuracy->inputs[0]);
+    if ((acc == loaded.end() ? accuracy->inputs[0] : acc->second) != x ||
+        accuracy->inputs[1] != ce->inputs[1])
+      return fail("a loss region's accuracy reads the cross-entropy's "
+                  "logits and labels");
+    b.accuracy = accuracy->outputs[0];
+  }
   return crossEntropyKernel(b);
 }
 
@@ -410,7 +443,7 @@ bool Emitter::classifierRegion() {
            "gradient over the logits; row losses to the workspace",
            {in(g, "grad"), out(chunk, "x"), in(labels, "labels"),
             ws("double", "loss")},
-           kWarpHelpers | kRowHelpers | kPackHelpers,
+           kLossHelpers,
            lossConsts(rc, v, ls, ctype(chunk), ctype(chunk), rows),
            std::string(kCrossEntropyShared) + kGradScale + kInPlace +
                crossEntropyRows({"loss[row] = ", true}),

@@ -819,16 +819,20 @@ static LogicalResult verifyNormRegion(FusedOp fused, Block &body,
 }
 
 /// A loss region: [a cast to the logits,] the cross-entropy and its gradient[,
-/// the gradient's cast].
+/// the gradient's cast]; or an evaluation's.
 static LogicalResult verifyLossRegion(FusedOp fused, Block &body,
                                       YieldOp yield) {
   // [cast to the logits,] cross_entropy, cross_entropy_grad of the same
   // logits and labels[, cast of the gradient]; yields the loss and the
-  // gradient. An evaluation's: cast to the logits, cross_entropy; yields the
-  // loss.
+  // gradient. An evaluation's: [cast to the logits,] cross_entropy[,
+  // accuracy of the same (16-bit) logits and labels], at least one of the
+  // two others; yields the loss[ and the accuracy].
   SmallVector<Operation *> ops;
   for (Operation &op : body.without_terminator())
     ops.push_back(&op);
+  auto accuracy = ops.empty() ? AccuracyOp() : dyn_cast<AccuracyOp>(ops.back());
+  if (accuracy)
+    ops.pop_back();
   size_t i = 0;
   auto widening = ops.size() > i ? dyn_cast<CastOp>(ops[i]) : CastOp();
   i += widening ? 1 : 0;
@@ -836,23 +840,31 @@ static LogicalResult verifyLossRegion(FusedOp fused, Block &body,
   auto grad =
       ops.size() > i + 1 ? dyn_cast<CrossEntropyGradOp>(ops[i + 1]) : nullptr;
   auto narrowing = ops.size() > i + 2 ? dyn_cast<CastOp>(ops[i + 2]) : CastOp();
-  bool lossOnly = ce && widening && ops.size() == i + 1;
+  bool lossOnly = ce && (widening || accuracy) && ops.size() == i + 1;
   if (!ce ||
       (!lossOnly &&
-       (!grad || ops.size() != i + 2 + (narrowing ? 1 : 0) ||
+       (!grad || accuracy || ops.size() != i + 2 + (narrowing ? 1 : 0) ||
         grad.getLogits() != ce.getLogits() ||
         grad.getLabels() != ce.getLabels() ||
         (narrowing && narrowing.getInput() != grad.getResult()))) ||
-      (widening && widening.getResult() != ce.getLogits()))
+      (widening && widening.getResult() != ce.getLogits()) ||
+      (accuracy &&
+       (accuracy.getLabels() != ce.getLabels() ||
+        accuracy.getLogits() !=
+            (widening ? widening.getInput() : ce.getLogits()))))
     return fused.emitOpError(
         "a loss region is [a gt.cast to the logits,] "
         "gt.cross_entropy, the gt.cross_entropy_grad of the "
         "same logits and labels[, and the gt.cast of the "
-        "gradient], or a gt.cast to the logits and gt.cross_entropy");
+        "gradient], or [a gt.cast to the logits,] gt.cross_entropy[ and the "
+        "gt.accuracy of the same logits and labels]");
   if (lossOnly) {
-    if (yield.getValues() != ValueRange{ce.getResult()})
+    SmallVector<Value> results = {ce.getResult()};
+    if (accuracy)
+      results.push_back(accuracy.getResult());
+    if (yield.getValues() != ValueRange(results))
       return fused.emitOpError("a loss region without a gradient yields the "
-                               "loss");
+                               "loss[ and the accuracy]");
     return success();
   }
   Value dx = narrowing ? narrowing.getResult() : grad.getResult();

@@ -456,15 +456,21 @@ bool Training::open() {
 bool Training::start() {
   {
     StartupPhase paramPhase("parameters");
-    params.assign(step.regionSize.at(Region::Param), 0.0f);
+    // The host holds the parameters only where it reads or draws them.
+    const auto onHost = [&] {
+      params.assign(step.regionSize.at(Region::Param), 0.0f);
+    };
     if (!options.resumePath.empty()) {
+      onHost();
       if (!resume())
         return false;
     } else if (!options.initPath.empty()) {
+      onHost();
       if (!loadInitialWeights(step, options.initPath, params, out, err))
         return false;
       backend->setParams(params);
     } else if (!backend->initParams(seed)) {
+      onHost();
       initParameters(step, seed, params.data());
       backend->setParams(params);
     }

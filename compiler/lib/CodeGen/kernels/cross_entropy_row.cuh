@@ -2,11 +2,14 @@
 //
 // Fragment of crossEntropyRows (LossKernels.cpp), inside kRowLoop: a row's
 // max and sum of exponentials, the row's values kept in registers when
-// KEEP. Buffers: x, labels. Constants: lossConsts'.
+// KEEP, and with ARGMAX its first largest logit's index (bi). Buffers: x,
+// labels. Constants: lossConsts'.
 //===----------------------------------------------------------------------===//
     const xt *xr = x + row * N;
     xpack kept[KEEP ? PPT : 1];
     float m = -GTC_INF, s = 0.0f;
+    float bv = -GTC_INF;   // ARGMAX: the thread's first largest logit
+    int bi = 0x7fffffff;   // and its index (the accuracy kernel's rule)
 #pragma unroll 4
     for (int k = 0; k < PPT; ++k) {
       const int j = (lane + k * RT) * VEC;
@@ -14,6 +17,14 @@
         const xpack p = *reinterpret_cast<const xpack *>(xr + j);
         if (KEEP)
           kept[KEEP ? k : 0] = p;
+        if (ARGMAX) {
+#pragma unroll
+          for (int e = 0; e < VEC; ++e)
+            if ((float)p.e[e] > bv) {
+              bv = p.e[e];
+              bi = j + e;
+            }
+        }
         float mv = p.e[0];
 #pragma unroll
         for (int e = 1; e < VEC; ++e)
@@ -28,6 +39,8 @@
           s += exp2f(fmaf((float)p.e[e], LOG2E, -ml));
       }
     }
+    if (ARGMAX)
+      row_argmax<RT>(bv, bi, redf, shi);
     const float mx = row_max<RT>(m, redf);
     const double sum = row_sum<RT>(
         m == -GTC_INF ? 0.0 : (double)(s * exp2f((m - mx) * LOG2E)), red);

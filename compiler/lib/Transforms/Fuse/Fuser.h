@@ -76,7 +76,9 @@ public:
   /// its only use. The scalar gradient of the loss (a constant) is declared
   /// before the region, which needs it. Without a gradient (an evaluation),
   /// a cross-entropy of such a widened 16-bit value is a region with its
-  /// cast: the f32 logits (3.3 GB for GPT-2 at batch 16) never exist.
+  /// cast: the f32 logits (3.3 GB for GPT-2 at batch 16) never exist. An
+  /// accuracy of the same logits and labels joins the region (the row
+  /// kernel's pass takes the argmax too).
   void foldLosses();
   /// An embedding gradient read by nothing but a gt.add with another
   /// value of its type (a tied embedding: GPT-2's table also receives the
