@@ -599,6 +599,31 @@ void CudaExecutor::uploadRegion(Region r, const void *data) {
                   impl->plan.regionSize.at(r) * 4));
 }
 
+void CudaExecutor::copyParamsFrom(const CudaExecutor &from) {
+  Impl &I = *impl;
+  const Impl &F = *from.impl;
+  CU(cuStreamSynchronize(F.compute)); // its last update
+  CU(cuStreamSynchronize(I.compute));
+  std::map<std::string, int> byName;
+  for (const Param &p : F.plan.params)
+    byName[p.name] = p.buffer;
+  for (const Param &p : I.plan.params) {
+    auto it = byName.find(p.name);
+    if (it == byName.end())
+      continue;
+    const Buffer &to = I.plan.buffers[p.buffer],
+                 &src = F.plan.buffers[it->second];
+    if (to.elements() != src.elements() || to.dtype != src.dtype)
+      throw RuntimeError("parameter '" + p.name + "' is " +
+                         typeText(src.dtype, src.shape) + " in one plan and " +
+                         typeText(to.dtype, to.shape) + " in the other");
+    CU(cuMemcpyDtoDAsync(I.ptr(p.buffer, 0), F.ptr(it->second, 0),
+                         to.elements() * dtypeBytes(to.dtype), I.compute));
+  }
+  CU(cuStreamSynchronize(I.compute));
+  I.copiesStale = true;
+}
+
 void CudaExecutor::initParams(uint64_t seed) {
   Impl &I = *impl;
   CU(cuStreamSynchronize(I.compute));

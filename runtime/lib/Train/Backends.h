@@ -296,6 +296,9 @@ public:
   virtual const Plan &plan() const = 0;
   virtual void *feed(int id) = 0;
   virtual void setParams(const Plan &train, const std::vector<float> &p) = 0;
+  /// Takes the parameters from the training backend where both are on one
+  /// device (no copy through the host); false where it cannot.
+  virtual bool setParamsFrom(Backend &train) { return false; }
   /// Runs the batch; returns (loss, accuracy).
   virtual std::pair<double, double> run() = 0;
   /// The evaluation whose parameters it holds (Training::evaluate sets
@@ -421,6 +424,13 @@ public:
   void setParams(const Plan &train, const std::vector<float> &p) override {
     copyParamsByName(train, p, exec.plan(),
                      [&](int id, const float *src) { exec.upload(id, src); });
+  }
+  bool setParamsFrom(Backend &train) override {
+    auto *cuda = dynamic_cast<CudaBackend *>(&train);
+    if (!cuda)
+      return false;
+    exec.copyParamsFrom(cuda->exec);
+    return true;
   }
   std::pair<double, double> run() override {
     exec.step(0, /*update=*/false);

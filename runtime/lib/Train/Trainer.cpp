@@ -706,7 +706,7 @@ bool Training::evaluate(int64_t atStep) {
   }
   Loader evalLoader(*evalData, evalBatch, seed, /*shuffle=*/false,
                     /*dropLast=*/false);
-  backend->getParams(params);
+  bool paramsOnHost = false; // fetched from the backend (where needed)
   ++evaluations;
   double lossSum = 0, accSum = 0;
   int64_t seen = 0;
@@ -722,7 +722,12 @@ bool Training::evaluate(int64_t atStep) {
     if (!ev)
       return false;
     if (ev->paramsOf != evaluations) {
-      ev->setParams(step, params);
+      if (!ev->setParamsFrom(*backend)) {
+        if (!paramsOnHost)
+          backend->getParams(params);
+        paramsOnHost = true;
+        ev->setParams(step, params);
+      }
       ev->paramsOf = evaluations;
     }
     Feeds ef;

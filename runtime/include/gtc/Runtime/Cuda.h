@@ -126,6 +126,9 @@ public:
   void upload(int id, const void *data);
   void download(int id, void *data, int slot = 0);
   void uploadRegion(Region r, const void *data);
+  /// Copies the parameters of `from` (another executor on this device:
+  /// the training step's, into an evaluation's) by name, device to device.
+  void copyParamsFrom(const CudaExecutor &from);
   /// Draws every parameter on the device (gtc_init): the values
   /// initParameters draws on the host, bit for bit. (gtc-gpu-check compares
   /// the two; the trainer still uploads the host's draws until that check
