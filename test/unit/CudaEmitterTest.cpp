@@ -444,7 +444,8 @@ TEST(CudaEmitterTest, EvalLossTakesTheAccuracy) {
           ++accuracySums;
           // The hits follow the rows' losses in the workspace.
           EXPECT_NE(l.source.find("constexpr i64 FIRST = "), std::string::npos);
-          EXPECT_EQ(l.source.find("constexpr i64 FIRST = 0;"), std::string::npos);
+          EXPECT_EQ(l.source.find("constexpr i64 FIRST = 0;"),
+                    std::string::npos);
         }
       }
     EXPECT_EQ(argmaxRows, 1);

@@ -249,8 +249,8 @@ bool Emitter::emitKernel() {
 }
 
 void Emitter::finalSum(const std::string &suffix, int outBuf, int64_t n,
-                       const std::string &valueType,
-                       const std::string &result, int64_t first) {
+                       const std::string &valueType, const std::string &result,
+                       int64_t first) {
   // Each thread loads 8 values before it adds them (one load at a time,
   // 256 threads took 30 us for GPT-2's 16384). The values are the
   // workspace's from its element `first` on.

@@ -77,12 +77,12 @@ std::string lossConsts(int64_t rows, int64_t n, const LossShape &ls,
                        const std::string &xt, const std::string &dt,
                        int64_t gradRows = 0, bool argmax = false) {
   std::string s =
-      rowConsts(rows, n, ls.rt, ls.block) + "constexpr bool ARGMAX = " +
-      (argmax ? "true" : "false") +
+      rowConsts(rows, n, ls.rt, ls.block) +
+      "constexpr bool ARGMAX = " + (argmax ? "true" : "false") +
       ";  // the accuracy's argmax too\nconstexpr i64 GRAD_ROWS = " +
-      str(gradRows ? gradRows : rows) + ";\n" + "constexpr int BLOCK = " +
-      str(ls.block) + ";\ntypedef " + xt + " xt;\ntypedef " + dt +
-      " dt;\nconstexpr int VEC = " + str(ls.vec) +
+      str(gradRows ? gradRows : rows) + ";\n" +
+      "constexpr int BLOCK = " + str(ls.block) + ";\ntypedef " + xt +
+      " xt;\ntypedef " + dt + " dt;\nconstexpr int VEC = " + str(ls.vec) +
       ";  // elements per load\nconstexpr int PPT = " + str(ls.ppt) +
       ";  // loads per thread\nconstexpr bool KEEP = PPT <= 4;\n"
       "constexpr float LOG2E = 1.4426950408889634f;\n"
@@ -190,12 +190,12 @@ bool Emitter::crossEntropyKernel(const LossBuffers &b) {
                   plan.buffers[dx].dtype != plan.buffers[x].dtype))
     return fail("the gradient of the logits overlaps them but is not them");
   const bool f32 = isF32(x) && (dx < 0 || isF32(dx));
-  const bool oneBlock = y >= 0 && acc < 0 && rows <= kOneBlockRows &&
-                        count(x) <= kOneBlockLogits;
+  const bool oneBlock =
+      y >= 0 && acc < 0 && rows <= kOneBlockRows && count(x) <= kOneBlockLogits;
   LossShape ls = oneBlock ? LossShape::oneBlock(rows, c, f32) : LossShape(c, f32);
   int rt = ls.rt;
-  std::string consts = lossConsts(rows, c, ls, ctype(x),
-                                  ctype(dx >= 0 ? dx : x), 0, acc >= 0);
+  std::string consts =
+      lossConsts(rows, c, ls, ctype(x), ctype(dx >= 0 ? dx : x), 0, acc >= 0);
   std::vector<Arg> args;
   if (g >= 0)
     args.push_back(in(g, "grad"));
@@ -221,8 +221,8 @@ bool Emitter::crossEntropyKernel(const LossBuffers &b) {
   }
   if (oneBlock) {
     args.push_back(out(y, "y"));
-    launch("", what + ", in one block, then the mean", args,
-           kLossHelpers, consts,
+    launch("", what + ", in one block, then the mean", args, kLossHelpers,
+           consts,
            head + "  __shared__ double rl[" + str(rows) + "];\n" +
                crossEntropyRows({"rl[row] = ", dx >= 0}) + kMeanOfRowLosses,
            1, ls.block, ls.minBlocks);
@@ -232,7 +232,8 @@ bool Emitter::crossEntropyKernel(const LossBuffers &b) {
   needWorkspace(8 * rows * (acc >= 0 ? 2 : 1));
   args.push_back(ws("double", "loss"));
   launch("rows",
-         what + (acc >= 0 ? " and argmax; row losses and hits" : "; row losses") +
+         what +
+             (acc >= 0 ? " and argmax; row losses and hits" : "; row losses") +
              " to the workspace",
          args, kLossHelpers, consts,
          head + crossEntropyRows({"loss[row] = ", dx >= 0,
@@ -240,8 +241,8 @@ bool Emitter::crossEntropyKernel(const LossBuffers &b) {
          rowGrid(rows, rt, ls.block), ls.block, ls.minBlocks);
   finalSum("mean", y, rows, "double", "(float)(s / " + str(rows) + ")");
   if (acc >= 0)
-    finalSum("accuracy", acc, rows, "double",
-             "(float)(s / " + str(rows) + ")", rows);
+    finalSum("accuracy", acc, rows, "double", "(float)(s / " + str(rows) + ")",
+             rows);
   return true;
 }
 
@@ -439,8 +440,9 @@ bool Emitter::classifierRegion() {
     gemm(part + "_logits", h, w, chunk, false, true, rc, v, d).offsetA =
         r0 * d * bytes(h);
     launch(part,
-           rowWhat(rc, v, ls.rt) + " of rows " + str(r0) + "..: loss and "
-           "gradient over the logits; row losses to the workspace",
+           rowWhat(rc, v, ls.rt) + " of rows " + str(r0) +
+               "..: loss and "
+               "gradient over the logits; row losses to the workspace",
            {in(g, "grad"), out(chunk, "x"), in(labels, "labels"),
             ws("double", "loss")},
            kLossHelpers,

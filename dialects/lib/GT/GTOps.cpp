@@ -848,10 +848,9 @@ static LogicalResult verifyLossRegion(FusedOp fused, Block &body,
         grad.getLabels() != ce.getLabels() ||
         (narrowing && narrowing.getInput() != grad.getResult()))) ||
       (widening && widening.getResult() != ce.getLogits()) ||
-      (accuracy &&
-       (accuracy.getLabels() != ce.getLabels() ||
-        accuracy.getLogits() !=
-            (widening ? widening.getInput() : ce.getLogits()))))
+      (accuracy && (accuracy.getLabels() != ce.getLabels() ||
+                    accuracy.getLogits() !=
+                        (widening ? widening.getInput() : ce.getLogits()))))
     return fused.emitOpError(
         "a loss region is [a gt.cast to the logits,] "
         "gt.cross_entropy, the gt.cross_entropy_grad of the "
