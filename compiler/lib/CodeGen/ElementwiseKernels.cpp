@@ -156,10 +156,11 @@ bool Emitter::elementwise(const std::vector<Operand> &ops,
   int64_t items = vec ? n / v : n;
   bool wide = n > (int64_t(1) << 30);
   std::string it = wide ? "i64" : "int";
-  // A thread an item: against a grid of kMaxGrid blocks striding over the
-  // items, SwiGLU's kernels (33.5M bf16 elements) took 53 and 86 us
-  // instead of 58 and 94 (H200, standalone), as a copy kernel did. The
-  // stride stays for arrays of more than 2^30 items.
+  // A thread an item: in a standalone harness of SwiGLU's two kernels
+  // (33.5M bf16 elements, H200) this took 53 and 86 us where a grid of
+  // kMaxGrid blocks striding over the items took 58 and 94, and a copy
+  // kernel gained as much (in llama124m's step: within noise). The stride
+  // stays for arrays of more than 2^22 blocks' items.
   int64_t grid = std::min(ceilDiv(items, kBlock), int64_t(1) << 22);
 
   std::vector<Arg> args;

@@ -16,8 +16,9 @@
 // Each launch also carries a variant for Hopper (sm_90a, CudaLaunch::
 // Variant), the same three kernels on warpgroup MMA (wgmma): blocks of
 // whole warpgroups (WgmmaTiles), tiles in shared memory in the swizzled
-// layout wgmma reads (flash_wgmma.cuh), the executor choosing by the device. Other dtypes and
-// head sizes take the CUDA-core kernels of AttentionKernels.cpp.
+// layout wgmma reads (flash_wgmma.cuh), the executor choosing by the
+// device. Other dtypes and head sizes take the CUDA-core kernels of
+// AttentionKernels.cpp.
 //===----------------------------------------------------------------------===//
 
 #include "EmitterImpl.h"

@@ -178,9 +178,11 @@ bool Emitter::crossEntropyKernel(const LossBuffers &b) {
   const int x = b.logits, lab = b.labels, y = b.loss, g = b.grad,
             dx = b.dlogits, acc = b.accuracy;
   if (isF32(lab) || !isFloat(x) || (dx >= 0 && !isFloat(dx)) ||
-      (g >= 0 && (!isF32(g) || count(g) != 1)) || (acc >= 0 && y < 0))
+      (g >= 0 && (!isF32(g) || count(g) != 1)))
     return fail("cross_entropy takes float logits and i32 labels (and a "
                 "scalar f32 gradient)");
+  if (acc >= 0 && y < 0)
+    return fail("a loss region's accuracy comes with the loss");
   int64_t c = shape(x).empty() ? 1 : shape(x).back();
   int64_t rows = count(x) / c;
   if (count(lab) != rows || (dx >= 0 && count(dx) != count(x)))
@@ -441,8 +443,8 @@ bool Emitter::classifierRegion() {
         r0 * d * bytes(h);
     launch(part,
            rowWhat(rc, v, ls.rt) + " of rows " + str(r0) +
-               "..: loss and "
-               "gradient over the logits; row losses to the workspace",
+               "..: loss and gradient over the logits; row losses to the "
+               "workspace",
            {in(g, "grad"), out(chunk, "x"), in(labels, "labels"),
             ws("double", "loss")},
            kLossHelpers,
