@@ -487,3 +487,58 @@ func.func @activation_grad_kind(%dy: tensor<4xf32>, %x: tensor<4xf32>) -> tensor
   %r = gt.activation_grad %dy, %x <{kind = "swish"}> : tensor<4xf32>
   return %r : tensor<4xf32>
 }
+
+// -----
+
+// A KV cache is written in place: gt.cache_update takes a gt.state.
+func.func @cache_update_not_state(%c: tensor<2x8x2x4xf32>, %k: tensor<2x1x2x4xf32>, %p: tensor<2x1xi32>) {
+  // expected-error @+1 {{'gt.cache_update' op writes a gt.state in place; its cache operand is not one}}
+  %0 = gt.cache_update %c, %k, %p : tensor<2x8x2x4xf32>, tensor<2x1x2x4xf32>, tensor<2x1xi32>
+  return
+}
+
+// -----
+
+// The window's heads must be the cache's.
+func.func @cache_update_heads(%k: tensor<2x1x4x4xf32>, %p: tensor<2x1xi32>) {
+  %c = gt.state "kv.0.k" : tensor<2x8x2x4xf32>
+  // expected-error @+1 {{'gt.cache_update' op the update f32[2, 1, 4, 4] and the cache f32[2, 8, 2, 4] differ in heads}}
+  %0 = gt.cache_update %c, %k, %p : tensor<2x8x2x4xf32>, tensor<2x1x4x4xf32>, tensor<2x1xi32>
+  return
+}
+
+// -----
+
+// Positions give one place for each query of the window.
+func.func @cached_attention_positions(%q: tensor<2x1x4x4xf32>, %c: tensor<2x8x2x4xf32>, %p: tensor<2x3xi32>) {
+  // expected-error @+1 {{'gt.cached_attention' op positions i32[2, 3] must be [B, S] of the window f32[2, 1, 4, 4]}}
+  %0 = gt.cached_attention %q, %c, %c, %p : tensor<2x1x4x4xf32>, tensor<2x8x2x4xf32>, tensor<2x8x2x4xf32>, tensor<2x3xi32>
+  return
+}
+
+// -----
+
+// Query heads are a multiple of the cache's.
+func.func @cached_attention_groups(%q: tensor<2x1x3x4xf32>, %c: tensor<2x8x2x4xf32>, %p: tensor<2x1xi32>) {
+  // expected-error @+1 {{'gt.cached_attention' op the window f32[2, 1, 3, 4] does not fit the cache f32[2, 8, 2, 4]}}
+  %0 = gt.cached_attention %q, %c, %c, %p : tensor<2x1x3x4xf32>, tensor<2x8x2x4xf32>, tensor<2x8x2x4xf32>, tensor<2x1xi32>
+  return
+}
+
+// -----
+
+// Rope's positions are [B, T] of its input.
+func.func @rope_positions(%x: tensor<2x1x4x4xf32>, %p: tensor<2x2xi32>) {
+  // expected-error @+1 {{'gt.rope' op positions i32[2, 2] must be [B, T] of the input f32[2, 1, 4, 4] [B, T, heads, head_dim]}}
+  %0 = gt.rope %x at %p : tensor<2x2xi32> : tensor<2x1x4x4xf32>
+  return
+}
+
+// -----
+
+// A state is a buffer made once.
+func.func @state_dynamic() {
+  // expected-error @+1 {{'gt.state' op type f32[?, 8, 2, 4] must be static (a buffer made once)}}
+  %0 = gt.state "kv.0.k" : tensor<?x8x2x4xf32>
+  return
+}

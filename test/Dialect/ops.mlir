@@ -115,3 +115,18 @@ func.func @grouped_query_attention(%q: tensor<?x4x6x8xbf16>, %k: tensor<?x4x2x8x
   // CHECK: return %[[D]]#0, %[[D]]#1, %[[D]]#2
   return %d#0, %d#1, %d#2 : tensor<?x4x6x8xbf16>, tensor<?x4x2x8xbf16>, tensor<?x4x2x8xbf16>
 }
+
+// Generation (gt-decode): a KV cache, its update, attention over it, and
+// rope at given positions.
+// CHECK-LABEL: func.func @decode
+func.func @decode(%q: tensor<2x1x4x8xbf16>, %k: tensor<2x1x2x8xbf16>, %p: tensor<2x1xi32>) -> tensor<2x1x4x8xbf16> {
+  // CHECK: %[[C:[^ ,:]*]] = gt.state "kv.0.k" : tensor<2x16x2x8xbf16>
+  %c = gt.state "kv.0.k" : tensor<2x16x2x8xbf16>
+  // CHECK: %[[R:[^ ,:]*]] = gt.rope %{{.*}} at %{{.*}} : tensor<2x1xi32> <{interleaved = true}> : tensor<2x1x2x8xbf16>
+  %r = gt.rope %k at %p : tensor<2x1xi32> <{interleaved = true}> : tensor<2x1x2x8xbf16>
+  // CHECK: %[[U:[^ ,:]*]] = gt.cache_update %[[C]], %[[R]], %{{.*}} : tensor<2x16x2x8xbf16>, tensor<2x1x2x8xbf16>, tensor<2x1xi32>
+  %u = gt.cache_update %c, %r, %p : tensor<2x16x2x8xbf16>, tensor<2x1x2x8xbf16>, tensor<2x1xi32>
+  // CHECK: %[[Y:[^ ,:]*]] = gt.cached_attention %{{.*}}, %[[U]], %[[U]], %{{.*}} : tensor<2x1x4x8xbf16>, tensor<2x16x2x8xbf16>, tensor<2x16x2x8xbf16>, tensor<2x1xi32>
+  %y = gt.cached_attention %q, %u, %u, %p : tensor<2x1x4x8xbf16>, tensor<2x16x2x8xbf16>, tensor<2x16x2x8xbf16>, tensor<2x1xi32>
+  return %y : tensor<2x1x4x8xbf16>
+}

@@ -240,7 +240,7 @@ LogicalResult Differentiator::differentiate(Operation *op, Value dy) {
       })
       .Case<RopeOp>([&](RopeOp o) {
         accumulate(o.getInput(),
-                   RopeOp::create(b, loc, dy, o.getThetaAttr(),
+                   RopeOp::create(b, loc, dy, o.getPositions(), o.getThetaAttr(),
                                   o.getInterleavedAttr(),
                                   b.getBoolAttr(!o.getInverse())));
         return success();

@@ -18,12 +18,13 @@ void GTDialect::initialize() {
 
 /// `gt.model` marks a function as a model and `gt.step` a training step built
 /// from one: no arguments (the leaves are gt.input / gt.label / gt.param), one
-/// f32 scalar result (the loss). `gt.loss_grad` marks the f32 scalar
+/// f32 scalar result (the loss). `gt.decode` marks a generation step built by
+/// gt-decode: no arguments, the f32 logits [B, S, V]. `gt.loss_grad` marks the f32 scalar
 /// gt.constant that seeds a step's backward pass.
 LogicalResult GTDialect::verifyOperationAttribute(Operation *op,
                                                   NamedAttribute attr) {
   if (attr.getName() != kModelAttrName && attr.getName() != kStepAttrName &&
-      attr.getName() != kLossGradAttrName)
+      attr.getName() != kLossGradAttrName && attr.getName() != kDecodeAttrName)
     return op->emitError() << "unknown gt dialect attribute '"
                            << attr.getName().getValue() << "'";
   if (!isa<UnitAttr>(attr.getValue()))
@@ -45,6 +46,16 @@ LogicalResult GTDialect::verifyOperationAttribute(Operation *op,
   if (type.getNumInputs() != 0)
     return op->emitError() << "a model takes no arguments; its leaves are "
                               "gt.input, gt.label and gt.param";
+  if (attr.getName() == kDecodeAttrName) {
+    auto logits =
+        type.getNumResults() == 1
+            ? dyn_cast<RankedTensorType>(type.getResult(0))
+            : RankedTensorType();
+    if (!logits || logits.getRank() != 3 || !logits.getElementType().isF32())
+      return op->emitError() << "a generation step returns exactly one "
+                                "value, the f32 logits [B, S, V]";
+    return success();
+  }
   auto scalar = RankedTensorType::get({}, Float32Type::get(op->getContext()));
   if (type.getNumResults() != 1 || type.getResult(0) != scalar)
     return op->emitError()

@@ -390,6 +390,16 @@ LogicalResult DropoutOp::verify() {
   return success();
 }
 
+/// Whether two shapes are equal where both are known.
+static bool compatibleDims(ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
+  if (a.size() != b.size())
+    return false;
+  for (auto [x, y] : llvm::zip(a, b))
+    if (!ShapedType::isDynamic(x) && !ShapedType::isDynamic(y) && x != y)
+      return false;
+  return true;
+}
+
 LogicalResult RopeOp::verify() {
   RankedTensorType x = getInput().getType();
   if (x.getRank() < 3)
@@ -403,7 +413,74 @@ LogicalResult RopeOp::verify() {
            << " must be a fixed even size (features turn in pairs)";
   if (!(getTheta().convertToDouble() > 0))
     return emitOpError("theta must be > 0");
+  if (Value positions = getPositions()) {
+    auto pos = cast<RankedTensorType>(positions.getType());
+    if (x.getRank() != 4 || pos.getRank() != 2 ||
+        !compatibleDims(pos.getShape(), x.getShape().take_front(2)))
+      return emitOpError("positions ")
+             << formatType(pos) << " must be [B, T] of the input "
+             << formatType(x) << " [B, T, heads, head_dim]";
+  }
   return success();
+}
+
+LogicalResult StateOp::verify() {
+  if (getName().empty())
+    return emitOpError("needs a name");
+  if (!getType().hasStaticShape())
+    return emitOpError("type ")
+           << formatType(getType()) << " must be static (a buffer made once)";
+  return success();
+}
+
+/// Checks a KV cache [B, Tmax, Hkv, d] against a window [B, S, heads, d]
+/// (`heads` a multiple of Hkv) and its positions [B, S].
+static LogicalResult verifyCacheWindow(Operation *op, RankedTensorType cache,
+                                       RankedTensorType window,
+                                       RankedTensorType positions) {
+  if (cache.getRank() != 4 || window.getRank() != 4)
+    return op->emitOpError("the cache ")
+           << formatType(cache) << " and the window " << formatType(window)
+           << " must be [B, T, heads, head_dim]";
+  ArrayRef<int64_t> c = cache.getShape(), w = window.getShape();
+  if (!compatibleDims({c[0], c[3]}, {w[0], w[3]}) ||
+      (!ShapedType::isDynamic(c[2]) && !ShapedType::isDynamic(w[2]) &&
+       (c[2] == 0 || w[2] % c[2] != 0)))
+    return op->emitOpError("the window ")
+           << formatType(window) << " does not fit the cache "
+           << formatType(cache)
+           << ": the batch and head size must match, and the cache's heads "
+              "divide the window's";
+  if (positions.getRank() != 2 ||
+      !compatibleDims(positions.getShape(), w.take_front(2)))
+    return op->emitOpError("positions ")
+           << formatType(positions) << " must be [B, S] of the window "
+           << formatType(window);
+  return success();
+}
+
+LogicalResult CacheUpdateOp::verify() {
+  if (!getCache().getDefiningOp<StateOp>())
+    return emitOpError("writes a gt.state in place; its cache operand is not "
+                       "one");
+  if (getUpdate().getType().getRank() == 4 &&
+      getCache().getType().getRank() == 4 &&
+      getUpdate().getType().getDimSize(2) !=
+          getCache().getType().getDimSize(2))
+    return emitOpError("the update ")
+           << formatType(getUpdate().getType()) << " and the cache "
+           << formatType(getCache().getType()) << " differ in heads";
+  return verifyCacheWindow(*this, getCache().getType(), getUpdate().getType(),
+                           getPositions().getType());
+}
+
+LogicalResult CachedAttentionOp::verify() {
+  if (getKCache().getType() != getVCache().getType())
+    return emitOpError("the key cache ")
+           << formatType(getKCache().getType()) << " and the value cache "
+           << formatType(getVCache().getType()) << " differ";
+  return verifyCacheWindow(*this, getKCache().getType(), getQ().getType(),
+                           getPositions().getType());
 }
 
 /// The result types of attention on `inputs` (packed qkv, or q, k, v):

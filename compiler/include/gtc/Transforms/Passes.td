@@ -186,6 +186,40 @@ def GtFusePass : Pass<"gt-fuse", "mlir::func::FuncOp"> {
   let dependentDialects = ["mlir::gt::GTDialect"];
 }
 
+def GtDecodePass : Pass<"gt-decode", "mlir::func::FuncOp"> {
+  let summary = "Turns a model into a step of text generation: a window of positions against a KV cache";
+  let description = [{
+    For `gtc sample`: rewrites a `gt.model` function whose loss is a
+    `gt.cross_entropy` of logits `[B, T, V]` and whose one input is token
+    ids `[B, T]` into a `gt.decode` function that returns those logits (in
+    f32). Dropout goes (generation is inference), and so do the loss and
+    the labels.
+
+    With `cache` (the default) the function runs a window of `window`
+    positions: the tokens become `[B, window]`, a new input `positions :
+    [B, window] i32` says where each sits in its sequence (the host fills
+    it), `gt.positions` reads it, every `gt.rope` turns by it, and each
+    causal `gt.attention` writes its keys and values into two `gt.state`
+    KV caches `[B, T, Hkv, d]` (`gt.cache_update`) and attends over them
+    (`gt.cached_attention`; a packed GPT-2 attention is sliced into q, k
+    and v first). The prompt runs as one window of T positions, then each
+    new token as a window of 1. The sequence dimension is followed through
+    every op from the tokens and positions; an op that mixes positions
+    other than attention (a sum or softmax over them, a slice of them) is
+    an error, as is a non-causal attention. Without `cache` the shapes
+    stay as they are: generation recomputes the whole window each token.
+
+    Example: `gtc-opt --gt-decode=window=1`.
+  }];
+  let options = [
+    Option<"window", "window", "int64_t", /*default=*/"1",
+           "Positions a step runs (1 to T); with cache">,
+    Option<"cache", "cache", "bool", /*default=*/"true",
+           "Keep keys and values in a KV cache">
+  ];
+  let dependentDialects = ["mlir::gt::GTDialect"];
+}
+
 def GtBucketPass : Pass<"gt-bucket", "mlir::func::FuncOp"> {
   let summary = "Groups gradients into buckets, each all-reduced when produced";
   let description = [{

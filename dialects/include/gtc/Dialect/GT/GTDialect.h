@@ -13,6 +13,9 @@ inline constexpr llvm::StringLiteral kModelAttrName = "gt.model";
 /// The unit attribute that marks a `func.func` as a training step (built by
 /// gt-autodiff): the forward pass, the backward pass and gt.gradient ops.
 inline constexpr llvm::StringLiteral kStepAttrName = "gt.step";
+/// The unit attribute that marks a `func.func` as a generation step (built
+/// by gt-decode): token ids and their positions in, logits out.
+inline constexpr llvm::StringLiteral kDecodeAttrName = "gt.decode";
 /// The unit attribute that marks the `gt.constant` seeding the backward pass
 /// (d loss / d loss = 1): with dynamic loss scaling the runtime writes the
 /// current scale there, so every gradient is scaled.

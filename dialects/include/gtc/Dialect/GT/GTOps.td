@@ -341,8 +341,7 @@ def GT_DropoutOp : GT_Op<"dropout", [Pure, SameOperandsAndResultType,
   let hasVerifier = 1;
 }
 
-def GT_RopeOp : GT_Op<"rope", [Pure, SameOperandsAndResultType,
-                               InferTypeOpInterface]> {
+def GT_RopeOp : GT_Op<"rope", [Pure, AllTypesMatch<["input", "result"]>]> {
   let summary = "rotary position embedding";
   let description = [{
     Rotates pairs of each head's features by an angle that grows with the
@@ -355,18 +354,29 @@ def GT_RopeOp : GT_Op<"rope", [Pure, SameOperandsAndResultType,
     gradient. The angles and products are computed in f32 (f64 on a
     float64 CPU run), whatever the element type.
 
+    With `positions : [B, T] i32` (gt-decode's generation plans, whose
+    window starts at a different place in each sequence), position `t` of
+    row `b` is `positions[b, t]` instead of `t`; the input is then
+    `[B, T, H, d]`.
+
     Example:
 
     ```mlir
     %q = gt.rope %x <{theta = 1.0e+04 : f64}> : tensor<?x1024x12x64xbf16>
+    %k = gt.rope %y at %pos : tensor<4x1xi32> <{theta = 1.0e+04 : f64}>
+        : tensor<4x1x4x64xbf16>
     ```
   }];
   let arguments = (ins GT_FloatTensor:$input,
+                       Optional<GT_IndexTensor>:$positions,
                        DefaultValuedAttr<F64Attr, "10000.0">:$theta,
                        DefaultValuedAttr<BoolAttr, "false">:$interleaved,
                        DefaultValuedAttr<BoolAttr, "false">:$inverse);
   let results = (outs GT_FloatTensor:$result);
-  let assemblyFormat = "$input prop-dict attr-dict `:` type($input)";
+  let assemblyFormat = [{
+    $input (`at` $positions^ `:` type($positions))? prop-dict attr-dict `:`
+    type($input)
+  }];
   let hasVerifier = 1;
 }
 
@@ -425,6 +435,90 @@ def GT_AttentionOp : GT_InferredOp<"attention", [GT_Contraction,
                        DefaultValuedAttr<BoolAttr, "true">:$causal);
   let results = (outs GT_FloatTensor:$result, F32Tensor:$lse);
   let assemblyFormat = "$inputs prop-dict attr-dict `:` type($inputs)";
+}
+
+//===----------------------------------------------------------------------===//
+// Generation (gt-decode): a KV cache and attention over it
+//===----------------------------------------------------------------------===//
+
+def GT_StateOp : GT_Op<"state", [GT_Leaf]> {
+  let summary = "a persistent buffer of a generation plan (a KV cache)";
+  let description = [{
+    A tensor that lives as long as the plan: zeroed when the plan is loaded,
+    written in place by `gt.cache_update`, kept from one run of the plan to
+    the next (gt-decode's keys and values of the positions generated so
+    far). Not pure: two states of one type are two buffers. `name` is unique
+    in a function.
+
+    Example:
+
+    ```mlir
+    %kc = gt.state "transformer.h.0.attn.k" : tensor<4x1024x12x64xbf16>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name);
+  let results = (outs GT_FloatTensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def GT_CacheUpdateOp : GT_Op<"cache_update",
+    [AllTypesMatch<["cache", "result"]>,
+     AllElementTypesMatch<["cache", "update"]>]> {
+  let summary = "writes a window of keys or values into a KV cache, in place";
+  let description = [{
+    `cache : [B, Tmax, Hkv, d]` (a `gt.state`), `update : [B, S, Hkv, d]`,
+    `positions : [B, S] i32`: writes `update[b, s]` to
+    `cache[b, positions[b, s]]` and returns the cache, whose buffer it
+    is (the plan writes the state in place; a position outside
+    `[0, Tmax)` is an error at run time). Readers of the result see the
+    update.
+
+    Example:
+
+    ```mlir
+    %kc2 = gt.cache_update %kc, %k, %pos : tensor<4x1024x4x64xbf16>,
+        tensor<4x1x4x64xbf16>, tensor<4x1xi32>
+    ```
+  }];
+  let arguments = (ins GT_FloatTensor:$cache, GT_FloatTensor:$update,
+                       GT_IndexTensor:$positions);
+  let results = (outs GT_FloatTensor:$result);
+  let assemblyFormat = [{
+    $cache `,` $update `,` $positions attr-dict `:` type($cache) `,`
+    type($update) `,` type($positions)
+  }];
+  let hasVerifier = 1;
+}
+
+def GT_CachedAttentionOp : GT_Op<"cached_attention",
+    [Pure, AllTypesMatch<["q", "result"]>,
+     AllElementTypesMatch<["q", "k_cache", "v_cache"]>]> {
+  let summary = "causal attention of a window of queries over a KV cache";
+  let description = [{
+    `q : [B, S, H, d]`, `k_cache, v_cache : [B, Tmax, Hkv, d]` with `Hkv`
+    dividing `H`, `positions : [B, S] i32`: the query `(b, s)` at position
+    `p = positions[b, s]` attends to the cached keys and values
+    `0, ..., p` of its row with `softmax(q k^T / sqrt(d)) v` (query head `h`
+    with cache head `h / (H / Hkv)`), computed in f32. Generation by
+    gt-decode: the prompt's window and then one position at a time, each
+    after its `gt.cache_update`s.
+
+    Example:
+
+    ```mlir
+    %y = gt.cached_attention %q, %kc2, %vc2, %pos : tensor<4x1x12x64xbf16>,
+        tensor<4x1024x4x64xbf16>, tensor<4x1024x4x64xbf16>, tensor<4x1xi32>
+    ```
+  }];
+  let arguments = (ins GT_FloatTensor:$q, GT_FloatTensor:$k_cache,
+                       GT_FloatTensor:$v_cache, GT_IndexTensor:$positions);
+  let results = (outs GT_FloatTensor:$result);
+  let assemblyFormat = [{
+    $q `,` $k_cache `,` $v_cache `,` $positions attr-dict `:` type($q) `,`
+    type($k_cache) `,` type($v_cache) `,` type($positions)
+  }];
+  let hasVerifier = 1;
 }
 
 def GT_EmbeddingOp : GT_InferredOp<"embedding"> {
