@@ -18,6 +18,7 @@
 #include "gtc/Runtime/RunArgs.h"
 #include "gtc/Runtime/Startup.h"
 #include "gtc/Runtime/Streams.h"
+#include "gtc/Runtime/Sample.h"
 #include "gtc/Runtime/Trainer.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -61,6 +62,9 @@ commands:
   compile   write a standalone training executable (-o EXE): the runtime,
             the compiled plans and the GPU kernels; EXE --help lists its
             options
+  sample    generate text from FILE.gt's model (usually with --init
+            WEIGHTS): the prompt in one pass, then a token at a time against
+            a KV cache (sample options below)
 
 options:
   --emit=ast     print the syntax tree
@@ -77,6 +81,17 @@ run options (override the train block; compiled executables take them too):
 )";
 
 constexpr const char *kUsageTail = R"(
+sample options (gtc sample FILE.gt --init WEIGHTS [options]; also --device,
+--batch N (sequences at once, each from the prompt), --seed, --precision):
+  --prompt TEXT  the prompt, as bytes for a model trained on text(...) data
+                 (default: a newline)
+  --prompt-tokens 1,2,3  the prompt as token ids (token models)
+  --tokens N     new tokens a sequence (default 64)
+  --temperature T  0: greedy; else the logits are divided by T (default 1)
+  --top-k K      draw among the K most likely tokens (default: all)
+  --top-p P      then among the fewest whose probabilities reach P (default 1)
+  --no-cache     recompute the whole sequence for every token (no KV cache)
+
 compile options (gtc compile FILE.gt -o EXE [--batch N] [--precision P] [--checkpoint C]):
   --arch LIST    GPU architectures to ship cubins for (default sm_80,sm_90),
                  plus PTX of the newest for later GPUs
@@ -94,6 +109,11 @@ struct Options {
   Emit emit = Emit::None;
   gtc::rt::RunArgs args; ///< run options (shared with compiled executables)
   std::string arch = "sm_80,sm_90"; ///< compile: cubin architectures
+  /// sample: the prompt (text or token ids), new tokens, the draws.
+  std::optional<std::string> prompt, promptTokens;
+  int64_t tokens = 64;
+  gtc::rt::SamplingOptions sampling;
+  bool noCache = false;
   char **argv = nullptr; ///< as given (data-parallel workers rerun it)
 };
 
@@ -110,7 +130,8 @@ std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
   size_t i = 0;
   bool archGiven = false;
   if (!args.empty() &&
-      (args[0] == "check" || args[0] == "run" || args[0] == "compile"))
+      (args[0] == "check" || args[0] == "run" || args[0] == "compile" ||
+       args[0] == "sample"))
     opts.command = args[i++].str();
   for (; i < args.size(); ++i) {
     StringRef a = args[i];
@@ -150,6 +171,69 @@ std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
         return usageError("--arch needs a value, e.g. sm_80,sm_90");
       continue;
     }
+    if (opts.command == "sample") {
+      // Its own options: "--name VALUE" or "--name=VALUE".
+      auto value = [&](StringRef name) -> std::optional<std::string> {
+        if (a == name) {
+          if (i + 1 == args.size())
+            return std::nullopt;
+          return args[++i].str();
+        }
+        if (a.starts_with(name) && a.size() > name.size() &&
+            a[name.size()] == '=')
+          return a.drop_front(name.size() + 1).str();
+        return std::nullopt;
+      };
+      auto number = [&](StringRef name, const std::string &text,
+                        double lo, double hi, double &out) -> bool {
+        char *end = nullptr;
+        out = std::strtod(text.c_str(), &end);
+        if (text.empty() || *end || !(out >= lo && out <= hi)) {
+          char range[64];
+          std::snprintf(range, sizeof range, "[%g, %g]", lo, hi);
+          usageError(name + " takes a number in " + range + ", got '" + text +
+                     "'");
+          return false;
+        }
+        return true;
+      };
+      StringRef name = a.split('=').first;
+      bool known = name == "--prompt" || name == "--prompt-tokens" ||
+                   name == "--tokens" || name == "--temperature" ||
+                   name == "--top-k" || name == "--top-p";
+      if (known) {
+        std::optional<std::string> v = value(name);
+        if (!v)
+          return usageError(name + " needs a value");
+        double x = 0;
+        if (name == "--prompt") {
+          opts.prompt = *v;
+        } else if (name == "--prompt-tokens") {
+          opts.promptTokens = *v;
+        } else if (name == "--tokens") {
+          if (!number(name, *v, 1, 1e9, x) || x != std::floor(x))
+            return 2;
+          opts.tokens = static_cast<int64_t>(x);
+        } else if (name == "--temperature") {
+          if (!number(name, *v, 0, 1e6, x))
+            return 2;
+          opts.sampling.temperature = x;
+        } else if (name == "--top-k") {
+          if (!number(name, *v, 0, 1e9, x) || x != std::floor(x))
+            return 2;
+          opts.sampling.topK = static_cast<int64_t>(x);
+        } else {
+          if (!number(name, *v, 1e-9, 1, x))
+            return 2;
+          opts.sampling.topP = x;
+        }
+        continue;
+      }
+      if (a == "--no-cache") {
+        opts.noCache = true;
+        continue;
+      }
+    }
     std::string error;
     gtc::rt::ArgResult r = gtc::rt::parseRunArg(strs, i, opts.args, error);
     if (r == gtc::rt::ArgResult::Error)
@@ -182,6 +266,31 @@ std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
     return usageError("--dry-run goes with 'gtc run'");
   if (archGiven && opts.command != "compile")
     return usageError("--arch goes with 'gtc compile'");
+  if (opts.command == "sample") {
+    const gtc::rt::RunArgs &r = opts.args;
+    const char *trainOnly =
+        r.bench ? "--bench"
+        : r.dryRun ? "--dry-run"
+        : r.explain ? "--explain"
+        : !r.data.empty() ? "--data"
+        : !r.eval.empty() ? "--eval"
+        : r.run.steps || r.run.epochs ? "--steps and --epochs"
+        : !r.run.savePath.empty() ? "--save"
+        : !r.run.resumePath.empty() ? "--resume"
+        : !r.run.logPath.empty() ? "--log"
+        : !r.run.profilePath.empty() ? "--profile"
+        : !r.devices.empty() ? "--devices"
+        : r.batchAuto ? "--batch auto"
+        : nullptr;
+    if (trainOnly)
+      return usageError(llvm::Twine(trainOnly) +
+                        " goes with 'gtc run', not 'gtc sample'");
+    if (opts.prompt && opts.promptTokens)
+      return usageError("give --prompt or --prompt-tokens, not both");
+    if (opts.emit != Emit::None && opts.emit != Emit::MLIR &&
+        opts.emit != Emit::Plan)
+      return usageError("gtc sample takes --emit=mlir or --emit=plan");
+  }
   return std::nullopt;
 }
 
@@ -1070,6 +1179,105 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
 
 } // namespace
 
+/// Parses "1,2,3" into token ids; false with a message if it is not that.
+bool parseTokenIds(const std::string &text, std::vector<int32_t> &ids) {
+  StringRef rest = text;
+  while (!rest.empty()) {
+    auto [item, tail] = rest.split(',');
+    long long id = 0;
+    if (item.trim().getAsInteger(10, id) || id < 0 || id > INT32_MAX) {
+      usageError("--prompt-tokens takes token ids like 1,2,3; '" +
+                 item.trim() + "' is not one");
+      return false;
+    }
+    ids.push_back(static_cast<int32_t>(id));
+    rest = tail;
+  }
+  if (ids.empty())
+    usageError("--prompt-tokens needs at least one token id");
+  return !ids.empty();
+}
+
+/// `gtc sample`: compiles the model's generation plans and prints what it
+/// writes after the prompt, a block a sequence.
+int sampleModel(const Options &opts, mlir::ModuleOp module,
+                llvm::ToolOutputFile *output) {
+  gtc::rt::RunOptions run = opts.args.run;
+  std::string error;
+  if (!gtc::rt::chooseDevice(opts.args.device, run, error)) {
+    llvm::errs() << "gtc: error: " << error << "\n";
+    return 1;
+  }
+  const gtc::Settings settings = gtc::resolveSettings(module, opts.args);
+  gtc::CompileOptions compile = settings.compile;
+  compile.batch = opts.args.batch.value_or(1);
+  compile.checkpointEvery = compile.checkpointBudget = compile.microBatch = 0;
+  compile.bucketBytes = 0;
+  mlir::FailureOr<gtc::rt::Plan> window =
+      gtc::compileDecode(module, compile, 0, !opts.noCache);
+  if (mlir::failed(window))
+    return 1;
+  mlir::FailureOr<gtc::rt::Plan> step = mlir::failure();
+  if (!opts.noCache &&
+      mlir::failed(step = gtc::compileDecode(module, compile, 1, true)))
+    return 1;
+  if (opts.emit == Emit::Plan) {
+    output->os() << gtc::rt::serialize(opts.noCache ? *window : *step);
+    output->keep();
+    return 0;
+  }
+  if (opts.emit == Emit::MLIR)
+    return 0;
+
+  // The prompt: bytes for a model of text(...) data, else token ids.
+  const bool bytes = window->config.data.kind == "text";
+  std::vector<int32_t> prompt;
+  if (opts.promptTokens) {
+    if (!parseTokenIds(*opts.promptTokens, prompt))
+      return 2;
+  } else if (bytes) {
+    for (unsigned char c : opts.prompt.value_or("\n"))
+      prompt.push_back(c);
+    if (prompt.empty())
+      return usageError("--prompt is empty; give at least one character");
+  } else {
+    return usageError(
+        "this model reads token ids (its train block's data is " +
+        (window->config.data.kind.empty() ? std::string("not text(...)")
+                                          : window->config.data.kind +
+                                                "(...)") +
+        "): give --prompt-tokens 1,2,3");
+  }
+  gtc::rt::GenerateOptions g;
+  g.sampling = opts.sampling;
+  g.tokens = opts.tokens;
+  g.seed = run.seed.value_or(window->config.seed);
+  g.prompts.assign(static_cast<size_t>(compile.batch), prompt);
+  if (run.device == "cuda")
+    run.programFor = gtc::codegen::programCache("gtc");
+  std::vector<std::vector<int32_t>> generated;
+  if (int code = gtc::rt::generate(*window, opts.noCache ? nullptr : &*step,
+                                   g, run, generated, std::cerr))
+    return code;
+  llvm::raw_ostream &os = output->os();
+  for (size_t r = 0; r < generated.size(); ++r) {
+    if (r > 0)
+      os << "\n---\n";
+    if (bytes) {
+      for (int32_t id : prompt)
+        os << static_cast<char>(id);
+      for (int32_t id : generated[r])
+        os << static_cast<char>(id);
+    } else {
+      for (size_t i = 0; i < generated[r].size(); ++i)
+        os << (i ? "," : "") << generated[r][i];
+    }
+  }
+  os << "\n";
+  output->keep();
+  return 0;
+}
+
 int main(int argc, char **argv) {
   // A file-size limit (or a quota) makes a write fail with EFBIG, which the
   // checkpoint writer reports, instead of killing the process.
@@ -1175,5 +1383,7 @@ int main(int argc, char **argv) {
     return 0;
   if (opts.command == "compile")
     return compileModel(opts, *module, argv[0]);
+  if (opts.command == "sample")
+    return sampleModel(opts, *module, output.get());
   return runModel(opts, *module, output.get());
 }

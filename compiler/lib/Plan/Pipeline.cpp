@@ -406,6 +406,32 @@ FailureOr<int64_t> gtc::largestBatch(ModuleOp module,
   return lo;
 }
 
+FailureOr<rt::Plan> gtc::compileDecode(ModuleOp module,
+                                       const CompileOptions &options,
+                                       int64_t window, bool cache) {
+  CompileOptions unpadded = options;
+  unpadded.pad = false;
+  FailureOr<OwningOpRef<ModuleOp>> lowered =
+      specialize(module, unpadded, /*differentiate=*/false);
+  if (failed(lowered))
+    return failure();
+  func::FuncOp model = findFunc(**lowered, kModelAttrName);
+  if (!model)
+    return module.emitError("the module has no model to sample from");
+  // On the function alone: gt.train's reference to it would not verify
+  // once it is a gt.decode.
+  PassManager pm(module.getContext(), func::FuncOp::getOperationName());
+  GtDecodePassOptions decode;
+  decode.window = window;
+  decode.cache = cache;
+  pm.addPass(createGtDecodePass(decode));
+  if (options.fuse)
+    pm.addPass(createGtFusePass());
+  if (failed(pm.run(model)))
+    return failure();
+  return finishPlan(model, **lowered, unpadded);
+}
+
 FailureOr<rt::Plan> gtc::compileEval(ModuleOp module,
                                      const CompileOptions &options) {
   FailureOr<OwningOpRef<ModuleOp>> lowered =

@@ -474,12 +474,14 @@ LogicalResult PlanBuilder::groupGradients() {
 }
 
 FailureOr<rt::Plan> PlanBuilder::build() {
-  plan.kind = func->hasAttr(kStepAttrName) ? "step" : "eval";
+  plan.kind = func->hasAttr(kStepAttrName)     ? "step"
+              : func->hasAttr(kDecodeAttrName) ? "decode"
+                                               : "eval";
   plan.model = func.getSymName().str();
   if (plan.kind == "step" && StringRef(plan.model).ends_with("_step"))
     plan.model.resize(plan.model.size() - 5); // the model's own name
   for (MemRegion r : {MemRegion::Param, MemRegion::Grad, MemRegion::Input,
-                      MemRegion::Const, MemRegion::Temp})
+                      MemRegion::Const, MemRegion::Temp, MemRegion::State})
     cursor[r] = 0;
   findInPlaceGradients();
   for (Operation &op : func.getBody().front().without_terminator()) {
@@ -490,6 +492,9 @@ FailureOr<rt::Plan> PlanBuilder::build() {
       added = addFeed(op);
     else if (isa<ConstantOp, PositionsOp>(op))
       added = addConstant(op);
+    else if (auto s = dyn_cast<StateOp>(op))
+      added = failure(
+          failed(addBuffer(s.getResult(), MemRegion::State, s.getName().str())));
     else if (auto g = dyn_cast<GradientOp>(op))
       added = addGradient(g);
     else
@@ -648,6 +653,9 @@ LogicalResult PlanBuilder::addComputing(Operation &op) {
   for (Value r : op.getResults())
     if (Value of = viewOf.lookup(r))
       addView(r, bufferOf(of), op.getName().stripDialect().str());
+  // A KV cache's update is the cache, written in place.
+  if (auto update = dyn_cast<CacheUpdateOp>(op))
+    buffers[update.getResult()] = bufferOf(update.getCache());
   for (Value r : op.getResults()) {
     if (buffers.count(r))
       continue;
@@ -706,6 +714,8 @@ LogicalResult PlanBuilder::finish(func::ReturnOp ret) {
     return failure();
   plan.regionSize[MemRegion::Input] = cursor[MemRegion::Input];
   plan.regionSize[MemRegion::Const] = cursor[MemRegion::Const];
+  if (cursor[MemRegion::State] > 0)
+    plan.regionSize[MemRegion::State] = cursor[MemRegion::State];
   if (localSize > 0)
     plan.regionSize[MemRegion::Local] = localSize;
   placeParamCopies();

@@ -315,6 +315,8 @@ LogicalResult Decoder::run() {
                 "input); this model does not take them");
   length = tokens.getDimSize(1);
   if (cache) {
+    if (window == 0)
+      window = length;
     if (window < 1 || window > length)
       return fail(func, "the window must be 1 to the sequence length ")
              << length << ", got " << window;

@@ -396,6 +396,7 @@ template <typename T> void rope(Exec<T> &e, const Kernel &k) {
   const T theta = static_cast<T>(k.floatAttr("theta", 10000.0));
   const bool interleaved = k.intAttr("interleaved", 0) != 0;
   const T sign = k.intAttr("inverse", 0) ? T(-1) : T(1);
+  const int32_t *at = k.inputs.size() > 1 ? e.ints(k.inputs[1]) : nullptr;
   std::vector<T> inv(half);
   for (int64_t i = 0; i < half; ++i)
     inv[i] = T(1) / std::pow(theta, static_cast<T>(2 * i) / static_cast<T>(d));
@@ -403,7 +404,9 @@ template <typename T> void rope(Exec<T> &e, const Kernel &k) {
       rows,
       [&](int64_t lo, int64_t hi) {
         for (int64_t r = lo; r < hi; ++r) {
-          const T t = static_cast<T>(r / heads % positions);
+          // A row's position: its place along T, or what `at` gives it
+          // (gt-decode's windows: [B, T] positions).
+          const T t = static_cast<T>(at ? at[r / heads] : r / heads % positions);
           const T *xr = x + r * d;
           T *yr = y + r * d;
           for (int64_t i = 0; i < half; ++i) {
@@ -592,6 +595,74 @@ template <typename T> void attentionGrad(Exec<T> &e, const Kernel &k) {
         }
       },
       1);
+}
+
+/// gt.cache_update: row (b, s) of the window into row positions[b, s] of
+/// the cache [B, Tmax, Hkv, d], in place.
+template <typename T> void cacheUpdate(Exec<T> &e, const Kernel &k) {
+  const Plan &p = e.plan();
+  const auto &cs = shapeOf(p, k.outputs[0]);
+  const auto &ws = shapeOf(p, k.inputs[1]);
+  const int64_t rows = ws[0] * ws[1], tmax = cs[1], row = cs[2] * cs[3];
+  const int32_t *pos = e.ints(k.inputs[2]);
+  const T *x = e.floats(k.inputs[1]);
+  T *cache = e.floats(k.outputs[0]);
+  for (int64_t r = 0; r < rows; ++r) {
+    if (pos[r] < 0 || pos[r] >= tmax)
+      throw RuntimeError("cache_update: position " + std::to_string(pos[r]) +
+                         " is outside the KV cache's " +
+                         std::to_string(tmax) +
+                         " positions; a sequence ends at the model's T");
+    std::memcpy(cache + ((r / ws[1]) * tmax + pos[r]) * row, x + r * row,
+                row * sizeof(T));
+  }
+}
+
+/// gt.cached_attention: query (b, s, h) at position p = positions[b, s]
+/// attends to the cache's positions 0..p of row b (key head h / group),
+/// as attention() computes a causal query's (its scale rounded to T).
+template <typename T> void cachedAttention(Exec<T> &e, const Kernel &k) {
+  const Plan &p = e.plan();
+  const auto &qs = shapeOf(p, k.inputs[0]);
+  const auto &cs = shapeOf(p, k.inputs[1]);
+  const int64_t b = qs[0], win = qs[1], h = qs[2], hd = qs[3];
+  const int64_t tmax = cs[1], hkv = cs[2], group = h / hkv;
+  const T *q = e.floats(k.inputs[0]), *kc = e.floats(k.inputs[1]),
+          *vc = e.floats(k.inputs[2]);
+  const int32_t *pos = e.ints(k.inputs[3]);
+  T *y = e.floats(k.outputs[0]);
+  const double scale = double(T(1) / std::sqrt(T(hd)));
+  for (int64_t r = 0; r < b * win; ++r)
+    if (pos[r] < 0 || pos[r] >= tmax)
+      throw RuntimeError("cached_attention: position " +
+                         std::to_string(pos[r]) + " is outside the KV "
+                         "cache's " + std::to_string(tmax) + " positions");
+  parallelFor(b * win * h, [&](int64_t lo, int64_t hi) {
+    std::vector<double> w(tmax);
+    for (int64_t idx = lo; idx < hi; ++idx) {
+      const int64_t r = idx / h, hq = idx % h, hk = hq / group,
+                    bi = r / win, last = pos[r];
+      const T *qr = q + idx * hd;
+      auto at = [&](int64_t u) { return ((bi * tmax + u) * hkv + hk) * hd; };
+      double mx = -INFINITY;
+      for (int64_t u = 0; u <= last; ++u) {
+        double dot = 0;
+        for (int64_t c = 0; c < hd; ++c)
+          dot += double(qr[c]) * kc[at(u) + c];
+        w[u] = dot * scale;
+        mx = std::max(mx, w[u]);
+      }
+      double sum = 0;
+      for (int64_t u = 0; u <= last; ++u)
+        sum += (w[u] = std::exp(w[u] - mx));
+      for (int64_t c = 0; c < hd; ++c) {
+        double acc = 0;
+        for (int64_t u = 0; u <= last; ++u)
+          acc += w[u] * vc[at(u) + c];
+        y[idx * hd + c] = T(acc / sum);
+      }
+    }
+  }, 4);
 }
 
 template <typename T> void embedding(Exec<T> &e, const Kernel &k) {
@@ -939,6 +1010,10 @@ template <typename T> void (*cpuKernel(OpKind kind))(Exec<T> &, const Kernel &) 
     return attention<T>;
   case OpKind::AttentionGrad:
     return attentionGrad<T>;
+  case OpKind::CacheUpdate:
+    return cacheUpdate<T>;
+  case OpKind::CachedAttention:
+    return cachedAttention<T>;
   case OpKind::Embedding:
     return embedding<T>;
   case OpKind::EmbeddingGrad:
@@ -1025,6 +1100,16 @@ template <typename T> void *CpuExecutor<T>::data(int id) const {
 
 template <typename T> T *CpuExecutor<T>::region(Region r) const {
   return reinterpret_cast<T *>(regions_.at(r).get());
+}
+
+template <typename T>
+void CpuExecutor<T>::copyRegionFrom(const CpuExecutor &from, Region r) {
+  const int64_t n = regionElements(r);
+  if (n != from.regionElements(r) || widen(r) != from.widen(r) ||
+      !regions_.count(r) || !from.regions_.count(r))
+    throw RuntimeError(std::string("the two plans' ") + regionName(r) +
+                       " regions differ; recompile them together");
+  std::memcpy(region(r), from.region(r), n * widen(r) * sizeof(T));
 }
 
 template <typename T>

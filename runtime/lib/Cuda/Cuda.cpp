@@ -624,6 +624,23 @@ void CudaExecutor::copyParamsFrom(const CudaExecutor &from) {
   I.copiesStale = true;
 }
 
+void CudaExecutor::copyRegionFrom(const CudaExecutor &from, Region r) {
+  Impl &I = *impl;
+  const Impl &F = *from.impl;
+  auto size = I.plan.regionSize.find(r);
+  auto other = F.plan.regionSize.find(r);
+  if (size == I.plan.regionSize.end() || other == F.plan.regionSize.end() ||
+      size->second != other->second)
+    throw RuntimeError(std::string("the two plans' ") + regionName(r) +
+                       " regions differ; recompile them together");
+  CU(cuStreamSynchronize(F.compute));
+  CU(cuStreamSynchronize(I.compute));
+  CU(cuMemcpyDtoDAsync(I.arena + I.regionOffset.at(r),
+                       F.arena + F.regionOffset.at(r), size->second * 4,
+                       I.compute));
+  CU(cuStreamSynchronize(I.compute));
+}
+
 void CudaExecutor::initParams(uint64_t seed) {
   Impl &I = *impl;
   CU(cuStreamSynchronize(I.compute));

@@ -57,6 +57,7 @@ void CudaExecutor::upload(int, const void *) {}
 void CudaExecutor::download(int, void *, int) {}
 void CudaExecutor::uploadRegion(Region, const void *) {}
 void CudaExecutor::copyParamsFrom(const CudaExecutor &) {}
+void CudaExecutor::copyRegionFrom(const CudaExecutor &, Region) {}
 void CudaExecutor::initParams(uint64_t) {}
 void CudaExecutor::downloadRegion(Region, void *) {}
 void *CudaExecutor::stagedInput(int, int) { return nullptr; }

@@ -187,6 +187,8 @@ const char *gtc::rt::regionName(Region r) {
     return "local";
   case Region::Copy:
     return "copy";
+  case Region::State:
+    return "state";
   }
   return "?";
 }
@@ -375,6 +377,7 @@ Plan::Memory Plan::memory() const {
   m.constants = bytes(Region::Const);
   m.gemmWorkspace = kGemmWorkspaceBytes;
   m.weightCopies = bytes(Region::Copy);
+  m.state = bytes(Region::State);
   if (shardRanks > 1 && kind == "step") {
     // ZeRO-2: one process's share of the gradients and of the state.
     const int64_t share = shareOf(shardRanks) * 4;
@@ -609,7 +612,7 @@ private:
 
 bool parseRegion(const std::string &s, Region &r) {
   for (Region c : {Region::Param, Region::Grad, Region::Input, Region::Const,
-                   Region::Temp, Region::Local, Region::Copy})
+                   Region::Temp, Region::Local, Region::Copy, Region::State})
     if (s == regionName(c)) {
       r = c;
       return true;

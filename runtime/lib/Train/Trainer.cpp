@@ -159,12 +159,14 @@ std::vector<StoredTensor> checkpointTensors(const Plan &plan,
   return tensors;
 }
 
+} // namespace
+
 /// `--init FILE`: the model's parameters from a safetensors file, matched by
 /// name and shape (f32, f64, bf16 or f16 elements, converted to f32). Every
 /// parameter must be there; other tensors (a gtc checkpoint's optimizer
 /// state, nanoGPT's tied `lm_head.weight`, Hugging Face's attention masks)
 /// are listed in a note and left alone. False with a message on `err`.
-bool loadInitialWeights(const Plan &plan, const std::string &path,
+bool gtc::rt::loadInitialWeights(const Plan &plan, const std::string &path,
                         std::vector<float> &params, std::ostream &out,
                         std::ostream &err) {
   std::vector<StoredTensor> tensors;
@@ -241,6 +243,8 @@ bool loadInitialWeights(const Plan &plan, const std::string &path,
   }
   return true;
 }
+
+namespace {
 
 } // namespace
 

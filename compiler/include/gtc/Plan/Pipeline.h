@@ -93,6 +93,15 @@ mlir::FailureOr<int64_t> largestBatch(mlir::ModuleOp module,
 mlir::FailureOr<rt::Plan> compileEval(mlir::ModuleOp module,
                                       const CompileOptions &options);
 
+/// Compiles a step of text generation (gt-decode, `gtc sample`): the
+/// forward graph from token ids to f32 logits ("decode" plan, its `loss`
+/// the logits) over a window of `window` positions (0: the model's T)
+/// with KV caches, or with `cache` false the whole sequence recomputed.
+/// Without padding (the logits keep the model's vocabulary).
+mlir::FailureOr<rt::Plan> compileDecode(mlir::ModuleOp module,
+                                        const CompileOptions &options,
+                                        int64_t window, bool cache);
+
 /// The IR of the training step (for --emit=step).
 mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>
 lowerToStep(mlir::ModuleOp module, const CompileOptions &options);

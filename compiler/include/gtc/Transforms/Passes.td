@@ -213,7 +213,7 @@ def GtDecodePass : Pass<"gt-decode", "mlir::func::FuncOp"> {
   }];
   let options = [
     Option<"window", "window", "int64_t", /*default=*/"1",
-           "Positions a step runs (1 to T); with cache">,
+           "Positions a step runs (1 to T; 0: T); with cache">,
     Option<"cache", "cache", "bool", /*default=*/"true",
            "Keep keys and values in a KV cache">
   ];

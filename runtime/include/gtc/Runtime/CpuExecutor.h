@@ -68,6 +68,10 @@ public:
   /// Fills every parameter from its initializer with a generator seeded from
   /// (seed, parameter name): independent of order and of the other parameters.
   void initParams(uint64_t seed);
+  /// Copies region `r` of `from`, whose plan lays it out alike (a
+  /// generation's prompt plan and its one-token plan share their KV caches,
+  /// Region::State).
+  void copyRegionFrom(const CpuExecutor &from, Region r);
   /// Runs all kernels in order. With `spans`, appends each kernel's start
   /// and end (steady-clock microseconds) for profiles.
   void run(std::vector<double> *spans = nullptr);

@@ -129,6 +129,10 @@ public:
   /// Copies the parameters of `from` (another executor on this device:
   /// the training step's, into an evaluation's) by name, device to device.
   void copyParamsFrom(const CudaExecutor &from);
+  /// Copies region `r` of `from` (another executor on this device whose
+  /// plan lays the region out alike: a generation's prompt plan and its
+  /// one-token plan share their KV caches, Region::State), device to device.
+  void copyRegionFrom(const CudaExecutor &from, Region r);
   /// Draws every parameter on the device (gtc_init): the values
   /// initParameters draws on the host, bit for bit. (gtc-gpu-check compares
   /// the two; the trainer still uploads the host's draws until that check

@@ -40,6 +40,9 @@ enum class Region : uint8_t {
   /// The parameters in the step's 16-bit type (Plan::paramCopies), element
   /// i of Copy the cast of element i of Param. Persistent.
   Copy,
+  /// A generation plan's KV caches (gt.state): zeroed when the plan is
+  /// loaded, written in place by its kernels, kept between runs.
+  State,
 };
 
 const char *regionName(Region r);
@@ -207,7 +210,9 @@ struct TrainConfig {
 /// A compiled training step (or evaluation pass) of one model.
 struct Plan {
   std::string model;
-  std::string kind = "step"; ///< "step" (forward + backward) or "eval"
+  /// "step" (forward + backward), "eval" (the loss and accuracy) or
+  /// "decode" (a window of generation: tokens and positions in, logits out).
+  std::string kind = "step";
   int64_t batch = 0;
   /// Gradient accumulation: a training step runs the kernels on this many
   /// micro-batches of `batch` rows, sums their gradients and updates once
@@ -224,7 +229,9 @@ struct Plan {
   std::vector<Param> params;
   std::vector<Constant> constants;
   std::vector<Feed> feeds;
-  int loss = -1;     ///< Buffer of the scalar loss.
+  /// Buffer of the scalar loss; in a "decode" plan (gt-decode, `gtc
+  /// sample`) the f32 logits [B, S, V] of the window instead.
+  int loss = -1;
   int accuracy = -1; ///< Buffer of the scalar accuracy (eval), or -1.
   /// Buffer of the backward pass's seed, d loss / d loss (a constant 1), or
   /// -1. With dynamic loss scaling (fp16) the runtime keeps the current
@@ -261,10 +268,11 @@ struct Plan {
     int64_t weights = 0, gradients = 0, optimizerState = 0, temporaries = 0,
             inputs = 0, constants = 0, gemmWorkspace = 0,
             accumulator = 0, ///< the gradients' sum over micro-batches
-            weightCopies = 0; ///< Region::Copy
+            weightCopies = 0, ///< Region::Copy
+            state = 0;        ///< Region::State (KV caches)
     int64_t peak() const {
       return weights + gradients + optimizerState + temporaries + inputs +
-             constants + gemmWorkspace + accumulator + weightCopies;
+             constants + gemmWorkspace + accumulator + weightCopies + state;
     }
   };
   Memory memory() const;

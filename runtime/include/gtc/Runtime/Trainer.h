@@ -62,6 +62,15 @@ using EvalPlanFn = std::function<const Plan *(int64_t batch)>;
 std::unique_ptr<Dataset> openSource(const TrainConfig::Source &source,
                                     std::string &error);
 
+/// `--init FILE`: the plan's parameters from a safetensors file into
+/// `params` (the plan's parameter region, sized), matched by name and shape
+/// (f32, f64, bf16 or f16 elements, converted to f32). Every parameter must
+/// be there; other tensors are listed in a note on `out` and left alone.
+/// False with a message on `err`.
+bool loadInitialWeights(const Plan &plan, const std::string &path,
+                        std::vector<float> &params, std::ostream &out,
+                        std::ostream &err);
+
 /// Trains `step` as configured; prints progress and summaries to `out`.
 /// Returns the process exit status: 0 on success, 1 on an error (reported
 /// on `err` with what to do), 130 when interrupted (after saving).
