@@ -49,6 +49,34 @@ inline std::optional<rt::Plan> compilePlan(const std::string &source,
   return std::move(*plan);
 }
 
+/// Compiles a .gt source's generation plan (gt-decode) over `window`
+/// positions (0: T) with KV caches, at `precision` (empty: the train
+/// block's).
+inline std::optional<rt::Plan>
+compileDecodePlan(const std::string &source, int64_t batch, int64_t window,
+                  std::string &errors, const std::string &precision = "") {
+  mlir::MLIRContext context;
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(
+      llvm::MemoryBuffer::getMemBufferCopy(source, "t.gt"), llvm::SMLoc());
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
+    errors += d.str() + "\n";
+    return mlir::success();
+  });
+  auto module = compileSource(context, sourceMgr, "t.gt");
+  if (!module)
+    return std::nullopt;
+  rt::RunArgs args;
+  args.batch = batch;
+  args.precision = precision;
+  CompileOptions options = resolveSettings(*module, args).compile;
+  mlir::FailureOr<rt::Plan> plan =
+      compileDecode(*module, options, window, /*cache=*/true);
+  if (mlir::failed(plan))
+    return std::nullopt;
+  return std::move(*plan);
+}
+
 } // namespace gtc::test
 
 #endif // GTC_TEST_COMPILEHELPERS_H

@@ -385,6 +385,21 @@ void checkPlan(const rt::Plan &plan, Stats &stats,
   }
 }
 
+/// A small Llama-style model (rope, grouped-query attention) for the
+/// generation plans.
+const char *kDecodeModel = R"(model tiny_llama {
+  let V = 64, T = 16, D = 32, H = 4, KV = 2, HD = 8
+  input  tokens: i32[B, T]
+  label  targets: i32[B, T]
+  x = embedding(tokens, V, dim: D, name: "embed")
+  q = reshape(linear(rmsnorm(x, name: "n"), H * HD, bias: false, name: "q"), (-1, T, H, HD))
+  k = reshape(linear(x, KV * HD, bias: false, name: "k"), (-1, T, KV, HD))
+  v = reshape(linear(x, KV * HD, bias: false, name: "v"), (-1, T, KV, HD))
+  y = attention(rope(q, theta: 10000), rope(k, theta: 10000), v, causal: true)
+  x = x + linear(reshape(y, (-1, T, D)), D, bias: false, name: "o")
+  loss = cross_entropy(linear(x, V, bias: false, name: "head"), targets)
+})";
+
 /// Compiles a .gt source to a plan (at `precision`, empty: the train
 /// block's) and checks its CUDA program.
 void checkSource(const std::string &source, int64_t batch, bool eval,
@@ -617,6 +632,18 @@ TEST(CudaEmitterTest, EveryOp) {
   // bf16: the cross-entropy reads the bf16 logits in a loss region without
   // a gradient, and the accuracy reads them too.
   checkSource(accuracyModel, 2, true, stats, seen, "bf16");
+  // Generation (gt-decode): a Llama-style model's rope at positions, KV
+  // cache updates and attention over the caches, a window of the whole
+  // sequence and of one position, f32 and bf16.
+  for (const char *precision : {"fp32", "bf16"})
+    for (int64_t window : {0, 1}) {
+      std::string errors;
+      std::optional<rt::Plan> plan =
+          test::compileDecodePlan(kDecodeModel, 2, window, errors, precision);
+      ASSERT_TRUE(plan.has_value()) << errors;
+      EXPECT_EQ(plan->kind, "decode");
+      checkPlan(*plan, stats, seen);
+    }
   // Every kind of Ops.def: the CPU executor runs it and a plan above used
   // it (so the CUDA emitter generated, and NVRTC compiled, its kernels).
   for (int i = 0; i < rt::kOpKinds; ++i) {

@@ -231,7 +231,11 @@ bool Emitter::emitKernel() {
   case OpKind::SoftmaxGrad:
     return !needF32() ? false : arity(2, 1) ? softmax(true) : wrong();
   case OpKind::Rope:
-    return arity(1, 1) ? rope() : wrong();
+    return arity(1, 1) ? rope() : arity(2, 1) ? ropeAt() : wrong();
+  case OpKind::CacheUpdate:
+    return arity(3, 1) ? cacheUpdate() : wrong();
+  case OpKind::CachedAttention:
+    return arity(4, 1) ? cachedAttention() : wrong();
   case OpKind::Dropout:
     return arity(1, 1) ? dropout() : wrong();
   case OpKind::Embedding:

@@ -468,6 +468,10 @@ private:
   bool flashAttentionGrad(const rt::AttentionLayout &a);
   bool embedding();
   bool rope();
+  /// rope at given positions ([B, T] i32, gt-decode's windows).
+  bool ropeAt();
+  bool cacheUpdate();
+  bool cachedAttention();
   bool dropout();
   bool embeddingGrad();
   bool scatterAddRegion();
