@@ -66,6 +66,8 @@ ONLY=${2:-all}   # "compile": only section 7 (gtc compile); "pad": only gt-pad-d
                  # "llama": only examples/llama.gt (parity, step time);
                  # "attention": only attention alone against SDPA;
                  # "dropout": only dropout against the CPU;
+                 # "sample": only gtc sample (greedy against transformers,
+                 # KV cache against recomputation, tokens/s);
                  # "llama-sizes": llama124m-t4096 and llama1b
 # Trains `model` on the GPU and on the CPU from one seed and compares the losses.
 parity() { # name model limit-steps [steps (50)] [tolerance (1e-4)]
@@ -407,6 +409,18 @@ for p in fp32 bf16; do
   row "dropout fwd+bwd vs CPU, $p" "$(verdict $s)"
 done
 fi
+if [ "$ONLY" = all ] || [ "$ONLY" = sample ]; then
+# gtc sample: GPT-2 124M's greedy tokens equal transformers' generate, the KV
+# cache equals recomputation (GPT-2, Llama), tokens/s against generate.
+python3 test/gpu/sample_gpu.py "$GTC" "$OUT/sample" > "$OUT/sample.txt" 2>&1; s=$?
+cat "$OUT/sample.txt"
+row "gtc sample: greedy vs transformers, KV cache vs recomputed" "$(verdict $s)"
+for b in 1 16; do
+  row "gtc sample tokens/s, batch $b, vs transformers generate (bf16)" \
+      "$(grep "throughput batch $b:" "$OUT/sample.txt" | sed 's/.*: gtc //')"
+done
+fi
+
 if [ "$ONLY" = all ] || [ "$ONLY" = llama-sizes ]; then
 # The larger Llamas of shared/bench/torch_llama.py: examples/llama.gt with
 # its sizes set, against torch.compile's step and memory in the same job.
