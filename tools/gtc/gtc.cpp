@@ -18,6 +18,7 @@
 #include "gtc/Runtime/RunArgs.h"
 #include "gtc/Runtime/Startup.h"
 #include "gtc/Runtime/Streams.h"
+#include "Tokenizer.h"
 #include "gtc/Runtime/Sample.h"
 #include "gtc/Runtime/Trainer.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -91,6 +92,8 @@ sample options (gtc sample FILE.gt --init WEIGHTS [options]; also --device,
   --top-k K      draw among the K most likely tokens (default: all)
   --top-p P      then among the fewest whose probabilities reach P (default 1)
   --no-cache     recompute the whole sequence for every token (no KV cache)
+  --tokenizer F  a Hugging Face byte-level BPE tokenizer.json (GPT-2's):
+                 --prompt is encoded with it and the output decoded
 
 compile options (gtc compile FILE.gt -o EXE [--batch N] [--precision P] [--checkpoint C]):
   --arch LIST    GPU architectures to ship cubins for (default sm_80,sm_90),
@@ -110,7 +113,7 @@ struct Options {
   gtc::rt::RunArgs args; ///< run options (shared with compiled executables)
   std::string arch = "sm_80,sm_90"; ///< compile: cubin architectures
   /// sample: the prompt (text or token ids), new tokens, the draws.
-  std::optional<std::string> prompt, promptTokens;
+  std::optional<std::string> prompt, promptTokens, tokenizer;
   int64_t tokens = 64;
   gtc::rt::SamplingOptions sampling;
   bool noCache = false;
@@ -200,7 +203,8 @@ std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
       StringRef name = a.split('=').first;
       bool known = name == "--prompt" || name == "--prompt-tokens" ||
                    name == "--tokens" || name == "--temperature" ||
-                   name == "--top-k" || name == "--top-p";
+                   name == "--top-k" || name == "--top-p" ||
+                   name == "--tokenizer";
       if (known) {
         std::optional<std::string> v = value(name);
         if (!v)
@@ -208,6 +212,8 @@ std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
         double x = 0;
         if (name == "--prompt") {
           opts.prompt = *v;
+        } else if (name == "--tokenizer") {
+          opts.tokenizer = *v;
         } else if (name == "--prompt-tokens") {
           opts.promptTokens = *v;
         } else if (name == "--tokens") {
@@ -1230,12 +1236,39 @@ int sampleModel(const Options &opts, mlir::ModuleOp module,
   if (opts.emit == Emit::MLIR)
     return 0;
 
-  // The prompt: bytes for a model of text(...) data, else token ids.
-  const bool bytes = window->config.data.kind == "text";
+  // The prompt: token ids, or text through the tokenizer, or bytes for a
+  // model of text(...) data.
+  const bool bytes = window->config.data.kind == "text" && !opts.tokenizer;
+  std::unique_ptr<gtc::BpeTokenizer> tokenizer;
+  if (opts.tokenizer) {
+    if (StringRef(*opts.tokenizer).ends_with(".model")) {
+      llvm::errs() << "gtc: error: '" << *opts.tokenizer
+                   << "' looks like a SentencePiece model, which this gtc "
+                      "does not read (it reads Hugging Face byte-level BPE "
+                      "tokenizer.json files); give --prompt-tokens and read "
+                      "the ids it prints\n";
+      return 1;
+    }
+    if (!(tokenizer = gtc::BpeTokenizer::load(*opts.tokenizer, error))) {
+      llvm::errs() << "gtc: error: " << error << "\n";
+      return 1;
+    }
+  }
   std::vector<int32_t> prompt;
   if (opts.promptTokens) {
     if (!parseTokenIds(*opts.promptTokens, prompt))
       return 2;
+  } else if (tokenizer) {
+    if (!tokenizer->encode(opts.prompt.value_or("\n"), prompt, error)) {
+      llvm::errs() << "gtc: error: " << error << "\n";
+      return 1;
+    }
+    if (prompt.empty())
+      return usageError("--prompt is empty; give at least one character");
+    std::string ids;
+    for (int32_t id : prompt)
+      ids += (ids.empty() ? "" : ",") + std::to_string(id);
+    llvm::errs() << "prompt: " << prompt.size() << " tokens (" << ids << ")\n";
   } else if (bytes) {
     for (unsigned char c : opts.prompt.value_or("\n"))
       prompt.push_back(c);
@@ -1247,7 +1280,8 @@ int sampleModel(const Options &opts, mlir::ModuleOp module,
         (window->config.data.kind.empty() ? std::string("not text(...)")
                                           : window->config.data.kind +
                                                 "(...)") +
-        "): give --prompt-tokens 1,2,3");
+        "): give --prompt-tokens 1,2,3, or --tokenizer tokenizer.json with "
+        "--prompt");
   }
   gtc::rt::GenerateOptions g;
   g.sampling = opts.sampling;
@@ -1264,7 +1298,11 @@ int sampleModel(const Options &opts, mlir::ModuleOp module,
   for (size_t r = 0; r < generated.size(); ++r) {
     if (r > 0)
       os << "\n---\n";
-    if (bytes) {
+    if (tokenizer) {
+      std::vector<int32_t> all = prompt;
+      all.insert(all.end(), generated[r].begin(), generated[r].end());
+      os << tokenizer->decode(all);
+    } else if (bytes) {
       for (int32_t id : prompt)
         os << static_cast<char>(id);
       for (int32_t id : generated[r])
