@@ -1,8 +1,8 @@
 //===- SampleTest.cpp - Drawing the next token (gtc sample) ---------------===//
 
 #include "gtc/Runtime/Sample.h"
-#include <gtest/gtest.h>
 #include <cmath>
+#include <gtest/gtest.h>
 #include <vector>
 
 using namespace gtc::rt;

@@ -31,8 +31,11 @@ std::vector<std::pair<uint32_t, size_t>> codePoints(const std::string &text) {
   std::vector<std::pair<uint32_t, size_t>> out;
   for (size_t i = 0; i < text.size();) {
     auto c = static_cast<unsigned char>(text[i]);
-    int n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3
-                                         : (c >> 3) == 30 ? 4 : 1;
+    int n = c < 0x80         ? 1
+            : (c >> 5) == 6  ? 2
+            : (c >> 4) == 14 ? 3
+            : (c >> 3) == 30 ? 4
+                             : 1;
     if (i + n > text.size())
       n = 1;
     uint32_t cp = n == 1 ? c : c & (0x7F >> n);
@@ -131,8 +134,8 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::load(const std::string &path,
   const llvm::json::Object *model = root ? root->getObject("model") : nullptr;
   const llvm::json::Object *vocab = model ? model->getObject("vocab") : nullptr;
   const llvm::json::Array *merges = model ? model->getArray("merges") : nullptr;
-  if (!model || model->getString("type").value_or("BPE") != "BPE" ||
-      !vocab || !merges) {
+  if (!model || model->getString("type").value_or("BPE") != "BPE" || !vocab ||
+      !merges) {
     error = "the tokenizer '" + path +
             "' is not a Hugging Face BPE tokenizer.json (its model needs "
             "type \"BPE\", a vocab and merges)";
@@ -230,8 +233,9 @@ std::string BpeTokenizer::decode(const std::vector<int32_t> &ids) const {
       size_t end = i + 1 < cps.size() ? cps[i + 1].second : s.size();
       std::string sym = s.substr(cps[i].second, end - cps[i].second);
       auto b = symbolByte_.find(sym);
-      out += b != symbolByte_.end() ? std::string(1, static_cast<char>(b->second))
-                                    : sym;
+      out += b != symbolByte_.end()
+                 ? std::string(1, static_cast<char>(b->second))
+                 : sym;
     }
   }
   return out;

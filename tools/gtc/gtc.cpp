@@ -6,6 +6,7 @@
 //   gtc compile FILE.gt -o EXE                     write a training executable
 //===----------------------------------------------------------------------===//
 
+#include "Tokenizer.h"
 #include "gtc/CodeGen/CudaEmitter.h"
 #include "gtc/Dialect/GT/GTOps.h"
 #include "gtc/Frontend/Driver.h"
@@ -16,10 +17,9 @@
 #include "gtc/Runtime/Optimizer.h"
 #include "gtc/Runtime/Profile.h"
 #include "gtc/Runtime/RunArgs.h"
+#include "gtc/Runtime/Sample.h"
 #include "gtc/Runtime/Startup.h"
 #include "gtc/Runtime/Streams.h"
-#include "Tokenizer.h"
-#include "gtc/Runtime/Sample.h"
 #include "gtc/Runtime/Trainer.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -132,9 +132,8 @@ std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
   const std::vector<std::string> strs(argv + 1, argv + argc);
   size_t i = 0;
   bool archGiven = false;
-  if (!args.empty() &&
-      (args[0] == "check" || args[0] == "run" || args[0] == "compile" ||
-       args[0] == "sample"))
+  if (!args.empty() && (args[0] == "check" || args[0] == "run" ||
+                        args[0] == "compile" || args[0] == "sample"))
     opts.command = args[i++].str();
   for (; i < args.size(); ++i) {
     StringRef a = args[i];
@@ -187,8 +186,8 @@ std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
           return a.drop_front(name.size() + 1).str();
         return std::nullopt;
       };
-      auto number = [&](StringRef name, const std::string &text,
-                        double lo, double hi, double &out) -> bool {
+      auto number = [&](StringRef name, const std::string &text, double lo,
+                        double hi, double &out) -> bool {
         char *end = nullptr;
         out = std::strtod(text.c_str(), &end);
         if (text.empty() || *end || !(out >= lo && out <= hi)) {
@@ -274,21 +273,20 @@ std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
     return usageError("--arch goes with 'gtc compile'");
   if (opts.command == "sample") {
     const gtc::rt::RunArgs &r = opts.args;
-    const char *trainOnly =
-        r.bench ? "--bench"
-        : r.dryRun ? "--dry-run"
-        : r.explain ? "--explain"
-        : !r.data.empty() ? "--data"
-        : !r.eval.empty() ? "--eval"
-        : r.run.steps ? "--steps"
-        : r.run.epochs ? "--epochs"
-        : !r.run.savePath.empty() ? "--save"
-        : !r.run.resumePath.empty() ? "--resume"
-        : !r.run.logPath.empty() ? "--log"
-        : !r.run.profilePath.empty() ? "--profile"
-        : !r.devices.empty() ? "--devices"
-        : r.batchAuto ? "--batch auto"
-        : nullptr;
+    const char *trainOnly = r.bench                      ? "--bench"
+                            : r.dryRun                   ? "--dry-run"
+                            : r.explain                  ? "--explain"
+                            : !r.data.empty()            ? "--data"
+                            : !r.eval.empty()            ? "--eval"
+                            : r.run.steps                ? "--steps"
+                            : r.run.epochs               ? "--epochs"
+                            : !r.run.savePath.empty()    ? "--save"
+                            : !r.run.resumePath.empty()  ? "--resume"
+                            : !r.run.logPath.empty()     ? "--log"
+                            : !r.run.profilePath.empty() ? "--profile"
+                            : !r.devices.empty()         ? "--devices"
+                            : r.batchAuto                ? "--batch auto"
+                                                         : nullptr;
     if (trainOnly)
       return usageError(llvm::Twine(trainOnly) +
                         " goes with 'gtc run', not 'gtc sample'");
@@ -772,7 +770,27 @@ bool explainRun(mlir::ModuleOp module, const gtc::CompileOptions &compile,
 /// Trains `step`, compiling an evaluation plan for each batch size the
 /// trainer asks for (the eval set's full batches and its remainder).
 int trainModel(mlir::ModuleOp module, const gtc::CompileOptions &compile,
-               const gtc::rt::Plan &step, const gtc::rt::RunOptions &run) {
+               const gtc::rt::Plan &step, gtc::rt::RunOptions run) {
+  // sample_every: the generation plans at batch 1, made before training
+  // (a model gt-decode cannot sample from stops here, with its reason).
+  mlir::FailureOr<gtc::rt::Plan> sampleWindow = mlir::failure(),
+                                 sampleStep = mlir::failure();
+  if ((run.sampleEvery > 0 ? run.sampleEvery : step.config.sampleEvery) > 0) {
+    gtc::CompileOptions one = compile;
+    one.batch = 1;
+    one.checkpointEvery = one.checkpointBudget = one.microBatch = 0;
+    one.bucketBytes = 0;
+    one.shardGradients = 1;
+    if (mlir::failed(sampleWindow = gtc::compileDecode(module, one, 0, true)) ||
+        mlir::failed(sampleStep = gtc::compileDecode(module, one, 1, true))) {
+      llvm::errs() << "gtc: error: sample_every needs a language model that "
+                      "gtc sample can generate from (above); drop "
+                      "sample_every\n";
+      return 1;
+    }
+    run.sampleWindow = &*sampleWindow;
+    run.sampleStep = &*sampleStep;
+  }
   std::map<int64_t, std::unique_ptr<gtc::rt::Plan>> evalPlans;
   gtc::rt::EvalPlanFn evalPlan = [&](int64_t n) -> const gtc::rt::Plan * {
     auto &slot = evalPlans[n];
@@ -1100,6 +1118,13 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
   mlir::FailureOr<gtc::rt::Plan> step = gtc::compileStep(module, compile);
   if (mlir::failed(step))
     return 1;
+  if (step->config.sampleEvery > 0) {
+    llvm::errs() << "gtc: error: sample_every prints samples under gtc run; "
+                    "a compiled executable has no generation plans: drop "
+                    "sample_every, and sample from its --save file with gtc "
+                    "sample\n";
+    return 1;
+  }
   std::vector<gtc::rt::Plan> plans{*step};
   gtc::rt::Bundle bundle;
   bundle.step = gtc::rt::serialize(*step);
@@ -1193,8 +1218,8 @@ bool parseTokenIds(const std::string &text, std::vector<int32_t> &ids) {
     auto [item, tail] = rest.split(',');
     long long id = 0;
     if (item.trim().getAsInteger(10, id) || id < 0 || id > INT32_MAX) {
-      usageError("--prompt-tokens takes token ids like 1,2,3; '" +
-                 item.trim() + "' is not one");
+      usageError("--prompt-tokens takes token ids like 1,2,3; '" + item.trim() +
+                 "' is not one");
       return false;
     }
     ids.push_back(static_cast<int32_t>(id));
@@ -1277,9 +1302,9 @@ int sampleModel(const Options &opts, mlir::ModuleOp module,
   } else {
     return usageError(
         "this model reads token ids (its train block's data is " +
-        (window->config.data.kind.empty() ? std::string("not text(...)")
-                                          : window->config.data.kind +
-                                                "(...)") +
+        (window->config.data.kind.empty()
+             ? std::string("not text(...)")
+             : window->config.data.kind + "(...)") +
         "): give --prompt-tokens 1,2,3, or --tokenizer tokenizer.json with "
         "--prompt");
   }
@@ -1291,8 +1316,8 @@ int sampleModel(const Options &opts, mlir::ModuleOp module,
   if (run.device == "cuda")
     run.programFor = gtc::codegen::programCache("gtc");
   std::vector<std::vector<int32_t>> generated;
-  if (int code = gtc::rt::generate(*window, opts.noCache ? nullptr : &*step,
-                                   g, run, generated, std::cerr))
+  if (int code = gtc::rt::generate(*window, opts.noCache ? nullptr : &*step, g,
+                                   run, generated, std::cerr))
     return code;
   llvm::raw_ostream &os = output->os();
   for (size_t r = 0; r < generated.size(); ++r) {

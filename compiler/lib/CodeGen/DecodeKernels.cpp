@@ -34,7 +34,8 @@ bool Emitter::ropeAt() {
       (k->intAttr("inverse", 0) ? "-1.0f" : "1.0f") +
       ";\nconstexpr bool INTERLEAVED = " + (interleaved ? "true" : "false") +
       ";\n";
-  std::string body = R"CU(  for (i64 e = (i64)blockIdx.x * blockDim.x + threadIdx.x; e < PAIRS;
+  std::string body =
+      R"CU(  for (i64 e = (i64)blockIdx.x * blockDim.x + threadIdx.x; e < PAIRS;
        e += (i64)gridDim.x * blockDim.x) {
     const i64 row = e / HALF;  // (b, t, head)
     const int i = (int)(e % HALF);
@@ -49,8 +50,9 @@ bool Emitter::ropeAt() {
     y[i2] = x2 * c + x1 * sn;
   }
 )CU";
-  launch("at", "a thread a pair, its position's angle (head_dim " + str(d) +
-                   (interleaved ? ", interleaved)" : ", rotate-half)"),
+  launch("at",
+         "a thread a pair, its position's angle (head_dim " + str(d) +
+             (interleaved ? ", interleaved)" : ", rotate-half)"),
          {in(x, "x"), in(at, "pos"), out(y, "y")}, 0, consts, body,
          std::min(ceilDiv(pairs, kBlock), int64_t(1) << 22));
   return true;
@@ -73,7 +75,8 @@ bool Emitter::cacheUpdate() {
                        ";\nconstexpr i64 ROW = " + str(ws[2] * ws[3]) +
                        ";\nconstexpr i64 S = " + str(ws[1]) +
                        ";\nconstexpr i64 TMAX = " + str(cs[1]) + ";\n";
-  std::string body = R"CU(  for (i64 e = (i64)blockIdx.x * blockDim.x + threadIdx.x; e < N;
+  std::string body =
+      R"CU(  for (i64 e = (i64)blockIdx.x * blockDim.x + threadIdx.x; e < N;
        e += (i64)gridDim.x * blockDim.x) {
     const i64 r = e / ROW, c = e % ROW;
     const int p = pos[r];
@@ -92,8 +95,8 @@ bool Emitter::cacheUpdate() {
 /// scores stay in shared memory for the softmax, then each thread sums the
 /// weighted values of its columns.
 bool Emitter::cachedAttention() {
-  int q = k->inputs[0], kc = k->inputs[1], vc = k->inputs[2],
-      at = k->inputs[3], y = k->outputs[0];
+  int q = k->inputs[0], kc = k->inputs[1], vc = k->inputs[2], at = k->inputs[3],
+      y = k->outputs[0];
   const auto &qs = shape(q), &cs = shape(kc);
   if (qs.size() != 4 || cs.size() != 4 || qs[3] != cs[3] || cs[2] == 0 ||
       qs[2] % cs[2] != 0 || count(at) != qs[0] * qs[1] ||
@@ -105,13 +108,14 @@ bool Emitter::cachedAttention() {
     return fail("cached_attention keeps a query's scores in shared memory: "
                 "at most 8192 positions");
   const int64_t v = d % 8 == 0 ? 8 : d % 4 == 0 ? 4 : d % 2 == 0 ? 2 : 1;
-  std::string consts =
-      "constexpr int S = " + str(qs[1]) + ";\nconstexpr int H = " +
-      str(qs[2]) + ";\nconstexpr int HKV = " + str(cs[2]) +
-      ";\nconstexpr int D = " + str(d) + ";\nconstexpr int TMAX = " +
-      str(tmax) + ";\nconstexpr int V = " + str(v) +
-      ";  // elements a load\nconstexpr float SCALE = " +
-      flt(1.0f / std::sqrt(static_cast<float>(d))) + ";\n";
+  std::string consts = "constexpr int S = " + str(qs[1]) +
+                       ";\nconstexpr int H = " + str(qs[2]) +
+                       ";\nconstexpr int HKV = " + str(cs[2]) +
+                       ";\nconstexpr int D = " + str(d) +
+                       ";\nconstexpr int TMAX = " + str(tmax) +
+                       ";\nconstexpr int V = " + str(v) +
+                       ";  // elements a load\nconstexpr float SCALE = " +
+                       flt(1.0f / std::sqrt(static_cast<float>(d))) + ";\n";
   std::string body = R"CU(  __shared__ float w[TMAX], qv[D], red[32];
   const int r = blockIdx.x / H, h = blockIdx.x % H, hk = h / (H / HKV);
   const i64 b = r / S;
@@ -165,8 +169,9 @@ bool Emitter::cachedAttention() {
     y[((i64)r * H + h) * D + c] = acc / sum;
   }
 )CU";
-  launch("", "a block a query of " + str(count(at) * qs[2]) + " over " +
-                 str(tmax) + " cached positions (head_dim " + str(d) + ")",
+  launch("",
+         "a block a query of " + str(count(at) * qs[2]) + " over " + str(tmax) +
+             " cached positions (head_dim " + str(d) + ")",
          {in(q, "q"), in(kc, "kc"), in(vc, "vc"), in(at, "pos"), out(y, "y")},
          kPackHelpers, consts, body, count(at) * qs[2], 128);
   return true;

@@ -493,8 +493,8 @@ FailureOr<rt::Plan> PlanBuilder::build() {
     else if (isa<ConstantOp, PositionsOp>(op))
       added = addConstant(op);
     else if (auto s = dyn_cast<StateOp>(op))
-      added = failure(
-          failed(addBuffer(s.getResult(), MemRegion::State, s.getName().str())));
+      added = failure(failed(
+          addBuffer(s.getResult(), MemRegion::State, s.getName().str())));
     else if (auto g = dyn_cast<GradientOp>(op))
       added = addGradient(g);
     else
@@ -767,6 +767,7 @@ FailureOr<gtc::rt::TrainConfig> gtc::trainConfig(TrainOp train) {
   i64("seed", c.seed);
   i64("log_every", c.logEvery);
   i64("eval_every", c.evalEvery);
+  i64("sample_every", c.sampleEvery);
   if (auto a = train->getAttrOfType<BoolAttr>("shuffle"))
     c.shuffle = a.getValue();
   if (auto a = train->getAttrOfType<FloatAttr>("grad_clip"))

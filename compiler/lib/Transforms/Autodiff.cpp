@@ -213,7 +213,7 @@ LogicalResult Differentiator::differentiate(Operation *op, Value dy) {
 // The activations: dx = activation_grad(dy, x) of the op's kind.
 #define GTC_ACTIVATION_RULE(Kind, name)                                        \
   .Case<Kind##Op>([&](auto) { return activation(#name); })
-      GTC_ACTIVATION_OPS(GTC_ACTIVATION_RULE)
+          GTC_ACTIVATION_OPS(GTC_ACTIVATION_RULE)
 #undef GTC_ACTIVATION_RULE
       .Case<GeluOp>([&](GeluOp o) {
         return activation(o.getApproximate() ? "gelu_tanh" : "gelu");
@@ -240,8 +240,8 @@ LogicalResult Differentiator::differentiate(Operation *op, Value dy) {
       })
       .Case<RopeOp>([&](RopeOp o) {
         accumulate(o.getInput(),
-                   RopeOp::create(b, loc, dy, o.getPositions(), o.getThetaAttr(),
-                                  o.getInterleavedAttr(),
+                   RopeOp::create(b, loc, dy, o.getPositions(),
+                                  o.getThetaAttr(), o.getInterleavedAttr(),
                                   b.getBoolAttr(!o.getInverse())));
         return success();
       })

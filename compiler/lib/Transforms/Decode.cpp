@@ -150,10 +150,10 @@ LogicalResult Decoder::attention(AttentionOp op) {
   std::string name = "kv." + std::to_string(attentions++);
   Value caches[2], windows[2] = {k, v};
   for (int i = 0; i < 2; ++i) {
-    Value state = StateOp::create(b, loc, cacheType,
-                                  name + (i == 0 ? ".k" : ".v"));
-    caches[i] = CacheUpdateOp::create(b, loc, cacheType, state, windows[i],
-                                      positions);
+    Value state =
+        StateOp::create(b, loc, cacheType, name + (i == 0 ? ".k" : ".v"));
+    caches[i] =
+        CacheUpdateOp::create(b, loc, cacheType, state, windows[i], positions);
   }
   Value y = CachedAttentionOp::create(b, loc, q.getType(), q, caches[0],
                                       caches[1], positions);
@@ -210,10 +210,11 @@ LogicalResult Decoder::carry(Operation *op) {
   const int64_t axis = seq.lookup(from);
   if (auto a = dyn_cast<AttentionOp>(op))
     return attention(a);
-  auto result = [&]() { return cast<RankedTensorType>(op->getResult(0).getType()); };
+  auto result = [&]() {
+    return cast<RankedTensorType>(op->getResult(0).getType());
+  };
   auto keep = [&](int64_t at) -> LogicalResult {
-    if (at < 0 || at >= result().getRank() ||
-        result().getDimSize(at) != window)
+    if (at < 0 || at >= result().getRank() || result().getDimSize(at) != window)
       return fail(op, "the sequence dimension does not reach this op's "
                       "result as a dimension of its own");
     seq[op->getResult(0)] = at;
@@ -295,8 +296,8 @@ LogicalResult Decoder::carry(Operation *op) {
   // Where the sequence axis lands: broadcasting aligns at the right.
   int64_t at = axis;
   if (op->hasTrait<OpTrait::gt::Broadcasting>())
-    at = result().getRank() -
-         cast<RankedTensorType>(from.getType()).getRank() + axis;
+    at = result().getRank() - cast<RankedTensorType>(from.getType()).getRank() +
+         axis;
   return keep(at);
 }
 
@@ -304,9 +305,9 @@ LogicalResult Decoder::run() {
   if (failed(toLogits()))
     return failure();
   SmallVector<InputOp> inputs(func.getOps<InputOp>());
-  auto tokens =
-      inputs.size() == 1 ? dyn_cast<RankedTensorType>(inputs[0].getType())
-                         : RankedTensorType();
+  auto tokens = inputs.size() == 1
+                    ? dyn_cast<RankedTensorType>(inputs[0].getType())
+                    : RankedTensorType();
   if (!tokens || tokens.getRank() != 2 ||
       !tokens.getElementType().isInteger(32) ||
       ShapedType::isDynamic(tokens.getDimSize(1)))
@@ -333,8 +334,8 @@ LogicalResult Decoder::run() {
       if (auto pos = dyn_cast<PositionsOp>(op)) {
         if (static_cast<int64_t>(pos.getLength()) != length)
           return fail(op, "positions(")
-                 << pos.getLength() << ") is not the sequence length "
-                 << length << " of the tokens";
+                 << pos.getLength() << ") is not the sequence length " << length
+                 << " of the tokens";
         pos.getResult().replaceAllUsesWith(positions);
         pos.erase();
         continue;
@@ -349,12 +350,12 @@ LogicalResult Decoder::run() {
   auto type = cast<RankedTensorType>(logits.getType());
   if (!type.getElementType().isF32()) {
     OpBuilder b(ret);
-    ret->setOperands(CastOp::create(b, logits.getLoc(),
-                                    type.clone(b.getF32Type()), logits)
-                         .getResult());
+    ret->setOperands(
+        CastOp::create(b, logits.getLoc(), type.clone(b.getF32Type()), logits)
+            .getResult());
   }
-  func.setFunctionType(FunctionType::get(func.getContext(), {},
-                                         ret.getOperandTypes()));
+  func.setFunctionType(
+      FunctionType::get(func.getContext(), {}, ret.getOperandTypes()));
   func->removeAttr(kModelAttrName);
   func->setAttr(kDecodeAttrName, UnitAttr::get(func.getContext()));
   return success();

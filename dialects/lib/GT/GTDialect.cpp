@@ -19,8 +19,8 @@ void GTDialect::initialize() {
 /// `gt.model` marks a function as a model and `gt.step` a training step built
 /// from one: no arguments (the leaves are gt.input / gt.label / gt.param), one
 /// f32 scalar result (the loss). `gt.decode` marks a generation step built by
-/// gt-decode: no arguments, the f32 logits [B, S, V]. `gt.loss_grad` marks the f32 scalar
-/// gt.constant that seeds a step's backward pass.
+/// gt-decode: no arguments, the f32 logits [B, S, V]. `gt.loss_grad` marks the
+/// f32 scalar gt.constant that seeds a step's backward pass.
 LogicalResult GTDialect::verifyOperationAttribute(Operation *op,
                                                   NamedAttribute attr) {
   if (attr.getName() != kModelAttrName && attr.getName() != kStepAttrName &&
@@ -47,10 +47,9 @@ LogicalResult GTDialect::verifyOperationAttribute(Operation *op,
     return op->emitError() << "a model takes no arguments; its leaves are "
                               "gt.input, gt.label and gt.param";
   if (attr.getName() == kDecodeAttrName) {
-    auto logits =
-        type.getNumResults() == 1
-            ? dyn_cast<RankedTensorType>(type.getResult(0))
-            : RankedTensorType();
+    auto logits = type.getNumResults() == 1
+                      ? dyn_cast<RankedTensorType>(type.getResult(0))
+                      : RankedTensorType();
     if (!logits || logits.getRank() != 3 || !logits.getElementType().isF32())
       return op->emitError() << "a generation step returns exactly one "
                                 "value, the f32 logits [B, S, V]";

@@ -465,8 +465,7 @@ LogicalResult CacheUpdateOp::verify() {
                        "one");
   if (getUpdate().getType().getRank() == 4 &&
       getCache().getType().getRank() == 4 &&
-      getUpdate().getType().getDimSize(2) !=
-          getCache().getType().getDimSize(2))
+      getUpdate().getType().getDimSize(2) != getCache().getType().getDimSize(2))
     return emitOpError("the update ")
            << formatType(getUpdate().getType()) << " and the cache "
            << formatType(getCache().getType()) << " differ in heads";

@@ -406,7 +406,8 @@ template <typename T> void rope(Exec<T> &e, const Kernel &k) {
         for (int64_t r = lo; r < hi; ++r) {
           // A row's position: its place along T, or what `at` gives it
           // (gt-decode's windows: [B, T] positions).
-          const T t = static_cast<T>(at ? at[r / heads] : r / heads % positions);
+          const T t =
+              static_cast<T>(at ? at[r / heads] : r / heads % positions);
           const T *xr = x + r * d;
           T *yr = y + r * d;
           for (int64_t i = 0; i < half; ++i) {
@@ -610,8 +611,7 @@ template <typename T> void cacheUpdate(Exec<T> &e, const Kernel &k) {
   for (int64_t r = 0; r < rows; ++r) {
     if (pos[r] < 0 || pos[r] >= tmax)
       throw RuntimeError("cache_update: position " + std::to_string(pos[r]) +
-                         " is outside the KV cache's " +
-                         std::to_string(tmax) +
+                         " is outside the KV cache's " + std::to_string(tmax) +
                          " positions; a sequence ends at the model's T");
     std::memcpy(cache + ((r / ws[1]) * tmax + pos[r]) * row, x + r * row,
                 row * sizeof(T));
@@ -635,34 +635,41 @@ template <typename T> void cachedAttention(Exec<T> &e, const Kernel &k) {
   for (int64_t r = 0; r < b * win; ++r)
     if (pos[r] < 0 || pos[r] >= tmax)
       throw RuntimeError("cached_attention: position " +
-                         std::to_string(pos[r]) + " is outside the KV "
-                         "cache's " + std::to_string(tmax) + " positions");
-  parallelFor(b * win * h, [&](int64_t lo, int64_t hi) {
-    std::vector<double> w(tmax);
-    for (int64_t idx = lo; idx < hi; ++idx) {
-      const int64_t r = idx / h, hq = idx % h, hk = hq / group,
-                    bi = r / win, last = pos[r];
-      const T *qr = q + idx * hd;
-      auto at = [&](int64_t u) { return ((bi * tmax + u) * hkv + hk) * hd; };
-      double mx = -INFINITY;
-      for (int64_t u = 0; u <= last; ++u) {
-        double dot = 0;
-        for (int64_t c = 0; c < hd; ++c)
-          dot += double(qr[c]) * kc[at(u) + c];
-        w[u] = dot * scale;
-        mx = std::max(mx, w[u]);
-      }
-      double sum = 0;
-      for (int64_t u = 0; u <= last; ++u)
-        sum += (w[u] = std::exp(w[u] - mx));
-      for (int64_t c = 0; c < hd; ++c) {
-        double acc = 0;
-        for (int64_t u = 0; u <= last; ++u)
-          acc += w[u] * vc[at(u) + c];
-        y[idx * hd + c] = T(acc / sum);
-      }
-    }
-  }, 4);
+                         std::to_string(pos[r]) +
+                         " is outside the KV "
+                         "cache's " +
+                         std::to_string(tmax) + " positions");
+  parallelFor(
+      b * win * h,
+      [&](int64_t lo, int64_t hi) {
+        std::vector<double> w(tmax);
+        for (int64_t idx = lo; idx < hi; ++idx) {
+          const int64_t r = idx / h, hq = idx % h, hk = hq / group,
+                        bi = r / win, last = pos[r];
+          const T *qr = q + idx * hd;
+          auto at = [&](int64_t u) {
+            return ((bi * tmax + u) * hkv + hk) * hd;
+          };
+          double mx = -INFINITY;
+          for (int64_t u = 0; u <= last; ++u) {
+            double dot = 0;
+            for (int64_t c = 0; c < hd; ++c)
+              dot += double(qr[c]) * kc[at(u) + c];
+            w[u] = dot * scale;
+            mx = std::max(mx, w[u]);
+          }
+          double sum = 0;
+          for (int64_t u = 0; u <= last; ++u)
+            sum += (w[u] = std::exp(w[u] - mx));
+          for (int64_t c = 0; c < hd; ++c) {
+            double acc = 0;
+            for (int64_t u = 0; u <= last; ++u)
+              acc += w[u] * vc[at(u) + c];
+            y[idx * hd + c] = T(acc / sum);
+          }
+        }
+      },
+      4);
 }
 
 template <typename T> void embedding(Exec<T> &e, const Kernel &k) {

@@ -181,6 +181,10 @@ const RunOption kRunOptions[] = {
      setRunString<&RunOptions::logPath>},
     {"--log-every", "N", "log (and print) every N steps",
      setCount<&RunOptions::logEvery>},
+    {"--sample-every", "N",
+     "print a sample of what the model writes every N steps (a language "
+     "model; gtc run)",
+     setCount<&RunOptions::sampleEvery>},
     {"--bench", "N", "time N training steps on random data and print ms/step",
      setCount<&RunArgs::bench>},
     {"--profile", "FILE",
@@ -460,18 +464,19 @@ bool gtc::rt::checkRunArgs(const RunArgs &args, std::string &error) {
     error = "--dry-run runs nothing, so --threads would have no effect; drop it";
     return false;
   }
-  const char *training = r.steps               ? "--steps"
-                         : r.epochs            ? "--epochs"
-                         : r.seed              ? "--seed"
-                         : r.logEvery          ? "--log-every"
-                         : !r.logPath.empty()  ? "--log"
-                         : !r.savePath.empty() ? "--save"
+  const char *training = r.steps                 ? "--steps"
+                         : r.epochs              ? "--epochs"
+                         : r.seed                ? "--seed"
+                         : r.logEvery            ? "--log-every"
+                         : r.sampleEvery         ? "--sample-every"
+                         : !r.logPath.empty()    ? "--log"
+                         : !r.savePath.empty()   ? "--save"
                          : !r.resumePath.empty() ? "--resume"
-                         : !r.initPath.empty() ? "--init"
-                         : !args.data.empty()  ? "--data"
-                         : !args.eval.empty()  ? "--eval"
-                         : r.checkNumerics     ? "--check-numerics"
-                                               : nullptr;
+                         : !r.initPath.empty()   ? "--init"
+                         : !args.data.empty()    ? "--data"
+                         : !args.eval.empty()    ? "--eval"
+                         : r.checkNumerics       ? "--check-numerics"
+                                                 : nullptr;
   if (training) {
     error = std::string(mode) + " trains nothing, so " + training +
             " would have no effect; drop it";

@@ -110,8 +110,7 @@ public:
     return out.data();
   }
   void copyCachesFrom(Decoder &other) override {
-    exec.copyRegionFrom(static_cast<CudaDecoder &>(other).exec,
-                        Region::State);
+    exec.copyRegionFrom(static_cast<CudaDecoder &>(other).exec, Region::State);
   }
   CudaExecutor exec;
   std::vector<float> out;
@@ -149,8 +148,7 @@ int gtc::rt::generate(const Plan &window, const Plan *step,
     if (static_cast<int64_t>(prompt.size()) + o.tokens > t)
       return fail(err, "a prompt of " + std::to_string(prompt.size()) +
                            " tokens and " + std::to_string(o.tokens) +
-                           " new ones exceed the model's " +
-                           std::to_string(t) +
+                           " new ones exceed the model's " + std::to_string(t) +
                            " positions; give --tokens " +
                            std::to_string(t - int64_t(prompt.size())) +
                            " or less, or a shorter prompt");
@@ -168,18 +166,23 @@ int gtc::rt::generate(const Plan &window, const Plan *step,
   if (!tokensIn)
     return fail(err, "the generation plan has no token input");
   try {
-    // The parameters: a file's, or drawn as training draws them.
-    std::vector<float> params(
-        static_cast<size_t>(window.regionSize.count(Region::Param)
-                                ? window.regionSize.at(Region::Param)
-                                : 0));
-    if (!run.initPath.empty()) {
-      if (!loadInitialWeights(window, run.initPath, params, err, err))
-        return 1;
-    } else {
-      initParameters(window, o.seed, params.data());
-      err << "note: no --init: the parameters are drawn from seed " << o.seed
-          << " (an untrained model)\n";
+    // The parameters: the caller's, a file's, or drawn as training draws
+    // them.
+    std::vector<float> own;
+    const std::vector<float> *params = o.params ? o.params : &own;
+    const Plan *layout = o.params ? o.paramsPlan : &window;
+    if (!o.params) {
+      own.resize(static_cast<size_t>(window.regionSize.count(Region::Param)
+                                         ? window.regionSize.at(Region::Param)
+                                         : 0));
+      if (!run.initPath.empty()) {
+        if (!loadInitialWeights(window, run.initPath, own, err, err))
+          return 1;
+      } else {
+        initParameters(window, o.seed, own.data());
+        err << "note: no --init: the parameters are drawn from seed "
+            << o.seed << " (an untrained model)\n";
+      }
     }
     auto make = [&](const Plan &p) -> std::unique_ptr<Decoder> {
       if (run.device != "cuda")
@@ -193,11 +196,11 @@ int gtc::rt::generate(const Plan &window, const Plan *step,
     if (!whole || (step && !(one = make(*step))))
       return 1;
     backends::copyParamsByName(
-        window, params, window,
+        *layout, *params, window,
         [&](int id, const float *src) { whole->setParam(id, src); });
     if (one)
       backends::copyParamsByName(
-          window, params, *step,
+          *layout, *params, *step,
           [&](int id, const float *src) { one->setParam(id, src); });
 
     Rng rng(mixSeed(o.seed, "sample"));
@@ -271,7 +274,8 @@ int gtc::rt::generate(const Plan &window, const Plan *step,
                   static_cast<long long>(o.tokens), total, prompt,
                   rows * o.tokens / std::max(total, 1e-9),
                   one ? ", KV cache" : ", recomputed");
-    err << line;
+    if (o.report)
+      err << line;
   } catch (const RuntimeError &e) {
     return fail(err, e.what());
   }

@@ -9,6 +9,7 @@
 #include "gtc/Runtime/Data.h"
 #include "gtc/Runtime/Numerics.h"
 #include "gtc/Runtime/Optimizer.h"
+#include "gtc/Runtime/Sample.h"
 #include "gtc/Runtime/Startup.h"
 #include <algorithm>
 #include <atomic>
@@ -167,8 +168,8 @@ std::vector<StoredTensor> checkpointTensors(const Plan &plan,
 /// state, nanoGPT's tied `lm_head.weight`, Hugging Face's attention masks)
 /// are listed in a note and left alone. False with a message on `err`.
 bool gtc::rt::loadInitialWeights(const Plan &plan, const std::string &path,
-                        std::vector<float> &params, std::ostream &out,
-                        std::ostream &err) {
+                                 std::vector<float> &params, std::ostream &out,
+                                 std::ostream &err) {
   std::vector<StoredTensor> tensors;
   std::map<std::string, std::string> meta;
   std::string error;
@@ -244,9 +245,7 @@ bool gtc::rt::loadInitialWeights(const Plan &plan, const std::string &path,
   return true;
 }
 
-namespace {
-
-} // namespace
+namespace {} // namespace
 
 std::unique_ptr<Dataset> gtc::rt::openSource(const TrainConfig::Source &s,
                                              std::string &error) {
@@ -340,6 +339,8 @@ private:
   bool save(int64_t stepsDone);
   /// Evaluation over the whole eval set, in batches (a smaller last one).
   bool evaluate(int64_t atStep);
+  /// --sample-every: rank 0 prints what the model writes now.
+  bool sample(int64_t atStep);
   EvalBackend *evalBackend(int64_t n, bool &skip);
   void printHeader();
   /// All ranks stop at the same step when one is interrupted.
@@ -948,6 +949,62 @@ bool Training::trainStep(int64_t s) {
     if (!evaluate(s + 1))
       return false;
   }
+  const int64_t sampleEvery =
+      options.sampleEvery > 0 ? options.sampleEvery : c.sampleEvery;
+  if (sampleEvery > 0 && (s + 1) % sampleEvery == 0 && !sample(s + 1))
+    return false;
+  return true;
+}
+
+bool Training::sample(int64_t atStep) {
+  if (!options.sampleWindow)
+    return true;
+  // Every rank holds the parameters; rank 0 alone writes (a GPU's are
+  // downloaded first).
+  if (rank != 0)
+    return true;
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<float> host;
+  backend->getParams(host);
+  const Plan &w = *options.sampleWindow;
+  const Buffer &logits = w.buffers[w.loss];
+  const bool bytes = c.data.kind == "text";
+  GenerateOptions g;
+  // A newline for text, token 0 otherwise; up to 64 new tokens.
+  g.prompts = {{bytes ? 10 : 0}};
+  g.tokens = std::min<int64_t>(64, logits.shape[1] - 1);
+  g.seed = mixSeed(seed, static_cast<uint64_t>(atStep));
+  g.paramsPlan = &step;
+  g.params = &host;
+  g.report = false;
+  std::vector<std::vector<int32_t>> generated;
+  std::ostringstream problems;
+  if (generate(w, options.sampleStep, g, options, generated, problems) != 0) {
+    err << "\n" << problems.str();
+    return false;
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  evalSeconds += seconds;
+  if (tty)
+    err << "\n";
+  out << "sample step " << atStep << " (" << std::fixed << std::setprecision(2)
+      << seconds << " s): " << std::defaultfloat;
+  for (size_t i = 0; i < generated[0].size(); ++i) {
+    const int32_t id = generated[0][i];
+    if (bytes) {
+      char text[8];
+      std::snprintf(text, sizeof text,
+                    id >= 32 && id < 127 ? "%c"
+                    : id == 10           ? "\\n"
+                                         : "\\x%02x",
+                    id);
+      out << text;
+    } else
+      out << (i ? "," : "") << id;
+  }
+  out << "\n" << std::flush;
   return true;
 }
 
@@ -1049,6 +1106,13 @@ bool Training::finish() {
 int gtc::rt::train(const Plan &step, const EvalPlanFn &evalPlan,
                    const RunOptions &options, std::ostream &out,
                    std::ostream &err) {
+  if ((options.sampleEvery > 0 || step.config.sampleEvery > 0) &&
+      !options.sampleWindow) {
+    err << "gtc: error: sample_every prints samples under gtc run; a "
+           "compiled training executable has no generation plans (sample "
+           "from its --save file with gtc sample)\n";
+    return 1;
+  }
   int status = 1;
   try {
     status = Training(step, evalPlan, options, out, err).run();

@@ -268,8 +268,8 @@ struct Plan {
     int64_t weights = 0, gradients = 0, optimizerState = 0, temporaries = 0,
             inputs = 0, constants = 0, gemmWorkspace = 0,
             accumulator = 0, ///< the gradients' sum over micro-batches
-            weightCopies = 0, ///< Region::Copy
-            state = 0;        ///< Region::State (KV caches)
+        weightCopies = 0,    ///< Region::Copy
+        state = 0;           ///< Region::State (KV caches)
     int64_t peak() const {
       return weights + gradients + optimizerState + temporaries + inputs +
              constants + gemmWorkspace + accumulator + weightCopies + state;

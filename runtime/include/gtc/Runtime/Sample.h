@@ -45,14 +45,21 @@ struct GenerateOptions {
   std::vector<std::vector<int32_t>> prompts;
   int64_t tokens = 64; ///< new tokens a row
   uint64_t seed = 0;   ///< the draws' generator (and an untrained model's)
+  /// The parameters, laid out as `paramsPlan`'s (a training step's), or
+  /// null: from run.initPath or the seed.
+  const Plan *paramsPlan = nullptr;
+  const std::vector<float> *params = nullptr;
+  /// Print the timing line.
+  bool report = true;
 };
 
 /// Generates `options.tokens` tokens after each prompt with `window` (a
 /// "decode" plan of the model's T positions) and, for a KV cache, `step`
-/// (its one-position plan; null: recompute). The parameters come from
-/// run.initPath, or else are drawn from the seed as training would draw
-/// them. Fills `generated` with each row's new tokens; prints notes and
-/// the timing on `log`. Returns 0, or 1 after a message on `log`.
+/// (its one-position plan; null: recompute). The parameters are
+/// options.params, or come from run.initPath, or else are drawn from the
+/// seed as training would draw them. Fills `generated` with each row's new
+/// tokens; prints notes and the timing on `log`. Returns 0, or 1 after a
+/// message on `log`.
 int generate(const Plan &window, const Plan *step,
              const GenerateOptions &options, const RunOptions &run,
              std::vector<std::vector<int32_t>> &generated, std::ostream &log);

@@ -39,6 +39,11 @@ struct RunOptions {
   std::string initPath;   ///< --init: start from a file's weights
   int threads = 0;        ///< 0: all cores
   int64_t logEvery = 0;   ///< 0: the train block's log_every
+  /// --sample-every (0: the train block's sample_every): every N steps rank
+  /// 0 prints a sample from `sampleWindow` (a "decode" plan of the model at
+  /// batch 1) and `sampleStep` (its one-position plan), timed apart.
+  int64_t sampleEvery = 0;
+  const Plan *sampleWindow = nullptr, *sampleStep = nullptr;
   bool progress = true;   ///< live progress line on a terminal
   std::string profilePath; ///< --profile: Chrome trace of a few steps
   /// --check-numerics: stop at the first op whose output is not finite.
