@@ -286,7 +286,17 @@ std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
                             : !r.run.profilePath.empty() ? "--profile"
                             : !r.devices.empty()         ? "--devices"
                             : r.batchAuto                ? "--batch auto"
-                                                         : nullptr;
+                            : r.checkpointEvery || r.checkpointBudget
+                                ? "--checkpoint"
+                            : r.microBatch            ? "--micro-batch"
+                            : !r.shard.empty()        ? "--shard"
+                            : r.bucketBytes           ? "--bucket-size"
+                            : !r.rendezvous.empty()   ? "--rendezvous"
+                            : r.padAll                ? "--pad-all"
+                            : r.run.checkNumerics     ? "--check-numerics"
+                            : r.run.logEvery          ? "--log-every"
+                            : r.run.sampleEvery       ? "--sample-every"
+                                                      : nullptr;
     if (trainOnly)
       return usageError(llvm::Twine(trainOnly) +
                         " goes with 'gtc run', not 'gtc sample'");
