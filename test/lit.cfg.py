@@ -23,6 +23,14 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.gtc_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(["gtc", "gtc-opt"], [config.gtc_tools_dir])
 
+# gtc sample reads SentencePiece models where gtc links libsentencepiece;
+# the tests make theirs with spm_train (Debian's sentencepiece package).
+import shutil
+if config.gtc_have_sentencepiece and shutil.which("spm_train"):
+    config.available_features.add("sentencepiece")
+else:
+    config.available_features.add("no-sentencepiece")
+
 # The PyTorch parity tests (test/Parity) need a Python with torch and numpy
 # (Debian's python3-torch; tools/dev.sh installs it).
 import shutil

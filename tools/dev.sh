@@ -22,7 +22,7 @@ BUILD_DIR=${BUILD_DIR:-build}
 PACKAGES=(
   cmake ninja-build g++ ccache python3
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
-  libgtest-dev libgloo-dev
+  libgtest-dev libgloo-dev pkg-config libsentencepiece-dev sentencepiece
   libopenblas-dev zlib1g-dev dataset-fashion-mnist base-files
   python3-torch python3-numpy
 )

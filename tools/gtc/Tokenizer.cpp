@@ -115,6 +115,21 @@ std::vector<std::string> pieces(const std::string &text) {
 
 } // namespace
 
+std::unique_ptr<Tokenizer> Tokenizer::load(const std::string &path,
+                                           std::string &error) {
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer) {
+    error = "cannot read the tokenizer '" + path +
+            "': " + buffer.getError().message();
+    return nullptr;
+  }
+  // A tokenizer.json is a JSON object; a SentencePiece model is a binary
+  // protocol buffer.
+  if ((*buffer)->getBuffer().ltrim().starts_with("{"))
+    return BpeTokenizer::load(path, error);
+  return loadSentencePiece(path, error);
+}
+
 std::unique_ptr<BpeTokenizer> BpeTokenizer::load(const std::string &path,
                                                  std::string &error) {
   auto buffer = llvm::MemoryBuffer::getFile(path);

@@ -92,8 +92,10 @@ sample options (gtc sample FILE.gt --init WEIGHTS [options]; also --device,
   --top-k K      draw among the K most likely tokens (default: all)
   --top-p P      then among the fewest whose probabilities reach P (default 1)
   --no-cache     recompute the whole sequence for every token (no KV cache)
-  --tokenizer F  a Hugging Face byte-level BPE tokenizer.json (GPT-2's):
-                 --prompt is encoded with it and the output decoded
+  --tokenizer F  a Hugging Face byte-level BPE tokenizer.json (GPT-2's) or
+                 a SentencePiece tokenizer.model (Llama-2's; the prompt
+                 starts with its <s>): --prompt is encoded with it and the
+                 output decoded
 
 compile options (gtc compile FILE.gt -o EXE [--batch N] [--precision P] [--checkpoint C]):
   --arch LIST    GPU architectures to ship cubins for (default sm_80,sm_90),
@@ -1274,20 +1276,11 @@ int sampleModel(const Options &opts, mlir::ModuleOp module,
   // The prompt: token ids, or text through the tokenizer, or bytes for a
   // model of text(...) data.
   const bool bytes = window->config.data.kind == "text" && !opts.tokenizer;
-  std::unique_ptr<gtc::BpeTokenizer> tokenizer;
-  if (opts.tokenizer) {
-    if (StringRef(*opts.tokenizer).ends_with(".model")) {
-      llvm::errs() << "gtc: error: '" << *opts.tokenizer
-                   << "' looks like a SentencePiece model, which this gtc "
-                      "does not read (it reads Hugging Face byte-level BPE "
-                      "tokenizer.json files); give --prompt-tokens and read "
-                      "the ids it prints\n";
-      return 1;
-    }
-    if (!(tokenizer = gtc::BpeTokenizer::load(*opts.tokenizer, error))) {
-      llvm::errs() << "gtc: error: " << error << "\n";
-      return 1;
-    }
+  std::unique_ptr<gtc::Tokenizer> tokenizer;
+  if (opts.tokenizer &&
+      !(tokenizer = gtc::Tokenizer::load(*opts.tokenizer, error))) {
+    llvm::errs() << "gtc: error: " << error << "\n";
+    return 1;
   }
   std::vector<int32_t> prompt;
   if (opts.promptTokens) {
@@ -1315,8 +1308,8 @@ int sampleModel(const Options &opts, mlir::ModuleOp module,
         (window->config.data.kind.empty()
              ? std::string("not text(...)")
              : window->config.data.kind + "(...)") +
-        "): give --prompt-tokens 1,2,3, or --tokenizer tokenizer.json with "
-        "--prompt");
+        "): give --prompt-tokens 1,2,3, or --tokenizer tokenizer.json (or "
+        "tokenizer.model) with --prompt");
   }
   gtc::rt::GenerateOptions g;
   g.sampling = opts.sampling;
