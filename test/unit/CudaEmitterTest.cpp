@@ -737,6 +737,53 @@ TEST(CudaEmitterTest, EveryOpAutocast) {
   }
 }
 
+/// At --precision tf32, f32 attention takes the tensor-core kernels on
+/// mma.sync m16n8k8 tf32 (flash_mma_tf32.cuh; no Hopper variant), heads of
+/// 64 and 128, grouped-query too; at fp32 it stays on the CUDA cores.
+TEST(CudaEmitterTest, Tf32Attention) {
+  for (const char *name :
+       {"TensorCoreAttentionTiles", "TensorCoreGroupedQueryAttention"}) {
+    for (const char *precision : {"tf32", "fp32"}) {
+      SCOPED_TRACE(std::string(name) + " " + precision);
+      const test::OpModel *model = nullptr;
+      for (const test::OpModel &m : test::opModels())
+        if (m.name == name)
+          model = &m;
+      ASSERT_NE(model, nullptr);
+      Stats stats;
+      std::map<std::string, std::string> seen;
+      checkSource(model->source, 2, false, stats, seen, precision);
+      std::string errors;
+      std::optional<rt::Plan> plan =
+          test::compilePlan(model->source, 2, errors, false, "t.gt", precision);
+      ASSERT_TRUE(plan.has_value()) << errors;
+      rt::CudaProgram program;
+      std::string error;
+      ASSERT_TRUE(codegen::emitCuda(*plan, program, error)) << error;
+      std::set<std::string> flash;
+      for (size_t k = 0; k < plan->kernels.size(); ++k) {
+        rt::OpKind op = plan->kernels[k].op;
+        if (op != rt::OpKind::Attention && op != rt::OpKind::AttentionGrad)
+          continue;
+        for (const rt::CudaLaunch &l : program.kernels[k]) {
+          bool tf32 = l.source.find("mma.sync.aligned.m16n8k8.row.col.f32."
+                                    "tf32.tf32.f32") != std::string::npos;
+          EXPECT_EQ(tf32, std::string(precision) == "tf32") << l.name;
+          EXPECT_EQ(l.tensorCores, tf32) << l.name;
+          EXPECT_TRUE(l.variants.empty()) << l.name;
+          EXPECT_LE(l.shared, 227 * 1024) << l.name;
+          if (tf32)
+            flash.insert(l.name.substr(l.name.rfind('_') + 1));
+        }
+      }
+      std::set<std::string> expected;
+      if (std::string(precision) == "tf32")
+        expected = {"attention", "dq", "dkdv"};
+      EXPECT_EQ(flash, expected);
+    }
+  }
+}
+
 /// The tensor-core attention kernels carry a Hopper variant each
 /// (CudaLaunch::Variant): warpgroup MMA compiled for sm_90a, in blocks of
 /// whole warpgroups, the grid covering every tile, its shared memory within

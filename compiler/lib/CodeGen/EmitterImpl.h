@@ -444,8 +444,9 @@ private:
   bool softmax(bool grad);
   bool attention();
   bool attentionGrad();
-  /// Whether attention over the buffers `ids` (all bf16, or all f16) with
-  /// head size `hd` takes the tensor-core kernels (FlashAttention.cpp).
+  /// Whether attention over the buffers `ids` (all bf16, all f16, or all
+  /// f32 at --precision tf32) with head size `hd` takes the tensor-core
+  /// kernels (FlashAttention.cpp).
   bool tensorCoreAttention(int64_t hd, std::initializer_list<int> ids);
   /// An attention kernel's operand buffers and the body's first lines,
   /// which name head 0's column of each: qp, kp, vp, and the gradients'
@@ -458,8 +459,8 @@ private:
   AttnArgs attentionOperands(const rt::AttentionLayout &a, AttnGrad grad);
   /// The constants and helpers of the tensor-core kernels.
   std::string flashConsts(const rt::AttentionLayout &a);
-  /// Whether the tensor-core kernels' operands are bf16 (else f16).
-  bool bf16(const rt::AttentionLayout &a);
+  /// The tensor-core kernels' element type (bf16, f16 or f32).
+  rt::DType flashType(const rt::AttentionLayout &a);
   bool flashAttention(const rt::AttentionLayout &a);
   /// Makes the last launch a variant of the one before it for devices of
   /// compute capability major.minor, compiled for `arch`

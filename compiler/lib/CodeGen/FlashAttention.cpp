@@ -2,18 +2,19 @@
 //
 // Attention on bf16/fp16 q, k, v with head size 64 or 128, on tensor cores
 // (mma.sync m16n8k16, fp32 accumulation), after FlashAttention-2 (Dao,
-// 2023): the T x T scores never leave registers; a warp owns 16 rows of a
-// tile and keeps its softmax state (row max and sum) while key tiles stream
-// through shared memory (cp.async, two stages). The forward pass also
-// stores each query's log-sum-exp; the gradient reuses it in two launches,
-// both deterministic (no atomics; every element of dqkv is written once by
-// the thread that owns it):
+// 2023); f32 q, k, v at --precision tf32 take the same kernels on
+// m16n8k8 tf32 (flash_mma_tf32.cuh: two MMAs a k step of 16): the T x T scores
+// never leave registers; a warp owns 16 rows of a tile and keeps its softmax
+// state (row max and sum) while key tiles stream through shared memory
+// (cp.async, two stages). The forward pass also stores each query's
+// log-sum-exp; the gradient reuses it in two launches, both deterministic (no
+// atomics; every element of dqkv is written once by the thread that owns it):
 //   dq:    per query tile, delta = dy . y (to the workspace, for dkdv) and
 //          dq = scale * sum over keys of ds k, ds = p (dp - delta);
 //   dkdv:  per key tile, dv = sum over queries of p dy, dk = scale * ds^T q,
 //          the queries of every head that reads the key head (grouped-query
 //          attention: K and V are read in place, never repeated).
-// Each launch also carries a variant for Hopper (sm_90a, CudaLaunch::
+// Each 16-bit launch also carries a variant for Hopper (sm_90a, CudaLaunch::
 // Variant), the same three kernels on warpgroup MMA (wgmma): blocks of
 // whole warpgroups (WgmmaTiles), tiles in shared memory in the swizzled
 // layout wgmma reads (flash_wgmma.cuh), the executor choosing by the
@@ -42,20 +43,21 @@ std::string mmaTyped(std::string text, bool bf16) {
 /// Two atoms a warp (heads of 64) let each B fragment loaded from shared
 /// memory serve two MMAs; heads of 128 take one, their accumulators being
 /// twice as wide. dq keeps Q, dy and dq in registers, so its key tiles are
-/// short; dkdv keeps dk and dv.
+/// short; dkdv keeps dk and dv. f32 (tf32) takes one atom a warp: its
+/// fragments are twice the words of bf16's.
 struct FlashTiles {
   int64_t mw, step;
   int64_t rows() const { return 64 * mw; }
   std::string consts() const {
-    return "constexpr int MW = " + str(mw) + ", ROWS = 64 * MW, STEP = " +
-           str(step) +
+    return "constexpr int MW = " + str(mw) +
+           ", ROWS = 64 * MW, STEP = " + str(step) +
            ";  // 16-row atoms a warp, rows a block, streamed tile rows\n"
            "constexpr int NB = (T + ROWS - 1) / ROWS;  // blocks a head\n";
   }
 };
 enum class FlashKernel { Forward, Dq, Dkdv };
-FlashTiles flashTiles(FlashKernel kernel, int64_t hd) {
-  int64_t mw = hd == 64 ? 2 : 1;
+FlashTiles flashTiles(FlashKernel kernel, int64_t hd, DType t) {
+  int64_t mw = hd == 64 && t != DType::F32 ? 2 : 1;
   switch (kernel) {
   case FlashKernel::Forward:
     return {mw, 64};
@@ -107,7 +109,8 @@ WgmmaTiles wgmmaTiles(FlashKernel kernel, int64_t hd) {
 
 bool Emitter::tensorCoreAttention(int64_t hd, std::initializer_list<int> ids) {
   DType t = plan.buffers[*ids.begin()].dtype;
-  if ((t != DType::BF16 && t != DType::F16) || (hd != 64 && hd != 128))
+  bool tf32 = t == DType::F32 && plan.config.precision == Precision::Tf32;
+  if ((t != DType::BF16 && t != DType::F16 && !tf32) || (hd != 64 && hd != 128))
     return false;
   for (int id : ids)
     if (plan.buffers[id].dtype != t)
@@ -115,30 +118,45 @@ bool Emitter::tensorCoreAttention(int64_t hd, std::initializer_list<int> ids) {
   return true;
 }
 
-bool Emitter::bf16(const AttentionLayout &a) {
-  return plan.buffers[a.q].dtype == DType::BF16;
+DType Emitter::flashType(const AttentionLayout &a) {
+  return plan.buffers[a.q].dtype;
+}
+
+/// Bytes of a tile element, and floats of padding a tile row (16-bit rows:
+/// conflict-free ldmatrix; f32 rows: conflict-free ldmatrix and ld_b).
+static int64_t elemBytes(DType t) { return t == DType::F32 ? 4 : 2; }
+static int64_t rowStride(const AttentionLayout &a, DType t) {
+  return a.hd + (t == DType::F32 ? 4 : 8);
 }
 
 std::string Emitter::flashConsts(const AttentionLayout &a) {
   double scale = 1.0 / std::sqrt(double(a.hd));
-  std::string helpers = mmaTyped(cuh::flash_mma, bf16(a));
-  return "typedef " + std::string(bf16(a) ? "bf16_t" : "f16_t") + " E;\n" +
-         attentionShapeConsts(a) +
+  DType t = flashType(a);
+  std::string helpers =
+      (t == DType::F32 ? std::string(cuh::flash_mma_tf32)
+                       : mmaTyped(cuh::flash_mma_16bit, t == DType::BF16)) +
+      cuh::flash_mma;
+  return "typedef " +
+         std::string(t == DType::F32    ? "float"
+                     : t == DType::BF16 ? "bf16_t"
+                                        : "f16_t") +
+         " E;\n" + attentionShapeConsts(a) +
          "constexpr float SCALE = " + flt(static_cast<float>(scale)) +
          ";  // 1 / sqrt(HD)\n" + "constexpr float SCALE2 = " +
          flt(static_cast<float>(scale / std::log(2.0))) +
          ";  // SCALE * log2(e): softmax in base 2\n"
          "constexpr float LOG2E = 1.44269504f, LN2 = 0.693147181f;\n"
-         "constexpr int LDS = HD + 8;  // tile row stride: conflict-free "
-         "ldmatrix\n" +
+         "constexpr int LDS = " +
+         str(rowStride(a, t)) + ";  // tile row stride: conflict-free loads\n" +
          helpers;
 }
 
 /// The forward pass on tensor cores (see the file comment).
 bool Emitter::flashAttention(const AttentionLayout &a) {
   int y = a.y, lse = a.lse;
-  int64_t lds = a.hd + 8;
-  FlashTiles f = flashTiles(FlashKernel::Forward, a.hd);
+  DType t = flashType(a);
+  int64_t lds = rowStride(a, t), eb = elemBytes(t);
+  FlashTiles f = flashTiles(FlashKernel::Forward, a.hd, t);
   int64_t blocks = a.b * a.h * ceilDiv(a.t, f.rows());
   AttnArgs ops = attentionOperands(a, AttnGrad::None);
   ops.args.push_back(out(y, "y"));
@@ -150,8 +168,10 @@ bool Emitter::flashAttention(const AttentionLayout &a) {
              "; the rows' log-sum-exp to lse",
          ops.args, kAsyncHelpers, flashConsts(a) + f.consts(),
          ops.pointers + cuh::flash_forward, blocks, 128);
-  launches.back().shared = (f.rows() + 4 * f.step) * lds * 2;
+  launches.back().shared = (f.rows() + 4 * f.step) * lds * eb;
   launches.back().tensorCores = true;
+  if (t == DType::F32)
+    return true;
 
   // Hopper: the same on warpgroup MMA.
   WgmmaTiles w = wgmmaTiles(FlashKernel::Forward, a.hd);
@@ -162,7 +182,8 @@ bool Emitter::flashAttention(const AttentionLayout &a) {
              " queries of one (batch, head): " + str(hopperBlocks) +
              " tiles, online softmax over key tiles of " + str(w.step) +
              "; the rows' log-sum-exp to lse",
-         ops.args, kAsyncHelpers, flashConsts(a) + w.consts(bf16(a)),
+         ops.args, kAsyncHelpers,
+         flashConsts(a) + w.consts(flashType(a) == DType::BF16),
          ops.pointers + cuh::flash_forward_wgmma, hopperBlocks, w.threads(),
          w.minBlocks);
   // Q and two stages of K and V, aligned to 1024 bytes.
@@ -189,10 +210,12 @@ void Emitter::asVariant(int major, int minor, const std::string &arch) {
 /// The gradient on tensor cores in two launches (see the file comment).
 bool Emitter::flashAttentionGrad(const AttentionLayout &a) {
   int dy = a.dy, y = a.y, lse = a.lse;
-  int64_t lds = a.hd + 8;
+  DType t = flashType(a);
+  int64_t lds = rowStride(a, t), eb = elemBytes(t);
+  bool hopper = t != DType::F32; // the wgmma variants: 16-bit only
   needWorkspace(4 * a.b * a.h * a.t);
   std::string consts = flashConsts(a);
-  FlashTiles fq = flashTiles(FlashKernel::Dq, a.hd);
+  FlashTiles fq = flashTiles(FlashKernel::Dq, a.hd, t);
   AttnArgs ops = attentionOperands(a, AttnGrad::Dq);
   ops.args.insert(ops.args.begin(), in(dy, "dy"));
   ops.args.push_back(in(y, "y"));
@@ -206,22 +229,25 @@ bool Emitter::flashAttentionGrad(const AttentionLayout &a) {
          ops.args, kAsyncHelpers, consts + fq.consts(),
          ops.pointers + cuh::flash_dq, a.b * a.h * ceilDiv(a.t, fq.rows()),
          128);
-  launches.back().shared = (2 * fq.rows() + 4 * fq.step) * lds * 2;
+  launches.back().shared = (2 * fq.rows() + 4 * fq.step) * lds * eb;
   launches.back().tensorCores = true;
-  WgmmaTiles wq = wgmmaTiles(FlashKernel::Dq, a.hd);
-  launch("dq",
-         "warpgroup MMA (wgmma): one block of " + str(wq.wgs) +
-             " warpgroups per " + str(wq.rows()) +
-             " queries of one (batch, head), key tiles of " + str(wq.step) +
-             "; delta = dy.y to the workspace, dq = scale * sum over keys of "
-             "ds k",
-         ops.args, kAsyncHelpers, consts + wq.consts(bf16(a)),
-         ops.pointers + cuh::flash_dq_wgmma,
-         a.b * a.h * ceilDiv(a.t, wq.rows()), wq.threads(), wq.minBlocks);
-  // Q and dy, and two stages of K and V, aligned to 1024 bytes.
-  launches.back().shared = 1024 + (2 * wq.rows() + 4 * wq.step) * a.hd * 2;
-  asVariant(9, 0, "sm_90a");
-  FlashTiles fk = flashTiles(FlashKernel::Dkdv, a.hd);
+  if (hopper) {
+    WgmmaTiles wq = wgmmaTiles(FlashKernel::Dq, a.hd);
+    launch("dq",
+           "warpgroup MMA (wgmma): one block of " + str(wq.wgs) +
+               " warpgroups per " + str(wq.rows()) +
+               " queries of one (batch, head), key tiles of " + str(wq.step) +
+               "; delta = dy.y to the workspace, dq = scale * sum over keys of "
+               "ds k",
+           ops.args, kAsyncHelpers,
+           consts + wq.consts(flashType(a) == DType::BF16),
+           ops.pointers + cuh::flash_dq_wgmma,
+           a.b * a.h * ceilDiv(a.t, wq.rows()), wq.threads(), wq.minBlocks);
+    // Q and dy, and two stages of K and V, aligned to 1024 bytes.
+    launches.back().shared = 1024 + (2 * wq.rows() + 4 * wq.step) * a.hd * 2;
+    asVariant(9, 0, "sm_90a");
+  }
+  FlashTiles fk = flashTiles(FlashKernel::Dkdv, a.hd, t);
   ops = attentionOperands(a, AttnGrad::Dkdv);
   ops.args.insert(ops.args.begin(), in(dy, "dy"));
   ops.args.push_back(in(lse, "lse"));
@@ -235,22 +261,25 @@ bool Emitter::flashAttentionGrad(const AttentionLayout &a) {
          ops.pointers + cuh::flash_dkdv, a.b * a.hkv * ceilDiv(a.t, fk.rows()),
          128);
   launches.back().shared =
-      (2 * fk.rows() + 4 * fk.step) * lds * 2 + 4 * 4 * fk.step;
+      (2 * fk.rows() + 4 * fk.step) * lds * eb + 4 * 4 * fk.step;
   launches.back().tensorCores = true;
-  WgmmaTiles wk = wgmmaTiles(FlashKernel::Dkdv, a.hd);
-  launch("dkdv",
-         "warpgroup MMA (wgmma): one block of " + str(wk.wgs) +
-             " warpgroups per " + str(wk.rows()) +
-             " keys of one (batch, key head), query tiles of " + str(wk.step) +
-             " of its " + str(a.group()) +
-             " query heads; dk, dv = sums over queries",
-         ops.args, kAsyncHelpers, consts + wk.consts(bf16(a)),
-         ops.pointers + cuh::flash_dkdv_wgmma,
-         a.b * a.hkv * ceilDiv(a.t, wk.rows()), wk.threads(), wk.minBlocks);
-  // K and V, two stages of Q and dy (aligned to 1024 bytes), and two of the
-  // queries' lse and delta.
-  launches.back().shared =
-      1024 + (2 * wk.rows() + 4 * wk.step) * a.hd * 2 + 4 * 4 * wk.step;
-  asVariant(9, 0, "sm_90a");
+  if (hopper) {
+    WgmmaTiles wk = wgmmaTiles(FlashKernel::Dkdv, a.hd);
+    launch("dkdv",
+           "warpgroup MMA (wgmma): one block of " + str(wk.wgs) +
+               " warpgroups per " + str(wk.rows()) +
+               " keys of one (batch, key head), query tiles of " +
+               str(wk.step) + " of its " + str(a.group()) +
+               " query heads; dk, dv = sums over queries",
+           ops.args, kAsyncHelpers,
+           consts + wk.consts(flashType(a) == DType::BF16),
+           ops.pointers + cuh::flash_dkdv_wgmma,
+           a.b * a.hkv * ceilDiv(a.t, wk.rows()), wk.threads(), wk.minBlocks);
+    // K and V, two stages of Q and dy (aligned to 1024 bytes), and two of the
+    // queries' lse and delta.
+    launches.back().shared =
+        1024 + (2 * wk.rows() + 4 * wk.step) * a.hd * 2 + 4 * 4 * wk.step;
+    asVariant(9, 0, "sm_90a");
+  }
   return true;
 }

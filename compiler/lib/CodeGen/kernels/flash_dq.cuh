@@ -26,15 +26,15 @@
   {
     const int q = q0 + r0 + lane / LPR, c0 = (lane % LPR) * (HD / LPR);
     float d = 0.f;
-    if (q < T) {  // 16-byte loads: 8 elements of each
+    if (q < T) {  // 16-byte loads: EV elements of each
       const uint4 *gr = reinterpret_cast<const uint4 *>(dy + ((i64)b * T + q) * D + h * HD + c0);
       const uint4 *yr = reinterpret_cast<const uint4 *>(y + ((i64)b * T + q) * D + h * HD + c0);
 #pragma unroll
-      for (int c = 0; c < HD / LPR / 8; ++c) {
+      for (int c = 0; c < HD / LPR / EV; ++c) {
         const uint4 gv = gr[c], yv = yr[c];
         const E *ge = reinterpret_cast<const E *>(&gv), *ye = reinterpret_cast<const E *>(&yv);
 #pragma unroll
-        for (int e = 0; e < 8; ++e)
+        for (int e = 0; e < EV; ++e)
           d += (float)ge[e] * (float)ye[e];
       }
     }
@@ -53,7 +53,7 @@
   }
   cp_async_wait<1>();
   __syncthreads();
-  u32 qa[HD / 16][MW][4], ga[HD / 16][MW][4];
+  u32 qa[HD / 16][MW][AW], ga[HD / 16][MW][AW];
   ld_frags<MW, HD / 16>(qa, sq, r0);
   ld_frags<MW, HD / 16>(ga, sg, r0);
   float dq[MW][HD / 8][4];

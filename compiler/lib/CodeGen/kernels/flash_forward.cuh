@@ -21,7 +21,7 @@
   cp_async_commit();
   cp_async_wait<1>();
   __syncthreads();
-  u32 qa[HD / 16][MW][4];
+  u32 qa[HD / 16][MW][AW];
   ld_frags<MW, HD / 16>(qa, sq, r0);
   // Softmax state of the warp's rows g + 8 r of atom i: running max (base
   // 2, scaled) and sum.

@@ -1,85 +1,44 @@
-//===- flash_mma.cuh - Mma.sync fragments and tile copies ------*- CUDA -*-===//
+//===- flash_mma.cuh - Mma.sync tiles of the flash kernels -----*- CUDA -*-===//
 //
-// Warp-level tensor-core helpers (`MMA_T` is replaced by bf16 or f16).
-// Fragments follow the PTX ISA's m16n8k16 layouts: with g = lane / 4 and
-// c = lane % 4, an accumulator holds rows g and g + 8, columns 2c and
-// 2c + 1 of its 16 x 8 tile.
+// Warp-level tensor-core helpers over the element type's fragments
+// (flash_mma_16bit.cuh or flash_mma_tf32.cuh, put before this): A
+// fragments of 16 x 16 in AW words, B fragments of 16 x 8 in BW words, a
+// k step of 16 a call of mma(). Accumulators follow the PTX ISA's m16n8
+// layout: with g = lane / 4 and c = lane % 4, one holds rows g and g + 8,
+// columns 2c and 2c + 1 of its 16 x 8 tile.
 //===----------------------------------------------------------------------===//
 
-// The A fragment of rows r0..r0+15, columns k0..k0+15 of a row-major tile.
-__device__ __forceinline__ void ld_a(u32 (&a)[4], const E *tile, int r0, int k0) {
-  const int lane = threadIdx.x & 31;
-  const E *p = tile + (r0 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + k0 + (lane >> 4) * 8;
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3]) : "r"(smem_u32(p)));
-}
-// B fragments of two 8-column tiles (n0..n0+15), k0..k0+15, from a tile
-// stored [n][k] (B = tile^T): b[0], b[1] for n0; b[2], b[3] for n0 + 8.
-__device__ __forceinline__ void ld_bt(u32 (&b)[4], const E *tile, int n0, int k0) {
-  const int lane = threadIdx.x & 31;
-  const E *p = tile + (n0 + (lane & 7) + (lane >> 4) * 8) * LDS + k0 + ((lane >> 3) & 1) * 8;
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3]) : "r"(smem_u32(p)));
-}
-// The same from a tile stored [k][n] (B = tile), transposed by ldmatrix.
-__device__ __forceinline__ void ld_b(u32 (&b)[4], const E *tile, int k0, int n0) {
-  const int lane = threadIdx.x & 31;
-  const E *p = tile + (k0 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + n0 + (lane >> 4) * 8;
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3]) : "r"(smem_u32(p)));
-}
-// c += a b for a 16 x 8 x 16 tile.
-__device__ __forceinline__ void mma(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.MMA_T.MMA_T.f32 "
-               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 // 2^x in one MUFU instruction (denormal results flush to zero).
 __device__ __forceinline__ float ex2(float x) {
   float r;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
   return r;
 }
-__device__ __forceinline__ u32 pack2(float lo, float hi) {
-  u32 r;
-  asm("cvt.rn.MMA_Tx2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
-// The A fragment of columns 16 kc .. 16 kc + 15 of a 16-row accumulator
-// (the layouts agree: no shuffles).
-template <int NT>
-__device__ __forceinline__ void acc_to_a(u32 (&a)[4], const float (&c)[NT][4], int kc) {
-  a[0] = pack2(c[2 * kc][0], c[2 * kc][1]);
-  a[1] = pack2(c[2 * kc][2], c[2 * kc][3]);
-  a[2] = pack2(c[2 * kc + 1][0], c[2 * kc + 1][1]);
-  a[3] = pack2(c[2 * kc + 1][2], c[2 * kc + 1][3]);
-}
 // A warp's MW row atoms: acc[i] holds rows r0 + 16 i .. r0 + 16 i + 15 of
 // its tile. One k step of 16: acc (MW x 16 x 8 NT) += a (the atoms' A
 // fragments) B, with B stored [n][k] (KN false: ld_bt) or [k][n] (KN true:
 // ld_b); each B fragment serves all MW atoms.
 template <int MW, int NT, bool KN>
-__device__ __forceinline__ void mma_kstep(float (&acc)[MW][NT][4], const u32 (&a)[MW][4],
+__device__ __forceinline__ void mma_kstep(float (&acc)[MW][NT][4], const u32 (&a)[MW][AW],
                                           const E *b_tile, int k0) {
 #pragma unroll
   for (int np = 0; np < NT / 2; ++np) {
-    u32 b[4];
+    u32 b[2 * BW];
     if (KN)
       ld_b(b, b_tile, k0, np * 16);
     else
       ld_bt(b, b_tile, np * 16, k0);
 #pragma unroll
     for (int i = 0; i < MW; ++i) {
-      mma(acc[i][2 * np], a[i], b[0], b[1]);
-      mma(acc[i][2 * np + 1], a[i], b[2], b[3]);
+      mma(acc[i][2 * np], a[i], b);
+      mma(acc[i][2 * np + 1], a[i], b + BW);
     }
   }
 }
 // The A fragments of a warp's MW atoms (rows r0.., all 16 KC columns) of a
 // row-major tile, to keep in registers.
 template <int MW, int KC>
-__device__ __forceinline__ void ld_frags(u32 (&a)[KC][MW][4], const E *tile, int r0) {
+__device__ __forceinline__ void ld_frags(u32 (&a)[KC][MW][AW], const E *tile, int r0) {
 #pragma unroll
   for (int kc = 0; kc < KC; ++kc)
 #pragma unroll
@@ -88,7 +47,7 @@ __device__ __forceinline__ void ld_frags(u32 (&a)[KC][MW][4], const E *tile, int
 }
 // acc += A B with A's fragments in registers (ld_frags), B a [n][k] tile.
 template <int MW, int KC, int NT>
-__device__ __forceinline__ void mma_frags(float (&acc)[MW][NT][4], const u32 (&a)[KC][MW][4],
+__device__ __forceinline__ void mma_frags(float (&acc)[MW][NT][4], const u32 (&a)[KC][MW][AW],
                                           const E *b_tile) {
 #pragma unroll
   for (int kc = 0; kc < KC; ++kc)
@@ -100,7 +59,7 @@ __device__ __forceinline__ void mma_tiles(float (&acc)[MW][NT][4], const E *a_ti
                                           const E *b_tile) {
 #pragma unroll
   for (int kc = 0; kc < KC; ++kc) {
-    u32 a[MW][4];
+    u32 a[MW][AW];
 #pragma unroll
     for (int i = 0; i < MW; ++i)
       ld_a(a[i], a_tile, r0 + 16 * i, kc * 16);
@@ -114,22 +73,12 @@ __device__ __forceinline__ void mma_regs(float (&acc)[MW][NT][4], const float (&
                                          const E *b_tile) {
 #pragma unroll
   for (int kc = 0; kc < KC; ++kc) {
-    u32 a[MW][4];
+    u32 a[MW][AW];
 #pragma unroll
     for (int i = 0; i < MW; ++i)
       acc_to_a(a[i], p[i], kc);
     mma_kstep<MW, NT, true>(acc, a, b_tile, kc * 16);
   }
-}
-// Stores half r (row g + 8 r of 16) of an accumulator atom, times `scale`,
-// as pairs of E at out[n * 8 + c2] (this thread's columns).
-template <int NT>
-__device__ __forceinline__ void store_row(E *out, const float (&c)[NT][4], int r,
-                                          int c2, float scale) {
-#pragma unroll
-  for (int n = 0; n < NT; ++n)
-    *reinterpret_cast<u32 *>(out + n * 8 + c2) =
-        pack2(c[n][2 * r] * scale, c[n][2 * r + 1] * scale);
 }
 // f(i, n, e, row, col) for each element e of this thread's share of a
 // warp's MW x NT accumulator tiles: row (of the warp's 16 MW) and column
@@ -158,8 +107,8 @@ __device__ __forceinline__ void zero(float (&c)[MW][NT][4]) {
 // into a tile, by the whole block.
 template <int N>
 __device__ __forceinline__ void load_tile(E *tile, const E *src, i64 stride, int r0) {
-  for (int c = threadIdx.x; c < N * (HD / 8); c += blockDim.x) {
-    const int r = c / (HD / 8), k = c % (HD / 8) * 8;
+  for (int c = threadIdx.x; c < N * (HD / EV); c += blockDim.x) {
+    const int r = c / (HD / EV), k = c % (HD / EV) * EV;
     const bool ok = r0 + r < T;
     cp_async<16>(tile + r * LDS + k, src + (i64)(ok ? r0 + r : 0) * stride + k, ok);
   }
