@@ -784,6 +784,44 @@ TEST(CudaEmitterTest, Tf32Attention) {
   }
 }
 
+/// A GELU's gradient after the GEMM of dy W: cuBLASLt's DGELU epilogue in
+/// bf16 and fp32; at tf32 the plain GEMM, then dy * gelu'(x) in place.
+TEST(CudaEmitterTest, Tf32GeluGradientAfterTheGemm) {
+  const char *model = R"(model m {
+    input x: f32[B, 64]
+    h = linear(gelu(linear(x, 256), approximate: true), 64)
+    loss = sum(h * h)
+  })";
+  for (const char *precision : {"tf32", "fp32", "bf16"}) {
+    SCOPED_TRACE(precision);
+    Stats stats;
+    std::map<std::string, std::string> seen;
+    checkSource(model, 128, false, stats, seen, precision);
+    std::string errors;
+    std::optional<rt::Plan> plan =
+        test::compilePlan(model, 128, errors, false, "t.gt", precision);
+    ASSERT_TRUE(plan.has_value()) << errors;
+    rt::CudaProgram program;
+    std::string error;
+    ASSERT_TRUE(codegen::emitCuda(*plan, program, error)) << error;
+    int dgelu = 0, inPlace = 0;
+    for (const auto &launches : program.kernels)
+      for (size_t i = 0; i < launches.size(); ++i) {
+        const rt::CudaLaunch &l = launches[i];
+        dgelu += l.kind == rt::CudaLaunch::Kind::Gemm && l.dgelu;
+        // The GEMM's product, read and written by the kernel after it.
+        if (i > 0 && l.kind == rt::CudaLaunch::Kind::Kernel &&
+            launches[i - 1].kind == rt::CudaLaunch::Kind::Gemm &&
+            std::count(l.buffers.begin(), l.buffers.end(), launches[i - 1].c) ==
+                2)
+          ++inPlace;
+      }
+    bool tf32 = std::string(precision) == "tf32";
+    EXPECT_EQ(dgelu, tf32 ? 0 : 1);
+    EXPECT_EQ(inPlace, tf32 ? 1 : 0);
+  }
+}
+
 /// The tensor-core attention kernels carry a Hopper variant each
 /// (CudaLaunch::Variant): warpgroup MMA compiled for sm_90a, in blocks of
 /// whole warpgroups, the grid covering every tile, its shared memory within

@@ -43,8 +43,10 @@ std::string mmaTyped(std::string text, bool bf16) {
 /// Two atoms a warp (heads of 64) let each B fragment loaded from shared
 /// memory serve two MMAs; heads of 128 take one, their accumulators being
 /// twice as wide. dq keeps Q, dy and dq in registers, so its key tiles are
-/// short; dkdv keeps dk and dv. f32 (tf32) takes one atom a warp: its
-/// fragments are twice the words of bf16's.
+/// short; dkdv keeps dk and dv. The same tiles serve f32 at tf32, whose
+/// fragments take twice the registers: with one atom a warp GPT-2 124M's
+/// step took 76.6 ms, with two 72.1 (H200, test/bench/NOTES.md, thirtieth
+/// session).
 struct FlashTiles {
   int64_t mw, step;
   int64_t rows() const { return 64 * mw; }
@@ -56,8 +58,8 @@ struct FlashTiles {
   }
 };
 enum class FlashKernel { Forward, Dq, Dkdv };
-FlashTiles flashTiles(FlashKernel kernel, int64_t hd, DType t) {
-  int64_t mw = hd == 64 && t != DType::F32 ? 2 : 1;
+FlashTiles flashTiles(FlashKernel kernel, int64_t hd) {
+  int64_t mw = hd == 64 ? 2 : 1;
   switch (kernel) {
   case FlashKernel::Forward:
     return {mw, 64};
@@ -156,7 +158,7 @@ bool Emitter::flashAttention(const AttentionLayout &a) {
   int y = a.y, lse = a.lse;
   DType t = flashType(a);
   int64_t lds = rowStride(a, t), eb = elemBytes(t);
-  FlashTiles f = flashTiles(FlashKernel::Forward, a.hd, t);
+  FlashTiles f = flashTiles(FlashKernel::Forward, a.hd);
   int64_t blocks = a.b * a.h * ceilDiv(a.t, f.rows());
   AttnArgs ops = attentionOperands(a, AttnGrad::None);
   ops.args.push_back(out(y, "y"));
@@ -215,7 +217,7 @@ bool Emitter::flashAttentionGrad(const AttentionLayout &a) {
   bool hopper = t != DType::F32; // the wgmma variants: 16-bit only
   needWorkspace(4 * a.b * a.h * a.t);
   std::string consts = flashConsts(a);
-  FlashTiles fq = flashTiles(FlashKernel::Dq, a.hd, t);
+  FlashTiles fq = flashTiles(FlashKernel::Dq, a.hd);
   AttnArgs ops = attentionOperands(a, AttnGrad::Dq);
   ops.args.insert(ops.args.begin(), in(dy, "dy"));
   ops.args.push_back(in(y, "y"));
@@ -247,7 +249,7 @@ bool Emitter::flashAttentionGrad(const AttentionLayout &a) {
     launches.back().shared = 1024 + (2 * wq.rows() + 4 * wq.step) * a.hd * 2;
     asVariant(9, 0, "sm_90a");
   }
-  FlashTiles fk = flashTiles(FlashKernel::Dkdv, a.hd, t);
+  FlashTiles fk = flashTiles(FlashKernel::Dkdv, a.hd);
   ops = attentionOperands(a, AttnGrad::Dkdv);
   ops.args.insert(ops.args.begin(), in(dy, "dy"));
   ops.args.push_back(in(lse, "lse"));

@@ -233,6 +233,26 @@ bool Emitter::gemmRegion() {
       l.k > kSmallGemmLongK && plan.buffers[l.a].dtype == DType::F32;
   if (mask >= 0 || colSum >= 0 || (smallGemmFits(l) && !longK))
     return smallGemm(l, mask, colSum, sumType, biasType);
+  // At --precision tf32, cuBLASLt's DGELU epilogue held an f32 GEMM to a
+  // third of its plain speed (GPT-2 124M's dh on an H200: 631 us, 122
+  // TFLOP/s, where plain GEMMs of its size ran at 320-365): the plain GEMM
+  // then stores the product and an elementwise kernel multiplies it by
+  // gelu'(x) in place (each element read, then written, by one thread).
+  if (dgelu && plan.buffers[result].dtype == DType::F32 &&
+      plan.config.precision == Precision::Tf32) {
+    l.dgelu = false;
+    l.aux = -1;
+    const Kernel *grad = nullptr;
+    for (const Kernel &sub : body)
+      if (sub.op == OpKind::ActivationGrad)
+        grad = &sub;
+    ElementFn fn;
+    if (!grad || !elementFn(*grad, fn))
+      return false;
+    return elementwise({{result, "dy"}, {aux, "x"}}, result, fn.expr,
+                       "dy * gelu_tanh'(x) over " + str(count(result)) +
+                           " elements, in place after the GEMM");
+  }
   return true;
 }
 
