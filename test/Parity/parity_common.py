@@ -116,8 +116,12 @@ def parity(args, c, lr, tol, make_model, source, expect_missing=()):
     os.makedirs(work, exist_ok=True)
     dev = torch.device(args.device)
     if args.device == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
+        # tf32: PyTorch's TF32 matmuls against gtc's TF32 GEMMs and attention.
+        tf32 = args.precision == "tf32"
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+    elif args.precision == "tf32":
+        sys.exit("--precision tf32 is a GPU precision (--device cuda)")
 
     # One file of initial weights, one of tokens (STEPS batches + 1 unseen).
     model = make_model()
@@ -217,8 +221,9 @@ def arguments(doc, sizes, extra=lambda ap: None):
     ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("--gtc", default="gtc")
     ap.add_argument("--size", choices=sizes, default="small")
-    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
-    ap.add_argument("--gtc-precision", choices=["fp32", "bf16"],
+    ap.add_argument("--precision", choices=["fp32", "tf32", "bf16"],
+                    default="fp32")
+    ap.add_argument("--gtc-precision", choices=["fp32", "tf32", "bf16"],
                     help="gtc's, when not --precision (to show that a "
                     "tolerance can fail)")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
@@ -227,7 +232,7 @@ def arguments(doc, sizes, extra=lambda ap: None):
     ap.add_argument("--lr", type=float, help="peak learning rate (default: "
                     "the size's)")
     ap.add_argument("--tol", type=float, help="relative tolerance (default: "
-                    "1e-4 fp32, 2e-2 bf16)")
+                    "1e-4 fp32, 2e-2 tf32 and bf16)")
     ap.add_argument("--tol-first", type=float, help="relative tolerance of "
                     "the first step's loss (default: not checked apart)")
     extra(ap)

@@ -352,6 +352,13 @@ for p in fp32 bf16; do
   tail -5 "$OUT/parity-$p.txt"
   row "GPT-2 124M parity vs PyTorch, $p: $(grep -o 'max relative difference [^ ]*' "$OUT/parity-$p.txt")" "$(verdict $s)"
 done
+# tf32 (PyTorch's TF32 matmuls, gtc's TF32 GEMMs and attention): within
+# 1e-5 (6.1e-7 measured on an H200). At this learning rate it cannot tell
+# tf32 from fp32 (gtc fp32 against PyTorch tf32: 7.8e-7); it catches wrong
+# tf32 kernels, and gpu-check's tf32 rows each op.
+gp tf32 --precision tf32 --tol 1e-5; s=$?
+tail -5 "$OUT/parity-tf32.txt"
+row "GPT-2 124M parity vs PyTorch, tf32: $(grep -o 'max relative difference [^ ]*' "$OUT/parity-tf32.txt")" "$(verdict $s)"
 gp against-fp32 --precision bf16 --gtc-precision fp32 $GPT2_BF16; s=$?
 tail -3 "$OUT/parity-against-fp32.txt"
 row "GPT-2: the bf16 check fails gtc fp32 vs PyTorch bf16: $(grep -o 'max relative difference [^ ]*' "$OUT/parity-against-fp32.txt")" "$([ $s != 0 ] && echo PASS || echo "FAIL (it passed)")"
