@@ -125,21 +125,16 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::string &path,
   }
   // A tokenizer.json is a JSON object; a SentencePiece model is a binary
   // protocol buffer.
-  if ((*buffer)->getBuffer().ltrim().starts_with("{"))
-    return BpeTokenizer::load(path, error);
+  llvm::StringRef text = (*buffer)->getBuffer();
+  if (text.ltrim().starts_with("{"))
+    return BpeTokenizer::parse(text, path, error);
   return loadSentencePiece(path, error);
 }
 
-std::unique_ptr<BpeTokenizer> BpeTokenizer::load(const std::string &path,
-                                                 std::string &error) {
-  auto buffer = llvm::MemoryBuffer::getFile(path);
-  if (!buffer) {
-    error = "cannot read the tokenizer '" + path +
-            "': " + buffer.getError().message();
-    return nullptr;
-  }
-  llvm::Expected<llvm::json::Value> json =
-      llvm::json::parse((*buffer)->getBuffer());
+std::unique_ptr<BpeTokenizer> BpeTokenizer::parse(llvm::StringRef text,
+                                                  const std::string &path,
+                                                  std::string &error) {
+  llvm::Expected<llvm::json::Value> json = llvm::json::parse(text);
   if (!json) {
     error = "the tokenizer '" + path +
             "' is not JSON: " + llvm::toString(json.takeError());

@@ -11,6 +11,7 @@
 #ifndef GTC_TOOLS_TOKENIZER_H
 #define GTC_TOOLS_TOKENIZER_H
 
+#include "llvm/ADT/StringRef.h"
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -43,10 +44,11 @@ std::unique_ptr<Tokenizer> loadSentencePiece(const std::string &path,
 
 class BpeTokenizer : public Tokenizer {
 public:
-  /// Reads a tokenizer.json; null with `error` (naming the file and what
-  /// is wrong) if it is not a byte-level BPE tokenizer.
-  static std::unique_ptr<BpeTokenizer> load(const std::string &path,
-                                            std::string &error);
+  /// The tokenizer.json `text` (read from `path`); null with `error`
+  /// (naming the file and what is wrong) if it is not a byte-level BPE
+  /// tokenizer.
+  static std::unique_ptr<BpeTokenizer>
+  parse(llvm::StringRef text, const std::string &path, std::string &error);
   /// GPT-2's pre-tokenization, then the merges in rank order within each
   /// piece. False with `error` when a piece needs a symbol the vocabulary
   /// lacks.

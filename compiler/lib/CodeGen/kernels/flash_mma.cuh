@@ -80,6 +80,15 @@ __device__ __forceinline__ void mma_regs(float (&acc)[MW][NT][4], const float (&
     mma_kstep<MW, NT, true>(acc, a, b_tile, kc * 16);
   }
 }
+// Stores half r (row g + 8 r of 16) of an accumulator atom, times `scale`,
+// as pairs of E at out[n * 8 + c2] (this thread's columns).
+template <int NT>
+__device__ __forceinline__ void store_row(E *out, const float (&c)[NT][4], int r,
+                                          int c2, float scale) {
+#pragma unroll
+  for (int n = 0; n < NT; ++n)
+    store2(out + n * 8 + c2, c[n][2 * r] * scale, c[n][2 * r + 1] * scale);
+}
 // f(i, n, e, row, col) for each element e of this thread's share of a
 // warp's MW x NT accumulator tiles: row (of the warp's 16 MW) and column
 // (of 8 NT) in the PTX ISA's m16n8 layout.

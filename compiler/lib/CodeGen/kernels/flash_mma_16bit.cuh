@@ -50,13 +50,7 @@ __device__ __forceinline__ void acc_to_a(u32 (&a)[4], const float (&c)[NT][4], i
   a[2] = pack2(c[2 * kc + 1][0], c[2 * kc + 1][1]);
   a[3] = pack2(c[2 * kc + 1][2], c[2 * kc + 1][3]);
 }
-// Stores half r (row g + 8 r of 16) of an accumulator atom, times `scale`,
-// as pairs of E at out[n * 8 + c2] (this thread's columns).
-template <int NT>
-__device__ __forceinline__ void store_row(E *out, const float (&c)[NT][4], int r,
-                                          int c2, float scale) {
-#pragma unroll
-  for (int n = 0; n < NT; ++n)
-    *reinterpret_cast<u32 *>(out + n * 8 + c2) =
-        pack2(c[n][2 * r] * scale, c[n][2 * r + 1] * scale);
+// Two adjacent elements of a row, from f32.
+__device__ __forceinline__ void store2(E *out, float lo, float hi) {
+  *reinterpret_cast<u32 *>(out) = pack2(lo, hi);
 }

@@ -83,13 +83,7 @@ __device__ __forceinline__ void acc_to_a(u32 (&a)[8], const float (&c)[NT][4], i
     a[4 * h + 3] = to_tf32(t[3]);
   }
 }
-// Stores half r (row g + 8 r of 16) of an accumulator atom, times `scale`,
-// at out[n * 8 + c2] (this thread's columns).
-template <int NT>
-__device__ __forceinline__ void store_row(E *out, const float (&c)[NT][4], int r,
-                                          int c2, float scale) {
-#pragma unroll
-  for (int n = 0; n < NT; ++n)
-    *reinterpret_cast<float2 *>(out + n * 8 + c2) =
-        make_float2(c[n][2 * r] * scale, c[n][2 * r + 1] * scale);
+// Two adjacent elements of a row.
+__device__ __forceinline__ void store2(E *out, float lo, float hi) {
+  *reinterpret_cast<float2 *>(out) = make_float2(lo, hi);
 }
