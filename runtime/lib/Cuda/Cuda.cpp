@@ -592,6 +592,16 @@ void CudaExecutor::download(int id, void *data, int slot) {
                   b.elements() * dtypeBytes(b.dtype)));
 }
 
+void CudaExecutor::download(int id, int64_t first, int64_t count,
+                            void *data) {
+  CU(cuStreamSynchronize(impl->compute));
+  const Buffer &b = impl->plan.buffers[id];
+  if (first < 0 || count < 0 || first + count > b.elements())
+    throw RuntimeError("download of elements past a buffer's end");
+  const int64_t size = dtypeBytes(b.dtype);
+  CU(cuMemcpyDtoH(data, impl->ptr(id, 0) + first * size, count * size));
+}
+
 void CudaExecutor::uploadRegion(Region r, const void *data) {
   CU(cuStreamSynchronize(impl->compute));
   impl->copiesStale |= r == Region::Param;

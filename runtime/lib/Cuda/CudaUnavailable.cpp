@@ -55,6 +55,7 @@ CudaExecutor::~CudaExecutor() = default;
 const Plan &CudaExecutor::plan() const { throw RuntimeError(kMessage); }
 void CudaExecutor::upload(int, const void *) {}
 void CudaExecutor::download(int, void *, int) {}
+void CudaExecutor::download(int, int64_t, int64_t, void *) {}
 void CudaExecutor::uploadRegion(Region, const void *) {}
 void CudaExecutor::copyParamsFrom(const CudaExecutor &) {}
 void CudaExecutor::copyRegionFrom(const CudaExecutor &, Region) {}

@@ -68,8 +68,10 @@ public:
   virtual void *feed(int id) = 0;
   virtual void setParam(int id, const float *values) = 0;
   virtual void run() = 0;
-  /// The f32 logits [B, S, V].
-  virtual const float *logits() = 0;
+  /// Of the f32 logits [B, S, V], row r's at position at[r], for each row
+  /// r: [B, V] in `out` (one row a sequence, not the window's B S V).
+  virtual void logitsAt(int64_t positions, const std::vector<int64_t> &at,
+                        std::vector<float> &out) = 0;
   virtual void copyCachesFrom(Decoder &other) = 0;
 };
 
@@ -82,7 +84,16 @@ public:
                 exec.plan().buffers[id].elements() * sizeof(float));
   }
   void run() override { exec.run(); }
-  const float *logits() override { return exec.floats(exec.plan().loss); }
+  void logitsAt(int64_t positions, const std::vector<int64_t> &at,
+                std::vector<float> &out) override {
+    const Plan &p = exec.plan();
+    const int64_t v = p.buffers[p.loss].shape.back();
+    out.resize(at.size() * v);
+    for (size_t r = 0; r < at.size(); ++r)
+      std::memcpy(out.data() + r * v,
+                  exec.floats(p.loss) + (r * positions + at[r]) * v,
+                  v * sizeof(float));
+  }
   void copyCachesFrom(Decoder &other) override {
     exec.copyRegionFrom(static_cast<CpuDecoder &>(other).exec, Region::State);
   }
@@ -92,8 +103,7 @@ public:
 class CudaDecoder : public Decoder {
 public:
   CudaDecoder(const Plan &p, const CudaProgram &program)
-      : exec(p, program, p.config.precision == Precision::Tf32),
-        out(static_cast<size_t>(p.buffers[p.loss].elements())) {}
+      : exec(p, program, p.config.precision == Precision::Tf32) {}
   void *feed(int id) override {
     exec.waitSlot(0);
     return exec.stagedInput(0, id);
@@ -105,15 +115,18 @@ public:
     // The plan is captured as a CUDA graph once and replayed.
     exec.step(0, /*update=*/false, /*wantLoss=*/false);
   }
-  const float *logits() override {
-    exec.download(exec.plan().loss, out.data());
-    return out.data();
+  void logitsAt(int64_t positions, const std::vector<int64_t> &at,
+                std::vector<float> &out) override {
+    const Plan &p = exec.plan();
+    const int64_t v = p.buffers[p.loss].shape.back();
+    out.resize(at.size() * v);
+    for (size_t r = 0; r < at.size(); ++r)
+      exec.download(p.loss, (r * positions + at[r]) * v, v, out.data() + r * v);
   }
   void copyCachesFrom(Decoder &other) override {
     exec.copyRegionFrom(static_cast<CudaDecoder &>(other).exec, Region::State);
   }
   CudaExecutor exec;
-  std::vector<float> out;
 };
 
 int fail(std::ostream &err, const std::string &message) {
@@ -180,8 +193,8 @@ int gtc::rt::generate(const Plan &window, const Plan *step,
           return 1;
       } else {
         initParameters(window, o.seed, own.data());
-        err << "note: no --init: the parameters are drawn from seed "
-            << o.seed << " (an untrained model)\n";
+        err << "note: no --init: the parameters are drawn from seed " << o.seed
+            << " (an untrained model)\n";
       }
     }
     auto make = [&](const Plan &p) -> std::unique_ptr<Decoder> {
@@ -206,11 +219,12 @@ int gtc::rt::generate(const Plan &window, const Plan *step,
     Rng rng(mixSeed(o.seed, "sample"));
     std::vector<std::vector<int32_t>> seqs = o.prompts;
     generated.assign(static_cast<size_t>(rows), {});
-    auto draw = [&](const float *logits, int64_t positions,
+    std::vector<float> logits;
+    auto draw = [&](Decoder &d, int64_t positions,
                     const std::vector<int64_t> &at) {
+      d.logitsAt(positions, at, logits);
       for (int64_t r = 0; r < rows; ++r) {
-        int32_t id = sampleToken(logits + (r * positions + at[r]) * v, v,
-                                 o.sampling, rng);
+        int32_t id = sampleToken(logits.data() + r * v, v, o.sampling, rng);
         seqs[r].push_back(id);
         generated[r].push_back(id);
       }
@@ -231,7 +245,7 @@ int gtc::rt::generate(const Plan &window, const Plan *step,
       std::vector<int64_t> last(static_cast<size_t>(rows));
       for (int64_t r = 0; r < rows; ++r)
         last[r] = static_cast<int64_t>(seqs[r].size()) - 1;
-      draw(whole->logits(), t, last);
+      draw(*whole, t, last);
     };
     const auto start = Clock::now();
     runWindow();
@@ -262,7 +276,7 @@ int gtc::rt::generate(const Plan &window, const Plan *step,
         pos[r] = static_cast<int32_t>(seqs[r].size() - 1);
       }
       one->run();
-      draw(one->logits(), 1, first);
+      draw(*one, 1, first);
     }
     const double total =
         std::chrono::duration<double>(Clock::now() - start).count();

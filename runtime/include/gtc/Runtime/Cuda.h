@@ -125,6 +125,9 @@ public:
   /// from input slot `slot`.
   void upload(int id, const void *data);
   void download(int id, void *data, int slot = 0);
+  /// Elements [first, first + count) of buffer `id` (gtc sample: the logits
+  /// of the positions it draws from, not the window's).
+  void download(int id, int64_t first, int64_t count, void *data);
   void uploadRegion(Region r, const void *data);
   /// Copies the parameters of `from` (another executor on this device:
   /// the training step's, into an evaluation's) by name, device to device.
