@@ -61,7 +61,6 @@ struct Decoder {
   LogicalResult carry(Operation *op);
   LogicalResult attention(AttentionOp op);
   LogicalResult positional(Operation *op, Value from);
-  LogicalResult reinfer(Operation *op);
 };
 
 LogicalResult Decoder::toLogits() {
@@ -92,19 +91,6 @@ LogicalResult Decoder::toLogits() {
   for (Operation *op : llvm::reverse(ops))
     if (isOpTriviallyDead(op))
       op->erase();
-  return success();
-}
-
-LogicalResult Decoder::reinfer(Operation *op) {
-  auto iface = cast<InferTypeOpInterface>(op);
-  SmallVector<Type> types;
-  if (failed(iface.inferReturnTypes(
-          op->getContext(), op->getLoc(), op->getOperands(),
-          op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
-          op->getRegions(), types)))
-    return failure();
-  for (auto [result, type] : llvm::zip(op->getResults(), types))
-    result.setType(type);
   return success();
 }
 
@@ -291,7 +277,7 @@ LogicalResult Decoder::carry(Operation *op) {
                     "which generation with a KV cache cannot split into "
                     "windows; give --no-cache to recompute the whole "
                     "sequence for each token");
-  if (failed(reinfer(op)))
+  if (failed(reinferResultTypes(cast<InferTypeOpInterface>(op))))
     return failure();
   // Where the sequence axis lands: broadcasting aligns at the right.
   int64_t at = axis;

@@ -64,17 +64,8 @@ struct GtShapeInferencePass
       }
       return success();
     }
-    if (auto iface = dyn_cast<InferTypeOpInterface>(op)) {
-      SmallVector<Type> types;
-      if (failed(iface.inferReturnTypes(
-              op->getContext(), op->getLoc(), op->getOperands(),
-              op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
-              op->getRegions(), types)))
-        return failure();
-      for (auto [result, type] : llvm::zip(op->getResults(), types))
-        result.setType(type);
-      return success();
-    }
+    if (auto iface = dyn_cast<InferTypeOpInterface>(op))
+      return reinferResultTypes(iface);
     if (auto cast = dyn_cast<CastOp>(op)) {
       cast.getResult().setType(cast.getType().clone(
           cast.getInput().getType().getShape()));

@@ -18,6 +18,19 @@ using namespace mlir::gt;
 // Helpers
 //===----------------------------------------------------------------------===//
 
+LogicalResult mlir::gt::reinferResultTypes(InferTypeOpInterface iface) {
+  Operation *op = iface.getOperation();
+  SmallVector<Type> types;
+  if (failed(iface.inferReturnTypes(
+          op->getContext(), op->getLoc(), op->getOperands(),
+          op->getRawDictionaryAttrs(), op->getPropertiesStorage(),
+          op->getRegions(), types)))
+    return failure();
+  for (auto [result, type] : llvm::zip(op->getResults(), types))
+    result.setType(type);
+  return success();
+}
+
 LogicalResult mlir::gt::broadcastShapes(ArrayRef<int64_t> a,
                                         ArrayRef<int64_t> b,
                                         SmallVectorImpl<int64_t> &result) {

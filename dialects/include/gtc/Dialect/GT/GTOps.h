@@ -25,6 +25,11 @@ namespace mlir::gt {
 LogicalResult broadcastShapes(ArrayRef<int64_t> a, ArrayRef<int64_t> b,
                               SmallVectorImpl<int64_t> &result);
 
+/// Sets the result types of `op` to what its InferTypeOpInterface infers
+/// from its operands and attributes (after a pass changed an operand's
+/// shape); failure, with the op's error, where they do not agree.
+LogicalResult reinferResultTypes(InferTypeOpInterface op);
+
 /// Formats a shape the way a `.gt` file writes it, e.g. `f32[?, 784]`.
 std::string formatType(Type type);
 
