@@ -70,8 +70,17 @@ public:
   virtual void run() = 0;
   /// Of the f32 logits [B, S, V], row r's at position at[r], for each row
   /// r: [B, V] in `out` (one row a sequence, not the window's B S V).
-  virtual void logitsAt(int64_t positions, const std::vector<int64_t> &at,
-                        std::vector<float> &out) = 0;
+  void logitsAt(int64_t positions, const std::vector<int64_t> &at,
+                std::vector<float> &out) {
+    const Plan &p = plan();
+    const int64_t v = p.buffers[p.loss].shape.back();
+    out.resize(at.size() * v);
+    for (size_t r = 0; r < at.size(); ++r)
+      copyLogits((r * positions + at[r]) * v, v, out.data() + r * v);
+  }
+  virtual const Plan &plan() = 0;
+  /// Elements [first, first + count) of the logits.
+  virtual void copyLogits(int64_t first, int64_t count, float *out) = 0;
   virtual void copyCachesFrom(Decoder &other) = 0;
 };
 
@@ -84,15 +93,10 @@ public:
                 exec.plan().buffers[id].elements() * sizeof(float));
   }
   void run() override { exec.run(); }
-  void logitsAt(int64_t positions, const std::vector<int64_t> &at,
-                std::vector<float> &out) override {
-    const Plan &p = exec.plan();
-    const int64_t v = p.buffers[p.loss].shape.back();
-    out.resize(at.size() * v);
-    for (size_t r = 0; r < at.size(); ++r)
-      std::memcpy(out.data() + r * v,
-                  exec.floats(p.loss) + (r * positions + at[r]) * v,
-                  v * sizeof(float));
+  const Plan &plan() override { return exec.plan(); }
+  void copyLogits(int64_t first, int64_t count, float *out) override {
+    std::memcpy(out, exec.floats(exec.plan().loss) + first,
+                count * sizeof(float));
   }
   void copyCachesFrom(Decoder &other) override {
     exec.copyRegionFrom(static_cast<CpuDecoder &>(other).exec, Region::State);
@@ -115,13 +119,9 @@ public:
     // The plan is captured as a CUDA graph once and replayed.
     exec.step(0, /*update=*/false, /*wantLoss=*/false);
   }
-  void logitsAt(int64_t positions, const std::vector<int64_t> &at,
-                std::vector<float> &out) override {
-    const Plan &p = exec.plan();
-    const int64_t v = p.buffers[p.loss].shape.back();
-    out.resize(at.size() * v);
-    for (size_t r = 0; r < at.size(); ++r)
-      exec.download(p.loss, (r * positions + at[r]) * v, v, out.data() + r * v);
+  const Plan &plan() override { return exec.plan(); }
+  void copyLogits(int64_t first, int64_t count, float *out) override {
+    exec.download(exec.plan().loss, first, count, out);
   }
   void copyCachesFrom(Decoder &other) override {
     exec.copyRegionFrom(static_cast<CudaDecoder &>(other).exec, Region::State);
