@@ -83,10 +83,11 @@ run options (override the train block; compiled executables take them too):
 
 constexpr const char *kUsageTail = R"(
 sample options (gtc sample FILE.gt --init WEIGHTS [options]; also --device,
---batch N (sequences at once, each from the prompt), --seed, --precision):
+--batch N (sequences at once from one prompt), --seed, --precision):
   --prompt TEXT  the prompt, as bytes for a model trained on text(...) data
-                 (default: a newline)
-  --prompt-tokens 1,2,3  the prompt as token ids (token models)
+                 (default: a newline); given several times, one sequence
+                 each, generated at once
+  --prompt-tokens 1,2,3  the prompt as token ids (token models); likewise
   --tokens N     new tokens a sequence (default 64)
   --temperature T  0: greedy; else the logits are divided by T (default 1)
   --top-k K      draw among the K most likely tokens (default: all)
@@ -115,7 +116,8 @@ struct Options {
   gtc::rt::RunArgs args; ///< run options (shared with compiled executables)
   std::string arch = "sm_80,sm_90"; ///< compile: cubin architectures
   /// sample: the prompt (text or token ids), new tokens, the draws.
-  std::optional<std::string> prompt, promptTokens, tokenizer;
+  std::vector<std::string> prompts, promptTokens;
+  std::optional<std::string> tokenizer;
   int64_t tokens = 64;
   gtc::rt::SamplingOptions sampling;
   bool noCache = false;
@@ -212,11 +214,11 @@ std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
           return usageError(name + " needs a value");
         double x = 0;
         if (name == "--prompt") {
-          opts.prompt = *v;
+          opts.prompts.push_back(*v);
         } else if (name == "--tokenizer") {
           opts.tokenizer = *v;
         } else if (name == "--prompt-tokens") {
-          opts.promptTokens = *v;
+          opts.promptTokens.push_back(*v);
         } else if (name == "--tokens") {
           if (!number(name, *v, 1, 1e9, x) || x != std::floor(x))
             return 2;
@@ -302,8 +304,15 @@ std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
     if (trainOnly)
       return usageError(llvm::Twine(trainOnly) +
                         " goes with 'gtc run', not 'gtc sample'");
-    if (opts.prompt && opts.promptTokens)
+    if (!opts.prompts.empty() && !opts.promptTokens.empty())
       return usageError("give --prompt or --prompt-tokens, not both");
+    size_t prompts = std::max(opts.prompts.size(), opts.promptTokens.size());
+    if (prompts > 1 && opts.args.batch &&
+        *opts.args.batch != static_cast<int64_t>(prompts))
+      return usageError("--batch " + std::to_string(*opts.args.batch) +
+                        " with " + std::to_string(prompts) +
+                        " prompts: several prompts generate one sequence "
+                        "each; leave --batch out");
     if (opts.emit != Emit::None && opts.emit != Emit::MLIR &&
         opts.emit != Emit::Plan)
       return usageError("gtc sample takes --emit=mlir or --emit=plan");
@@ -1254,7 +1263,10 @@ int sampleModel(const Options &opts, mlir::ModuleOp module,
   }
   const gtc::Settings settings = gtc::resolveSettings(module, opts.args);
   gtc::CompileOptions compile = settings.compile;
-  compile.batch = opts.args.batch.value_or(1);
+  // One sequence a prompt, or --batch sequences of one prompt.
+  const size_t given = std::max(opts.prompts.size(), opts.promptTokens.size());
+  compile.batch =
+      given > 1 ? static_cast<int64_t>(given) : opts.args.batch.value_or(1);
   compile.checkpointEvery = compile.checkpointBudget = compile.microBatch = 0;
   compile.bucketBytes = 0;
   mlir::FailureOr<gtc::rt::Plan> window =
@@ -1282,26 +1294,36 @@ int sampleModel(const Options &opts, mlir::ModuleOp module,
     llvm::errs() << "gtc: error: " << error << "\n";
     return 1;
   }
-  std::vector<int32_t> prompt;
-  if (opts.promptTokens) {
-    if (!parseTokenIds(*opts.promptTokens, prompt))
-      return 2;
-  } else if (tokenizer) {
-    if (!tokenizer->encode(opts.prompt.value_or("\n"), prompt, error)) {
-      llvm::errs() << "gtc: error: " << error << "\n";
-      return 1;
+  std::vector<std::vector<int32_t>> prompts;
+  if (!opts.promptTokens.empty()) {
+    for (const std::string &text : opts.promptTokens)
+      if (!parseTokenIds(text, prompts.emplace_back()))
+        return 2;
+  } else if (tokenizer || bytes) {
+    std::vector<std::string> texts = opts.prompts;
+    if (texts.empty())
+      texts.push_back("\n");
+    for (const std::string &text : texts) {
+      std::vector<int32_t> &prompt = prompts.emplace_back();
+      if (tokenizer) {
+        if (!tokenizer->encode(text, prompt, error)) {
+          llvm::errs() << "gtc: error: " << error << "\n";
+          return 1;
+        }
+      } else {
+        for (unsigned char c : text)
+          prompt.push_back(c);
+      }
+      if (prompt.empty())
+        return usageError("--prompt is empty; give at least one character");
+      if (tokenizer) {
+        std::string ids;
+        for (int32_t id : prompt)
+          ids += (ids.empty() ? "" : ",") + std::to_string(id);
+        llvm::errs() << "prompt: " << prompt.size() << " tokens (" << ids
+                     << ")\n";
+      }
     }
-    if (prompt.empty())
-      return usageError("--prompt is empty; give at least one character");
-    std::string ids;
-    for (int32_t id : prompt)
-      ids += (ids.empty() ? "" : ",") + std::to_string(id);
-    llvm::errs() << "prompt: " << prompt.size() << " tokens (" << ids << ")\n";
-  } else if (bytes) {
-    for (unsigned char c : opts.prompt.value_or("\n"))
-      prompt.push_back(c);
-    if (prompt.empty())
-      return usageError("--prompt is empty; give at least one character");
   } else {
     return usageError(
         "this model reads token ids (its train block's data is " +
@@ -1311,11 +1333,13 @@ int sampleModel(const Options &opts, mlir::ModuleOp module,
         "): give --prompt-tokens 1,2,3, or --tokenizer tokenizer.json (or "
         "tokenizer.model) with --prompt");
   }
+  if (prompts.size() == 1)
+    prompts.assign(static_cast<size_t>(compile.batch), prompts[0]);
   gtc::rt::GenerateOptions g;
   g.sampling = opts.sampling;
   g.tokens = opts.tokens;
   g.seed = run.seed.value_or(window->config.seed);
-  g.prompts.assign(static_cast<size_t>(compile.batch), prompt);
+  g.prompts = prompts;
   if (run.device == "cuda")
     run.programFor = gtc::codegen::programCache("gtc");
   std::vector<std::vector<int32_t>> generated;
@@ -1327,11 +1351,11 @@ int sampleModel(const Options &opts, mlir::ModuleOp module,
     if (r > 0)
       os << "\n---\n";
     if (tokenizer) {
-      std::vector<int32_t> all = prompt;
+      std::vector<int32_t> all = prompts[r];
       all.insert(all.end(), generated[r].begin(), generated[r].end());
       os << tokenizer->decode(all);
     } else if (bytes) {
-      for (int32_t id : prompt)
+      for (int32_t id : prompts[r])
         os << static_cast<char>(id);
       for (int32_t id : generated[r])
         os << static_cast<char>(id);
