@@ -124,9 +124,8 @@ DType Emitter::flashType(const AttentionLayout &a) {
   return plan.buffers[a.q].dtype;
 }
 
-/// Bytes of a tile element, and floats of padding a tile row (16-bit rows:
-/// conflict-free ldmatrix; f32 rows: conflict-free ldmatrix and ld_b).
-static int64_t elemBytes(DType t) { return t == DType::F32 ? 4 : 2; }
+/// A tile row's elements, padded (16-bit rows: conflict-free ldmatrix; f32
+/// rows: conflict-free ldmatrix and ld_b).
 static int64_t rowStride(const AttentionLayout &a, DType t) {
   return a.hd + (t == DType::F32 ? 4 : 8);
 }
@@ -157,7 +156,7 @@ std::string Emitter::flashConsts(const AttentionLayout &a) {
 bool Emitter::flashAttention(const AttentionLayout &a) {
   int y = a.y, lse = a.lse;
   DType t = flashType(a);
-  int64_t lds = rowStride(a, t), eb = elemBytes(t);
+  int64_t lds = rowStride(a, t), eb = dtypeBytes(t);
   FlashTiles f = flashTiles(FlashKernel::Forward, a.hd);
   int64_t blocks = a.b * a.h * ceilDiv(a.t, f.rows());
   AttnArgs ops = attentionOperands(a, AttnGrad::None);
@@ -213,7 +212,7 @@ void Emitter::asVariant(int major, int minor, const std::string &arch) {
 bool Emitter::flashAttentionGrad(const AttentionLayout &a) {
   int dy = a.dy, y = a.y, lse = a.lse;
   DType t = flashType(a);
-  int64_t lds = rowStride(a, t), eb = elemBytes(t);
+  int64_t lds = rowStride(a, t), eb = dtypeBytes(t);
   bool hopper = t != DType::F32; // the wgmma variants: 16-bit only
   needWorkspace(4 * a.b * a.h * a.t);
   std::string consts = flashConsts(a);
