@@ -245,8 +245,6 @@ bool gtc::rt::loadInitialWeights(const Plan &plan, const std::string &path,
   return true;
 }
 
-namespace {} // namespace
-
 std::unique_ptr<Dataset> gtc::rt::openSource(const TrainConfig::Source &s,
                                              std::string &error) {
   if (s.kind == "idx")
