@@ -84,6 +84,27 @@ TEST(PlanTest, RejectsDamagedText) {
     rt::deserialize(text.substr(0, n), back, error);
 }
 
+/// A slice that is a contiguous, aligned block of a temporary is a view of
+/// it some slots in (test/Run/slice-view.test trains one); the plan's text
+/// keeps it, and a view reaching past its memory is rejected.
+TEST(PlanTest, SliceViewsStayInsideTheirMemory) {
+  rt::Plan plan = compileFile(
+      std::string(GTC_SOURCE_DIR) + "/test/Run/Inputs/slice_view.gt", 8);
+  auto view = std::find_if(
+      plan.buffers.begin(), plan.buffers.end(),
+      [](const rt::Buffer &b) { return b.viewOf >= 0 && b.name == "slice"; });
+  ASSERT_NE(view, plan.buffers.end());
+  const rt::Buffer &root = plan.buffers[view->viewOf];
+  EXPECT_EQ(view->offset, root.offset + 16 * 64); // rows 16.. of [32, 64]
+  EXPECT_EQ(view->region, root.region);
+  std::string text = rt::serialize(plan), error;
+  rt::Plan back;
+  ASSERT_TRUE(rt::deserialize(text, back, error)) << error;
+  EXPECT_EQ(rt::serialize(back), text);
+  view->offset = root.offset + root.slots() - view->slots() + 64;
+  EXPECT_FALSE(rt::deserialize(rt::serialize(plan), back, error));
+}
+
 /// In mixed precision a step keeps its parameters' bf16 casts between steps
 /// (Plan::paramCopies): each in the Copy region at its parameter's element
 /// offset, so an optimizer can write it with the parameter. The plan's text

@@ -349,7 +349,8 @@ void explainPrecision(const gtc::rt::Plan &plan, const gtc::rt::Plan *fp32,
   if (pads.empty()) {
     os << "padding: none (every GEMM dimension is aligned or its GEMM small, or --no-pad)\n";
   } else {
-    os << "padding (gt-pad-dims; results sliced back):\n";
+    os << "pad and slice kernels (gt-pad-dims' padding, the model's slice and "
+          "concat):\n";
     for (const std::string &p : pads)
       os << "  " << p << "\n";
   }

@@ -29,6 +29,34 @@ int64_t alignUp(int64_t n, int64_t align = kAlign) {
   return (n + align - 1) / align * align;
 }
 
+/// The slots from the input's start at which a slice's block begins, when
+/// the block is contiguous in the row-major input (every dimension before
+/// the first one it cuts has size 1 in the block, every one after is
+/// whole) and aligned like a buffer (kAlign): the slice is then a view.
+std::optional<int64_t> contiguousSlice(SliceOp slice) {
+  auto in = cast<RankedTensorType>(slice.getInput().getType());
+  auto out = cast<RankedTensorType>(slice.getResult().getType());
+  if (!in.hasStaticShape() || !out.hasStaticShape())
+    return std::nullopt;
+  ArrayRef<int64_t> from = in.getShape(), to = out.getShape();
+  int64_t rank = in.getRank(), cut = rank;
+  for (int64_t d = 0; d < rank && cut == rank; ++d)
+    if (to[d] != from[d])
+      cut = d;
+  int64_t elements = 0, stride = 1;
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    if ((d < cut && to[d] != 1) || (d > cut && to[d] != from[d]))
+      return std::nullopt;
+    if (std::optional<ArrayAttr> offsets = slice.getOffsets())
+      elements += cast<IntegerAttr>((*offsets)[d]).getInt() * stride;
+    stride *= from[d];
+  }
+  int64_t bytes = elements * in.getElementTypeBitWidth() / 8;
+  if (bytes % (4 * kAlign) != 0)
+    return std::nullopt;
+  return bytes / 4;
+}
+
 class PlanBuilder {
 public:
   PlanBuilder(func::FuncOp func, bool views, int64_t shardRanks)
@@ -45,8 +73,10 @@ private:
     int of = plan.buffers[id].viewOf;
     return of < 0 ? id : of;
   }
-  /// Makes `v` a view of `of`'s memory (no kernel).
-  void addView(Value v, int of, std::string name = "reshape");
+  /// Makes `v` a view of `of`'s memory (no kernel), `slots` 4-byte slots
+  /// into it.
+  void addView(Value v, int of, std::string name = "reshape",
+               int64_t slots = 0);
   /// The kernel of `op` (buffers must exist): op name, buffers, attributes.
   FailureOr<rt::Kernel> makeKernel(Operation *op) const;
   LogicalResult addKernel(Operation *op);
@@ -233,13 +263,15 @@ LogicalResult PlanBuilder::addKernel(Operation *op) {
   return success();
 }
 
-void PlanBuilder::addView(Value v, int of, std::string name) {
+void PlanBuilder::addView(Value v, int of, std::string name, int64_t slots) {
   int root = storageOf(of);
   rt::Buffer b = plan.buffers[root];
   auto type = cast<RankedTensorType>(v.getType());
   b.shape.assign(type.getShape().begin(), type.getShape().end());
   b.name = std::move(name);
   b.viewOf = root;
+  // Until the memory is placed: the slots from the root's start.
+  b.offset = (of == root ? 0 : plan.buffers[of].offset) + slots;
   int id = static_cast<int>(plan.buffers.size());
   plan.buffers.push_back(std::move(b));
   defAt.push_back(-1);
@@ -644,6 +676,16 @@ LogicalResult PlanBuilder::addComputing(Operation &op) {
     addView(reshape.getResult(), bufferOf(reshape.getInput()));
     return success();
   }
+  // So does a slice that is one contiguous, aligned block of a temporary.
+  if (auto slice = dyn_cast<SliceOp>(op);
+      slice && views && !inPlaceGrad.count(slice.getResult())) {
+    int of = bufferOf(slice.getInput());
+    std::optional<int64_t> at = contiguousSlice(slice);
+    if (at && plan.buffers[storageOf(of)].region == MemRegion::Temp) {
+      addView(slice.getResult(), of, "slice", *at);
+      return success();
+    }
+  }
   // A computing op: results are temporaries, or gradients in place. A
   // fusion region's result is named by the op inside that computes it.
   auto fusedOp = dyn_cast<FusedOp>(op);
@@ -720,11 +762,12 @@ LogicalResult PlanBuilder::finish(func::ReturnOp ret) {
     plan.regionSize[MemRegion::Local] = localSize;
   placeParamCopies();
   placeTemporaries();
-  // Views take their memory's place (a gradient's is set above).
+  // Views take their memory's place (a gradient's is set above), a slice
+  // its slots into it.
   for (rt::Buffer &b : plan.buffers)
     if (b.viewOf >= 0) {
       b.region = plan.buffers[b.viewOf].region;
-      b.offset = plan.buffers[b.viewOf].offset;
+      b.offset += plan.buffers[b.viewOf].offset;
     }
   return success();
 }

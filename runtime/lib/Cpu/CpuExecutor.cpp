@@ -1102,6 +1102,13 @@ template <typename T> CpuExecutor<T>::~CpuExecutor() = default;
 
 template <typename T> void *CpuExecutor<T>::data(int id) const {
   const Buffer &b = plan_.buffers[id];
+  if (b.viewOf >= 0) {
+    // A view (a reshape, or a slice some slots in): its elements from the
+    // root's, each one a T here whatever the plan's element size.
+    const Buffer &root = plan_.buffers[b.viewOf];
+    int64_t elements = (b.offset - root.offset) * 4 / dtypeBytes(b.dtype);
+    return static_cast<std::byte *>(data(b.viewOf)) + elements * sizeof(T);
+  }
   return regions_.at(b.region).get() + b.offset * widen(b.region) * sizeof(T);
 }
 

@@ -847,7 +847,9 @@ bool gtc::rt::deserialize(const std::string &text, Plan &plan,
            static_cast<size_t>(of) < plan.buffers.size() && id != of &&
            plan.buffers[of].viewOf < 0 &&
            plan.buffers[id].region == plan.buffers[of].region &&
-           plan.buffers[id].offset == plan.buffers[of].offset;
+           plan.buffers[id].offset >= plan.buffers[of].offset &&
+           plan.buffers[id].offset + plan.buffers[id].slots() <=
+               plan.buffers[of].offset + plan.buffers[of].slots();
       if (ok)
         plan.buffers[id].viewOf = of;
     } else if (tag == "kernel" || tag == "subkernel") {

@@ -57,9 +57,10 @@ struct Buffer {
   std::vector<int64_t> shape;
   Region region = Region::Temp;
   int64_t offset = 0; ///< In elements from the start of the region.
-  /// A view (a reshape: no kernel) of this buffer's memory, or -1. A view
-  /// has its buffer's region and offset; that memory lives until the last
-  /// use of any view of it.
+  /// A view (a reshape, or a slice that is a contiguous block: no kernel)
+  /// of this buffer's memory, or -1. A view has its buffer's region and an
+  /// offset inside it (a reshape's is the buffer's own); that memory lives
+  /// until the last use of any view of it.
   int viewOf = -1;
   int64_t elements() const;
   /// The 4-byte slots it occupies: ceil(elements * element bytes / 4).
