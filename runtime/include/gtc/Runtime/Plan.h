@@ -56,7 +56,7 @@ struct Buffer {
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
   Region region = Region::Temp;
-  int64_t offset = 0; ///< In elements from the start of the region.
+  int64_t offset = 0; ///< In 4-byte slots (slots()) from the region's start.
   /// A view (a reshape, or a slice that is a contiguous block: no kernel)
   /// of this buffer's memory, or -1. A view has its buffer's region and an
   /// offset inside it (a reshape's is the buffer's own); that memory lives
