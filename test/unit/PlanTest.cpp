@@ -5,6 +5,7 @@
 #include "gtc/Runtime/Rng.h"
 #include "gtest/gtest.h"
 #include <algorithm>
+#include <cstdint>
 
 using namespace gtc;
 
@@ -178,9 +179,12 @@ TEST(PlanTest, ParameterCopiesTrainOnTheCpu) {
 /// Temporaries whose lifetimes overlap never share memory, and memory is
 /// reused (the temp region is smaller than all temporaries together). A
 /// view (a reshape) and its buffer are one piece of memory, live from the
-/// buffer's definition to the last use of either.
+/// buffer's definition to the last use of either. The gradients are in the
+/// temporaries' memory (Plan::gradsInTemp), each live from its first write
+/// to the update; their alignment gaps are never a temporary's.
 TEST(PlanTest, MemoryPlanIsSoundAndReuses) {
   rt::Plan plan = compileFile(example("char_gpt.gt"), 4);
+  ASSERT_EQ(plan.gradsInTemp, 0);
   size_t n = plan.buffers.size();
   auto storage = [&](int id) {
     return plan.buffers[id].viewOf < 0 ? id : plan.buffers[id].viewOf;
@@ -195,9 +199,31 @@ TEST(PlanTest, MemoryPlanIsSoundAndReuses) {
         def[storage(out)] = k;
   }
   last[storage(plan.loss)] = plan.kernels.size();
+  // The gradients, moved into the temporaries' slots, and their gaps.
+  std::vector<rt::Buffer> placed = plan.buffers;
+  std::vector<std::pair<int64_t, int64_t>> gaps;
+  int64_t gapless = 0, gapStart = INT64_MAX;
+  for (const rt::Param &p : plan.params) {
+    rt::Buffer &g = placed[p.grad];
+    ASSERT_EQ(g.region, rt::Region::Grad) << p.name;
+    g.region = rt::Region::Temp;
+    g.offset += plan.gradsInTemp;
+    last[p.grad] = plan.kernels.size();
+    int64_t end = g.offset + g.slots(), next = (end + 127) / 128 * 128;
+    if (end < next) {
+      gaps.push_back({end, next});
+      gapStart = std::min(gapStart, g.offset);
+    } else {
+      gapless = std::max(gapless, next);
+    }
+  }
+  EXPECT_FALSE(gaps.empty()) << "char_gpt's 192-wide parameters leave gaps";
+  EXPECT_LE(gapless, gapStart) << "the gaps should be together at the end";
+  EXPECT_LE(plan.gradsInTemp + plan.regionSize[rt::Region::Grad],
+            plan.regionSize[rt::Region::Temp]);
   int64_t total = 0;
   for (size_t a = 0; a < n; ++a) {
-    const rt::Buffer &ba = plan.buffers[a];
+    const rt::Buffer &ba = placed[a];
     if (ba.viewOf >= 0) {
       ++views;
       EXPECT_EQ(ba.offset, plan.buffers[ba.viewOf].offset);
@@ -206,9 +232,14 @@ TEST(PlanTest, MemoryPlanIsSoundAndReuses) {
     }
     if (ba.region != rt::Region::Temp)
       continue;
-    total += ba.slots();
+    if (plan.buffers[a].region == rt::Region::Temp) {
+      total += ba.slots();
+      for (auto [lo, hi] : gaps)
+        EXPECT_FALSE(ba.offset < hi && lo < ba.offset + ba.slots())
+            << ba.name << " is in a gradient's gap";
+    }
     for (size_t b = a + 1; b < n; ++b) {
-      const rt::Buffer &bb = plan.buffers[b];
+      const rt::Buffer &bb = placed[b];
       if (bb.region != rt::Region::Temp || bb.viewOf >= 0)
         continue;
       bool live = def[a] <= std::max(last[b], def[b]) &&
@@ -232,6 +263,26 @@ TEST(PlanTest, GradientsMirrorParameters) {
     EXPECT_EQ(plan.buffers[p.grad].offset, plan.buffers[p.buffer].offset);
     EXPECT_EQ(plan.buffers[p.grad].region, rt::Region::Grad);
   }
+  // Inside the temporaries, which the memory counts once; the text keeps
+  // the place, and a place outside the temporaries is an error.
+  ASSERT_EQ(plan.gradsInTemp, 0);
+  rt::Plan::Memory m = plan.memory();
+  EXPECT_EQ(m.gradients, 0);
+  EXPECT_GE(m.temporaries, plan.regionSize[rt::Region::Grad] * 4);
+  std::string text = rt::serialize(plan), error;
+  rt::Plan back;
+  ASSERT_TRUE(rt::deserialize(text, back, error)) << error;
+  EXPECT_EQ(back.gradsInTemp, 0);
+  std::string moved = text;
+  size_t at = moved.find("grads_in_temp 0\n");
+  ASSERT_NE(at, std::string::npos);
+  moved.replace(at, 16,
+                "grads_in_temp " +
+                    std::to_string(plan.regionSize[rt::Region::Temp]) + "\n");
+  EXPECT_FALSE(rt::deserialize(moved, back, error));
+  EXPECT_NE(error.find("grads_in_temp"), std::string::npos) << error;
+  // Evaluation has no gradients.
+  EXPECT_EQ(compileFile(example("gpt2.gt"), 1, true).gradsInTemp, -1);
 }
 
 } // namespace

@@ -122,6 +122,30 @@ TEST(StreamsTest, ReusedMemoryOrdersItsUsers) {
   EXPECT_TRUE(s[3].waits.empty());
 }
 
+TEST(StreamsTest, GradientsInTheTemporariesOrderTheirUsers) {
+  // The gradient region lies at slot 256 of the temporaries'
+  // (Plan::gradsInTemp): dw (gradient slot 0) is where t was, so the
+  // kernel that writes it follows t's last reader (2) on its stream, where
+  // otherwise it would go beside it, after kernel 1 only.
+  Builder b;
+  b.plan.gradsInTemp = 256;
+  int t = b.buffer(256), c = b.buffer(512), d = b.buffer(768);
+  int dw = b.buffer(0, rt::Region::Grad);
+  b.kernel({}, {t});   // 0
+  b.kernel({}, {c});   // 1: beside 0
+  b.kernel({t}, {d});  // 2: t's last reader, after 0
+  b.kernel({c}, {dw}); // 3
+  std::vector<rt::StreamGroup> s = b.schedule();
+  ASSERT_EQ(s.size(), 4u);
+  EXPECT_EQ(s[1].stream, 1);
+  EXPECT_EQ(s[3].stream, s[2].stream);
+  EXPECT_EQ(s[3].waits, Waits{1});
+  b.plan.gradsInTemp = -1; // apart
+  s = b.schedule();
+  EXPECT_EQ(s[3].stream, 1);
+  EXPECT_TRUE(s[3].waits.empty());
+}
+
 TEST(StreamsTest, ReadersOfOneBufferDoNotWaitForEachOther) {
   Builder b;
   int a = b.buffer(0), c = b.buffer(64), d = b.buffer(128);

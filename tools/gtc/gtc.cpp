@@ -399,16 +399,19 @@ void explainPlan(const gtc::rt::Plan &plan, llvm::raw_ostream &os) {
     const char *what;
     int64_t bytes;
     bool always = true; ///< printed even when 0
-  } rows[] = {{"weights", m.weights},
-              {"gradients", m.gradients},
-              {"optimizer state", m.optimizerState},
-              {"activations and temporaries (memory plan)", m.temporaries},
-              {"inputs (two slots on a GPU)", m.inputs},
-              {"constants", m.constants},
-              {"GEMM workspace (GPU)", m.gemmWorkspace},
-              {"gradient accumulator", m.accumulator, false},
-              {"16-bit weight copies (kept between steps)", m.weightCopies,
-               false}};
+  } rows[] = {
+      {"weights", m.weights},
+      {"gradients", m.gradients, plan.gradsInTemp < 0},
+      {"optimizer state", m.optimizerState},
+      {m.gradients == 0 && plan.gradsInTemp >= 0
+           ? "activations, temps, gradients (memory plan)"
+           : "activations and temporaries (memory plan)",
+       m.temporaries},
+      {"inputs (two slots on a GPU)", m.inputs},
+      {"constants", m.constants},
+      {"GEMM workspace (GPU)", m.gemmWorkspace},
+      {"gradient accumulator", m.accumulator, false},
+      {"16-bit weight copies (kept between steps)", m.weightCopies, false}};
   int64_t naive = 0;
   for (const gtc::rt::Buffer &b : plan.buffers)
     if (b.region == gtc::rt::Region::Temp && b.viewOf < 0)
@@ -418,9 +421,16 @@ void explainPlan(const gtc::rt::Plan &plan, llvm::raw_ostream &os) {
     os << " (a micro-batch: a step runs " << plan.microBatches
        << " and sums their gradients)";
   os << ":\n";
-  for (const Row &r : rows)
+  for (const Row &r : rows) {
     if (r.bytes > 0 || r.always)
       os << llvm::format("  %-44s %10.2f MiB\n", r.what, r.bytes / 1048576.0);
+    // Inside the memory plan (Plan::gradsInTemp): each from its first
+    // write in the backward pass, where the activations have died.
+    if (&r == &rows[0] && m.gradients == 0 && plan.gradsInTemp >= 0)
+      os << llvm::format(
+          "  %-44s %10.2f MiB\n", "gradients (inside the memory plan below)",
+          plan.regionSize.at(gtc::rt::Region::Grad) * 4 / 1048576.0);
+  }
   os << llvm::format("  %-44s %10.2f MiB\n", "predicted peak", m.peak() / 1048576.0);
   os << llvm::format("  (temporaries without reuse would need %.2f MiB)\n",
                      naive / 1048576.0);
@@ -571,6 +581,7 @@ bool perProcess(const Options &opts, const gtc::Settings &settings,
                                                   : gtc::kDefaultBucketBytes;
   if (settings.shard == "gradients")
     compile.shardGradients = processes;
+  compile.gradientsApart = settings.shard == "optimizer";
   return true;
 }
 
@@ -622,13 +633,17 @@ int64_t optimizerPart(const gtc::rt::Plan::Memory &m, int processes) {
 }
 
 /// A process's predicted peak: the plan's, with ZeRO-1's part of the
-/// optimizer state (ZeRO-2's plan has the shards in its peak already).
+/// optimizer state (ZeRO-2's plan has the shards in its peak already) and
+/// its gradients in memory of their own (a GPU's ZeRO-1 pads them, and
+/// gathers the state in them between steps: not in the temporaries).
 int64_t processPeak(const gtc::rt::Plan &step, int processes,
                     bool shardOptimizer) {
   const gtc::rt::Plan::Memory m = step.memory();
-  return shardOptimizer && step.shardRanks <= 1
-             ? m.peak() - m.optimizerState + optimizerPart(m, processes)
-             : m.peak();
+  if (!shardOptimizer || step.shardRanks > 1)
+    return m.peak();
+  const int64_t apart =
+      step.gradsInTemp >= 0 ? step.regionSize.at(gtc::rt::Region::Grad) * 4 : 0;
+  return m.peak() - m.optimizerState + optimizerPart(m, processes) + apart;
 }
 
 /// --explain and --dry-run of one of `processes` data-parallel processes:

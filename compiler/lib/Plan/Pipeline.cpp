@@ -81,7 +81,8 @@ FailureOr<rt::Plan> finishPlan(func::FuncOp func, ModuleOp lowered,
   rt::StartupPhase phase("planning");
   FailureOr<rt::Plan> plan =
       gtc::buildPlan(func, findTrain(lowered), /*views=*/options.fuse,
-                     options.bucketBytes > 0 ? options.shardGradients : 1);
+                     options.bucketBytes > 0 ? options.shardGradients : 1,
+                     options.gradientsApart);
   if (succeeded(plan) && !rt::parse(options.precision, plan->config.precision))
     return func.emitError("unknown precision '")
            << options.precision << "'; expected fp32, tf32, bf16 or fp16";

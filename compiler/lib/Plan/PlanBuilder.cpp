@@ -59,8 +59,10 @@ std::optional<int64_t> contiguousSlice(SliceOp slice) {
 
 class PlanBuilder {
 public:
-  PlanBuilder(func::FuncOp func, bool views, int64_t shardRanks)
-      : func(func), views(views), shardRanks(shardRanks) {}
+  PlanBuilder(func::FuncOp func, bool views, int64_t shardRanks,
+              bool gradientsApart)
+      : func(func), views(views), shardRanks(shardRanks),
+        gradientsApart(gradientsApart) {}
 
   FailureOr<rt::Plan> build();
 
@@ -104,6 +106,9 @@ private:
   /// from the first of them to the end of the step; the gradient region is
   /// gone (the runtime keeps this rank's reduced share of it instead).
   LogicalResult groupGradients();
+  /// Plan::gradsInTemp: lays the parameters out with the gradients'
+  /// alignment gaps together at the end.
+  void layOutParamsForGradsInTemp();
   /// The gradients written in place, and the results that are views of
   /// them (inPlaceGrad, viewOf).
   void findInPlaceGradients();
@@ -119,6 +124,7 @@ private:
   func::FuncOp func;
   bool views;
   int64_t shardRanks;
+  bool gradientsApart;
   /// ZeRO-2: gradients placed inside their bucket's group, at their
   /// parameter's place in it.
   std::map<int, std::pair<int, int64_t>> inGroup; // buffer -> (group, at)
@@ -408,10 +414,31 @@ void PlanBuilder::placeTemporaries() {
   });
   std::vector<int> placed;
   int64_t size = 0;
+  // The gradients, when they share the temporaries' memory: already
+  // placed, at their parameters' offsets from gradsInTemp, each live from
+  // its first write to the update after the step. The gaps between them
+  // are never written: the update and the norm read them as zeros.
+  std::vector<std::pair<int64_t, int64_t>> gaps;
+  if (plan.gradsInTemp >= 0) {
+    for (const rt::Param &p : plan.params) {
+      rt::Buffer &grad = plan.buffers[p.grad];
+      grad.offset += plan.gradsInTemp;
+      placed.push_back(p.grad);
+      if (defAt[p.grad] < 0)
+        defAt[p.grad] = 0;
+      lastUse[p.grad] = static_cast<int64_t>(plan.kernels.size());
+      int64_t end = grad.offset + std::max<int64_t>(1, grad.slots());
+      int64_t next = grad.offset +
+                     alignUp(std::max<int64_t>(1, grad.slots()), kParamAlign);
+      if (end < next)
+        gaps.push_back({end, next});
+    }
+    size = plan.gradsInTemp + plan.regionSize[MemRegion::Grad];
+  }
   for (int t : temps) {
     int64_t need = alignUp(std::max<int64_t>(1, plan.buffers[t].slots()));
     int64_t lo = defAt[t], hi = std::max(lastUse[t], defAt[t]);
-    std::vector<std::pair<int64_t, int64_t>> busy;
+    std::vector<std::pair<int64_t, int64_t>> busy = gaps;
     for (int p : placed) {
       int64_t plo = defAt[p], phi = std::max(lastUse[p], defAt[p]);
       if (plo <= hi && lo <= phi)
@@ -432,8 +459,30 @@ void PlanBuilder::placeTemporaries() {
     placed.push_back(t);
   }
   plan.regionSize[MemRegion::Temp] = size;
+  if (plan.gradsInTemp >= 0)
+    for (const rt::Param &p : plan.params)
+      plan.buffers[p.grad].offset -= plan.gradsInTemp; // into Region::Grad
   for (auto [member, place] : inGroup)
     plan.buffers[member].offset = plan.buffers[place.first].offset + place.second;
+}
+
+void PlanBuilder::layOutParamsForGradsInTemp() {
+  // The parameters that fill their aligned place first, in order; then the
+  // others, whose gradients' alignment gaps are never written (the update
+  // and the norm read them as zeros), in one short run at the end that
+  // leaves the rest of the gradients' memory in long free stretches.
+  auto whole = [&](const rt::Param &p) {
+    return plan.buffers[p.buffer].slots() % kParamAlign == 0;
+  };
+  int64_t at = 0;
+  for (bool gapless : {true, false})
+    for (const rt::Param &p : plan.params) {
+      if (whole(p) != gapless)
+        continue;
+      rt::Buffer &param = plan.buffers[p.buffer];
+      param.offset = at;
+      at += alignUp(std::max<int64_t>(1, param.slots()), kParamAlign);
+    }
 }
 
 LogicalResult PlanBuilder::groupGradients() {
@@ -738,6 +787,14 @@ LogicalResult PlanBuilder::finish(func::ReturnOp ret) {
   plan.loss = outs[0];
   plan.accuracy = outs.size() > 1 ? outs[1] : -1;
 
+  // A step's gradients share the temporaries' memory, as the activations
+  // die in the backward pass that writes them (under ZeRO-2 their groups
+  // do instead).
+  if (plan.kind == "step" && shardRanks <= 1 && !gradientsApart &&
+      !plan.params.empty()) {
+    plan.gradsInTemp = 0;
+    layOutParamsForGradsInTemp();
+  }
   // Gradients live at their parameter's offset; every parameter has one.
   for (rt::Param &p : plan.params) {
     if (plan.kind == "step" && p.grad < 0)
@@ -775,8 +832,10 @@ LogicalResult PlanBuilder::finish(func::ReturnOp ret) {
 } // namespace
 
 FailureOr<gtc::rt::Plan> gtc::buildPlan(func::FuncOp func, TrainOp train,
-                                        bool views, int64_t shardRanks) {
-  FailureOr<rt::Plan> plan = PlanBuilder(func, views, shardRanks).build();
+                                        bool views, int64_t shardRanks,
+                                        bool gradientsApart) {
+  FailureOr<rt::Plan> plan =
+      PlanBuilder(func, views, shardRanks, gradientsApart).build();
   if (failed(plan))
     return failure();
   if (train) {

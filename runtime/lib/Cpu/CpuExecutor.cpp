@@ -1082,6 +1082,8 @@ CpuExecutor<T>::CpuExecutor(const Plan &plan) : plan_(plan) {
     sixteenBit_ = true;
   }
   for (auto [region, elements] : plan.regionSize) {
+    if (region == Region::Grad && gradsInTemp())
+      continue;
     size_t bytes = static_cast<size_t>(std::max<int64_t>(elements, 1)) *
                    widen(region) * sizeof(T);
     regions_[region].reset(new std::byte[bytes]());
@@ -1109,11 +1111,17 @@ template <typename T> void *CpuExecutor<T>::data(int id) const {
     int64_t elements = (b.offset - root.offset) * 4 / dtypeBytes(b.dtype);
     return static_cast<std::byte *>(data(b.viewOf)) + elements * sizeof(T);
   }
-  return regions_.at(b.region).get() + b.offset * widen(b.region) * sizeof(T);
+  return base(b.region) + b.offset * widen(b.region) * sizeof(T);
+}
+
+template <typename T> std::byte *CpuExecutor<T>::base(Region r) const {
+  if (r == Region::Grad && gradsInTemp())
+    return regions_.at(Region::Temp).get() + plan_.gradsInTemp * sizeof(T);
+  return regions_.at(r).get();
 }
 
 template <typename T> T *CpuExecutor<T>::region(Region r) const {
-  return reinterpret_cast<T *>(regions_.at(r).get());
+  return reinterpret_cast<T *>(base(r));
 }
 
 template <typename T>

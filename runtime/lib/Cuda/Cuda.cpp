@@ -305,9 +305,13 @@ void CudaExecutor::Impl::allocate() {
     return at;
   };
   // The arena first: a region's offset into it is its offset into the
-  // allocation.
+  // allocation. The gradients lie inside the temporaries where the plan
+  // lets them (ZeRO-1 keeps them apart: it pads them, and gathers the
+  // optimizer state in them between steps).
+  const bool gradsInTemp = plan.gradsInTemp >= 0 && !sharded;
   for (auto [region, elements] : plan.regionSize) {
-    if (region == Region::Input || region == Region::Local)
+    if (region == Region::Input || region == Region::Local ||
+        (region == Region::Grad && gradsInTemp))
       continue;
     int64_t e = elements;
     if (sharded && (region == Region::Param || region == Region::Grad))
@@ -318,6 +322,9 @@ void CudaExecutor::Impl::allocate() {
       e = std::max(e, (paddedParams() + 1) / 2);
     regionOffset[region] = take(static_cast<size_t>(e) * 4);
   }
+  if (gradsInTemp)
+    regionOffset[Region::Grad] = regionOffset.at(Region::Temp) +
+                                 static_cast<size_t>(plan.gradsInTemp) * 4;
   arenaBytes = std::max<size_t>(bytesTotal, 256);
   bytesTotal = arenaBytes;
   size_t inputBytes = std::max<size_t>(
@@ -785,6 +792,8 @@ CudaExecutor::memoryBreakdown() const {
         static_cast<size_t>(elements) * 4 * (region == Region::Input ? 2 : 1);
     if (region == Region::Grad && impl->shardGrads)
       bytes = static_cast<size_t>(impl->share) * 4; // this rank's share
+    if (region == Region::Grad && impl->plan.gradsInTemp >= 0 && !impl->sharded)
+      continue; // inside the temporaries
     out.push_back({regionName(region), bytes});
   }
   out.push_back({"optimizer state", impl->stateBytes});

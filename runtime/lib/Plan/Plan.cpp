@@ -9,6 +9,7 @@
 //   batch 128
 //   micro_batches 4                 (gradient accumulation; absent: 1)
 //   shard_gradients 2               (ZeRO-2 over 2 processes; absent: 1)
+//   grads_in_temp 0                 (the gradients inside region temp)
 //   region param 1863690
 //   buffer f32 param 0 2 1024 784 fc1.weight
 //   view 9 8                        (buffer 9 is a view of buffer 8)
@@ -386,6 +387,8 @@ Plan::Memory Plan::memory() const {
   }
   // The sum of the micro-batches' gradients (of the share, under ZeRO-2).
   m.accumulator = microBatches > 1 ? m.gradients : 0;
+  if (gradsInTemp >= 0 && shardRanks <= 1)
+    m.gradients = 0; // inside the temporaries
   return m;
 }
 
@@ -516,6 +519,8 @@ std::string gtc::rt::serialize(const Plan &plan) {
   os << "lossscale " << plan.lossScale << '\n';
   if (plan.paramCopies >= 0)
     os << "param_copies " << plan.paramCopies << '\n';
+  if (plan.gradsInTemp >= 0)
+    os << "grads_in_temp " << plan.gradsInTemp << '\n';
   const TrainConfig &c = plan.config;
   writeSource(os, "data", c.data);
   writeSource(os, "eval", c.eval);
@@ -781,6 +786,17 @@ std::string crossCheck(const Plan &plan) {
        plan.buffers[plan.lossScale].dtype != DType::F32 ||
        plan.buffers[plan.lossScale].elements() != 1))
     return "the loss-scale buffer is not a scalar f32 constant";
+  if (plan.gradsInTemp != -1) {
+    auto size = [&](Region r) {
+      auto it = plan.regionSize.find(r);
+      return it == plan.regionSize.end() ? int64_t(0) : it->second;
+    };
+    if (plan.kind != "step" || plan.shardRanks > 1 ||
+        plan.gradsInTemp % 64 != 0 ||
+        plan.gradsInTemp + size(Region::Grad) > size(Region::Temp))
+      return "the gradients' place in the temporaries (grads_in_temp) is "
+             "not an aligned range of a step's temp region";
+  }
   if (plan.paramCopies != -1 && !plan.paramCopiesValid())
     return "the parameter copies' kernel does not cast parameters to "
            "their place in the copy region";
@@ -912,6 +928,8 @@ bool gtc::rt::deserialize(const std::string &text, Plan &plan,
       ok = in.number(plan.lossScale);
     } else if (tag == "param_copies") {
       ok = in.number(plan.paramCopies);
+    } else if (tag == "grads_in_temp") {
+      ok = in.number(plan.gradsInTemp) && plan.gradsInTemp >= 0;
     } else if (tag == "source") {
       std::string which;
       ok =

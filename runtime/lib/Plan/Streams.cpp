@@ -32,8 +32,11 @@ std::vector<Access> accesses(const Plan &plan, const Kernel &k,
       return; // none, the step counters (written after the step), registers
     const Buffer &b = plan.buffers[id];
     write = write || has(k.outputs, id) || !has(k.inputs, id);
-    out.push_back({static_cast<int>(b.region), b.offset * 4,
-                   (b.offset + b.slots()) * 4, write});
+    // Gradients inside the temporaries are in their space.
+    const bool inTemp = b.region == Region::Grad && plan.gradsInTemp >= 0;
+    const int64_t at = b.offset + (inTemp ? plan.gradsInTemp : 0);
+    out.push_back({static_cast<int>(inTemp ? Region::Temp : b.region), at * 4,
+                   (at + b.slots()) * 4, write});
   };
   for (const CudaLaunch *s : launches) {
     if (s->kind == CudaLaunch::Kind::Memset) {

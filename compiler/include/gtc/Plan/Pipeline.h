@@ -54,6 +54,11 @@ struct CompileOptions {
   /// reduced to the processes that own its parts (with gradient
   /// accumulation, in every micro-batch). Needs bucketBytes.
   int64_t shardGradients = 1;
+  /// ZeRO-1 (shard = optimizer, several processes): the gradients keep
+  /// memory of their own instead of sharing the temporaries'
+  /// (Plan::gradsInTemp), where a GPU pads them and gathers the optimizer
+  /// state between steps.
+  bool gradientsApart = false;
 };
 
 /// Compiles the training step of the module's model at a fixed batch size:

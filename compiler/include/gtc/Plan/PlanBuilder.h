@@ -19,11 +19,13 @@ namespace gtc {
 /// its operand's memory, whose lifetime extends to the view's last use.
 /// `train`, if given, fills the plan's configuration. With `shardRanks` >
 /// 1 (ZeRO-2, shard = gradients, over that many processes) the gradients
-/// are temporaries grouped by gt-bucket's buckets (Plan::shardRanks).
+/// are temporaries grouped by gt-bucket's buckets (Plan::shardRanks);
+/// otherwise a step's gradients share the temporaries' memory
+/// (Plan::gradsInTemp) unless `gradientsApart`.
 mlir::FailureOr<rt::Plan> buildPlan(mlir::func::FuncOp func,
-                                    mlir::gt::TrainOp train,
-                                    bool views = true,
-                                    int64_t shardRanks = 1);
+                                    mlir::gt::TrainOp train, bool views = true,
+                                    int64_t shardRanks = 1,
+                                    bool gradientsApart = false);
 
 /// Converts the attributes of a gt.train op into the runtime's configuration
 /// (defaults for what the op leaves out); an unknown optimizer, schedule or

@@ -104,6 +104,10 @@ private:
   int64_t widen(Region r) const {
     return sixteenBit_ && r != Region::Param && r != Region::Grad ? 2 : 1;
   }
+  /// Whether the gradients lie inside the temporaries (Plan::gradsInTemp):
+  /// where their slots are the temporaries' (no 16-bit buffers).
+  bool gradsInTemp() const { return plan_.gradsInTemp >= 0 && !sixteenBit_; }
+  std::byte *base(Region r) const;
 };
 
 extern template class CpuExecutor<float>;

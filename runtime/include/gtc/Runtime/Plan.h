@@ -246,6 +246,12 @@ struct Plan {
   /// copy with its parameter, which saves the step a pass over the
   /// parameters.
   int paramCopies = -1;
+  /// Where a step's gradients may lie inside Region::Temp, in slots, or -1:
+  /// the gradient region, as laid out, at this offset of the temporaries',
+  /// whose memory plan keeps each gradient apart from every temporary live
+  /// between its first write and the update. A runtime may keep the
+  /// gradients in their own memory instead.
+  int64_t gradsInTemp = -1;
   /// Region sizes in elements.
   std::map<Region, int64_t> regionSize;
   TrainConfig config;
