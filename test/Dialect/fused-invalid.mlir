@@ -2,7 +2,7 @@
 
 // Only elementwise regions exist.
 func.func @kind(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{unknown fusion kind 'reduction'; expected 'elementwise', 'multi_tensor', 'epilogue', 'gemm', 'norm', 'loss', 'classifier' or 'scatter_add'}}
+  // expected-error @+1 {{unknown fusion kind 'reduction'; expected 'elementwise', 'multi_tensor', 'epilogue', 'gemm', 'norm', 'loss', 'classifier', 'scatter_add' or 'attention_grad'}}
   %0 = gt.fused "reduction"(%x) : (tensor<4xf32>) -> tensor<4xf32> {
   ^bb0(%a: tensor<4xf32>):
     %1 = gt.relu %a : tensor<4xf32>
@@ -514,4 +514,49 @@ func.func @scatter_add_yield(%dy: tensor<2x4x16xf32>, %ids: tensor<2x4xi32>, %dw
     gt.yield %e : tensor<8x16xf32>
   }
   return %0 : tensor<8x16xf32>
+}
+
+// -----
+
+// An attention_grad region turns dq and dk back by inverse ropes.
+func.func @attention_grad_forward_rope(%dy: tensor<2x4x6x64xbf16>, %lse: tensor<2x6x4xf32>, %q: tensor<2x4x6x64xbf16>, %k: tensor<2x4x2x64xbf16>, %v: tensor<2x4x2x64xbf16>) -> (tensor<2x4x6x64xbf16>, tensor<2x4x2x64xbf16>, tensor<2x4x2x64xbf16>) {
+  // expected-error @+1 {{an attention_grad region is a gt.attention_grad of q, k and v and the inverse gt.rope (without positions, one theta and convention) of its dq and then its dk}}
+  %r:3 = gt.fused "attention_grad"(%dy, %lse, %q, %k, %v) : (tensor<2x4x6x64xbf16>, tensor<2x6x4xf32>, tensor<2x4x6x64xbf16>, tensor<2x4x2x64xbf16>, tensor<2x4x2x64xbf16>) -> (tensor<2x4x6x64xbf16>, tensor<2x4x2x64xbf16>, tensor<2x4x2x64xbf16>) {
+  ^bb0(%a: tensor<2x4x6x64xbf16>, %l: tensor<2x6x4xf32>, %aq: tensor<2x4x6x64xbf16>, %ak: tensor<2x4x2x64xbf16>, %av: tensor<2x4x2x64xbf16>):
+    %d:3 = gt.attention_grad %a, %a, %l, %aq, %ak, %av <{heads = 6 : i64}> : tensor<2x4x6x64xbf16>, tensor<2x6x4xf32>, tensor<2x4x6x64xbf16>, tensor<2x4x2x64xbf16>, tensor<2x4x2x64xbf16>
+    %rq = gt.rope %d#0 : tensor<2x4x6x64xbf16>
+    %rk = gt.rope %d#1 <{inverse = true}> : tensor<2x4x2x64xbf16>
+    gt.yield %rq, %rk, %d#2 : tensor<2x4x6x64xbf16>, tensor<2x4x2x64xbf16>, tensor<2x4x2x64xbf16>
+  }
+  return %r#0, %r#1, %r#2 : tensor<2x4x6x64xbf16>, tensor<2x4x2x64xbf16>, tensor<2x4x2x64xbf16>
+}
+
+// -----
+
+// Only where the GPU's kernels turn them: 16-bit, heads of 64 or 128.
+func.func @attention_grad_f32(%dy: tensor<2x4x6x64xf32>, %lse: tensor<2x6x4xf32>, %q: tensor<2x4x6x64xf32>, %k: tensor<2x4x2x64xf32>, %v: tensor<2x4x2x64xf32>) -> (tensor<2x4x6x64xf32>, tensor<2x4x2x64xf32>, tensor<2x4x2x64xf32>) {
+  // expected-error @+1 {{an attention_grad region needs 16-bit q, k and v with heads of 64 or 128 (the GPU kernels that turn dq and dk as they store them)}}
+  %r:3 = gt.fused "attention_grad"(%dy, %lse, %q, %k, %v) : (tensor<2x4x6x64xf32>, tensor<2x6x4xf32>, tensor<2x4x6x64xf32>, tensor<2x4x2x64xf32>, tensor<2x4x2x64xf32>) -> (tensor<2x4x6x64xf32>, tensor<2x4x2x64xf32>, tensor<2x4x2x64xf32>) {
+  ^bb0(%a: tensor<2x4x6x64xf32>, %l: tensor<2x6x4xf32>, %aq: tensor<2x4x6x64xf32>, %ak: tensor<2x4x2x64xf32>, %av: tensor<2x4x2x64xf32>):
+    %d:3 = gt.attention_grad %a, %a, %l, %aq, %ak, %av <{heads = 6 : i64}> : tensor<2x4x6x64xf32>, tensor<2x6x4xf32>, tensor<2x4x6x64xf32>, tensor<2x4x2x64xf32>, tensor<2x4x2x64xf32>
+    %rq = gt.rope %d#0 <{inverse = true}> : tensor<2x4x6x64xf32>
+    %rk = gt.rope %d#1 <{inverse = true}> : tensor<2x4x2x64xf32>
+    gt.yield %rq, %rk, %d#2 : tensor<2x4x6x64xf32>, tensor<2x4x2x64xf32>, tensor<2x4x2x64xf32>
+  }
+  return %r#0, %r#1, %r#2 : tensor<2x4x6x64xf32>, tensor<2x4x2x64xf32>, tensor<2x4x2x64xf32>
+}
+
+// -----
+
+// It yields the turned dq and dk, not the kernel's.
+func.func @attention_grad_yield(%dy: tensor<2x4x6x64xbf16>, %lse: tensor<2x6x4xf32>, %q: tensor<2x4x6x64xbf16>, %k: tensor<2x4x2x64xbf16>, %v: tensor<2x4x2x64xbf16>) -> (tensor<2x4x6x64xbf16>, tensor<2x4x2x64xbf16>, tensor<2x4x2x64xbf16>) {
+  // expected-error @+1 {{an attention_grad region yields the turned dq and dk and dv, each once}}
+  %r:3 = gt.fused "attention_grad"(%dy, %lse, %q, %k, %v) : (tensor<2x4x6x64xbf16>, tensor<2x6x4xf32>, tensor<2x4x6x64xbf16>, tensor<2x4x2x64xbf16>, tensor<2x4x2x64xbf16>) -> (tensor<2x4x6x64xbf16>, tensor<2x4x2x64xbf16>, tensor<2x4x2x64xbf16>) {
+  ^bb0(%a: tensor<2x4x6x64xbf16>, %l: tensor<2x6x4xf32>, %aq: tensor<2x4x6x64xbf16>, %ak: tensor<2x4x2x64xbf16>, %av: tensor<2x4x2x64xbf16>):
+    %d:3 = gt.attention_grad %a, %a, %l, %aq, %ak, %av <{heads = 6 : i64}> : tensor<2x4x6x64xbf16>, tensor<2x6x4xf32>, tensor<2x4x6x64xbf16>, tensor<2x4x2x64xbf16>, tensor<2x4x2x64xbf16>
+    %rq = gt.rope %d#0 <{inverse = true}> : tensor<2x4x6x64xbf16>
+    %rk = gt.rope %d#1 <{inverse = true}> : tensor<2x4x2x64xbf16>
+    gt.yield %d#0, %rk, %d#2 : tensor<2x4x6x64xbf16>, tensor<2x4x2x64xbf16>, tensor<2x4x2x64xbf16>
+  }
+  return %r#0, %r#1, %r#2 : tensor<2x4x6x64xbf16>, tensor<2x4x2x64xbf16>, tensor<2x4x2x64xbf16>
 }

@@ -1047,3 +1047,48 @@ func.func @eval_loss_f32(%x: tensor<4x8xf32>, %y: tensor<4xi32>) -> tensor<f32> 
   %0 = gt.cross_entropy %x, %y : tensor<4x8xf32>, tensor<4xi32>
   return %0 : tensor<f32>
 }
+
+// -----
+
+// The gradient of attention over rope(q) and rope(k) with the inverse ropes
+// of its dq and dk: one "attention_grad" region (the GPU kernels turn dq and
+// dk as they store them), yielding dv and the turned dq and dk.
+// CHECK-LABEL: func.func @attention_grad_rope
+// CHECK-SAME: (%[[DY:[^:]*]]: tensor<2x4x6x64xbf16>, %[[LSE:[^:]*]]: tensor<2x6x4xf32>, %[[Q:[^:]*]]: tensor<2x4x6x64xbf16>, %[[K:[^:]*]]: tensor<2x4x2x64xbf16>, %[[V:[^:]*]]: tensor<2x4x2x64xbf16>)
+// CHECK:      %[[R:.*]]:3 = gt.fused "attention_grad"(%[[DY]], %[[Q]], %[[K]], %[[V]], %[[LSE]])
+// CHECK-NEXT: ^bb0(%[[A:[^:]*]]: tensor<2x4x6x64xbf16>, %[[AQ:[^:]*]]: tensor<2x4x6x64xbf16>, %[[AK:[^:]*]]: tensor<2x4x2x64xbf16>, %[[AV:[^:]*]]: tensor<2x4x2x64xbf16>, %[[L:[^:]*]]: tensor<2x6x4xf32>):
+// CHECK-NEXT:   %[[D:.*]]:3 = gt.attention_grad %[[A]], %[[A]], %[[L]], %[[AQ]], %[[AK]], %[[AV]]
+// CHECK-NEXT:   %[[RQ:.*]] = gt.rope %[[D]]#0 <{inverse = true}>
+// CHECK-NEXT:   %[[RK:.*]] = gt.rope %[[D]]#1 <{inverse = true}>
+// CHECK-NEXT:   gt.yield %[[D]]#2, %[[RQ]], %[[RK]]
+// CHECK:      return %[[R]]#1, %[[R]]#2, %[[R]]#0
+func.func @attention_grad_rope(%dy: tensor<2x4x6x64xbf16>, %lse: tensor<2x6x4xf32>, %q: tensor<2x4x6x64xbf16>, %k: tensor<2x4x2x64xbf16>, %v: tensor<2x4x2x64xbf16>) -> (tensor<2x4x6x64xbf16>, tensor<2x4x2x64xbf16>, tensor<2x4x2x64xbf16>) {
+  %d:3 = gt.attention_grad %dy, %dy, %lse, %q, %k, %v <{heads = 6 : i64}> : tensor<2x4x6x64xbf16>, tensor<2x6x4xf32>, tensor<2x4x6x64xbf16>, tensor<2x4x2x64xbf16>, tensor<2x4x2x64xbf16>
+  %dq = gt.rope %d#0 <{inverse = true}> : tensor<2x4x6x64xbf16>
+  %dk = gt.rope %d#1 <{inverse = true}> : tensor<2x4x2x64xbf16>
+  return %dq, %dk, %d#2 : tensor<2x4x6x64xbf16>, tensor<2x4x2x64xbf16>, tensor<2x4x2x64xbf16>
+}
+
+// -----
+
+// Not when the kernels cannot turn them (f32 here, or heads of 32), nor
+// when dq is read by anything but its rope.
+// CHECK-LABEL: func.func @attention_grad_rope_f32
+// CHECK-NOT:  gt.fused
+func.func @attention_grad_rope_f32(%dy: tensor<2x4x6x64xf32>, %lse: tensor<2x6x4xf32>, %q: tensor<2x4x6x64xf32>, %k: tensor<2x4x2x64xf32>, %v: tensor<2x4x2x64xf32>) -> (tensor<2x4x6x64xf32>, tensor<2x4x2x64xf32>, tensor<2x4x2x64xf32>) {
+  %d:3 = gt.attention_grad %dy, %dy, %lse, %q, %k, %v <{heads = 6 : i64}> : tensor<2x4x6x64xf32>, tensor<2x6x4xf32>, tensor<2x4x6x64xf32>, tensor<2x4x2x64xf32>, tensor<2x4x2x64xf32>
+  %dq = gt.rope %d#0 <{inverse = true}> : tensor<2x4x6x64xf32>
+  %dk = gt.rope %d#1 <{inverse = true}> : tensor<2x4x2x64xf32>
+  return %dq, %dk, %d#2 : tensor<2x4x6x64xf32>, tensor<2x4x2x64xf32>, tensor<2x4x2x64xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @attention_grad_dq_read
+// CHECK-NOT:  gt.fused
+func.func @attention_grad_dq_read(%dy: tensor<2x4x6x64xbf16>, %lse: tensor<2x6x4xf32>, %q: tensor<2x4x6x64xbf16>, %k: tensor<2x4x2x64xbf16>, %v: tensor<2x4x2x64xbf16>) -> (tensor<2x4x6x64xbf16>, tensor<2x4x6x64xbf16>, tensor<2x4x2x64xbf16>) {
+  %d:3 = gt.attention_grad %dy, %dy, %lse, %q, %k, %v <{heads = 6 : i64}> : tensor<2x4x6x64xbf16>, tensor<2x6x4xf32>, tensor<2x4x6x64xbf16>, tensor<2x4x2x64xbf16>, tensor<2x4x2x64xbf16>
+  %dq = gt.rope %d#0 <{inverse = true}> : tensor<2x4x6x64xbf16>
+  %dk = gt.rope %d#1 <{inverse = true}> : tensor<2x4x2x64xbf16>
+  return %dq, %d#0, %dk : tensor<2x4x6x64xbf16>, tensor<2x4x6x64xbf16>, tensor<2x4x2x64xbf16>
+}

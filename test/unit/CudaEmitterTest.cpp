@@ -784,6 +784,66 @@ TEST(CudaEmitterTest, Tf32Attention) {
   }
 }
 
+/// Attention over rope(q) and rope(k) in 16-bit: gt-fuse makes each
+/// gradient with the inverse ropes of its dq and dk one "attention_grad"
+/// region, whose dq and dkdv launches (and their Hopper variants) store dq
+/// and dk turned back, with the ropes' theta and pairs; only the forward's
+/// four ropes remain kernels of their own. In f32 the ropes stay apart.
+TEST(CudaEmitterTest, RopeGradientInTheAttentionKernels) {
+  const test::OpModel *model = nullptr;
+  for (const test::OpModel &m : test::opModels())
+    if (m.name == "TensorCoreRopeAttention")
+      model = &m;
+  ASSERT_NE(model, nullptr);
+  for (const char *precision : {"bf16", "fp16", "fp32"}) {
+    SCOPED_TRACE(precision);
+    bool low = std::string(precision) != "fp32";
+    std::string errors;
+    std::optional<rt::Plan> plan =
+        test::compilePlan(model->source, 2, errors, false, "t.gt", precision);
+    ASSERT_TRUE(plan.has_value()) << errors;
+    rt::CudaProgram program;
+    std::string error;
+    ASSERT_TRUE(codegen::emitCuda(*plan, program, error)) << error;
+    int regions = 0, ropes = 0;
+    std::vector<std::string> turned;
+    for (size_t k = 0; k < plan->kernels.size(); ++k) {
+      const rt::Kernel &kernel = plan->kernels[k];
+      ropes += kernel.op == rt::OpKind::Rope;
+      if (kernel.strAttr("kind", "") != "attention_grad")
+        continue;
+      ++regions;
+      ASSERT_EQ(program.kernels[k].size(), 2u);
+      for (const rt::CudaLaunch &l : program.kernels[k]) {
+        EXPECT_NE(l.source.find("constexpr bool ROPE = true"),
+                  std::string::npos)
+            << l.name;
+        ASSERT_EQ(l.variants.size(), 1u) << l.name;
+        EXPECT_NE(l.variants[0].source.find("constexpr bool ROPE = true"),
+                  std::string::npos)
+            << l.name;
+        bool interleaved =
+            l.source.find("ROPE_INTERLEAVED = true") != std::string::npos;
+        bool theta500 =
+            l.source.find("ROPE_THETA = 500") != std::string::npos;
+        EXPECT_EQ(interleaved, theta500) << l.name;
+        turned.push_back(l.name.substr(l.name.find('_') + 1) +
+                         (interleaved ? " interleaved" : ""));
+      }
+    }
+    EXPECT_EQ(regions, low ? 2 : 0);
+    EXPECT_EQ(ropes, low ? 4 : 8); // the forward's q and k, and their gradients
+    if (low)
+      EXPECT_EQ(turned, (std::vector<std::string>{
+                            "attention_grad_dq interleaved",
+                            "attention_grad_dkdv interleaved",
+                            "attention_grad_dq", "attention_grad_dkdv"}));
+    Stats stats;
+    std::map<std::string, std::string> seen;
+    checkSource(model->source, 2, false, stats, seen, precision);
+  }
+}
+
 /// A GELU's gradient after the GEMM of dy W: cuBLASLt's DGELU epilogue in
 /// bf16 and fp32; at tf32 the plain GEMM, then dy * gelu'(x) in place.
 TEST(CudaEmitterTest, Tf32GeluGradientAfterTheGemm) {

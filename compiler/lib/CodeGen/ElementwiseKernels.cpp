@@ -470,7 +470,8 @@ bool Emitter::fused() {
       {"norm", &Emitter::normRegion},
       {"loss", &Emitter::lossRegion},
       {"classifier", &Emitter::classifierRegion},
-      {"scatter_add", &Emitter::scatterAddRegion}};
+      {"scatter_add", &Emitter::scatterAddRegion},
+      {"attention_grad", &Emitter::attentionGradRegion}};
   const std::string kind = k->strAttr("kind", "");
   for (const auto &[name, emit] : kinds)
     if (kind == name)

@@ -467,6 +467,9 @@ private:
   /// (CudaLaunch::Variant).
   void asVariant(int major, int minor, const std::string &arch);
   bool flashAttentionGrad(const rt::AttentionLayout &a);
+  /// gt-fuse's "attention_grad" region: flashAttentionGrad storing dq and
+  /// dk turned back by the region's ropes.
+  bool attentionGradRegion();
   bool embedding();
   bool rope();
   /// rope at given positions ([B, T] i32, gt-decode's windows).

@@ -193,6 +193,44 @@ bool Emitter::flashAttention(const AttentionLayout &a) {
   return true;
 }
 
+/// gt-fuse's "attention_grad" region: the gradient of attention over
+/// rope(q) and rope(k), and the inverse ropes of its dq and dk, which the
+/// tensor-core kernels apply as they store dq and dk (flash_rope.cuh): the
+/// region's gradient kernel with the ropes' results for dq and dk and their
+/// angles as attributes.
+bool Emitter::attentionGradRegion() {
+  const std::vector<Kernel> &body = k->body;
+  if (body.size() != 3 || body[0].op != OpKind::AttentionGrad ||
+      body[0].outputs.size() != 3 || body[1].op != OpKind::Rope ||
+      body[2].op != OpKind::Rope ||
+      body[1].inputs != std::vector<int>{body[0].outputs[0]} ||
+      body[2].inputs != std::vector<int>{body[0].outputs[1]})
+    return fail("an attention_grad region is an attention gradient and the "
+                "inverse ropes of its dq and dk");
+  Kernel grad = body[0];
+  grad.outputs[0] = body[1].outputs[0];
+  grad.outputs[1] = body[2].outputs[0];
+  Attr theta, interleaved;
+  theta.kind = Attr::Kind::Float;
+  theta.f = body[1].floatAttr("theta", 10000.0);
+  interleaved.i = body[1].intAttr("interleaved", 0);
+  grad.attrs["rope_theta"] = theta;
+  grad.attrs["rope_interleaved"] = interleaved;
+  const Kernel *region = k;
+  k = &grad;
+  AttentionLayout a = attentionLayout(plan, grad);
+  bool ok = a.error.empty() && !a.packed &&
+            tensorCoreAttention(a.hd, {a.dy, a.y, a.q, a.k, a.v, a.dq, a.dk,
+                                       a.dv}) &&
+            flashType(a) != DType::F32;
+  ok = ok ? flashAttentionGrad(a)
+          : fail("an attention_grad region needs the tensor-core kernels "
+                 "(16-bit q, k and v, heads of 64 or 128): " +
+                 (a.error.empty() ? std::string("these are not") : a.error));
+  k = region;
+  return ok;
+}
+
 void Emitter::asVariant(int major, int minor, const std::string &arch) {
   CudaLaunch v = std::move(launches.back());
   launches.pop_back();
@@ -215,7 +253,17 @@ bool Emitter::flashAttentionGrad(const AttentionLayout &a) {
   int64_t lds = rowStride(a, t), eb = dtypeBytes(t);
   bool hopper = t != DType::F32; // the wgmma variants: 16-bit only
   needWorkspace(4 * a.b * a.h * a.t);
-  std::string consts = flashConsts(a);
+  // In an "attention_grad" region (attentionGradRegion) dq and dk are
+  // stored turned back by the ropes of q and k.
+  double theta = k->floatAttr("rope_theta", 0.0);
+  std::string consts =
+      flashConsts(a) + "constexpr bool ROPE = " +
+      (theta > 0 ? "true" : "false") +
+      ";  // dq and dk turned back by a rope\nconstexpr float ROPE_THETA = " +
+      flt(static_cast<float>(theta > 0 ? theta : 1.0)) +
+      ";\nconstexpr bool ROPE_INTERLEAVED = " +
+      (k->intAttr("rope_interleaved", 0) ? "true" : "false") +
+      ";  // pairs (2i, 2i + 1), else (i, i + HD / 2)\n" + cuh::flash_rope;
   FlashTiles fq = flashTiles(FlashKernel::Dq, a.hd);
   AttnArgs ops = attentionOperands(a, AttnGrad::Dq);
   ops.args.insert(ops.args.begin(), in(dy, "dy"));

@@ -54,7 +54,10 @@
 // optimizer updates them all at once. (The plan keeps its results between
 // steps, and a GPU's optimizer writes them: Plan::paramCopies.) An embedding
 // gradient added to another gradient of its table (a tied embedding) becomes a
-// `scatter_add` region: the scatter onto that gradient.
+// `scatter_add` region: the scatter onto that gradient. The gradient of
+// attention over rope(q) and rope(k) becomes an `attention_grad` region with
+// the inverse ropes of its dq and dk, which the attention kernels apply as
+// they store them.
 //
 // Each region kind is one file under Fuse/ (a method of fuse::Fuser, whose
 // shared state and steps Fuse/Fuser.h declares); kRules below orders them.
@@ -91,6 +94,7 @@ const FusionRule kRules[] = {
     {"classifier", &Fuser::foldClassifiers},
     {"loss", &Fuser::foldLosses},
     {"scatter_add", &Fuser::foldScatterAdds},
+    {"attention_grad", &Fuser::foldAttentionRopes},
     // Before the GEMMs: it takes bias gradients of a norm's total.
     {"norm", &Fuser::foldNorms},
     {"gemm", &Fuser::foldGemmEpilogues},

@@ -9,6 +9,7 @@
 #include "mlir/IR/PatternMatch.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
+#include <algorithm>
 #include <cmath>
 
 using namespace mlir;
@@ -1177,6 +1178,43 @@ static LogicalResult verifyElementwiseRegion(FusedOp fused, Block &body,
   return success();
 }
 
+static LogicalResult verifyAttentionGradRegion(FusedOp fused, Block &body,
+                                               YieldOp yield) {
+  // gt.attention_grad of q, k and v, then the inverse ropes (without
+  // positions, one theta and convention) of its dq and dk; yields their
+  // results and dv, each once.
+  SmallVector<Operation *> ops;
+  for (Operation &op : body.without_terminator())
+    ops.push_back(&op);
+  auto grad =
+      ops.size() == 3 ? dyn_cast<AttentionGradOp>(ops[0]) : AttentionGradOp();
+  auto ropeQ = ops.size() == 3 ? dyn_cast<RopeOp>(ops[1]) : RopeOp();
+  auto ropeK = ops.size() == 3 ? dyn_cast<RopeOp>(ops[2]) : RopeOp();
+  auto isInverse = [](RopeOp r) { return r.getInverse() && !r.getPositions(); };
+  if (!grad || !ropeQ || !ropeK || grad.getResults().size() != 3 ||
+      ropeQ.getInput() != grad.getResults()[0] ||
+      ropeK.getInput() != grad.getResults()[1] || !isInverse(ropeQ) ||
+      !isInverse(ropeK) || ropeQ.getTheta() != ropeK.getTheta() ||
+      ropeQ.getInterleaved() != ropeK.getInterleaved())
+    return fused.emitOpError(
+        "an attention_grad region is a gt.attention_grad of q, k and v and "
+        "the inverse gt.rope (without positions, one theta and convention) "
+        "of its dq and then its dk");
+  auto q = cast<RankedTensorType>(grad.getInputs()[0].getType());
+  if (!gtc::rt::attentionGradTakesRope(q.getElementTypeBitWidth(),
+                                       q.getDimSize(q.getRank() - 1)))
+    return fused.emitOpError("an attention_grad region needs 16-bit q, k and "
+                             "v with heads of 64 or 128 (the GPU kernels "
+                             "that turn dq and dk as they store them)");
+  SmallVector<Value> yields(yield.getValues());
+  SmallVector<Value> expected = {ropeQ.getResult(), ropeK.getResult(),
+                                 grad.getResults()[2]};
+  if (yields.size() != 3 || !std::is_permutation(yields.begin(), yields.end(), expected.begin()))
+    return fused.emitOpError("an attention_grad region yields the turned dq "
+                             "and dk and dv, each once");
+  return success();
+}
+
 /// The region kinds of gt.fused and the verifier of each.
 static const std::pair<StringRef, LogicalResult (*)(FusedOp, Block &, YieldOp)>
     kFusionKinds[] = {
@@ -1188,6 +1226,7 @@ static const std::pair<StringRef, LogicalResult (*)(FusedOp, Block &, YieldOp)>
         {"loss", verifyLossRegion},
         {"classifier", verifyClassifierRegion},
         {"scatter_add", verifyScatterAddRegion},
+        {"attention_grad", verifyAttentionGradRegion},
 };
 
 LogicalResult FusedOp::verify() {

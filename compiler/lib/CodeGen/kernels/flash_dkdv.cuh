@@ -92,7 +92,7 @@
       if (key >= T)
         continue;
       const i64 at = ((i64)b * T + key) * KVROW + hk * HD;
-      store_row(dkp + at, dk[i], r, c2, SCALE);
+      store_row_rope(dkp + at, dk[i], r, c2, SCALE, key);
       store_row(dvp + at, dv[i], r, c2, 1.f);
     }
 

@@ -117,6 +117,6 @@
     if (key >= T)
       continue;
     const i64 at = ((i64)b * T + key) * KVROW + hk * HD;
-    store_row(dkp + at, dk[0], r, c2, SCALE);
+    store_row_rope(dkp + at, dk[0], r, c2, SCALE, key);
     store_row(dvp + at, dv[0], r, c2, 1.f);
   }

@@ -91,6 +91,6 @@
     for (int r = 0; r < 2; ++r) {
       const int q = q0 + r0 + 16 * i + g + 8 * r;
       if (q < T)
-        store_row(dqp + ((i64)b * T + q) * QROW + h * HD, dq[i], r, c2, SCALE);
+        store_row_rope(dqp + ((i64)b * T + q) * QROW + h * HD, dq[i], r, c2, SCALE, q);
     }
 

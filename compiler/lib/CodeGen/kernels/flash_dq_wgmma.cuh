@@ -109,5 +109,5 @@
   for (int r = 0; r < 2; ++r) {
     const int q = q0 + r0 + g + 8 * r;
     if (q < T)
-      store_row(dqp + ((i64)b * T + q) * QROW + h * HD, dq[0], r, c2, SCALE);
+      store_row_rope(dqp + ((i64)b * T + q) * QROW + h * HD, dq[0], r, c2, SCALE, q);
   }

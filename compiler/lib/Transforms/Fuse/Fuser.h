@@ -88,6 +88,13 @@ public:
   /// it and adding two tables (test/bench/NOTES.md, "gt-fuse's measured
   /// choices").
   void foldScatterAdds();
+  /// The gradient of attention over rope(q) and rope(k) (q, k, v apart,
+  /// the Llama block), whose dq and dk go only to their inverse ropes,
+  /// becomes an "attention_grad" region with the two ropes when the GPU's
+  /// kernels can apply them as they store dq and dk
+  /// (rt::attentionGradTakesRope): 24 launches fewer a step for llama124m,
+  /// each of which read and wrote a [B, T, heads, d] tensor.
+  void foldAttentionRopes();
   /// Layer norms with the elementwise ops around them that touch the same
   /// rows become "norm" regions (one row kernel, no round trip through
   /// memory for the values in between):

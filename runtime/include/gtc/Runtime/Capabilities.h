@@ -1,8 +1,9 @@
 //===- Capabilities.h - What cuBLASLt and gtc's kernels accept --*- C++ -*-===//
 //
 // What a GEMM's epilogue can compute on a GPU (cuBLASLt's and gtc's small
-// GEMM's) and the sizes up to which the CUDA emitter runs gtc's own kernels
-// for a small batch instead of cuBLASLt's. gt-fuse forms regions only of
+// GEMM's), the sizes up to which the CUDA emitter runs gtc's own kernels
+// for a small batch instead of cuBLASLt's, and what the attention kernels
+// apply as they store. gt-fuse forms regions only of
 // what these accept, gt.fused's verifier checks them, the plan builder
 // plans for them and the CUDA emitter runs them: all four read this one
 // header. Plain C++ (the emitter and the runtime have no MLIR).
@@ -48,6 +49,15 @@ inline constexpr int64_t kSmallHeadClasses = 32, kSmallHeadK = 2048;
 inline bool isSmallHead(int64_t rows, int64_t classes, int64_t k) {
   return rows >= 1 && rows <= kSmallGemmRows && classes >= 1 &&
          classes <= kSmallHeadClasses && k >= 1 && k <= kSmallHeadK;
+}
+
+/// Whether the GPU's attention gradient can turn dq and dk back by a rope
+/// as it stores them (an "attention_grad" region: the gradient of attention
+/// on rope(q) and rope(k) is the inverse rope of the kernels' dq and dk):
+/// the tensor-core kernels do, for 16-bit q, k and v with heads of 64 or
+/// 128, where each thread holds both elements of every pair it stores.
+inline bool attentionGradTakesRope(int64_t elementBits, int64_t headDim) {
+  return elementBits == 16 && (headDim == 64 || headDim == 128);
 }
 
 } // namespace gtc::rt

@@ -699,6 +699,10 @@ def GT_FusedOp : GT_Op<"fused", [IsolatedFromAbove, SingleBlock,
     region input of its type (a tied embedding's gradient: the table's rows
     scattered onto the classifier's dW, in place when that is dW's only
     use, instead of zeroing a table, scattering, and adding two tables).
+    `attention_grad` is a gt.attention_grad of q, k and v and the inverse
+    gt.rope of its dq and of its dk (the gradient of attention over rope(q)
+    and rope(k)); it yields the turned dq and dk and dv, which the GPU's
+    tensor-core attention kernels store turned (16-bit, heads of 64 or 128).
     The CPU executor runs the
     body op by op; the CUDA emitter generates one kernel (or GEMM).
 
