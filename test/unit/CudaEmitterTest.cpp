@@ -737,6 +737,15 @@ TEST(CudaEmitterTest, EveryOpAutocast) {
   }
 }
 
+/// The plan of `source` at batch 2 in `precision`, and its CUDA program.
+void planAndEmit(const std::string &source, const char *precision,
+                 std::optional<rt::Plan> &plan, rt::CudaProgram &program) {
+  std::string errors, error;
+  plan = test::compilePlan(source, 2, errors, false, "t.gt", precision);
+  ASSERT_TRUE(plan.has_value()) << errors;
+  ASSERT_TRUE(codegen::emitCuda(*plan, program, error)) << error;
+}
+
 /// At --precision tf32, f32 attention takes the tensor-core kernels on
 /// mma.sync m16n8k8 tf32 (flash_mma_tf32.cuh; no Hopper variant), heads of
 /// 64 and 128, grouped-query too; at fp32 it stays on the CUDA cores.
@@ -745,21 +754,15 @@ TEST(CudaEmitterTest, Tf32Attention) {
        {"TensorCoreAttentionTiles", "TensorCoreGroupedQueryAttention"}) {
     for (const char *precision : {"tf32", "fp32"}) {
       SCOPED_TRACE(std::string(name) + " " + precision);
-      const test::OpModel *model = nullptr;
-      for (const test::OpModel &m : test::opModels())
-        if (m.name == name)
-          model = &m;
+      const test::OpModel *model = test::findOpModel(name);
       ASSERT_NE(model, nullptr);
       Stats stats;
       std::map<std::string, std::string> seen;
       checkSource(model->source, 2, false, stats, seen, precision);
-      std::string errors;
-      std::optional<rt::Plan> plan =
-          test::compilePlan(model->source, 2, errors, false, "t.gt", precision);
-      ASSERT_TRUE(plan.has_value()) << errors;
+      std::optional<rt::Plan> plan;
       rt::CudaProgram program;
-      std::string error;
-      ASSERT_TRUE(codegen::emitCuda(*plan, program, error)) << error;
+      ASSERT_NO_FATAL_FAILURE(
+          planAndEmit(model->source, precision, plan, program));
       std::set<std::string> flash;
       for (size_t k = 0; k < plan->kernels.size(); ++k) {
         rt::OpKind op = plan->kernels[k].op;
@@ -790,21 +793,15 @@ TEST(CudaEmitterTest, Tf32Attention) {
 /// and dk turned back, with the ropes' theta and pairs; only the forward's
 /// four ropes remain kernels of their own. In f32 the ropes stay apart.
 TEST(CudaEmitterTest, RopeGradientInTheAttentionKernels) {
-  const test::OpModel *model = nullptr;
-  for (const test::OpModel &m : test::opModels())
-    if (m.name == "TensorCoreRopeAttention")
-      model = &m;
+  const test::OpModel *model = test::findOpModel("TensorCoreRopeAttention");
   ASSERT_NE(model, nullptr);
   for (const char *precision : {"bf16", "fp16", "fp32"}) {
     SCOPED_TRACE(precision);
     bool low = std::string(precision) != "fp32";
-    std::string errors;
-    std::optional<rt::Plan> plan =
-        test::compilePlan(model->source, 2, errors, false, "t.gt", precision);
-    ASSERT_TRUE(plan.has_value()) << errors;
+    std::optional<rt::Plan> plan;
     rt::CudaProgram program;
-    std::string error;
-    ASSERT_TRUE(codegen::emitCuda(*plan, program, error)) << error;
+    ASSERT_NO_FATAL_FAILURE(
+        planAndEmit(model->source, precision, plan, program));
     int regions = 0, ropes = 0;
     std::vector<std::string> turned;
     for (size_t k = 0; k < plan->kernels.size(); ++k) {
@@ -887,18 +884,12 @@ TEST(CudaEmitterTest, Tf32GeluGradientAfterTheGemm) {
 /// whole warpgroups, the grid covering every tile, its shared memory within
 /// the 227 KiB a block may take. The portable kernels stay on mma.sync.
 TEST(CudaEmitterTest, HopperAttentionVariants) {
-  std::string errors;
-  const test::OpModel *model = nullptr;
-  for (const test::OpModel &m : test::opModels())
-    if (m.name == "TensorCoreGroupedQueryAttention")
-      model = &m;
+  const test::OpModel *model =
+      test::findOpModel("TensorCoreGroupedQueryAttention");
   ASSERT_NE(model, nullptr);
-  std::optional<rt::Plan> plan =
-      test::compilePlan(model->source, 2, errors, false, "t.gt", "bf16");
-  ASSERT_TRUE(plan.has_value()) << errors;
+  std::optional<rt::Plan> plan;
   rt::CudaProgram program;
-  std::string error;
-  ASSERT_TRUE(codegen::emitCuda(*plan, program, error)) << error;
+  ASSERT_NO_FATAL_FAILURE(planAndEmit(model->source, "bf16", plan, program));
   int variants = 0;
   std::set<std::string> kinds;
   for (const auto &launches : program.kernels)

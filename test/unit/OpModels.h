@@ -331,6 +331,14 @@ inline const std::vector<OpModel> &opModels() {
   return models;
 }
 
+/// The model of opModels() named `name`, or null.
+inline const OpModel *findOpModel(const std::string &name) {
+  for (const OpModel &m : opModels())
+    if (m.name == name)
+      return &m;
+  return nullptr;
+}
+
 } // namespace gtc::test
 
 #endif // GTC_TEST_OPMODELS_H
