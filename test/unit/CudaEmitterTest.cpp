@@ -821,8 +821,7 @@ TEST(CudaEmitterTest, RopeGradientInTheAttentionKernels) {
             << l.name;
         bool interleaved =
             l.source.find("ROPE_INTERLEAVED = true") != std::string::npos;
-        bool theta500 =
-            l.source.find("ROPE_THETA = 500") != std::string::npos;
+        bool theta500 = l.source.find("ROPE_THETA = 500") != std::string::npos;
         EXPECT_EQ(interleaved, theta500) << l.name;
         turned.push_back(l.name.substr(l.name.find('_') + 1) +
                          (interleaved ? " interleaved" : ""));

@@ -219,10 +219,10 @@ bool Emitter::attentionGradRegion() {
   const Kernel *region = k;
   k = &grad;
   AttentionLayout a = attentionLayout(plan, grad);
-  bool ok = a.error.empty() && !a.packed &&
-            tensorCoreAttention(a.hd, {a.dy, a.y, a.q, a.k, a.v, a.dq, a.dk,
-                                       a.dv}) &&
-            flashType(a) != DType::F32;
+  bool ok =
+      a.error.empty() && !a.packed &&
+      tensorCoreAttention(a.hd, {a.dy, a.y, a.q, a.k, a.v, a.dq, a.dk, a.dv}) &&
+      flashType(a) != DType::F32;
   ok = ok ? flashAttentionGrad(a)
           : fail("an attention_grad region needs the tensor-core kernels "
                  "(16-bit q, k and v, heads of 64 or 128): " +
@@ -257,8 +257,8 @@ bool Emitter::flashAttentionGrad(const AttentionLayout &a) {
   // stored turned back by the ropes of q and k.
   double theta = k->floatAttr("rope_theta", 0.0);
   std::string consts =
-      flashConsts(a) + "constexpr bool ROPE = " +
-      (theta > 0 ? "true" : "false") +
+      flashConsts(a) +
+      "constexpr bool ROPE = " + (theta > 0 ? "true" : "false") +
       ";  // dq and dk turned back by a rope\nconstexpr float ROPE_THETA = " +
       flt(static_cast<float>(theta > 0 ? theta : 1.0)) +
       ";\nconstexpr bool ROPE_INTERLEAVED = " +

@@ -1209,7 +1209,8 @@ static LogicalResult verifyAttentionGradRegion(FusedOp fused, Block &body,
   SmallVector<Value> yields(yield.getValues());
   SmallVector<Value> expected = {ropeQ.getResult(), ropeK.getResult(),
                                  grad.getResults()[2]};
-  if (yields.size() != 3 || !std::is_permutation(yields.begin(), yields.end(), expected.begin()))
+  if (yields.size() != 3 ||
+      !std::is_permutation(yields.begin(), yields.end(), expected.begin()))
     return fused.emitOpError("an attention_grad region yields the turned dq "
                              "and dk and dv, each once");
   return success();

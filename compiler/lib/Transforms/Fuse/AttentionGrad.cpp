@@ -30,7 +30,7 @@ void Fuser::foldAttentionRopes() {
       oneType = oneType && getElementTypeOrSelf(v.getType()) == element;
     if (!oneType || !q.hasStaticShape() ||
         !gtc::rt::attentionGradTakesRope(q.getElementTypeBitWidth(),
-                                    q.getShape().back()))
+                                         q.getShape().back()))
       continue;
     Group g{grad, {grad, ropeQ, ropeK}};
     if (readsOnlyAvailable(g))
