@@ -633,17 +633,14 @@ int64_t optimizerPart(const gtc::rt::Plan::Memory &m, int processes) {
 }
 
 /// A process's predicted peak: the plan's, with ZeRO-1's part of the
-/// optimizer state (ZeRO-2's plan has the shards in its peak already) and
-/// its gradients in memory of their own (a GPU's ZeRO-1 pads them, and
-/// gathers the state in them between steps: not in the temporaries).
+/// optimizer state (ZeRO-2's plan has the shards in its peak already; a
+/// ZeRO-1 plan keeps its gradients apart, CompileOptions::gradientsApart).
 int64_t processPeak(const gtc::rt::Plan &step, int processes,
                     bool shardOptimizer) {
   const gtc::rt::Plan::Memory m = step.memory();
-  if (!shardOptimizer || step.shardRanks > 1)
-    return m.peak();
-  const int64_t apart =
-      step.gradsInTemp >= 0 ? step.regionSize.at(gtc::rt::Region::Grad) * 4 : 0;
-  return m.peak() - m.optimizerState + optimizerPart(m, processes) + apart;
+  return shardOptimizer && step.shardRanks <= 1
+             ? m.peak() - m.optimizerState + optimizerPart(m, processes)
+             : m.peak();
 }
 
 /// --explain and --dry-run of one of `processes` data-parallel processes:
