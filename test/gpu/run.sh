@@ -2,7 +2,7 @@
 # The GPU test suite and benchmarks, in one run on a machine with an NVIDIA GPU
 # and the CUDA 13 libraries (no LLVM needed). Prints one table at the end.
 #
-#   test/gpu/run.sh BUNDLE [compile|pad|streams|fuse|parity|llama|llama-sizes|attention|dropout]
+#   test/gpu/run.sh BUNDLE [compile|pad|streams|fuse|parity|llama|llama-sizes|attention|dropout|sample|micro]
 #
 # BUNDLE is what `tools/dev.sh gpu-bundle` makes: gtc and gtc-gpu-check built
 # with -DGTC_STATIC=ON, the Fashion-MNIST files and torch_reference.py.
@@ -68,7 +68,8 @@ ONLY=${2:-all}   # "compile": only section 7 (gtc compile); "pad": only gt-pad-d
                  # "dropout": only dropout against the CPU;
                  # "sample": only gtc sample (greedy against transformers,
                  # KV cache against recomputation, tokens/s);
-                 # "llama-sizes": llama124m-t4096 and llama1b
+                 # "llama-sizes": llama124m-t4096 and llama1b;
+                 # "micro": gradient accumulation and GTC_NO_GRAPH=1 on one GPU
 # Trains `model` on the GPU and on the CPU from one seed and compares the losses.
 parity() { # name model limit-steps [steps (50)] [tolerance (1e-4)]
   local steps=${4:-50}
@@ -415,6 +416,26 @@ for p in fp32 bf16; do
   tail -1 "$OUT/ops-dropout-$p.txt"
   row "dropout fwd+bwd vs CPU, $p" "$(verdict $s)"
 done
+fi
+if [ "$ONLY" = all ] || [ "$ONLY" = micro ]; then
+# Gradient accumulation on one GPU (the gradients lie inside the
+# activations' memory, Plan::gradsInTemp, and each micro-batch's are summed
+# into the accumulator before the next forward pass overwrites them):
+# char_gpt fp32, 4 micro-batches of 8 against the batch of 32, 50 steps.
+# Then the step launch by launch (GTC_NO_GRAPH=1) against the graph's: the
+# same kernels, so the same losses, and --bench times it.
+"$GTC" run examples/char_gpt.gt --device cuda --precision fp32 --batch 32 --steps 50 --log-every 1 --log "$OUT/micro-1.jsonl" > "$OUT/micro-1.txt" 2>&1
+"$GTC" run examples/char_gpt.gt --device cuda --precision fp32 --batch 32 --micro-batch 8 --steps 50 --log-every 1 --log "$OUT/micro-4.jsonl" > "$OUT/micro-4.txt" 2>&1; s=$?
+r=$(python3 test/Run/Inputs/compare_losses.py "$OUT/micro-1.jsonl" "$OUT/micro-4.jsonl" 1e-5 2>&1); s2=$?
+row "char_gpt fp32, 4 micro-batches of 8 vs batch 32, one GPU: $r" "$(verdict $((s + s2)))"
+"$GTC" run examples/gpt2.gt --device cuda --batch 32 --micro-batch 16 --bench 10 > "$OUT/micro-gpt2.txt" 2>&1; s=$?
+row "GPT-2 bf16, 2 micro-batches of 16: $(tail -1 "$OUT/micro-gpt2.txt")" "$(verdict $s)"
+GTC_NO_GRAPH=1 "$GTC" run examples/char_gpt.gt --device cuda --precision fp32 --batch 32 --steps 50 --log-every 1 --log "$OUT/nograph.jsonl" > "$OUT/nograph.txt" 2>&1; s=$?
+r=$(python3 test/Run/Inputs/compare_losses.py "$OUT/micro-1.jsonl" "$OUT/nograph.jsonl" 0 2>&1); s2=$?
+row "char_gpt fp32, GTC_NO_GRAPH=1 vs the graph: $r" "$(verdict $((s + s2)))"
+GTC_NO_GRAPH=1 "$GTC" run examples/llama.gt --device cuda --bench 10 > "$OUT/nograph-llama.txt" 2>&1; s=$?
+"$GTC" run examples/llama.gt --device cuda --bench 10 > "$OUT/graph-llama.txt" 2>&1
+row "llama124m --bench launch by launch: $(tail -1 "$OUT/nograph-llama.txt" | grep -o '[0-9.]* ms/step'), graph $(tail -1 "$OUT/graph-llama.txt" | grep -o '[0-9.]* ms/step')" "$(verdict $s)"
 fi
 if [ "$ONLY" = all ] || [ "$ONLY" = sample ]; then
 # gtc sample: GPT-2 124M's greedy tokens equal transformers' generate, the KV
