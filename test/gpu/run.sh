@@ -2,7 +2,7 @@
 # The GPU test suite and benchmarks, in one run on a machine with an NVIDIA GPU
 # and the CUDA 13 libraries (no LLVM needed). Prints one table at the end.
 #
-#   test/gpu/run.sh BUNDLE [compile|pad|streams|fuse|parity|llama|llama-sizes|attention|dropout|sample|micro]
+#   test/gpu/run.sh BUNDLE [compile|pad|streams|fuse|parity|llama|llama-sizes|attention|dropout|sample|micro|kernels]
 #
 # BUNDLE is what `tools/dev.sh gpu-bundle` makes: gtc and gtc-gpu-check built
 # with -DGTC_STATIC=ON, the Fashion-MNIST files and torch_reference.py.
@@ -69,7 +69,8 @@ ONLY=${2:-all}   # "compile": only section 7 (gtc compile); "pad": only gt-pad-d
                  # "sample": only gtc sample (greedy against transformers,
                  # KV cache against recomputation, tokens/s);
                  # "llama-sizes": llama124m-t4096 and llama1b;
-                 # "micro": gradient accumulation and GTC_NO_GRAPH=1 on one GPU
+                 # "micro": gradient accumulation and GTC_NO_GRAPH=1 on one GPU;
+                 # "kernels": llama124m's kernels on both sides under ncu
 # Trains `model` on the GPU and on the CPU from one seed and compares the losses.
 parity() { # name model limit-steps [steps (50)] [tolerance (1e-4)]
   local steps=${4:-50}
@@ -436,6 +437,21 @@ row "char_gpt fp32, GTC_NO_GRAPH=1 vs the graph: $r" "$(verdict $((s + s2)))"
 GTC_NO_GRAPH=1 "$GTC" run examples/llama.gt --device cuda --bench 10 > "$OUT/nograph-llama.txt" 2>&1; s=$?
 "$GTC" run examples/llama.gt --device cuda --bench 10 > "$OUT/graph-llama.txt" 2>&1
 row "llama124m --bench launch by launch: $(tail -1 "$OUT/nograph-llama.txt" | grep -o '[0-9.]* ms/step'), graph $(tail -1 "$OUT/graph-llama.txt" | grep -o '[0-9.]* ms/step')" "$(verdict $s)"
+fi
+if [ "$ONLY" = kernels ]; then
+# Every kernel of llama124m's step on both sides under Nsight Compute, one at
+# a time (no overlap, no launch gaps): gtc's --profile launches in NVTX
+# ranges of its profile's names, PyTorch's compiled step (2 steps after 5
+# warm-ups, test/gpu/torch_step_prof.py). Not part of "all": it takes
+# minutes. The tables go to kernels-gtc.txt and kernels-torch.txt.
+NCU="ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv --print-units base"
+$NCU --nvtx --print-nvtx-rename kernel "$GTC" run examples/llama.gt --device cuda --bench 2 --profile "$OUT/kernels.json" > "$OUT/ncu-gtc.csv" 2> "$OUT/ncu-gtc.err"; s=$?
+python3 test/gpu/ncu_table.py gtc "$OUT/ncu-gtc.csv" > "$OUT/kernels-gtc.txt" 2>&1; s2=$?
+row "ncu: gtc llama124m, $(tail -1 "$OUT/kernels-gtc.txt")" "$(verdict $((s + s2)))"
+CONFIG=llama124m BUNDLE="$B" $NCU --profile-from-start off python3 test/gpu/torch_step_prof.py > "$OUT/ncu-torch.csv" 2> "$OUT/ncu-torch.err"; s=$?
+python3 test/gpu/ncu_table.py torch "$OUT/ncu-torch.csv" 2 > "$OUT/kernels-torch.txt" 2>&1; s2=$?
+row "ncu: torch.compile llama124m, $(tail -1 "$OUT/kernels-torch.txt")" "$(verdict $((s + s2)))"
+[ -n "$RESULTS" ] && cp "$OUT/kernels-gtc.txt" "$OUT/kernels-torch.txt" "$RESULTS/"
 fi
 if [ "$ONLY" = all ] || [ "$ONLY" = sample ]; then
 # gtc sample: GPT-2 124M's greedy tokens equal transformers' generate, the KV

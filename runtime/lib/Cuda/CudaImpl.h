@@ -20,6 +20,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <nvtx3/nvToolsExt.h>
 #include <unordered_map>
 #include <vector>
 
@@ -289,9 +290,13 @@ struct CudaExecutor::Impl {
     }
     Timed t{name,          kind,  planKernel, pooledEvent(),
             pooledEvent(), flops, bytes,      tensorCore};
+    // An NVTX range of the profile's name around each launch: Nsight
+    // Compute's --nvtx --print-nvtx-rename kernel names every kernel so.
+    nvtxRangePushA(name.c_str());
     CU(cuEventRecord(t.begin, compute));
     enqueue();
     CU(cuEventRecord(t.end, compute));
+    nvtxRangePop();
     timed->push_back(std::move(t));
   }
 
