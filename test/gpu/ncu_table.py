@@ -28,7 +28,7 @@ if side == "gtc":
            "gtc_accumulate")
     kernels = [(n, t) for n, t in kernels
                if n not in raw and not n.startswith(
-                   ("nvjet", "sm90_", "sm80_", "void ", "cutlass", "gtc_init"))]
+                   ("nvjet", "sm90_", "sm80_", "void ", "cutlass"))]
     steps = sum(1 for n, _ in kernels if n.startswith("gtc_update"))
 else:
     steps = int(sys.argv[3])

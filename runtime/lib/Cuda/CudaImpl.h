@@ -10,17 +10,17 @@
 #ifndef GTC_RUNTIME_LIB_CUDAIMPL_H
 #define GTC_RUNTIME_LIB_CUDAIMPL_H
 
-#include "Cuda/CudaLibs.h"
 #include "Comm/Nccl.h"
+#include "Cuda/CudaLibs.h"
 #include "gtc/Runtime/Cuda.h"
 #include "gtc/Runtime/CudaProgram.h"
 #include "gtc/Runtime/Plan.h"
 #include "gtc/Runtime/Streams.h"
 #include <functional>
 #include <map>
+#include <nvtx3/nvToolsExt.h>
 #include <optional>
 #include <string>
-#include <nvtx3/nvToolsExt.h>
 #include <unordered_map>
 #include <vector>
 

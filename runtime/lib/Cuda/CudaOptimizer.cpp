@@ -71,10 +71,11 @@ void CudaExecutor::Impl::enqueueUpdate() {
           reinterpret_cast<void *>(partial), reinterpret_cast<void *>(partial),
           static_cast<size_t>(np), DeviceComm::Type::F32, compute);
     void *normArgs[] = {&partial, &np, &norm};
-    timedLaunch("gtc_norm (clipping factor)", "optimizer", -1, 0, 0, false, [&] {
-      CU(cuLaunchKernel(normFn, 1, 1, 1, 1024, 1, 1, 0, compute, normArgs,
-                        nullptr));
-    });
+    timedLaunch("gtc_norm (clipping factor)", "optimizer", -1, 0, 0, false,
+                [&] {
+                  CU(cuLaunchKernel(normFn, 1, 1, 1, 1024, 1, 1, 0, compute,
+                                    normArgs, nullptr));
+                });
   }
   // The parameters' 16-bit copies, when the plan keeps them.
   CUdeviceptr copy = 0;
