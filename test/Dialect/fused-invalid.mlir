@@ -560,3 +560,30 @@ func.func @attention_grad_yield(%dy: tensor<2x4x6x64xbf16>, %lse: tensor<2x6x4xf
   }
   return %r#0, %r#1, %r#2 : tensor<2x4x6x64xbf16>, tensor<2x4x2x64xbf16>, tensor<2x4x2x64xbf16>
 }
+
+// -----
+
+// Over packed heads the inverse rope turns q's and k's heads (6 + 2), not v's.
+func.func @attention_grad_packed_rotated(%dy: tensor<2x4x6x64xbf16>, %lse: tensor<2x6x4xf32>, %qkv: tensor<2x4x10x64xbf16>) -> tensor<2x4x10x64xbf16> {
+  // expected-error @+1 {{an attention_grad region over packed heads is a gt.attention_grad and the inverse gt.rope (without positions) of the first H + Hkv heads of its gradient}}
+  %r = gt.fused "attention_grad"(%dy, %lse, %qkv) : (tensor<2x4x6x64xbf16>, tensor<2x6x4xf32>, tensor<2x4x10x64xbf16>) -> tensor<2x4x10x64xbf16> {
+  ^bb0(%a: tensor<2x4x6x64xbf16>, %l: tensor<2x6x4xf32>, %aqkv: tensor<2x4x10x64xbf16>):
+    %d = gt.attention_grad %a, %a, %l, %aqkv <{heads = 6 : i64}> : tensor<2x4x6x64xbf16>, tensor<2x6x4xf32>, tensor<2x4x10x64xbf16>
+    %rd = gt.rope %d <{inverse = true}> : tensor<2x4x10x64xbf16>
+    gt.yield %rd : tensor<2x4x10x64xbf16>
+  }
+  return %r : tensor<2x4x10x64xbf16>
+}
+
+// -----
+
+func.func @attention_grad_packed_yield(%dy: tensor<2x4x6x64xbf16>, %lse: tensor<2x6x4xf32>, %qkv: tensor<2x4x10x64xbf16>) -> tensor<2x4x10x64xbf16> {
+  // expected-error @+1 {{an attention_grad region over packed heads yields the turned gradient}}
+  %r = gt.fused "attention_grad"(%dy, %lse, %qkv) : (tensor<2x4x6x64xbf16>, tensor<2x6x4xf32>, tensor<2x4x10x64xbf16>) -> tensor<2x4x10x64xbf16> {
+  ^bb0(%a: tensor<2x4x6x64xbf16>, %l: tensor<2x6x4xf32>, %aqkv: tensor<2x4x10x64xbf16>):
+    %d = gt.attention_grad %a, %a, %l, %aqkv <{heads = 6 : i64}> : tensor<2x4x6x64xbf16>, tensor<2x6x4xf32>, tensor<2x4x10x64xbf16>
+    %rd = gt.rope %d <{inverse = true, rotated = 8 : i64}> : tensor<2x4x10x64xbf16>
+    gt.yield %d : tensor<2x4x10x64xbf16>
+  }
+  return %r : tensor<2x4x10x64xbf16>
+}

@@ -184,6 +184,32 @@ func.func @rope_theta(%x: tensor<2x4x3x8xf32>) {
 
 // -----
 
+// rope: rotated counts heads, and takes no positions.
+func.func @rope_rotated(%x: tensor<2x4x3x8xf32>) {
+  // expected-error @+1 {{'gt.rope' op rotated = 4 must be at most the heads of f32[2, 4, 3, 8]}}
+  %0 = gt.rope %x <{rotated = 4 : i64}> : tensor<2x4x3x8xf32>
+  return
+}
+
+// -----
+
+func.func @rope_rotated_positions(%x: tensor<2x4x3x8xf32>, %p: tensor<2x4xi32>) {
+  // expected-error @+1 {{'gt.rope' op rotated takes no positions (a training plan's packed projection)}}
+  %0 = gt.rope %x at %p : tensor<2x4xi32> <{rotated = 2 : i64}> : tensor<2x4x3x8xf32>
+  return
+}
+
+// -----
+
+// attention over packed heads [B, T, H + 2 Hkv, d]: Hkv divides H.
+func.func @attention_packed_heads(%qkv: tensor<2x4x7x8xf32>) {
+  // expected-error @+1 {{'attention' needs packed heads [B, T, H + 2 Hkv, d] with Hkv dividing H = 3, got f32[2, 4, 7, 8]}}
+  %0:2 = gt.attention %qkv <{heads = 3 : i64}> : tensor<2x4x7x8xf32>
+  return
+}
+
+// -----
+
 // attention: heads must divide D.
 func.func @attention_heads(%qkv: tensor<2x4x30xf32>) {
   // expected-error @+1 {{'attention' heads = 3 must be positive and divide the model width 10}}

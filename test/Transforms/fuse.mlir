@@ -1092,3 +1092,32 @@ func.func @attention_grad_dq_read(%dy: tensor<2x4x6x64xbf16>, %lse: tensor<2x6x4
   %dk = gt.rope %d#1 <{inverse = true}> : tensor<2x4x2x64xbf16>
   return %dq, %d#0, %dk : tensor<2x4x6x64xbf16>, tensor<2x4x6x64xbf16>, tensor<2x4x2x64xbf16>
 }
+
+// -----
+
+// Over packed heads [B, T, H + 2 Hkv, d] one inverse rope turns dq's and
+// dk's heads (rotated = H + Hkv) back: one region, as for q, k and v apart.
+// CHECK-LABEL: func.func @attention_grad_rope_packed
+// CHECK-SAME: (%[[DY:[^:]*]]: tensor<2x4x6x64xbf16>, %[[LSE:[^:]*]]: tensor<2x6x4xf32>, %[[QKV:[^:]*]]: tensor<2x4x10x64xbf16>)
+// CHECK:      %[[R:.*]] = gt.fused "attention_grad"(%[[DY]], %[[QKV]], %[[LSE]])
+// CHECK-NEXT: ^bb0(%[[A:[^:]*]]: tensor<2x4x6x64xbf16>, %[[AQKV:[^:]*]]: tensor<2x4x10x64xbf16>, %[[L:[^:]*]]: tensor<2x6x4xf32>):
+// CHECK-NEXT:   %[[D:.*]] = gt.attention_grad %[[A]], %[[A]], %[[L]], %[[AQKV]]
+// CHECK-NEXT:   %[[RD:.*]] = gt.rope %[[D]] <{inverse = true, rotated = 8 : i64}>
+// CHECK-NEXT:   gt.yield %[[RD]]
+// CHECK:      return %[[R]]
+func.func @attention_grad_rope_packed(%dy: tensor<2x4x6x64xbf16>, %lse: tensor<2x6x4xf32>, %qkv: tensor<2x4x10x64xbf16>) -> tensor<2x4x10x64xbf16> {
+  %d = gt.attention_grad %dy, %dy, %lse, %qkv <{heads = 6 : i64}> : tensor<2x4x6x64xbf16>, tensor<2x6x4xf32>, tensor<2x4x10x64xbf16>
+  %r = gt.rope %d <{inverse = true, rotated = 8 : i64}> : tensor<2x4x10x64xbf16>
+  return %r : tensor<2x4x10x64xbf16>
+}
+
+// -----
+
+// Not when the rope turns another number of heads than q's and k's.
+// CHECK-LABEL: func.func @attention_grad_rope_packed_all
+// CHECK-NOT:  gt.fused
+func.func @attention_grad_rope_packed_all(%dy: tensor<2x4x6x64xbf16>, %lse: tensor<2x6x4xf32>, %qkv: tensor<2x4x10x64xbf16>) -> tensor<2x4x10x64xbf16> {
+  %d = gt.attention_grad %dy, %dy, %lse, %qkv <{heads = 6 : i64}> : tensor<2x4x6x64xbf16>, tensor<2x6x4xf32>, tensor<2x4x10x64xbf16>
+  %r = gt.rope %d <{inverse = true}> : tensor<2x4x10x64xbf16>
+  return %r : tensor<2x4x10x64xbf16>
+}

@@ -788,10 +788,12 @@ TEST(CudaEmitterTest, Tf32Attention) {
 }
 
 /// Attention over rope(q) and rope(k) in 16-bit: gt-fuse makes each
-/// gradient with the inverse ropes of its dq and dk one "attention_grad"
-/// region, whose dq and dkdv launches (and their Hopper variants) store dq
-/// and dk turned back, with the ropes' theta and pairs; only the forward's
-/// four ropes remain kernels of their own. In f32 the ropes stay apart.
+/// gradient with the inverse ropes of its dq and dk (q, k and v apart) or
+/// the inverse rope of its dqkv (packed heads) one "attention_grad" region,
+/// whose dq and dkdv launches (and their Hopper variants) store dq and dk
+/// turned back, with the ropes' theta and pairs; only the forward's three
+/// ropes (q and k apart, and the packed heads') remain kernels of their own.
+/// In f32 the ropes stay apart.
 TEST(CudaEmitterTest, RopeGradientInTheAttentionKernels) {
   const test::OpModel *model = test::findOpModel("TensorCoreRopeAttention");
   ASSERT_NE(model, nullptr);
@@ -828,7 +830,7 @@ TEST(CudaEmitterTest, RopeGradientInTheAttentionKernels) {
       }
     }
     EXPECT_EQ(regions, low ? 2 : 0);
-    EXPECT_EQ(ropes, low ? 4 : 8); // the forward's q and k, and their gradients
+    EXPECT_EQ(ropes, low ? 3 : 6); // the forward's, and their gradients
     if (low)
       EXPECT_EQ(turned, (std::vector<std::string>{
                             "attention_grad_dq interleaved",
@@ -837,6 +839,59 @@ TEST(CudaEmitterTest, RopeGradientInTheAttentionKernels) {
     Stats stats;
     std::map<std::string, std::string> seen;
     checkSource(model->source, 2, false, stats, seen, precision);
+  }
+}
+
+/// gt-pack-projections: attention's q, k and v projections (4 query heads
+/// over 2 K/V heads of 64) are one GEMM of N = (4 + 2 * 2) * 64 = 512, and
+/// attention reads packed heads [B, T, 8, 64]: k's heads from column 256 of
+/// a row of 512 and v's from 384, where the gradient's kernels also write
+/// dk and dv (dq and dk turned back by the inverse rope, dv not). Without
+/// fusion the three projections and attention stay apart.
+TEST(CudaEmitterTest, PackedProjections) {
+  const char *model = R"(model m {
+    input x: f32[B, 64, 64]
+    q = reshape(linear(x, 256, bias: false), (-1, 64, 4, 64))
+    k = reshape(linear(x, 128, bias: false), (-1, 64, 2, 64))
+    v = reshape(linear(x, 128, bias: false), (-1, 64, 2, 64))
+    y = attention(rope(q), rope(k), v)
+    loss = sum(y * y)
+  })";
+  for (bool fuse : {true, false}) {
+    SCOPED_TRACE(fuse ? "fused" : "not fused");
+    std::string errors, error;
+    std::optional<rt::Plan> plan =
+        test::compilePlan(model, 2, errors, false, "t.gt", "bf16", fuse);
+    ASSERT_TRUE(plan.has_value()) << errors;
+    rt::CudaProgram program;
+    ASSERT_TRUE(codegen::emitCuda(*plan, program, error)) << error;
+    std::vector<std::vector<int64_t>> operands;
+    bool dkdvPacked = false;
+    for (size_t k = 0; k < plan->kernels.size(); ++k) {
+      const rt::Kernel &kernel = plan->kernels[k];
+      if (kernel.op == rt::OpKind::Attention) {
+        for (int in : kernel.inputs)
+          operands.push_back(plan->buffers[in].shape);
+        for (const rt::CudaLaunch &l : program.kernels[k])
+          EXPECT_EQ(l.source.find("kp = qkv + 256, *const vp = qkv + 384") !=
+                        std::string::npos,
+                    fuse)
+              << l.name;
+      }
+      if (kernel.strAttr("kind", "") == "attention_grad")
+        for (const rt::CudaLaunch &l : program.kernels[k])
+          if (l.name.find("dkdv") != std::string::npos)
+            dkdvPacked = l.source.find("dkp = dqkv + 256, *const dvp = dqkv "
+                                       "+ 384") != std::string::npos &&
+                         l.source.find("constexpr bool ROPE = true") !=
+                             std::string::npos;
+    }
+    if (fuse)
+      EXPECT_EQ(operands, (std::vector<std::vector<int64_t>>{{2, 64, 8, 64}}));
+    else
+      EXPECT_EQ(operands, (std::vector<std::vector<int64_t>>{
+                              {2, 64, 4, 64}, {2, 64, 2, 64}, {2, 64, 2, 64}}));
+    EXPECT_EQ(dkdvPacked, fuse);
   }
 }
 

@@ -182,7 +182,9 @@ inline const std::vector<OpModel> &opModels() {
       // Attention over rope(q) and rope(k) on the tensor-core kernels
       // (grouped-query heads of 64; heads of 128 with interleaved pairs and
       // another theta): in 16-bit the gradient's kernels turn dq and dk
-      // back as they store them (gt-fuse's "attention_grad" region).
+      // back as they store them (gt-fuse's "attention_grad" region). The
+      // second's projections become one over packed heads [B, T, 6, 128]
+      // (gt-pack-projections); the first's stay apart (k is read again).
       {"TensorCoreRopeAttention", R"(model m {
     input x: f32[B, 200, 8]
     q = reshape(linear(x, 192, bias: false), (-1, 200, 3, 64))
@@ -193,7 +195,7 @@ inline const std::vector<OpModel> &opModels() {
     k2 = reshape(linear(x, 256, bias: false), (-1, 200, 2, 128))
     v2 = reshape(linear(x, 256, bias: false), (-1, 200, 2, 128))
     z = attention(rope(q2, interleaved: true, theta: 500.0), rope(k2, interleaved: true, theta: 500.0), v2, causal: false)
-    loss = sum(y * y) + sum(z * z)
+    loss = sum(y * y) + sum(z * z) + sum(k * k)
   })", 2, 3, 8},
       // Dropout's gradient keeps the forward's mask (step 0, seed 0 on both
       // devices); two dropouts draw different masks.

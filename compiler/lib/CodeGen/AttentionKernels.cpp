@@ -175,16 +175,18 @@ Emitter::AttnArgs Emitter::attentionOperands(const AttentionLayout &a,
                                              AttnGrad grad) {
   AttnArgs r;
   if (a.packed) {
+    // Each row: q's heads, k's from kCol, v's from vCol.
+    const std::string kc = str(a.kCol), vc = str(a.vCol);
     r.args = {in(a.q, "qkv")};
-    r.pointers = "  const auto *const qp = qkv, *const kp = qkv + D, "
-                 "*const vp = qkv + 2 * D;\n";
+    r.pointers = "  const auto *const qp = qkv, *const kp = qkv + " + kc +
+                 ", *const vp = qkv + " + vc + ";\n";
     if (grad != AttnGrad::None)
       r.args.push_back(out(a.dq, "dqkv"));
     if (grad == AttnGrad::Dq)
       r.pointers += "  auto *const dqp = dqkv;\n";
     if (grad == AttnGrad::Dkdv)
-      r.pointers +=
-          "  auto *const dkp = dqkv + D, *const dvp = dqkv + 2 * D;\n";
+      r.pointers += "  auto *const dkp = dqkv + " + kc +
+                    ", *const dvp = dqkv + " + vc + ";\n";
     return r;
   }
   r.args = {in(a.q, "q"), in(a.k, "k"), in(a.v, "v")};

@@ -200,6 +200,7 @@ bool Emitter::rope() {
     return fail("rope's rows of one position exceed 2^31 elements");
   const int64_t v = (d / 2) % 4 == 0 ? 4 : (d / 2) % 2 == 0 ? 2 : 1;
   const bool interleaved = k->intAttr("interleaved", 0) != 0;
+  const int64_t rotated = k->intAttr("rotated", heads);
   std::string consts =
       "constexpr int HALF = " + str(d / 2) + ";\nconstexpr int D = " + str(d) +
       ";\nconstexpr int HEADS = " + str(heads) +
@@ -212,7 +213,8 @@ bool Emitter::rope() {
       ";  // -1: the inverse rotation (the gradient)\n"
       "constexpr bool INTERLEAVED = " +
       (interleaved ? "true" : "false") +
-      ";  // pairs (2i, 2i + 1), else (i, i + HALF)\n";
+      ";  // pairs (2i, 2i + 1), else (i, i + HALF)\nconstexpr int ROTATED = " +
+      str(rotated) + ";  // heads from here on pass unchanged\n";
   std::string body =
       R"CU(  __shared__ float cs[HALF], ss[HALF];
   constexpr int ITEMS = OUTER * HEADS * (HALF / V), U = 2;
@@ -233,11 +235,13 @@ bool Emitter::rope() {
       float a[U][2 * V];
       i64 r[U];
       int i0[U];
+      bool turn[U];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int e = e0 + u * blockDim.x;
         const int o = e / (HEADS * (HALF / V)), h = e / (HALF / V) % HEADS;
         i0[u] = e % (HALF / V) * V;
+        turn[u] = h < ROTATED;
         r[u] = ((i64)o * POSITIONS + t) * (HEADS * D) + h * D;
         if (e >= ITEMS)
           continue;
@@ -254,7 +258,7 @@ bool Emitter::rope() {
           continue;
         float *v = a[u];
 #pragma unroll
-        for (int p = 0; p < V; ++p) {
+        for (int p = 0; p < V && turn[u]; ++p) {
           // The pair: (2p, 2p + 1) interleaved, else (p, V + p).
           float &x1 = v[INTERLEAVED ? 2 * p : p];
           float &x2 = v[INTERLEAVED ? 2 * p + 1 : V + p];
@@ -277,8 +281,10 @@ bool Emitter::rope() {
          "a block per position of " + str(positions) +
              ", its angles once, a thread per " + str(v) +
              " pairs of a head of a row (head_dim " + str(d) +
-             (interleaved ? ", interleaved" : ", rotate-half") + "; " +
-             str(rows) + " rows a position)",
+             (interleaved ? ", interleaved" : ", rotate-half") +
+             (rotated < heads ? ", heads from " + str(rotated) + " copied"
+                              : std::string()) +
+             "; " + str(rows) + " rows a position)",
          {in(x, "x"), out(y, "y")}, kPackHelpers, consts, body,
          std::min(positions, kMaxGrid),
          std::min<int64_t>(256, alignUp(rows * heads * (d / 2) / v, 32)));

@@ -197,19 +197,27 @@ bool Emitter::flashAttention(const AttentionLayout &a) {
 /// rope(q) and rope(k), and the inverse ropes of its dq and dk, which the
 /// tensor-core kernels apply as they store dq and dk (flash_rope.cuh): the
 /// region's gradient kernel with the ropes' results for dq and dk and their
-/// angles as attributes.
+/// angles as attributes. Over packed heads [B, T, H + 2 Hkv, d] one inverse
+/// rope turns dq's and dk's heads back (`rotated` = H + Hkv) and leaves dv.
 bool Emitter::attentionGradRegion() {
   const std::vector<Kernel> &body = k->body;
-  if (body.size() != 3 || body[0].op != OpKind::AttentionGrad ||
-      body[0].outputs.size() != 3 || body[1].op != OpKind::Rope ||
-      body[2].op != OpKind::Rope ||
-      body[1].inputs != std::vector<int>{body[0].outputs[0]} ||
-      body[2].inputs != std::vector<int>{body[0].outputs[1]})
+  auto ropeOf = [&](size_t i, int of) {
+    return i < body.size() && body[i].op == OpKind::Rope &&
+           body[i].inputs == std::vector<int>{of};
+  };
+  const Kernel *grad0 = body.empty() ? nullptr : &body[0];
+  bool separate = body.size() == 3 && grad0->op == OpKind::AttentionGrad &&
+                  grad0->outputs.size() == 3 && ropeOf(1, grad0->outputs[0]) &&
+                  ropeOf(2, grad0->outputs[1]);
+  bool packed = body.size() == 2 && grad0->op == OpKind::AttentionGrad &&
+                grad0->outputs.size() == 1 && ropeOf(1, grad0->outputs[0]);
+  if (!separate && !packed)
     return fail("an attention_grad region is an attention gradient and the "
                 "inverse ropes of its dq and dk");
   Kernel grad = body[0];
   grad.outputs[0] = body[1].outputs[0];
-  grad.outputs[1] = body[2].outputs[0];
+  if (separate)
+    grad.outputs[1] = body[2].outputs[0];
   Attr theta, interleaved;
   theta.kind = Attr::Kind::Float;
   theta.f = body[1].floatAttr("theta", 10000.0);
@@ -219,8 +227,11 @@ bool Emitter::attentionGradRegion() {
   const Kernel *region = k;
   k = &grad;
   AttentionLayout a = attentionLayout(plan, grad);
+  if (packed && a.error.empty() &&
+      body[1].intAttr("rotated", a.h + 2 * a.hkv) != a.h + a.hkv)
+    a.error = "the inverse rope of packed heads turns q's and k's heads";
   bool ok =
-      a.error.empty() && !a.packed &&
+      a.error.empty() && (separate || shape(a.q).size() == 4) &&
       tensorCoreAttention(a.hd, {a.dy, a.y, a.q, a.k, a.v, a.dq, a.dk, a.dv}) &&
       flashType(a) != DType::F32;
   ok = ok ? flashAttentionGrad(a)

@@ -43,6 +43,8 @@ FailureOr<OwningOpRef<ModuleOp>> specialize(ModuleOp module,
   shape.batch = options.batch;
   pm.addPass(createGtShapeInferencePass(shape));
   pm.addPass(createCanonicalizerPass());
+  if (differentiate && options.fuse)
+    pm.addPass(createGtPackProjectionsPass());
   GtAutocastPassOptions autocast;
   autocast.precision = options.precision;
   pm.addPass(createGtAutocastPass(autocast));

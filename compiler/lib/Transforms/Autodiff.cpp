@@ -242,7 +242,8 @@ LogicalResult Differentiator::differentiate(Operation *op, Value dy) {
         accumulate(o.getInput(),
                    RopeOp::create(b, loc, dy, o.getPositions(),
                                   o.getThetaAttr(), o.getInterleavedAttr(),
-                                  b.getBoolAttr(!o.getInverse())));
+                                  b.getBoolAttr(!o.getInverse()),
+                                  o.getRotatedAttr()));
         return success();
       })
       .Case<DropoutOp>([&](DropoutOp o) {

@@ -427,6 +427,14 @@ LogicalResult RopeOp::verify() {
            << " must be a fixed even size (features turn in pairs)";
   if (!(getTheta().convertToDouble() > 0))
     return emitOpError("theta must be > 0");
+  int64_t heads = x.getDimSize(x.getRank() - 2);
+  if (std::optional<uint64_t> n = getRotated();
+      n && (ShapedType::isDynamic(heads) || int64_t(*n) > heads))
+    return emitOpError("rotated = ")
+           << *n << " must be at most the heads of " << formatType(x);
+  if (getRotated() && getPositions())
+    return emitOpError("rotated takes no positions (a training plan's "
+                       "packed projection)");
   if (Value positions = getPositions()) {
     auto pos = cast<RankedTensorType>(positions.getType());
     if (x.getRank() != 4 || pos.getRank() != 2 ||
@@ -532,9 +540,24 @@ static LogicalResult inferAttention(std::optional<Location> loc,
                              inputs.size(), " operands");
   RankedTensorType qkv = tensorOf(inputs[0]);
   ArrayRef<int64_t> s = qkv.getShape();
+  if (s.size() == 4) {
+    // Packed heads: H query heads, then Hkv key and Hkv value heads.
+    int64_t all = s[2], kv = (all - heads) / 2;
+    if (ShapedType::isDynamic(all) || ShapedType::isDynamic(s[3]) ||
+        heads <= 0 || kv <= 0 || heads + 2 * kv != all || heads % kv != 0)
+      return emitOptionalError(
+          loc, "'attention' needs packed heads [B, T, H + 2 Hkv, d] with ",
+          "Hkv dividing H = ", heads, ", got ", formatType(qkv));
+    types.push_back(
+        RankedTensorType::get({s[0], s[1], heads, s[3]}, qkv.getElementType()));
+    types.push_back(RankedTensorType::get({s[0], heads, s[1]},
+                                          Float32Type::get(qkv.getContext())));
+    return success();
+  }
   if (s.size() != 3)
-    return emitOptionalError(loc, "'attention' needs qkv of shape [B, T, 3D], "
-                                  "got ",
+    return emitOptionalError(loc,
+                             "'attention' needs qkv of shape [B, T, 3D] "
+                             "or [B, T, H + 2 Hkv, d], got ",
                              formatType(qkv));
   if (ShapedType::isDynamic(s[2]) || s[2] % 3 != 0)
     return emitOptionalError(loc, "'attention' qkv's last dimension must be "
@@ -1182,19 +1205,50 @@ static LogicalResult verifyAttentionGradRegion(FusedOp fused, Block &body,
                                                YieldOp yield) {
   // gt.attention_grad of q, k and v, then the inverse ropes (without
   // positions, one theta and convention) of its dq and dk; yields their
-  // results and dv, each once.
+  // results and dv, each once. Or, over packed heads [B, T, H + 2 Hkv, d],
+  // gt.attention_grad and one inverse rope of the first H + Hkv heads of
+  // its dqkv, which it yields.
   SmallVector<Operation *> ops;
   for (Operation &op : body.without_terminator())
     ops.push_back(&op);
-  auto grad =
-      ops.size() == 3 ? dyn_cast<AttentionGradOp>(ops[0]) : AttentionGradOp();
+  auto at = [&](size_t i) {
+    return i < ops.size() ? ops[i] : static_cast<Operation *>(nullptr);
+  };
+  auto grad = dyn_cast_or_null<AttentionGradOp>(at(0));
+  auto isInverse = [](RopeOp r) {
+    return r && r.getInverse() && !r.getPositions();
+  };
+  if (ops.size() == 2 && grad && grad.getInputs().size() == 1 &&
+      cast<RankedTensorType>(grad.getInputs()[0].getType()).getRank() == 4) {
+    auto rope = dyn_cast<RopeOp>(ops[1]);
+    auto qkv = cast<RankedTensorType>(grad.getInputs()[0].getType());
+    int64_t h = grad.getHeads(), kv = (qkv.getDimSize(2) - h) / 2;
+    if (!isInverse(rope) || rope.getInput() != grad.getResults()[0] ||
+        rope.getRotated() != uint64_t(h + kv))
+      return fused.emitOpError(
+          "an attention_grad region over packed heads is a "
+          "gt.attention_grad and the inverse gt.rope (without positions) of "
+          "the first H + Hkv heads of its gradient");
+    if (!gtc::rt::attentionGradTakesRope(qkv.getElementTypeBitWidth(),
+                                         qkv.getDimSize(3)))
+      return fused.emitOpError("an attention_grad region needs 16-bit q, k "
+                               "and v with heads of 64 or 128 (the GPU "
+                               "kernels that turn dq and dk as they store "
+                               "them)");
+    if (yield.getValues().size() != 1 ||
+        yield.getValues()[0] != rope.getResult())
+      return fused.emitOpError("an attention_grad region over packed heads "
+                               "yields the turned gradient");
+    return success();
+  }
   auto ropeQ = ops.size() == 3 ? dyn_cast<RopeOp>(ops[1]) : RopeOp();
   auto ropeK = ops.size() == 3 ? dyn_cast<RopeOp>(ops[2]) : RopeOp();
-  auto isInverse = [](RopeOp r) { return r.getInverse() && !r.getPositions(); };
-  if (!grad || !ropeQ || !ropeK || grad.getResults().size() != 3 ||
+  if (ops.size() != 3 || !grad || !ropeQ || !ropeK ||
+      grad.getResults().size() != 3 ||
       ropeQ.getInput() != grad.getResults()[0] ||
       ropeK.getInput() != grad.getResults()[1] || !isInverse(ropeQ) ||
-      !isInverse(ropeK) || ropeQ.getTheta() != ropeK.getTheta() ||
+      !isInverse(ropeK) || ropeQ.getRotated() || ropeK.getRotated() ||
+      ropeQ.getTheta() != ropeK.getTheta() ||
       ropeQ.getInterleaved() != ropeK.getInterleaved())
     return fused.emitOpError(
         "an attention_grad region is a gt.attention_grad of q, k and v and "

@@ -397,6 +397,8 @@ template <typename T> void rope(Exec<T> &e, const Kernel &k) {
   const bool interleaved = k.intAttr("interleaved", 0) != 0;
   const T sign = k.intAttr("inverse", 0) ? T(-1) : T(1);
   const int32_t *at = k.inputs.size() > 1 ? e.ints(k.inputs[1]) : nullptr;
+  // Heads from `rotated` on pass unchanged (a packed projection's values).
+  const int64_t rotated = k.intAttr("rotated", heads);
   std::vector<T> inv(half);
   for (int64_t i = 0; i < half; ++i)
     inv[i] = T(1) / std::pow(theta, static_cast<T>(2 * i) / static_cast<T>(d));
@@ -410,6 +412,10 @@ template <typename T> void rope(Exec<T> &e, const Kernel &k) {
               static_cast<T>(at ? at[r / heads] : r / heads % positions);
           const T *xr = x + r * d;
           T *yr = y + r * d;
+          if (r % heads >= rotated) {
+            std::copy(xr, xr + d, yr);
+            continue;
+          }
           for (int64_t i = 0; i < half; ++i) {
             const T a = t * inv[i], c = std::cos(a), sn = sign * std::sin(a);
             const int64_t i1 = interleaved ? 2 * i : i;

@@ -319,7 +319,18 @@ AttentionLayout gtc::rt::attentionLayout(const Plan &plan, const Kernel &k) {
   a.h = k.intAttr("heads", 1);
   a.causal = k.intAttr("causal", 1);
   const std::vector<int64_t> &qs = shapeOf(a.q), &ks = shapeOf(a.k);
-  if (a.packed) {
+  if (a.packed && qs.size() == 4) {
+    // Packed heads [B, T, H + 2 Hkv, d]: q's heads, k's, then v's.
+    const int64_t kv = (qs[2] - a.h) / 2;
+    if (a.h <= 0 || kv <= 0 || a.h + 2 * kv != qs[2] || a.h % kv) {
+      a.error = "attention takes packed heads [B, T, H + 2 Hkv, d] with Hkv "
+                "dividing H";
+      return a;
+    }
+    a.b = qs[0], a.t = qs[1], a.hkv = kv, a.hd = qs[3];
+    a.qRow = a.kvRow = qs[2] * qs[3];
+    a.kCol = a.width(), a.vCol = (a.h + kv) * a.hd;
+  } else if (a.packed) {
     if (qs.size() != 3 || qs[2] % 3 != 0 || a.h <= 0 || qs[2] / 3 % a.h) {
       a.error = "attention takes qkv of shape [B, T, 3D] with the heads "
                 "dividing D";

@@ -23,7 +23,8 @@ struct CompileOptions {
   /// Pad GEMM dimensions to tensor-core multiples (gt-pad-dims), and with
   /// padAll those of small GEMMs too (gt-pad-dims' min-macs=0).
   bool pad = true, padAll = false;
-  /// Fuse ops into kernels (gt-fuse).
+  /// Fuse ops into kernels (gt-fuse), and pack attention's q, k and v
+  /// projections into one (gt-pack-projections).
   bool fuse = true;
   /// gt-checkpoint: keep the input of every n-th repeat iteration (<= 0:
   /// none), recomputing the first
@@ -62,14 +63,15 @@ struct CompileOptions {
 };
 
 /// Compiles the training step of the module's model at a fixed batch size:
-/// gt-shape-inference{batch}, canonicalize, gt-autocast{precision},
+/// gt-shape-inference{batch}, canonicalize, gt-pack-projections (unless
+/// !fuse), gt-autocast{precision},
 /// gt-pad-dims (unless !pad), gt-autodiff, gt-checkpoint, gt-fuse (unless
-/// !fuse), gt-bucket (with bucketBytes), then the plan. With a checkpoint budget (the options' or the
-/// train block's `auto(budget: SIZE)`) it recomputes the fewest repeat
-/// iterations whose predicted peak fits it. With a micro-batch smaller than
-/// the batch the plan is compiled at the micro-batch and runs
-/// Plan::microBatches times a step (gradient accumulation). The module is
-/// not changed (the passes run on a clone). Errors are emitted as
+/// !fuse), gt-bucket (with bucketBytes), then the plan. With a checkpoint
+/// budget (the options' or the train block's `auto(budget: SIZE)`) it
+/// recomputes the fewest repeat iterations whose predicted peak fits it. With a
+/// micro-batch smaller than the batch the plan is compiled at the micro-batch
+/// and runs Plan::microBatches times a step (gradient accumulation). The module
+/// is not changed (the passes run on a clone). Errors are emitted as
 /// diagnostics.
 mlir::FailureOr<rt::Plan> compileStep(mlir::ModuleOp module,
                                       const CompileOptions &options);

@@ -58,6 +58,24 @@ def GtPadDimsPass : Pass<"gt-pad-dims", "mlir::ModuleOp"> {
   let dependentDialects = ["mlir::gt::GTDialect"];
 }
 
+def GtPackProjectionsPass : Pass<"gt-pack-projections", "mlir::ModuleOp"> {
+  let summary = "Makes attention's q, k and v projections one linear over packed heads";
+  let description = [{
+    For every `gt.attention` of q, k and v in a model function, where each
+    is a reshaped bias-free `gt.linear` of one input (q and k turned by one
+    `gt.rope`, or neither), read by nothing else: stacks the three weights
+    along their rows (`gt.pad` at row offsets, added), projects once to
+    `[B, T, H + 2 Hkv, d]`, turns the first `H + Hkv` heads with one rope
+    (`rotated`) and attends over the packed heads. The function computed is
+    the same; one wide GEMM replaces three narrow ones forward, and
+    gt-autodiff gives one dX and one dW GEMM for them backward. Runs before
+    gt-autocast and gt-autodiff, on static shapes.
+
+    Example: `gtc-opt --gt-shape-inference=batch=8 --gt-pack-projections`.
+  }];
+  let dependentDialects = ["mlir::gt::GTDialect"];
+}
+
 def GtAutodiffPass : Pass<"gt-autodiff", "mlir::ModuleOp"> {
   let summary = "Builds the training step of each model by reverse-mode differentiation";
   let description = [{

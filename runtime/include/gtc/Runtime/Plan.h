@@ -122,8 +122,9 @@ struct Kernel {
 struct Plan;
 
 /// Where an attention kernel (gt.attention or gt.attention_grad) finds its
-/// heads: packed qkv [B, T, 3D], or q [B, T, H, d] with k, v [B, T, Hkv, d]
-/// (query head h reads key and value head h / (H / Hkv)). Column offsets
+/// heads: packed qkv [B, T, 3D], packed heads [B, T, H + 2 Hkv, d], or
+/// q [B, T, H, d] with k, v [B, T, Hkv, d] (query head h reads key and
+/// value head h / (H / Hkv)). Column offsets
 /// and row strides count elements; the output y and its gradient are
 /// [B, T, H d] either way, and the gradients have their operands' layouts.
 struct AttentionLayout {

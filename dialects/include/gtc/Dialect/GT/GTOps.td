@@ -352,7 +352,10 @@ def GT_RopeOp : GT_Op<"rope", [Pure, AllTypesMatch<["input", "result"]>]> {
     original RoFormer and Meta's Llama code). `inverse` turns by minus the
     angle: the gradient of a rope is the inverse rope of its result's
     gradient. The angles and products are computed in f32 (f64 on a
-    float64 CPU run), whatever the element type.
+    float64 CPU run), whatever the element type. With `rotated = n`, only
+    heads `0..n-1` turn and the others pass unchanged (a packed
+    `[B, T, H + 2 Hkv, d]` projection whose queries and keys turn and whose
+    values do not; gt-pack-projections makes them).
 
     With `positions : [B, T] i32` (gt-decode's generation plans, whose
     window starts at a different place in each sequence), position `t` of
@@ -365,13 +368,17 @@ def GT_RopeOp : GT_Op<"rope", [Pure, AllTypesMatch<["input", "result"]>]> {
     %q = gt.rope %x <{theta = 1.0e+04 : f64}> : tensor<?x1024x12x64xbf16>
     %k = gt.rope %y at %pos : tensor<4x1xi32> <{theta = 1.0e+04 : f64}>
         : tensor<4x1x4x64xbf16>
+    // q's and k's heads of a packed projection turn, v's 4 heads do not.
+    %p = gt.rope %qkv <{rotated = 16 : i64, theta = 1.0e+04 : f64}>
+        : tensor<?x1024x20x64xbf16>
     ```
   }];
   let arguments = (ins GT_FloatTensor:$input,
                        Optional<GT_IndexTensor>:$positions,
                        DefaultValuedAttr<F64Attr, "10000.0">:$theta,
                        DefaultValuedAttr<BoolAttr, "false">:$interleaved,
-                       DefaultValuedAttr<BoolAttr, "false">:$inverse);
+                       DefaultValuedAttr<BoolAttr, "false">:$inverse,
+                       OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$rotated);
   let results = (outs GT_FloatTensor:$result);
   let assemblyFormat = [{
     $input (`at` $positions^ `:` type($positions))? prop-dict attr-dict `:`
@@ -406,10 +413,14 @@ def GT_AttentionOp : GT_InferredOp<"attention", [GT_Contraction,
   let summary = "scaled dot-product attention: multi-head, grouped-query, "
                 "multi-query";
   let description = [{
-    Two forms. Packed (GPT-2): one operand `qkv : [B, T, 3D]` holds the
+    Three forms. Packed (GPT-2): one operand `qkv : [B, T, 3D]` holds the
     queries, keys and values side by side (the output of one linear layer);
     with `heads = H` each is split into H heads of size `D / H` and the
-    result is `[B, T, D]`. Separate: three operands `q : [B, T, H, d]`,
+    result is `[B, T, D]`. Packed heads: one operand `qkv : [B, T, H + 2 Hkv,
+    d]` holds H query heads, then Hkv key heads, then Hkv value heads (one
+    linear layer over q's, k's and v's weights stacked, which
+    gt-pack-projections makes), with Hkv dividing H; the result is
+    `[B, T, H, d]`. Separate: three operands `q : [B, T, H, d]`,
     `k, v : [B, T, Hkv, d]` with `Hkv` dividing `H`; query head `h` attends
     with key and value head `h / (H / Hkv)` (grouped-query attention; the
     kernels read K and V in place, never repeated), and the result has q's
@@ -428,6 +439,8 @@ def GT_AttentionOp : GT_InferredOp<"attention", [GT_Contraction,
     %o, %lse2 = gt.attention %q, %k, %v <{heads = 12 : i64}>
         : tensor<?x1024x12x64xbf16>, tensor<?x1024x4x64xbf16>,
           tensor<?x1024x4x64xbf16>
+    %p, %lse3 = gt.attention %qkv <{heads = 12 : i64}>
+        : tensor<?x1024x20x64xbf16>
     ```
   }];
   let arguments = (ins Variadic<GT_FloatTensor>:$inputs,

@@ -1,0 +1,145 @@
+//===- PackProjections.cpp - One GEMM for attention's q, k, v projections -===//
+//
+// A Llama block projects one input three times, q = x Wq^T, k = x Wk^T and
+// v = x Wv^T, turns q and k by a rope and attends over [B, T, H, d] q and
+// [B, T, Hkv, d] k, v. Three GEMMs of N = H d, Hkv d and Hkv d (768, 256,
+// 256 in llama124m) each forward and twice each backward run below one of
+// N = (H + 2 Hkv) d: the narrow ones fill fewer tiles, their weight
+// gradients need split-K, and the three dX GEMMs add into one another
+// (test/bench/NOTES.md, thirty-third and thirty-fourth sessions). This pass
+// rewrites
+//
+//   attention(rope(reshape(linear(x, Wq))), rope(reshape(linear(x, Wk))),
+//             reshape(linear(x, Wv)))
+//
+// into one linear over the weights stacked along N (gt.pad at row offsets,
+// added: the language's concat), reshaped to packed heads [B, T, H + 2 Hkv,
+// d], one rope of the first H + Hkv heads (`rotated`), and attention over
+// the packed heads. The function computed is the same; gt-autodiff then
+// gives one dX and one dW GEMM, and gt-fuse folds the gradient's inverse
+// rope into the attention gradient's kernels as before. Ropes on both q and
+// k with one angle, or on neither; projections without bias, read by
+// nothing else. Runs on the model function before gt-autocast.
+//===----------------------------------------------------------------------===//
+
+#include "gtc/Dialect/GT/GTOps.h"
+#include "gtc/Transforms/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+namespace mlir::gt {
+#define GEN_PASS_DEF_GTPACKPROJECTIONSPASS
+#include "gtc/Transforms/Passes.h.inc"
+} // namespace mlir::gt
+
+using namespace mlir;
+using namespace mlir::gt;
+
+namespace {
+
+/// One of attention's operands traced back to its projection: [rope of]
+/// reshape of a bias-free linear, each read only by the next.
+struct Projection {
+  LinearOp linear;
+  ReshapeOp reshape;
+  RopeOp rope; // null when the operand is not turned
+};
+
+std::optional<Projection> projectionOf(Value operand) {
+  Projection p;
+  Value v = operand;
+  if ((p.rope = v.getDefiningOp<RopeOp>())) {
+    if (!v.hasOneUse() || p.rope.getPositions() || p.rope.getInverse() ||
+        p.rope.getRotated())
+      return std::nullopt;
+    v = p.rope.getInput();
+  }
+  p.reshape = v.getDefiningOp<ReshapeOp>();
+  if (!p.reshape || !v.hasOneUse())
+    return std::nullopt;
+  v = p.reshape.getInput();
+  p.linear = v.getDefiningOp<LinearOp>();
+  if (!p.linear || !v.hasOneUse() || p.linear.getBias())
+    return std::nullopt;
+  return p;
+}
+
+struct GtPackProjectionsPass
+    : public mlir::gt::impl::GtPackProjectionsPassBase<GtPackProjectionsPass> {
+  using GtPackProjectionsPassBase::GtPackProjectionsPassBase;
+
+  void runOnOperation() override {
+    SmallVector<AttentionOp> attentions;
+    getOperation().walk([&](AttentionOp op) {
+      if (op->getParentOfType<func::FuncOp>()->hasAttr(kModelAttrName))
+        attentions.push_back(op);
+    });
+    for (AttentionOp op : attentions)
+      pack(op);
+  }
+
+  void pack(AttentionOp op) {
+    if (op.getInputs().size() != 3)
+      return;
+    std::optional<Projection> q = projectionOf(op.getInputs()[0]),
+                              k = projectionOf(op.getInputs()[1]),
+                              v = projectionOf(op.getInputs()[2]);
+    if (!q || !k || !v || v->rope || bool(q->rope) != bool(k->rope))
+      return;
+    if (q->rope && (q->rope.getTheta() != k->rope.getTheta() ||
+                    q->rope.getInterleaved() != k->rope.getInterleaved()))
+      return;
+    Value x = q->linear.getInput();
+    if (k->linear.getInput() != x || v->linear.getInput() != x)
+      return;
+    auto qType = cast<RankedTensorType>(op.getInputs()[0].getType());
+    auto kType = cast<RankedTensorType>(op.getInputs()[1].getType());
+    auto wq = q->linear.getWeight().getType(),
+         wk = k->linear.getWeight().getType(),
+         wv = v->linear.getWeight().getType();
+    if (!wq.hasStaticShape() || !wk.hasStaticShape() || wk != wv ||
+        wq.getElementType() != wk.getElementType() ||
+        wq.getDimSize(1) != wk.getDimSize(1))
+      return;
+    int64_t heads = qType.getDimSize(2), kv = kType.getDimSize(2),
+            d = qType.getDimSize(3);
+    if (wq.getDimSize(0) != heads * d || wk.getDimSize(0) != kv * d)
+      return;
+
+    OpBuilder b(op);
+    Location loc = op.getLoc();
+    // [Wq; Wk; Wv]: each weight placed at its row offset, the three added.
+    int64_t rows = (heads + 2 * kv) * d;
+    auto stacked = wq.clone({rows, wq.getDimSize(1)});
+    Value w;
+    int64_t row = 0;
+    for (Projection *p : {&*q, &*k, &*v}) {
+      Value part = p->linear.getWeight();
+      Value placed =
+          PadOp::create(b, loc, stacked, part, b.getI64ArrayAttr({row, 0}));
+      w = w ? AddOp::create(b, loc, w, placed).getResult() : placed;
+      row += cast<RankedTensorType>(part.getType()).getDimSize(0);
+    }
+    Value y = LinearOp::create(b, loc, x, w, Value());
+    auto packedType = qType.clone(
+        {qType.getDimSize(0), qType.getDimSize(1), heads + 2 * kv, d});
+    Value qkv = ReshapeOp::create(b, loc, packedType, y);
+    if (q->rope)
+      qkv = RopeOp::create(b, loc, qkv, Value(), q->rope.getThetaAttr(),
+                           q->rope.getInterleavedAttr(), b.getBoolAttr(false),
+                           b.getI64IntegerAttr(heads + kv));
+    auto packed = AttentionOp::create(b, loc, ValueRange{qkv},
+                                      op.getHeadsAttr(), op.getCausalAttr());
+    op.getResult().replaceAllUsesWith(packed.getResult());
+    op.getLse().replaceAllUsesWith(packed.getLse());
+    op.erase();
+    for (Projection *p : {&*q, &*k, &*v}) {
+      if (p->rope)
+        p->rope.erase();
+      p->reshape.erase();
+      p->linear.erase();
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,167 @@
+// RUN: gtc-opt %s --gt-pack-projections --split-input-file | FileCheck %s
+
+// A Llama block's attention: q, k and v projected from one input, q and k
+// turned by one rope. The three weights are stacked (pads at row offsets 0,
+// 32 and 48, added), projected once to packed heads [B, T, 4 + 2 * 2, 8],
+// the first 6 heads turned, and attention reads the packed heads.
+// CHECK-LABEL: func.func @llama
+// CHECK:      %[[X:.*]] = gt.input "x" : tensor<2x8x32xf32>
+// CHECK:      %[[WQ:.*]] = gt.param "wq"
+// CHECK:      %[[WK:.*]] = gt.param "wk"
+// CHECK:      %[[WV:.*]] = gt.param "wv"
+// CHECK-NEXT: %[[PQ:.*]] = gt.pad %[[WQ]] {offsets = [0, 0]} : tensor<32x32xf32> -> tensor<64x32xf32>
+// CHECK-NEXT: %[[PK:.*]] = gt.pad %[[WK]] {offsets = [32, 0]} : tensor<16x32xf32> -> tensor<64x32xf32>
+// CHECK-NEXT: %[[S:.*]] = gt.add %[[PQ]], %[[PK]]
+// CHECK-NEXT: %[[PV:.*]] = gt.pad %[[WV]] {offsets = [48, 0]} : tensor<16x32xf32> -> tensor<64x32xf32>
+// CHECK-NEXT: %[[W:.*]] = gt.add %[[S]], %[[PV]]
+// CHECK-NEXT: %[[Y:.*]] = gt.linear %[[X]], %[[W]] : tensor<2x8x32xf32>, tensor<64x32xf32>
+// CHECK-NEXT: %[[P:.*]] = gt.reshape %[[Y]] : tensor<2x8x64xf32> -> tensor<2x8x8x8xf32>
+// CHECK-NEXT: %[[R:.*]] = gt.rope %[[P]] <{rotated = 6 : i64, theta = 5.000000e+05 : f64}> : tensor<2x8x8x8xf32>
+// CHECK-NEXT: %[[O:.*]], %{{.*}} = gt.attention %[[R]] <{heads = 4 : i64}> : tensor<2x8x8x8xf32>
+// CHECK-NEXT: %[[OR:.*]] = gt.reshape %[[O]] : tensor<2x8x4x8xf32> -> tensor<2x8x32xf32>
+// CHECK-NOT:  gt.linear
+func.func @llama() -> tensor<f32> attributes {gt.model} {
+  %x = gt.input "x" : tensor<2x8x32xf32>
+  %wq = gt.param "wq" = "zeros" [] : tensor<32x32xf32>
+  %wk = gt.param "wk" = "zeros" [] : tensor<16x32xf32>
+  %wv = gt.param "wv" = "zeros" [] : tensor<16x32xf32>
+  %q0 = gt.linear %x, %wq : tensor<2x8x32xf32>, tensor<32x32xf32>
+  %q = gt.reshape %q0 : tensor<2x8x32xf32> -> tensor<2x8x4x8xf32>
+  %k0 = gt.linear %x, %wk : tensor<2x8x32xf32>, tensor<16x32xf32>
+  %k = gt.reshape %k0 : tensor<2x8x16xf32> -> tensor<2x8x2x8xf32>
+  %v0 = gt.linear %x, %wv : tensor<2x8x32xf32>, tensor<16x32xf32>
+  %v = gt.reshape %v0 : tensor<2x8x16xf32> -> tensor<2x8x2x8xf32>
+  %qr = gt.rope %q <{theta = 5.0e+05 : f64}> : tensor<2x8x4x8xf32>
+  %kr = gt.rope %k <{theta = 5.0e+05 : f64}> : tensor<2x8x2x8xf32>
+  %o, %lse = gt.attention %qr, %kr, %v <{causal = true, heads = 4 : i64}> : tensor<2x8x4x8xf32>, tensor<2x8x2x8xf32>, tensor<2x8x2x8xf32>
+  %o3 = gt.reshape %o : tensor<2x8x4x8xf32> -> tensor<2x8x32xf32>
+  %s = gt.sum %o3 : tensor<2x8x32xf32>
+  return %s : tensor<f32>
+}
+
+// -----
+
+// Without ropes: no rope between the projection and attention.
+// CHECK-LABEL: func.func @no_rope
+// CHECK:      %[[Y:.*]] = gt.linear %{{.*}}, %{{.*}} : tensor<2x8x32xf32>, tensor<64x32xf32>
+// CHECK-NEXT: %[[P:.*]] = gt.reshape %[[Y]] : tensor<2x8x64xf32> -> tensor<2x8x8x8xf32>
+// CHECK-NEXT: gt.attention %[[P]] <{causal = false, heads = 4 : i64}> : tensor<2x8x8x8xf32>
+func.func @no_rope() -> tensor<f32> attributes {gt.model} {
+  %x = gt.input "x" : tensor<2x8x32xf32>
+  %wq = gt.param "wq" = "zeros" [] : tensor<32x32xf32>
+  %wk = gt.param "wk" = "zeros" [] : tensor<16x32xf32>
+  %wv = gt.param "wv" = "zeros" [] : tensor<16x32xf32>
+  %q0 = gt.linear %x, %wq : tensor<2x8x32xf32>, tensor<32x32xf32>
+  %q = gt.reshape %q0 : tensor<2x8x32xf32> -> tensor<2x8x4x8xf32>
+  %k0 = gt.linear %x, %wk : tensor<2x8x32xf32>, tensor<16x32xf32>
+  %k = gt.reshape %k0 : tensor<2x8x16xf32> -> tensor<2x8x2x8xf32>
+  %v0 = gt.linear %x, %wv : tensor<2x8x32xf32>, tensor<16x32xf32>
+  %v = gt.reshape %v0 : tensor<2x8x16xf32> -> tensor<2x8x2x8xf32>
+  %o, %lse = gt.attention %q, %k, %v <{causal = false, heads = 4 : i64}> : tensor<2x8x4x8xf32>, tensor<2x8x2x8xf32>, tensor<2x8x2x8xf32>
+  %s = gt.sum %o : tensor<2x8x4x8xf32>
+  return %s : tensor<f32>
+}
+
+// -----
+
+// Left alone: k's projection read by something else, v from another input,
+// q turned and k not, a projection with a bias, and a function that is not
+// a model.
+// CHECK-LABEL: func.func @k_read
+// CHECK-COUNT-3: gt.linear
+// CHECK: gt.attention %{{[^,]*}}, %{{[^,]*}}, %{{[^ ]*}} <
+func.func @k_read() -> tensor<f32> attributes {gt.model} {
+  %x = gt.input "x" : tensor<2x8x32xf32>
+  %wq = gt.param "wq" = "zeros" [] : tensor<32x32xf32>
+  %wk = gt.param "wk" = "zeros" [] : tensor<16x32xf32>
+  %wv = gt.param "wv" = "zeros" [] : tensor<16x32xf32>
+  %q0 = gt.linear %x, %wq : tensor<2x8x32xf32>, tensor<32x32xf32>
+  %q = gt.reshape %q0 : tensor<2x8x32xf32> -> tensor<2x8x4x8xf32>
+  %k0 = gt.linear %x, %wk : tensor<2x8x32xf32>, tensor<16x32xf32>
+  %k = gt.reshape %k0 : tensor<2x8x16xf32> -> tensor<2x8x2x8xf32>
+  %v0 = gt.linear %x, %wv : tensor<2x8x32xf32>, tensor<16x32xf32>
+  %v = gt.reshape %v0 : tensor<2x8x16xf32> -> tensor<2x8x2x8xf32>
+  %o, %lse = gt.attention %q, %k, %v <{heads = 4 : i64}> : tensor<2x8x4x8xf32>, tensor<2x8x2x8xf32>, tensor<2x8x2x8xf32>
+  %s = gt.sum %o : tensor<2x8x4x8xf32>
+  %t = gt.sum %k0 : tensor<2x8x16xf32>
+  %u = gt.add %s, %t : tensor<f32>, tensor<f32>
+  return %u : tensor<f32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @other_input
+// CHECK-COUNT-3: gt.linear
+func.func @other_input() -> tensor<f32> attributes {gt.model} {
+  %x = gt.input "x" : tensor<2x8x32xf32>
+  %z = gt.input "z" : tensor<2x8x32xf32>
+  %wq = gt.param "wq" = "zeros" [] : tensor<32x32xf32>
+  %wk = gt.param "wk" = "zeros" [] : tensor<16x32xf32>
+  %wv = gt.param "wv" = "zeros" [] : tensor<16x32xf32>
+  %q0 = gt.linear %x, %wq : tensor<2x8x32xf32>, tensor<32x32xf32>
+  %q = gt.reshape %q0 : tensor<2x8x32xf32> -> tensor<2x8x4x8xf32>
+  %k0 = gt.linear %x, %wk : tensor<2x8x32xf32>, tensor<16x32xf32>
+  %k = gt.reshape %k0 : tensor<2x8x16xf32> -> tensor<2x8x2x8xf32>
+  %v0 = gt.linear %z, %wv : tensor<2x8x32xf32>, tensor<16x32xf32>
+  %v = gt.reshape %v0 : tensor<2x8x16xf32> -> tensor<2x8x2x8xf32>
+  %o, %lse = gt.attention %q, %k, %v <{heads = 4 : i64}> : tensor<2x8x4x8xf32>, tensor<2x8x2x8xf32>, tensor<2x8x2x8xf32>
+  %s = gt.sum %o : tensor<2x8x4x8xf32>
+  return %s : tensor<f32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @q_turned_only
+// CHECK-COUNT-3: gt.linear
+func.func @q_turned_only() -> tensor<f32> attributes {gt.model} {
+  %x = gt.input "x" : tensor<2x8x32xf32>
+  %wq = gt.param "wq" = "zeros" [] : tensor<32x32xf32>
+  %wk = gt.param "wk" = "zeros" [] : tensor<16x32xf32>
+  %wv = gt.param "wv" = "zeros" [] : tensor<16x32xf32>
+  %q0 = gt.linear %x, %wq : tensor<2x8x32xf32>, tensor<32x32xf32>
+  %q = gt.reshape %q0 : tensor<2x8x32xf32> -> tensor<2x8x4x8xf32>
+  %k0 = gt.linear %x, %wk : tensor<2x8x32xf32>, tensor<16x32xf32>
+  %k = gt.reshape %k0 : tensor<2x8x16xf32> -> tensor<2x8x2x8xf32>
+  %v0 = gt.linear %x, %wv : tensor<2x8x32xf32>, tensor<16x32xf32>
+  %v = gt.reshape %v0 : tensor<2x8x16xf32> -> tensor<2x8x2x8xf32>
+  %qr = gt.rope %q : tensor<2x8x4x8xf32>
+  %o, %lse = gt.attention %qr, %k, %v <{heads = 4 : i64}> : tensor<2x8x4x8xf32>, tensor<2x8x2x8xf32>, tensor<2x8x2x8xf32>
+  %s = gt.sum %o : tensor<2x8x4x8xf32>
+  return %s : tensor<f32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @bias
+// CHECK-COUNT-3: gt.linear
+func.func @bias() -> tensor<f32> attributes {gt.model} {
+  %x = gt.input "x" : tensor<2x8x32xf32>
+  %wq = gt.param "wq" = "zeros" [] : tensor<32x32xf32>
+  %bq = gt.param "bq" = "zeros" [] : tensor<32xf32>
+  %wk = gt.param "wk" = "zeros" [] : tensor<16x32xf32>
+  %wv = gt.param "wv" = "zeros" [] : tensor<16x32xf32>
+  %q0 = gt.linear %x, %wq, %bq : tensor<2x8x32xf32>, tensor<32x32xf32>, tensor<32xf32>
+  %q = gt.reshape %q0 : tensor<2x8x32xf32> -> tensor<2x8x4x8xf32>
+  %k0 = gt.linear %x, %wk : tensor<2x8x32xf32>, tensor<16x32xf32>
+  %k = gt.reshape %k0 : tensor<2x8x16xf32> -> tensor<2x8x2x8xf32>
+  %v0 = gt.linear %x, %wv : tensor<2x8x32xf32>, tensor<16x32xf32>
+  %v = gt.reshape %v0 : tensor<2x8x16xf32> -> tensor<2x8x2x8xf32>
+  %o, %lse = gt.attention %q, %k, %v <{heads = 4 : i64}> : tensor<2x8x4x8xf32>, tensor<2x8x2x8xf32>, tensor<2x8x2x8xf32>
+  %s = gt.sum %o : tensor<2x8x4x8xf32>
+  return %s : tensor<f32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @not_a_model
+// CHECK-COUNT-3: gt.linear
+func.func @not_a_model(%x: tensor<2x8x32xf32>, %wq: tensor<32x32xf32>, %wk: tensor<16x32xf32>, %wv: tensor<16x32xf32>) -> tensor<2x8x4x8xf32> {
+  %q0 = gt.linear %x, %wq : tensor<2x8x32xf32>, tensor<32x32xf32>
+  %q = gt.reshape %q0 : tensor<2x8x32xf32> -> tensor<2x8x4x8xf32>
+  %k0 = gt.linear %x, %wk : tensor<2x8x32xf32>, tensor<16x32xf32>
+  %k = gt.reshape %k0 : tensor<2x8x16xf32> -> tensor<2x8x2x8xf32>
+  %v0 = gt.linear %x, %wv : tensor<2x8x32xf32>, tensor<16x32xf32>
+  %v = gt.reshape %v0 : tensor<2x8x16xf32> -> tensor<2x8x2x8xf32>
+  %o, %lse = gt.attention %q, %k, %v <{heads = 4 : i64}> : tensor<2x8x4x8xf32>, tensor<2x8x2x8xf32>, tensor<2x8x2x8xf32>
+  return %o : tensor<2x8x4x8xf32>
+}
