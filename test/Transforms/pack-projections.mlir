@@ -1,4 +1,5 @@
 // RUN: gtc-opt %s --gt-pack-projections --split-input-file | FileCheck %s
+// RUN: gtc-opt %s --gt-pack-projections=max-kv-width=1024 --split-input-file | FileCheck %s --check-prefix=WIDE
 
 // A Llama block's attention: q, k and v projected from one input, q and k
 // turned by one rope. The three weights are stacked (pads at row offsets 0,
@@ -165,3 +166,28 @@ func.func @not_a_model(%x: tensor<2x8x32xf32>, %wq: tensor<32x32xf32>, %wk: tens
   %o, %lse = gt.attention %q, %k, %v <{heads = 4 : i64}> : tensor<2x8x4x8xf32>, tensor<2x8x2x8xf32>, tensor<2x8x2x8xf32>
   return %o : tensor<2x8x4x8xf32>
 }
+
+// -----
+
+// K/V projections of max-kv-width (512) outputs or more fill their GEMM
+// tiles already: left alone.
+// CHECK-LABEL: func.func @wide_kv
+// CHECK-COUNT-3: gt.linear
+func.func @wide_kv() -> tensor<f32> attributes {gt.model} {
+  %x = gt.input "x" : tensor<2x8x32xf32>
+  %wq = gt.param "wq" = "zeros" [] : tensor<1024x32xf32>
+  %wk = gt.param "wk" = "zeros" [] : tensor<512x32xf32>
+  %wv = gt.param "wv" = "zeros" [] : tensor<512x32xf32>
+  %q0 = gt.linear %x, %wq : tensor<2x8x32xf32>, tensor<1024x32xf32>
+  %q = gt.reshape %q0 : tensor<2x8x1024xf32> -> tensor<2x8x16x64xf32>
+  %k0 = gt.linear %x, %wk : tensor<2x8x32xf32>, tensor<512x32xf32>
+  %k = gt.reshape %k0 : tensor<2x8x512xf32> -> tensor<2x8x8x64xf32>
+  %v0 = gt.linear %x, %wv : tensor<2x8x32xf32>, tensor<512x32xf32>
+  %v = gt.reshape %v0 : tensor<2x8x512xf32> -> tensor<2x8x8x64xf32>
+  %o, %lse = gt.attention %q, %k, %v <{heads = 16 : i64}> : tensor<2x8x16x64xf32>, tensor<2x8x8x64xf32>, tensor<2x8x8x64xf32>
+  %s = gt.sum %o : tensor<2x8x16x64xf32>
+  return %s : tensor<f32>
+}
+// WIDE-LABEL: func.func @wide_kv
+// WIDE: gt.linear %{{.*}}, %{{.*}} : tensor<2x8x32xf32>, tensor<2048x32xf32>
+// WIDE-NEXT: gt.reshape %{{.*}} : tensor<2x8x2048xf32> -> tensor<2x8x32x64xf32>

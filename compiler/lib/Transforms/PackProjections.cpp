@@ -19,7 +19,9 @@
 // gives one dX and one dW GEMM, and gt-fuse folds the gradient's inverse
 // rope into the attention gradient's kernels as before. Ropes on both q and
 // k with one angle, or on neither; projections without bias, read by
-// nothing else. Runs on the model function before gt-autocast.
+// nothing else; K/V projections narrower than `max-kv-width` (wider ones
+// fill their tiles already, and attention reads packed rows more slowly).
+// Runs on the model function before gt-autocast.
 //===----------------------------------------------------------------------===//
 
 #include "gtc/Dialect/GT/GTOps.h"
@@ -103,7 +105,8 @@ struct GtPackProjectionsPass
       return;
     int64_t heads = qType.getDimSize(2), kv = kType.getDimSize(2),
             d = qType.getDimSize(3);
-    if (wq.getDimSize(0) != heads * d || wk.getDimSize(0) != kv * d)
+    if (wq.getDimSize(0) != heads * d || wk.getDimSize(0) != kv * d ||
+        kv * d >= maxKvWidth)
       return;
 
     OpBuilder b(op);

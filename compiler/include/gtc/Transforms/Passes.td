@@ -68,11 +68,21 @@ def GtPackProjectionsPass : Pass<"gt-pack-projections", "mlir::ModuleOp"> {
     `[B, T, H + 2 Hkv, d]`, turns the first `H + Hkv` heads with one rope
     (`rotated`) and attends over the packed heads. The function computed is
     the same; one wide GEMM replaces three narrow ones forward, and
-    gt-autodiff gives one dX and one dW GEMM for them backward. Runs before
-    gt-autocast and gt-autodiff, on static shapes.
+    gt-autodiff gives one dX and one dW GEMM for them backward. Only where
+    the K/V projections are narrower than `max-kv-width` outputs (512):
+    there the separate GEMMs fill few tiles, and packing took llama124m's
+    kernels from 27.77 to 27.25 ms a step on an H200; at llama1b's 512 the
+    GEMMs took 15.0 ms a step either way, while attention's kernels read
+    the packed rows more slowly and the weights' stacking cost 1.7 ms
+    (test/bench/NOTES.md, thirty-fourth session). Runs before gt-autocast
+    and gt-autodiff, on static shapes.
 
     Example: `gtc-opt --gt-shape-inference=batch=8 --gt-pack-projections`.
   }];
+  let options = [
+    Option<"maxKvWidth", "max-kv-width", "int64_t", /*default=*/"512",
+           "pack only K/V projections of fewer outputs (Hkv * d) than this">
+  ];
   let dependentDialects = ["mlir::gt::GTDialect"];
 }
 
