@@ -83,7 +83,7 @@ sanitize_test() {
   echo "== lit tests under ASan + UBSan (build-asan)"
   ninja -C build-asan check-gtc
   echo "== unit tests under ASan + UBSan"
-  ctest --test-dir build-asan --output-on-failure
+  ctest --test-dir build-asan --output-on-failure -j "$(nproc)"
   echo "== fuzz smoke (10 s a target)"
   test/fuzz/run.sh build-asan 10
 }
@@ -139,7 +139,7 @@ case "${1:-}" in
     echo "== lit tests (check-gtc)"
     ninja -C "$BUILD_DIR" check-gtc
     echo "== unit tests (ctest)"
-    ctest --test-dir "$BUILD_DIR" --output-on-failure
+    ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)"
     sanitize_build
     sanitize_test
     ;;
