@@ -397,6 +397,56 @@ func.func @param_arity() {
 
 // -----
 
+// Packed parameters: parts and their rows, of one length, distinct names,
+// rows adding up to dimension 0.
+func.func @param_parts_alone() {
+  // expected-error @+1 {{'gt.param' op a packed parameter needs 'parts' and 'part_rows' of one length, at least 2}}
+  %0 = gt.param "a+b" = "zeros" [] {parts = ["a", "b"]} : tensor<4x2xf32>
+  return
+}
+
+// -----
+
+func.func @param_one_part() {
+  // expected-error @+1 {{'gt.param' op a packed parameter needs 'parts' and 'part_rows' of one length, at least 2}}
+  %0 = gt.param "a" = "zeros" [] {parts = ["a"], part_rows = [4]} : tensor<4x2xf32>
+  return
+}
+
+// -----
+
+func.func @param_parts_names() {
+  // expected-error @+1 {{'gt.param' op a packed parameter's parts need distinct, non-empty names}}
+  %0 = gt.param "a+a" = "zeros" [] {parts = ["a", "a"], part_rows = [1, 3]} : tensor<4x2xf32>
+  return
+}
+
+// -----
+
+func.func @param_parts_empty_rows() {
+  // expected-error @+1 {{'gt.param' op part 'b' needs at least one row}}
+  %0 = gt.param "a+b" = "zeros" [] {parts = ["a", "b"], part_rows = [4, 0]} : tensor<4x2xf32>
+  return
+}
+
+// -----
+
+func.func @param_parts_rows() {
+  // expected-error @+1 {{'gt.param' op the parts' rows add up to 5, not dimension 0 of 'tensor<4x2xf32>'}}
+  %0 = gt.param "a+b" = "zeros" [] {parts = ["a", "b"], part_rows = [2, 3]} : tensor<4x2xf32>
+  return
+}
+
+// -----
+
+func.func @param_parts_scalar() {
+  // expected-error @+1 {{'gt.param' op a packed parameter needs a dimension 0 to pack along}}
+  %0 = gt.param "a+b" = "zeros" [] {parts = ["a", "b"], part_rows = [1, 1]} : tensor<f32>
+  return
+}
+
+// -----
+
 func.func @param_dynamic() {
   // expected-error @+1 {{'gt.param' op needs a static shape, got 'tensor<?xf32>'}}
   %0 = gt.param "w" = "zeros" [] : tensor<?xf32>

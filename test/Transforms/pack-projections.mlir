@@ -2,20 +2,15 @@
 // RUN: gtc-opt %s --gt-pack-projections=max-kv-width=1024 --split-input-file | FileCheck %s --check-prefix=WIDE
 
 // A Llama block's attention: q, k and v projected from one input, q and k
-// turned by one rope. The three weights are stacked (pads at row offsets 0,
-// 32 and 48, added), projected once to packed heads [B, T, 4 + 2 * 2, 8],
-// the first 6 heads turned, and attention reads the packed heads.
+// turned by one rope. The three weights become one packed parameter of
+// three parts (rows 32, 16 and 16, each still its own parameter to
+// checkpoints), projected once to packed heads [B, T, 4 + 2 * 2, 8], the
+// first 6 heads turned, and attention reads the packed heads.
 // CHECK-LABEL: func.func @llama
 // CHECK:      %[[X:.*]] = gt.input "x" : tensor<2x8x32xf32>
-// CHECK:      %[[WQ:.*]] = gt.param "wq"
-// CHECK:      %[[WK:.*]] = gt.param "wk"
-// CHECK:      %[[WV:.*]] = gt.param "wv"
-// CHECK-NEXT: %[[PQ:.*]] = gt.pad %[[WQ]] {offsets = [0, 0]} : tensor<32x32xf32> -> tensor<64x32xf32>
-// CHECK-NEXT: %[[PK:.*]] = gt.pad %[[WK]] {offsets = [32, 0]} : tensor<16x32xf32> -> tensor<64x32xf32>
-// CHECK-NEXT: %[[S:.*]] = gt.add %[[PQ]], %[[PK]]
-// CHECK-NEXT: %[[PV:.*]] = gt.pad %[[WV]] {offsets = [48, 0]} : tensor<16x32xf32> -> tensor<64x32xf32>
-// CHECK-NEXT: %[[W:.*]] = gt.add %[[S]], %[[PV]]
-// CHECK-NEXT: %[[Y:.*]] = gt.linear %[[X]], %[[W]] : tensor<2x8x32xf32>, tensor<64x32xf32>
+// CHECK-NEXT: %[[W:.*]] = gt.param "wq+wk+wv" = "normal" [0.000000e+00, 2.000000e-02] {part_rows = [32, 16, 16], parts = ["wq", "wk", "wv"]} : tensor<64x32xf32>
+// CHECK-NOT:  gt.param
+// CHECK:      %[[Y:.*]] = gt.linear %[[X]], %[[W]] : tensor<2x8x32xf32>, tensor<64x32xf32>
 // CHECK-NEXT: %[[P:.*]] = gt.reshape %[[Y]] : tensor<2x8x64xf32> -> tensor<2x8x8x8xf32>
 // CHECK-NEXT: %[[R:.*]] = gt.rope %[[P]] <{rotated = 6 : i64, theta = 5.000000e+05 : f64}> : tensor<2x8x8x8xf32>
 // CHECK-NEXT: %[[O:.*]], %{{.*}} = gt.attention %[[R]] <{heads = 4 : i64}> : tensor<2x8x8x8xf32>
@@ -23,9 +18,9 @@
 // CHECK-NOT:  gt.linear
 func.func @llama() -> tensor<f32> attributes {gt.model} {
   %x = gt.input "x" : tensor<2x8x32xf32>
-  %wq = gt.param "wq" = "zeros" [] : tensor<32x32xf32>
-  %wk = gt.param "wk" = "zeros" [] : tensor<16x32xf32>
-  %wv = gt.param "wv" = "zeros" [] : tensor<16x32xf32>
+  %wq = gt.param "wq" = "normal" [0.0, 0.02] : tensor<32x32xf32>
+  %wk = gt.param "wk" = "normal" [0.0, 0.02] : tensor<16x32xf32>
+  %wv = gt.param "wv" = "normal" [0.0, 0.02] : tensor<16x32xf32>
   %q0 = gt.linear %x, %wq : tensor<2x8x32xf32>, tensor<32x32xf32>
   %q = gt.reshape %q0 : tensor<2x8x32xf32> -> tensor<2x8x4x8xf32>
   %k0 = gt.linear %x, %wk : tensor<2x8x32xf32>, tensor<16x32xf32>
@@ -37,6 +32,36 @@ func.func @llama() -> tensor<f32> attributes {gt.model} {
   %o, %lse = gt.attention %qr, %kr, %v <{causal = true, heads = 4 : i64}> : tensor<2x8x4x8xf32>, tensor<2x8x2x8xf32>, tensor<2x8x2x8xf32>
   %o3 = gt.reshape %o : tensor<2x8x4x8xf32> -> tensor<2x8x32xf32>
   %s = gt.sum %o3 : tensor<2x8x32xf32>
+  return %s : tensor<f32>
+}
+
+// -----
+
+// Weights of different initializers cannot be one parameter: they are
+// stacked in the step instead (pads at row offsets 0, 32 and 48, added).
+// CHECK-LABEL: func.func @different_init
+// CHECK:      %[[WQ:.*]] = gt.param "wq"
+// CHECK:      %[[WK:.*]] = gt.param "wk"
+// CHECK:      %[[WV:.*]] = gt.param "wv"
+// CHECK-NEXT: %[[PQ:.*]] = gt.pad %[[WQ]] {offsets = [0, 0]} : tensor<32x32xf32> -> tensor<64x32xf32>
+// CHECK-NEXT: %[[PK:.*]] = gt.pad %[[WK]] {offsets = [32, 0]} : tensor<16x32xf32> -> tensor<64x32xf32>
+// CHECK-NEXT: %[[S:.*]] = gt.add %[[PQ]], %[[PK]]
+// CHECK-NEXT: %[[PV:.*]] = gt.pad %[[WV]] {offsets = [48, 0]} : tensor<16x32xf32> -> tensor<64x32xf32>
+// CHECK-NEXT: %[[W:.*]] = gt.add %[[S]], %[[PV]]
+// CHECK-NEXT: gt.linear %{{.*}}, %[[W]] : tensor<2x8x32xf32>, tensor<64x32xf32>
+func.func @different_init() -> tensor<f32> attributes {gt.model} {
+  %x = gt.input "x" : tensor<2x8x32xf32>
+  %wq = gt.param "wq" = "normal" [0.0, 0.02] : tensor<32x32xf32>
+  %wk = gt.param "wk" = "normal" [0.0, 0.01] : tensor<16x32xf32>
+  %wv = gt.param "wv" = "normal" [0.0, 0.02] : tensor<16x32xf32>
+  %q0 = gt.linear %x, %wq : tensor<2x8x32xf32>, tensor<32x32xf32>
+  %q = gt.reshape %q0 : tensor<2x8x32xf32> -> tensor<2x8x4x8xf32>
+  %k0 = gt.linear %x, %wk : tensor<2x8x32xf32>, tensor<16x32xf32>
+  %k = gt.reshape %k0 : tensor<2x8x16xf32> -> tensor<2x8x2x8xf32>
+  %v0 = gt.linear %x, %wv : tensor<2x8x32xf32>, tensor<16x32xf32>
+  %v = gt.reshape %v0 : tensor<2x8x16xf32> -> tensor<2x8x2x8xf32>
+  %o, %lse = gt.attention %q, %k, %v <{heads = 4 : i64}> : tensor<2x8x4x8xf32>, tensor<2x8x2x8xf32>, tensor<2x8x2x8xf32>
+  %s = gt.sum %o : tensor<2x8x4x8xf32>
   return %s : tensor<f32>
 }
 

@@ -285,6 +285,81 @@ TEST(PlanTest, GradientsMirrorParameters) {
   EXPECT_EQ(compileFile(example("gpt2.gt"), 1, true).gradsInTemp, -1);
 }
 
+/// gt-pack-projections' packed parameter: q, k and v's weights one buffer,
+/// each of the plan's three parameters a view of its rows, and so are their
+/// gradients of the one gradient the dW GEMM writes; no kernel stacks the
+/// weights or splits the gradient. The step's 16-bit copy casts the packed
+/// buffer. The text keeps the views. Without gt-fuse, three parameters.
+TEST(PlanTest, PackedProjectionsAreOneParameter) {
+  const char *model = R"(model m {
+    input x: f32[B, 16, 64]
+    q = reshape(linear(x, 128, bias: false, name: "q"), (-1, 16, 4, 32))
+    k = reshape(linear(x, 64, bias: false, name: "k"), (-1, 16, 2, 32))
+    v = reshape(linear(x, 64, bias: false, name: "v"), (-1, 16, 2, 32))
+    y = reshape(attention(rope(q), rope(k), v), (-1, 16, 128))
+    loss = sum(linear(y, 64, bias: false, name: "o"))
+  })";
+  for (const char *precision : {"fp32", "bf16"}) {
+    SCOPED_TRACE(precision);
+    std::string errors, error;
+    std::optional<rt::Plan> plan =
+        test::compilePlan(model, 2, errors, false, "t.gt", precision);
+    ASSERT_TRUE(plan) << errors;
+    std::vector<std::string> names;
+    int packed = -1, packedGrad = -1;
+    int64_t row = 0;
+    ASSERT_EQ(plan->params.size(), 4u);
+    for (const rt::Param &p : llvm::ArrayRef(plan->params).take_front(3)) {
+      names.push_back(p.name);
+      const rt::Buffer &b = plan->buffers[p.buffer];
+      const rt::Buffer &g = plan->buffers[p.grad];
+      ASSERT_GE(b.viewOf, 0) << p.name;
+      ASSERT_GE(g.viewOf, 0) << p.name;
+      packed = packed < 0 ? b.viewOf : packed;
+      packedGrad = packedGrad < 0 ? g.viewOf : packedGrad;
+      EXPECT_EQ(b.viewOf, packed);
+      EXPECT_EQ(g.viewOf, packedGrad);
+      EXPECT_EQ(b.offset, plan->buffers[packed].offset + row * 64) << p.name;
+      EXPECT_EQ(g.offset, plan->buffers[packedGrad].offset + row * 64)
+          << p.name;
+      EXPECT_EQ(b.region, rt::Region::Param);
+      EXPECT_EQ(g.region, rt::Region::Grad);
+      row += b.shape[0];
+    }
+    EXPECT_EQ(names,
+              (std::vector<std::string>{"q.weight", "k.weight", "v.weight"}));
+    EXPECT_EQ(plan->buffers[packed].shape, (std::vector<int64_t>{256, 64}));
+    EXPECT_EQ(plan->buffers[packedGrad].offset, plan->buffers[packed].offset);
+    bool written = false;
+    for (const rt::Kernel &k : plan->kernels) {
+      EXPECT_NE(k.op, rt::OpKind::Pad);
+      EXPECT_NE(k.op, rt::OpKind::Slice);
+      EXPECT_NE(k.op, rt::OpKind::Copy);
+      written = written || llvm::is_contained(k.outputs, packedGrad);
+    }
+    EXPECT_TRUE(written) << "no kernel writes the packed gradient";
+    if (std::string(precision) == "bf16") {
+      ASSERT_GE(plan->paramCopies, 0);
+      const rt::Kernel &copies = plan->kernels[plan->paramCopies];
+      ASSERT_EQ(copies.body.size(), 2u); // the packed weight and o's
+      EXPECT_TRUE(llvm::any_of(copies.body, [&](const rt::Kernel &cast) {
+        return cast.inputs[0] == packed;
+      }));
+    }
+    std::string text = rt::serialize(*plan);
+    rt::Plan back;
+    ASSERT_TRUE(rt::deserialize(text, back, error)) << error;
+    EXPECT_EQ(rt::serialize(back), text);
+  }
+  std::string errors;
+  std::optional<rt::Plan> apart = test::compilePlan(
+      model, 2, errors, false, "t.gt", "bf16", /*fuse=*/false);
+  ASSERT_TRUE(apart) << errors;
+  ASSERT_EQ(apart->params.size(), 4u);
+  for (const rt::Param &p : apart->params)
+    EXPECT_LT(apart->buffers[p.buffer].viewOf, 0) << p.name;
+}
+
 } // namespace
 
 // Parameter initialization is split over threads; every thread count draws

@@ -134,6 +134,18 @@ private:
   DenseMap<Value, Value> viewOf; // a result -> the value it is a view of
   /// The index of each parameter in plan.params, by name.
   llvm::StringMap<int> paramIndex;
+  /// Packed parameters (gt.param with parts), by name: the packed buffer,
+  /// its gradient's, and its parts' indices in plan.params. The parts'
+  /// buffers and gradients are views of the two.
+  struct Packed {
+    int buffer = -1, grad = -1;
+    std::vector<int> parts;
+  };
+  llvm::StringMap<Packed> packed;
+  /// The buffers that hold the parameters (or, with `grads`, their
+  /// gradients) in plan.params' order, each once: a parameter's own, or
+  /// its packed parameter's.
+  std::vector<int> paramStorage(bool grads = false) const;
   rt::Plan plan;
   DenseMap<Value, int> buffers;
   /// Kernel index of each temporary's definition and last use.
@@ -420,13 +432,13 @@ void PlanBuilder::placeTemporaries() {
   // are never written: the update and the norm read them as zeros.
   std::vector<std::pair<int64_t, int64_t>> gaps;
   if (plan.gradsInTemp >= 0) {
-    for (const rt::Param &p : plan.params) {
-      rt::Buffer &grad = plan.buffers[p.grad];
+    for (int id : paramStorage(/*grads=*/true)) {
+      rt::Buffer &grad = plan.buffers[id];
       grad.offset += plan.gradsInTemp;
-      placed.push_back(p.grad);
-      if (defAt[p.grad] < 0)
-        defAt[p.grad] = 0;
-      lastUse[p.grad] = static_cast<int64_t>(plan.kernels.size());
+      placed.push_back(id);
+      if (defAt[id] < 0)
+        defAt[id] = 0;
+      lastUse[id] = static_cast<int64_t>(plan.kernels.size());
       int64_t end = grad.offset + std::max<int64_t>(1, grad.slots());
       int64_t next = grad.offset +
                      alignUp(std::max<int64_t>(1, grad.slots()), kParamAlign);
@@ -460,8 +472,8 @@ void PlanBuilder::placeTemporaries() {
   }
   plan.regionSize[MemRegion::Temp] = size;
   if (plan.gradsInTemp >= 0)
-    for (const rt::Param &p : plan.params)
-      plan.buffers[p.grad].offset -= plan.gradsInTemp; // into Region::Grad
+    for (int id : paramStorage(/*grads=*/true))
+      plan.buffers[id].offset -= plan.gradsInTemp; // into Region::Grad
   for (auto [member, place] : inGroup)
     plan.buffers[member].offset = plan.buffers[place.first].offset + place.second;
 }
@@ -471,28 +483,37 @@ void PlanBuilder::layOutParamsForGradsInTemp() {
   // others, whose gradients' alignment gaps are never written (the update
   // and the norm read them as zeros), in one short run at the end that
   // leaves the rest of the gradients' memory in long free stretches.
-  auto whole = [&](const rt::Param &p) {
-    return plan.buffers[p.buffer].slots() % kParamAlign == 0;
-  };
   int64_t at = 0;
   for (bool gapless : {true, false})
-    for (const rt::Param &p : plan.params) {
-      if (whole(p) != gapless)
+    for (int id : paramStorage()) {
+      rt::Buffer &param = plan.buffers[id];
+      if ((param.slots() % kParamAlign == 0) != gapless)
         continue;
-      rt::Buffer &param = plan.buffers[p.buffer];
       param.offset = at;
       at += alignUp(std::max<int64_t>(1, param.slots()), kParamAlign);
     }
 }
 
+std::vector<int> PlanBuilder::paramStorage(bool grads) const {
+  std::vector<int> ids;
+  std::set<int> seen;
+  for (const rt::Param &p : plan.params) {
+    int of = grads ? p.grad : p.buffer;
+    if (of >= 0 && seen.insert(storageOf(of)).second)
+      ids.push_back(storageOf(of));
+  }
+  return ids;
+}
+
 LogicalResult PlanBuilder::groupGradients() {
   // The buckets: each all_reduce kernel's gradients, in place (the kernel's
   // input is its output's memory), each a parameter's.
-  std::map<int, int> paramOfGrad; // gradient buffer -> parameter
-  for (size_t i = 0; i < plan.params.size(); ++i)
-    paramOfGrad[plan.params[i].grad] = static_cast<int>(i);
-  std::vector<std::vector<int>> buckets; // parameters
-  std::vector<bool> bucketed(plan.params.size());
+  // A packed parameter is one member of its bucket, with its gradient.
+  std::map<int, int> paramOfGrad; // gradient storage -> parameter storage
+  for (const rt::Param &p : plan.params)
+    paramOfGrad[storageOf(p.grad)] = storageOf(p.buffer);
+  std::vector<std::vector<int>> buckets; // gradient storages
+  std::set<int> bucketed;
   for (const rt::Kernel &k : plan.kernels) {
     if (k.op != rt::OpKind::AllReduce)
       continue;
@@ -507,15 +528,14 @@ LogicalResult PlanBuilder::groupGradients() {
                               "plans them (bucket ")
                << buckets.size() - 1 << "'s gradient " << i
                << " is not); use shard = optimizer, or drop --no-fuse";
-      buckets.back().push_back(it->second);
-      bucketed[it->second] = true;
+      buckets.back().push_back(out);
+      bucketed.insert(out);
     }
   }
-  for (size_t i = 0; i < plan.params.size(); ++i)
-    if (!bucketed[i])
+  for (const rt::Param &p : plan.params)
+    if (!bucketed.count(storageOf(p.grad)))
       return func.emitError("shard = gradients: the gradient of '")
-             << plan.params[i].name
-             << "' is in no gt-bucket bucket; run gt-bucket first";
+             << p.name << "' is in no gt-bucket bucket; run gt-bucket first";
   // The parameter region, a bucket after another; each group mirrors its
   // bucket's range of it (alignment gaps included, which no kernel writes
   // and the runtime does not reduce).
@@ -524,10 +544,9 @@ LogicalResult PlanBuilder::groupGradients() {
     const int64_t lo = cursor;
     int64_t first = INT64_MAX;
     std::vector<std::pair<int, int64_t>> members;
-    for (int p : buckets[b]) {
-      rt::Buffer &param = plan.buffers[plan.params[p].buffer];
+    for (int grad : buckets[b]) {
+      rt::Buffer &param = plan.buffers[paramOfGrad.at(grad)];
       param.offset = cursor;
-      int grad = plan.params[p].grad;
       members.push_back({grad, cursor - lo});
       first = std::min(first, defAt[grad]);
       cursor += alignUp(std::max<int64_t>(1, param.slots()), kParamAlign);
@@ -634,14 +653,47 @@ LogicalResult PlanBuilder::addParam(ParamOp p) {
   FailureOr<int> id = addBuffer(p, MemRegion::Param, p.getName().str());
   if (failed(id))
     return failure();
-  paramIndex[p.getName()] = static_cast<int>(plan.params.size());
-  rt::Param param;
-  param.name = p.getName().str();
-  param.buffer = *id;
-  param.init = p.getInit().str();
-  for (Attribute a : p.getArgs())
-    param.args.push_back(cast<FloatAttr>(a).getValueAsDouble());
-  plan.params.push_back(std::move(param));
+  auto add = [&](StringRef name, int buffer) {
+    paramIndex[name] = static_cast<int>(plan.params.size());
+    rt::Param param;
+    param.name = name.str();
+    param.buffer = buffer;
+    param.init = p.getInit().str();
+    for (Attribute a : p.getArgs())
+      param.args.push_back(cast<FloatAttr>(a).getValueAsDouble());
+    plan.params.push_back(std::move(param));
+  };
+  std::optional<ArrayAttr> parts = p.getParts();
+  if (!parts) {
+    add(p.getName(), *id);
+    return success();
+  }
+  // A packed parameter: the plan's parameters are its parts, each a view
+  // of its rows (drawn, saved and loaded under its own name).
+  Packed &pack = packed[p.getName()];
+  pack.buffer = *id;
+  const rt::Buffer whole = plan.buffers[*id];
+  const int64_t rowBytes =
+      whole.elements() / whole.shape[0] * rt::dtypeBytes(whole.dtype);
+  int64_t row = 0;
+  for (auto [name, rows] : llvm::zip(*parts, *p.getPartRows())) {
+    StringRef part = cast<StringAttr>(name).getValue();
+    if (row * rowBytes % 4 != 0)
+      return p.emitOpError("part '")
+             << part << "' does not start at a 4-byte boundary";
+    FailureOr<int> view = addBuffer(Value(), MemRegion::Param, part.str());
+    if (failed(view))
+      return failure();
+    rt::Buffer &b = plan.buffers[*view];
+    b.dtype = whole.dtype;
+    b.shape = whole.shape;
+    b.shape[0] = cast<IntegerAttr>(rows).getInt();
+    b.viewOf = *id;
+    b.offset = row * rowBytes / 4;
+    row += b.shape[0];
+    pack.parts.push_back(static_cast<int>(plan.params.size()));
+    add(part, *view);
+  }
   return success();
 }
 
@@ -690,20 +742,26 @@ LogicalResult PlanBuilder::addConstant(Operation &op) {
 
 LogicalResult PlanBuilder::addGradient(GradientOp g) {
   auto it = paramIndex.find(g.getName());
-  if (it == paramIndex.end())
+  auto pack = packed.find(g.getName());
+  if (it == paramIndex.end() && pack == packed.end())
     return g.emitError("gradient of unknown parameter '") << g.getName() << "'";
-  rt::Param &param = plan.params[it->second];
-  if (param.grad >= 0)
+  // A packed parameter's gradient is one buffer too, and its parts' are
+  // views of their rows of it.
+  const int param = pack != packed.end() ? pack->second.buffer
+                                         : plan.params[it->second].buffer;
+  int &grad =
+      pack != packed.end() ? pack->second.grad : plan.params[it->second].grad;
+  if (grad >= 0)
     return g.emitError("parameter '") << g.getName() << "' has two gradients";
   if (inPlaceGrad.count(g.getGrad())) {
-    param.grad = storageOf(bufferOf(g.getGrad()));
+    grad = storageOf(bufferOf(g.getGrad()));
   } else {
     FailureOr<int> id =
-        addBuffer(Value(), MemRegion::Grad, "grad " + param.name);
+        addBuffer(Value(), MemRegion::Grad, "grad " + g.getName().str());
     if (failed(id))
       return failure();
-    plan.buffers[*id].shape = plan.buffers[param.buffer].shape;
-    param.grad = *id;
+    plan.buffers[*id].shape = plan.buffers[param].shape;
+    grad = *id;
     rt::Kernel copy;
     copy.op = rt::OpKind::Copy;
     copy.inputs = {bufferOf(g.getGrad())};
@@ -713,6 +771,21 @@ LogicalResult PlanBuilder::addGradient(GradientOp g) {
     lastUse[from] = std::max<int64_t>(lastUse[from], index);
     defAt[*id] = index;
     plan.kernels.push_back(std::move(copy));
+  }
+  if (pack == packed.end())
+    return success();
+  for (int i : pack->second.parts) {
+    rt::Param &part = plan.params[i];
+    FailureOr<int> view =
+        addBuffer(Value(), MemRegion::Grad, "grad " + part.name);
+    if (failed(view))
+      return failure();
+    rt::Buffer &b = plan.buffers[*view];
+    b.dtype = plan.buffers[grad].dtype;
+    b.shape = plan.buffers[part.buffer].shape;
+    b.viewOf = grad;
+    b.offset = plan.buffers[part.buffer].offset; // its rows' slots
+    part.grad = *view;
   }
   return success();
 }
@@ -806,6 +879,10 @@ LogicalResult PlanBuilder::finish(func::ReturnOp ret) {
              << p.name << "' does not have the parameter's shape";
     plan.buffers[p.grad].offset = plan.buffers[p.buffer].offset;
   }
+  for (const auto &pack : packed)
+    if (pack.second.grad >= 0)
+      plan.buffers[pack.second.grad].offset =
+          plan.buffers[pack.second.buffer].offset;
   plan.regionSize[MemRegion::Param] = cursor[MemRegion::Param];
   plan.regionSize[MemRegion::Grad] =
       plan.kind == "step" ? cursor[MemRegion::Param] : 0;

@@ -12,22 +12,26 @@
 //   attention(rope(reshape(linear(x, Wq))), rope(reshape(linear(x, Wk))),
 //             reshape(linear(x, Wv)))
 //
-// into one linear over the weights stacked along N (gt.pad at row offsets,
-// added: the language's concat), reshaped to packed heads [B, T, H + 2 Hkv,
-// d], one rope of the first H + Hkv heads (`rotated`), and attention over
-// the packed heads. The function computed is the same; gt-autodiff then
-// gives one dX and one dW GEMM, and gt-fuse folds the gradient's inverse
-// rope into the attention gradient's kernels as before. Ropes on both q and
-// k with one angle, or on neither; projections without bias, read by
-// nothing else; K/V projections narrower than `max-kv-width` (wider ones
-// fill their tiles already, and attention reads packed rows more slowly).
-// Runs on the model function before gt-autocast.
+// into one linear over the weights stacked along N, reshaped to packed
+// heads [B, T, H + 2 Hkv, d], one rope of the first H + Hkv heads
+// (`rotated`), and attention over the packed heads. The stacked weight is
+// one packed gt.param of three parts when the weights are parameters read
+// by nothing else (one tensor in memory: no copies forward, and the dW
+// GEMM writes the three gradients in place); else the weights are placed
+// at their row offsets by gt.pad and added (the language's concat). The
+// function computed is the same; gt-autodiff then gives one dX and one dW GEMM,
+// and gt-fuse folds the gradient's inverse rope into the attention gradient's
+// kernels as before. Ropes on both q and k with one angle, or on neither;
+// projections without bias, read by nothing else; K/V projections narrower than
+// `max-kv-width` (wider ones fill their tiles already, and attention reads
+// packed rows more slowly). Runs on the model function before gt-autocast.
 //===----------------------------------------------------------------------===//
 
 #include "gtc/Dialect/GT/GTOps.h"
 #include "gtc/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringExtras.h"
 
 namespace mlir::gt {
 #define GEN_PASS_DEF_GTPACKPROJECTIONSPASS
@@ -111,17 +115,36 @@ struct GtPackProjectionsPass
 
     OpBuilder b(op);
     Location loc = op.getLoc();
-    // [Wq; Wk; Wv]: each weight placed at its row offset, the three added.
     int64_t rows = (heads + 2 * kv) * d;
     auto stacked = wq.clone({rows, wq.getDimSize(1)});
+    SmallVector<ParamOp, 3> params = packableParams({&*q, &*k, &*v});
     Value w;
-    int64_t row = 0;
-    for (Projection *p : {&*q, &*k, &*v}) {
-      Value part = p->linear.getWeight();
-      Value placed =
-          PadOp::create(b, loc, stacked, part, b.getI64ArrayAttr({row, 0}));
-      w = w ? AddOp::create(b, loc, w, placed).getResult() : placed;
-      row += cast<RankedTensorType>(part.getType()).getDimSize(0);
+    if (!params.empty()) {
+      // One parameter of three parts: the weights are one tensor in memory.
+      OpBuilder pb(params.front());
+      SmallVector<std::string> names;
+      SmallVector<int64_t> partRows;
+      for (ParamOp p : params) {
+        names.push_back(p.getName().str());
+        partRows.push_back(p.getType().getDimSize(0));
+      }
+      w = ParamOp::create(pb, params.front().getLoc(), stacked,
+                          pb.getStringAttr(llvm::join(names, "+")),
+                          params.front().getInitAttr(),
+                          params.front().getArgsAttr(),
+                          pb.getStrArrayAttr(SmallVector<StringRef>(
+                              names.begin(), names.end())),
+                          pb.getI64ArrayAttr(partRows));
+    } else {
+      // [Wq; Wk; Wv]: each weight placed at its row offset, the three added.
+      int64_t row = 0;
+      for (Projection *p : {&*q, &*k, &*v}) {
+        Value part = p->linear.getWeight();
+        Value placed =
+            PadOp::create(b, loc, stacked, part, b.getI64ArrayAttr({row, 0}));
+        w = w ? AddOp::create(b, loc, w, placed).getResult() : placed;
+        row += cast<RankedTensorType>(part.getType()).getDimSize(0);
+      }
     }
     Value y = LinearOp::create(b, loc, x, w, Value());
     auto packedType = qType.clone(
@@ -142,6 +165,27 @@ struct GtPackProjectionsPass
       p->reshape.erase();
       p->linear.erase();
     }
+    for (ParamOp p : params)
+      p.erase();
+  }
+
+  /// The projections' weights when they are parameters read by nothing
+  /// else, with one initializer and element type, none packed already:
+  /// they can become one packed parameter. Empty otherwise.
+  static SmallVector<ParamOp, 3> packableParams(ArrayRef<Projection *> ps) {
+    SmallVector<ParamOp, 3> params;
+    for (Projection *p : ps) {
+      Value w = p->linear.getWeight();
+      auto param = w.getDefiningOp<ParamOp>();
+      if (!param || !w.hasOneUse() || param.getParts() ||
+          (!params.empty() && (param.getInit() != params.front().getInit() ||
+                               param.getArgs() != params.front().getArgs() ||
+                               param.getType().getElementType() !=
+                                   params.front().getType().getElementType())))
+        return {};
+      params.push_back(param);
+    }
+    return params;
   }
 };
 

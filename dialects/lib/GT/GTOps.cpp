@@ -9,6 +9,7 @@
 #include "mlir/IR/PatternMatch.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
+#include "llvm/ADT/StringSet.h"
 #include <algorithm>
 #include <cmath>
 
@@ -159,6 +160,29 @@ LogicalResult ParamOp::verify() {
       cast<FloatAttr>(getArgs()[0]).getValueAsDouble() >
           cast<FloatAttr>(getArgs()[1]).getValueAsDouble())
     return emitOpError("uniform initializer needs low <= high");
+  std::optional<ArrayAttr> parts = getParts(), rows = getPartRows();
+  if (!parts && !rows)
+    return success();
+  if (!parts || !rows || parts->size() != rows->size() || parts->size() < 2)
+    return emitOpError("a packed parameter needs 'parts' and 'part_rows' of "
+                       "one length, at least 2");
+  if (getType().getRank() < 1)
+    return emitOpError("a packed parameter needs a dimension 0 to pack along");
+  int64_t total = 0;
+  llvm::StringSet<> names;
+  for (auto [name, n] : llvm::zip(*parts, *rows)) {
+    StringRef part = cast<StringAttr>(name).getValue();
+    int64_t r = cast<IntegerAttr>(n).getInt();
+    if (part.empty() || !names.insert(part).second)
+      return emitOpError("a packed parameter's parts need distinct, "
+                         "non-empty names");
+    if (r < 1)
+      return emitOpError("part '") << part << "' needs at least one row";
+    total += r;
+  }
+  if (total != getType().getDimSize(0))
+    return emitOpError("the parts' rows add up to ")
+           << total << ", not dimension 0 of " << getType();
   return success();
 }
 

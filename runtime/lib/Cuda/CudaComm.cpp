@@ -134,18 +134,23 @@ void CudaExecutor::Impl::enqueueReduceToOwners(Launch &l, int slot,
     CUdeviceptr in;
     int64_t at, elements; // in the parameter region
   };
+  // A view's memory is its root's: a packed parameter's gradient is its
+  // parts' (PlanBuilder's Packed), and lies where the packed buffer does.
+  auto root = [&](int id) {
+    return plan.buffers[id].viewOf < 0 ? id : plan.buffers[id].viewOf;
+  };
   std::vector<Run> runs;
   for (size_t i = 0; i < n; ++i) {
     const int out = s.buffers[n + i];
     const Param *param = nullptr;
     for (const Param &p : plan.params)
-      if (p.grad == out || (p.grad >= 0 && plan.buffers[out].viewOf == p.grad))
+      if (p.grad >= 0 && root(p.grad) == root(out))
         param = &p;
     if (!param)
       throw RuntimeError("shard = gradients: the bucket's '" +
                          plan.buffers[out].name +
                          "' is no parameter's gradient");
-    const Buffer &b = plan.buffers[param->buffer];
+    const Buffer &b = plan.buffers[root(param->buffer)];
     runs.push_back({ptr(s.buffers[i], slot), b.offset, b.elements()});
   }
   std::sort(runs.begin(), runs.end(),

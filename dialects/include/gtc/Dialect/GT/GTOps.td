@@ -63,13 +63,25 @@ def GT_ParamOp : GT_Op<"param", [Pure, GT_Leaf]> {
     model. `init` is one of `zeros`, `ones`, `constant(v)`, `normal(mean, std)`,
     `uniform(low, high)` with its arguments in `args`. The shape is static.
 
+    A packed parameter (gt-pack-projections makes them) is several of the
+    model's parameters stored one after another along dimension 0, used as
+    one tensor: `parts` names them and `part_rows` gives each one's rows.
+    Checkpoints, `--init` and the optimizer's state see the parts under
+    their own names, and each part is drawn from `init` as that parameter
+    alone would be; `name` is the packed tensor's, inside the compiler.
+
     Example:
 
     ```mlir
     %w = gt.param "fc1.weight" = "uniform" [-0.0357, 0.0357] : tensor<1024x784xf32>
+    %qkv = gt.param "q.weight+k.weight+v.weight" = "normal" [0.0, 0.02]
+        {part_rows = [768, 256, 256],
+         parts = ["q.weight", "k.weight", "v.weight"]} : tensor<1280x768xf32>
     ```
   }];
-  let arguments = (ins StrAttr:$name, StrAttr:$init, F64ArrayAttr:$args);
+  let arguments = (ins StrAttr:$name, StrAttr:$init, F64ArrayAttr:$args,
+                       OptionalAttr<StrArrayAttr>:$parts,
+                       OptionalAttr<I64ArrayAttr>:$part_rows);
   let results = (outs GT_FloatTensor:$result);
   let assemblyFormat = "$name `=` $init $args attr-dict `:` type($result)";
   let hasVerifier = 1;
