@@ -328,6 +328,13 @@ gtc run examples/mlp.gt --device cuda --devices 2 --precision fp32 --batch 64 --
 gtc run examples/mlp.gt --device cuda --devices 2 --shard gradients --precision fp32 --batch 64 --steps 50 --log-every 1 --log "$W/zm-mlp-grad.jsonl" > "$W/zm-mlp-grad.txt" 2>&1; s=$?
 r=$(same "$W/zm-mlp-none.jsonl" "$W/zm-mlp-grad.jsonl" 1e-6 2>&1); s2=$?
 row "mlp fp32 2 GPUs: shard = gradients vs none: $r" "$(verdict $((s + s2)))"
+# A small Llama: its packed q, k, v parameter (gt-pack-projections) is one
+# member of its bucket, its gradient reduced to owners as one.
+sed "s/  let V = 32000, T = 1024, D = 768, H = 12, KV = 4, FF = 2048, L = 12/  let V = 50257, T = 128, D = 256, H = 4, KV = 2, FF = 512, L = 2/" examples/llama.gt > "$W/llama-small.gt"
+gtc run "$W/llama-small.gt" --device cuda --devices 2 --precision fp32 --batch 16 --steps 30 --log-every 1 --data "$W/tokens.bin" --log "$W/zl-none.jsonl" > "$W/zl-none.txt" 2>&1
+gtc run "$W/llama-small.gt" --device cuda --devices 2 --shard gradients --precision fp32 --batch 16 --steps 30 --log-every 1 --data "$W/tokens.bin" --log "$W/zl-grad.jsonl" > "$W/zl-grad.txt" 2>&1; s=$?
+r=$(same "$W/zl-none.jsonl" "$W/zl-grad.jsonl" 1e-6 2>&1); s2=$?
+row "small Llama (packed q, k, v) fp32 2 GPUs: shard = gradients vs none: $r" "$(verdict $((s + s2)))"
 # ZeRO-2 with gradient accumulation (each micro-batch's buckets reduced to
 # their owners, the shares summed): 2 micro-batches of 8 a GPU against
 # unsharded 2 GPUs of 16.
