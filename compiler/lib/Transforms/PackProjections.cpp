@@ -19,12 +19,13 @@
 // by nothing else (one tensor in memory: no copies forward, and the dW
 // GEMM writes the three gradients in place); else the weights are placed
 // at their row offsets by gt.pad and added (the language's concat). The
-// function computed is the same; gt-autodiff then gives one dX and one dW GEMM,
-// and gt-fuse folds the gradient's inverse rope into the attention gradient's
-// kernels as before. Ropes on both q and k with one angle, or on neither;
-// projections without bias, read by nothing else; K/V projections narrower than
-// `max-kv-width` (wider ones fill their tiles already, and attention reads
-// packed rows more slowly). Runs on the model function before gt-autocast.
+// function computed is the same; gt-autodiff then gives one dX and one dW
+// GEMM, and gt-fuse folds the gradient's inverse rope into the attention
+// gradient's kernels as before. Ropes on both q and k with one angle, or
+// on neither; projections without bias, read by nothing else; K/V
+// projections narrower than `max-kv-width` (wider ones fill their tiles
+// already, and attention reads packed rows more slowly). Runs on the model
+// function before gt-autocast.
 //===----------------------------------------------------------------------===//
 
 #include "gtc/Dialect/GT/GTOps.h"
