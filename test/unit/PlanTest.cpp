@@ -2,6 +2,7 @@
 
 #include "CompileHelpers.h"
 #include "gtc/Runtime/CpuExecutor.h"
+#include "gtc/Runtime/Profile.h"
 #include "gtc/Runtime/Rng.h"
 #include "gtest/gtest.h"
 #include <algorithm>
@@ -293,9 +294,9 @@ TEST(PlanTest, GradientsMirrorParameters) {
 TEST(PlanTest, PackedProjectionsAreOneParameter) {
   const char *model = R"(model m {
     input x: f32[B, 16, 64]
-    q = reshape(linear(x, 128, bias: false, name: "q"), (-1, 16, 4, 32))
-    k = reshape(linear(x, 64, bias: false, name: "k"), (-1, 16, 2, 32))
-    v = reshape(linear(x, 64, bias: false, name: "v"), (-1, 16, 2, 32))
+    q = reshape(linear(x, 128, bias: false, name: "attn.q"), (-1, 16, 4, 32))
+    k = reshape(linear(x, 64, bias: false, name: "attn.k"), (-1, 16, 2, 32))
+    v = reshape(linear(x, 64, bias: false, name: "attn.v"), (-1, 16, 2, 32))
     y = reshape(attention(rope(q), rope(k), v), (-1, 16, 128))
     loss = sum(linear(y, 64, bias: false, name: "o"))
   })";
@@ -326,16 +327,23 @@ TEST(PlanTest, PackedProjectionsAreOneParameter) {
       EXPECT_EQ(g.region, rt::Region::Grad);
       row += b.shape[0];
     }
-    EXPECT_EQ(names,
-              (std::vector<std::string>{"q.weight", "k.weight", "v.weight"}));
+    EXPECT_EQ(names, (std::vector<std::string>{"attn.q.weight", "attn.k.weight",
+                                               "attn.v.weight"}));
     EXPECT_EQ(plan->buffers[packed].shape, (std::vector<int64_t>{256, 64}));
     EXPECT_EQ(plan->buffers[packedGrad].offset, plan->buffers[packed].offset);
+    // Profiles and --check-numerics name the kernels that read the packed
+    // weight or write its gradient by the scope its parts share.
+    std::vector<rt::KernelContext> contexts = rt::kernelContexts(*plan);
     bool written = false;
-    for (const rt::Kernel &k : plan->kernels) {
+    for (size_t i = 0; i < plan->kernels.size(); ++i) {
+      const rt::Kernel &k = plan->kernels[i];
       EXPECT_NE(k.op, rt::OpKind::Pad);
       EXPECT_NE(k.op, rt::OpKind::Slice);
       EXPECT_NE(k.op, rt::OpKind::Copy);
-      written = written || llvm::is_contained(k.outputs, packedGrad);
+      if (llvm::is_contained(k.outputs, packedGrad)) {
+        written = true;
+        EXPECT_EQ(contexts[i].layer, "attn");
+      }
     }
     EXPECT_TRUE(written) << "no kernel writes the packed gradient";
     if (std::string(precision) == "bf16") {

@@ -36,13 +36,33 @@ std::string fixed(double v, int digits) {
 
 } // namespace
 
+/// The scope two scopes share, whole components: "a.b.q", "a.b.k" -> "a.b".
+static std::string sharedScope(const std::string &a, const std::string &b) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n])
+    ++n;
+  if ((n == a.size() || a[n] == '.') && (n == b.size() || b[n] == '.'))
+    return a.substr(0, n);
+  size_t dot = a.rfind('.', n);
+  return dot == std::string::npos ? "" : a.substr(0, dot);
+}
+
 std::vector<KernelContext> gtc::rt::kernelContexts(const Plan &plan) {
   std::map<int, std::string> scope; // buffer -> parameter scope
-  for (const Param &p : plan.params) {
-    scope[p.buffer] = scopeOf(p.name);
-    if (p.grad >= 0)
-      scope[p.grad] = scopeOf(p.name);
-  }
+  for (const Param &p : plan.params)
+    for (int id : {p.buffer, p.grad}) {
+      if (id < 0)
+        continue;
+      scope[id] = scopeOf(p.name);
+      // A packed parameter's buffer (its parts are views of it): the scope
+      // its parts share.
+      int root = plan.buffers[id].viewOf;
+      if (root < 0)
+        continue;
+      auto [it, fresh] = scope.try_emplace(root, scopeOf(p.name));
+      if (!fresh)
+        it->second = sharedScope(it->second, scopeOf(p.name));
+    }
   int lossKernel = -1;
   for (size_t i = 0; i < plan.kernels.size(); ++i)
     for (int out : plan.kernels[i].outputs)
