@@ -15,7 +15,8 @@ using namespace gtc;
 
 namespace {
 
-/// A port for this process's store (tests of one binary run one at a time).
+/// A port for this process's store (ctest runs each test in a process of
+/// its own, several at once: the port follows the process ID).
 std::string testPort(int which) {
   return std::to_string(20000 + (::getpid() * 7 + which) % 20000);
 }

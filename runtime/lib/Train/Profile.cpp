@@ -16,6 +16,17 @@ std::string scopeOf(const std::string &param) {
   return dot == std::string::npos ? param : param.substr(0, dot);
 }
 
+/// The scope two scopes share, whole components: "a.b.q", "a.b.k" -> "a.b".
+std::string sharedScope(const std::string &a, const std::string &b) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n])
+    ++n;
+  if ((n == a.size() || a[n] == '.') && (n == b.size() || b[n] == '.'))
+    return a.substr(0, n);
+  size_t dot = a.rfind('.', n);
+  return dot == std::string::npos ? "" : a.substr(0, dot);
+}
+
 std::string jsonString(const std::string &s) {
   std::string out = "\"";
   for (char c : s) {
@@ -35,17 +46,6 @@ std::string fixed(double v, int digits) {
 }
 
 } // namespace
-
-/// The scope two scopes share, whole components: "a.b.q", "a.b.k" -> "a.b".
-static std::string sharedScope(const std::string &a, const std::string &b) {
-  size_t n = 0;
-  while (n < a.size() && n < b.size() && a[n] == b[n])
-    ++n;
-  if ((n == a.size() || a[n] == '.') && (n == b.size() || b[n] == '.'))
-    return a.substr(0, n);
-  size_t dot = a.rfind('.', n);
-  return dot == std::string::npos ? "" : a.substr(0, dot);
-}
 
 std::vector<KernelContext> gtc::rt::kernelContexts(const Plan &plan) {
   std::map<int, std::string> scope; // buffer -> parameter scope
