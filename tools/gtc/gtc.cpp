@@ -316,6 +316,32 @@ std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
     if (opts.emit != Emit::None && opts.emit != Emit::MLIR &&
         opts.emit != Emit::Plan)
       return usageError("gtc sample takes --emit=mlir or --emit=plan");
+    const char *unused = opts.sampling.topK       ? "--top-k"
+                         : opts.sampling.topP < 1 ? "--top-p"
+                         : r.run.seed             ? "--seed"
+                                                  : nullptr;
+    if (opts.sampling.temperature == 0 && unused)
+      return usageError(llvm::Twine("--temperature 0 takes the most likely "
+                                    "token, so ") +
+                        unused +
+                        " would have no effect; drop it, or sample at a "
+                        "temperature above 0");
+  }
+  // -o names the --emit output (compile: the executable).
+  if (opts.output != "-" && opts.emit == Emit::None &&
+      opts.command != "compile")
+    return usageError("-o names the file of an --emit output; give --emit=... "
+                      "too, or drop -o");
+  // gtc run --emit=ast|step|plan|cuda prints and stops (--emit=mlir prints
+  // and trains).
+  if (opts.command == "run" && opts.emit != Emit::None &&
+      opts.emit != Emit::MLIR) {
+    const char *flag = opts.emit == Emit::AST    ? "--emit=ast"
+                       : opts.emit == Emit::Step ? "--emit=step"
+                       : opts.emit == Emit::Plan ? "--emit=plan"
+                                                 : "--emit=cuda";
+    if (!gtc::rt::checkRunArgs(opts.args, error, flag))
+      return usageError(error);
   }
   return std::nullopt;
 }
@@ -550,7 +576,8 @@ bool batchSplits(int64_t batch, int processes) {
 /// The compile options of one of `processes` processes, for gtc run's
 /// workers and gtc compile's executables alike: batch / N rows (--batch auto
 /// has chosen a process's batch already), the gradients all-reduced in
-/// buckets (gt-bucket). --bucket-size and --shard need several processes;
+/// buckets (gt-bucket). --bucket-size, --shard and --rendezvous need
+/// several processes;
 /// the train block's `shard` (a model file may train on one device or
 /// several) only draws a warning in one. False after printing the error.
 bool perProcess(const Options &opts, const gtc::Settings &settings,
@@ -563,10 +590,13 @@ bool perProcess(const Options &opts, const gtc::Settings &settings,
                    << (shard == "gradients" ? "gradients and the " : "")
                    << "optimizer state over data-parallel processes "
                       "(--devices N, devices = N, or a launcher's)\n";
-    if (opts.args.bucketBytes == 0 && !settings.shardGiven)
+    if (opts.args.bucketBytes == 0 && !settings.shardGiven &&
+        opts.args.rendezvous.empty())
       return true;
     llvm::errs() << "gtc: error: "
-                 << (opts.args.bucketBytes ? "--bucket-size" : "--shard")
+                 << (opts.args.bucketBytes ? "--bucket-size"
+                     : settings.shardGiven ? "--shard"
+                                           : "--rendezvous")
                  << " applies to data parallelism (--devices N, devices = N, "
                     "or a launcher's processes), and this trains in one "
                     "process\n";
@@ -775,7 +805,8 @@ bool explainRun(mlir::ModuleOp module, const gtc::CompileOptions &compile,
         [](mlir::Diagnostic &) { return mlir::success(); });
     gtc::CompileOptions f = compile;
     f.precision = "fp32";
-    f.padAll = false; // nothing to pad at fp32
+    f.pad = true; // nothing to pad at fp32
+    f.padAll = false;
     if (auto plan = gtc::compileStep(module, f); mlir::succeeded(plan))
       fp32 = std::move(*plan);
   }

@@ -88,13 +88,6 @@ FailureOr<rt::Plan> finishPlan(func::FuncOp func, ModuleOp lowered,
   if (succeeded(plan) && !rt::parse(options.precision, plan->config.precision))
     return func.emitError("unknown precision '")
            << options.precision << "'; expected fp32, tf32, bf16 or fp16";
-  if (succeeded(plan) && options.padAll &&
-      plan->config.precision != rt::Precision::Bf16 &&
-      plan->config.precision != rt::Precision::Fp16)
-    return func.emitError("--pad-all pads 16-bit GEMMs, and this step "
-                          "computes in ")
-           << rt::name(plan->config.precision)
-           << "; give --precision bf16 or fp16, or drop --pad-all";
   return plan;
 }
 
@@ -111,7 +104,20 @@ FailureOr<rt::Plan> compileOnce(ModuleOp module,
   func::FuncOp step = findFunc(**lowered, kStepAttrName);
   if (!step)
     return module.emitError("the module has no model to train");
-  return finishPlan(step, **lowered, options);
+  FailureOr<rt::Plan> plan = finishPlan(step, **lowered, options);
+  // --pad-all and --no-pad choose how 16-bit GEMMs are padded; in another
+  // precision they would do nothing.
+  if (succeeded(plan) && (options.padAll || !options.pad) &&
+      plan->config.precision != rt::Precision::Bf16 &&
+      plan->config.precision != rt::Precision::Fp16)
+    return step.emitError()
+           << (options.padAll ? "--pad-all" : "--no-pad")
+           << " applies to 16-bit GEMMs (gt-pad-dims pads no other), and "
+              "this step computes in "
+           << rt::name(plan->config.precision)
+           << "; give --precision bf16 or fp16, or drop "
+           << (options.padAll ? "--pad-all" : "--no-pad");
+  return plan;
 }
 
 std::string mib(int64_t bytes) {

@@ -11,6 +11,8 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -135,10 +137,48 @@ int64_t gtc::rt::availableMemory() {
   return 0;
 }
 
+std::string gtc::rt::hostMemoryShortfall(const Plan &plan,
+                                         int optimizerShards) {
+  const Plan::Memory m = plan.memory();
+  int64_t need = m.peak();
+  if (optimizerShards > 1 && plan.shardRanks <= 1)
+    need += (m.optimizerState + optimizerShards - 1) / optimizerShards -
+            m.optimizerState;
+  const int64_t available = availableMemory();
+  if (available <= 0 || need <= available)
+    return "";
+  auto mib = [](int64_t b) { return std::to_string((b + (1 << 19)) >> 20); };
+  const int64_t model = need - m.temporaries - m.inputs - m.gemmWorkspace -
+                        m.accumulator - m.state;
+  if (model > available)
+    return "the model's parameters, gradients and optimizer state alone "
+           "take " +
+           mib(model) + " MiB of memory and this machine has " +
+           mib(available) + " MiB available; make the model smaller";
+  return "the step needs " + mib(need) +
+         " MiB of memory (its predicted peak at batch " +
+         std::to_string(plan.batch) +
+         "; --dry-run itemizes it) and this "
+         "machine has " +
+         mib(available) +
+         " MiB available; lower the batch (--batch), recompute activations "
+         "(--checkpoint auto), or train on a GPU (--device cuda)";
+}
+
 void gtc::rt::setThreads(int n) {
   if (n <= 0)
     n = static_cast<int>(std::thread::hardware_concurrency());
-  Pool::get().resize(n);
+  const int before = Pool::get().size();
+  try {
+    Pool::get().resize(n);
+  } catch (const std::system_error &e) {
+    Pool::get().resize(before);
+    throw RuntimeError("cannot start " + std::to_string(n) +
+                       " CPU threads (--threads " + std::to_string(n) +
+                       "): " + e.what() + "; this machine has " +
+                       std::to_string(std::thread::hardware_concurrency()) +
+                       " cores: give --threads at most that, or leave it out");
+  }
   openblas_set_num_threads(n);
 }
 

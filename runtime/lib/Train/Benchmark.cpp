@@ -173,6 +173,11 @@ static int benchmarkImpl(const Plan &plan, const RunOptions &run,
           << compileStats().cacheHits << " from the cache\n";
     } else {
       setThreads(run.threads);
+      if (std::string shortfall = hostMemoryShortfall(plan);
+          !shortfall.empty()) {
+        err << "gtc: error: " << shortfall << "\n";
+        return 1;
+      }
       // The trainer's own step (accumulation, unscaling, clipping, the
       // update), one process.
       CpuBackend backend(plan, /*comm=*/nullptr, /*shard=*/false);

@@ -302,7 +302,9 @@ const RunOption kRunOptions[] = {
      [](const std::string &, const std::string &, RunArgs &out, std::string &) {
        return out.run.checkNumerics = true;
      }},
-    {"--no-pad", "", "keep GEMM dimensions as written (no gt-pad-dims)",
+    {"--no-pad", "",
+     "with bf16 or fp16, keep GEMM dimensions as written (no gt-pad-dims; "
+     "other precisions pad nothing)",
      setFlag<&RunArgs::noPad>, kCompiling},
     {"--pad-all", "",
      "with bf16 or fp16, pad small GEMMs too (by default those of fewer than "
@@ -433,7 +435,8 @@ ArgResult gtc::rt::parseRunArg(const std::vector<std::string> &args,
                                                 : ArgResult::Error;
 }
 
-bool gtc::rt::checkRunArgs(const RunArgs &args, std::string &error) {
+bool gtc::rt::checkRunArgs(const RunArgs &args, std::string &error,
+                           const char *printsOnly) {
   const RunOptions &r = args.run;
   if (r.steps && r.epochs) {
     error = "give --steps or --epochs, not both";
@@ -450,11 +453,26 @@ bool gtc::rt::checkRunArgs(const RunArgs &args, std::string &error) {
     return false;
   }
   const char *mode = args.dryRun              ? "--dry-run"
+                     : printsOnly             ? printsOnly
                      : !r.profilePath.empty() ? "--profile"
                      : args.bench             ? "--bench"
                                               : nullptr;
   if (!mode)
     return true;
+  const bool printsPlan =
+      printsOnly && std::string(printsOnly) == "--emit=plan";
+  if (printsOnly) {
+    const char *runs = args.bench               ? "--bench"
+                       : !r.profilePath.empty() ? "--profile"
+                       : args.explain           ? "--explain"
+                       : r.threads              ? "--threads"
+                                                : nullptr;
+    if (runs) {
+      error = std::string(printsOnly) + " prints and stops, so " + runs +
+              " would have no effect; drop it";
+      return false;
+    }
+  }
   if (args.dryRun && (args.bench || !r.profilePath.empty())) {
     error = "--dry-run trains and times nothing; drop --bench and --profile, "
             "or --dry-run";
@@ -473,10 +491,11 @@ bool gtc::rt::checkRunArgs(const RunArgs &args, std::string &error) {
                          : !r.savePath.empty()   ? "--save"
                          : !r.resumePath.empty() ? "--resume"
                          : !r.initPath.empty()   ? "--init"
-                         : !args.data.empty()    ? "--data"
-                         : !args.eval.empty()    ? "--eval"
-                         : r.checkNumerics       ? "--check-numerics"
-                                                 : nullptr;
+                         // (the plan names its data files)
+                         : !printsPlan && !args.data.empty() ? "--data"
+                         : !printsPlan && !args.eval.empty() ? "--eval"
+                         : r.checkNumerics ? "--check-numerics"
+                                           : nullptr;
   if (training) {
     error = std::string(mode) + " trains nothing, so " + training +
             " would have no effect; drop it";

@@ -158,6 +158,12 @@ int gtc::rt::generate(const Plan &window, const Plan *step,
   for (const auto &prompt : o.prompts) {
     if (prompt.empty())
       return fail(err, "a prompt needs at least one token");
+    if (static_cast<int64_t>(prompt.size()) >= t)
+      return fail(err, "a prompt of " + std::to_string(prompt.size()) +
+                           " tokens leaves no room in the model's " +
+                           std::to_string(t) +
+                           " positions; give a prompt of at most " +
+                           std::to_string(t - 1) + " tokens");
     if (static_cast<int64_t>(prompt.size()) + o.tokens > t)
       return fail(err, "a prompt of " + std::to_string(prompt.size()) +
                            " tokens and " + std::to_string(o.tokens) +
@@ -179,6 +185,8 @@ int gtc::rt::generate(const Plan &window, const Plan *step,
   if (!tokensIn)
     return fail(err, "the generation plan has no token input");
   try {
+    if (run.device == "cpu")
+      setThreads(run.threads);
     // The parameters: the caller's, a file's, or drawn as training draws
     // them.
     std::vector<float> own;

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -26,6 +27,7 @@
 #include <optional>
 #include <ostream>
 #include <sstream>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace gtc::rt;
@@ -258,6 +260,42 @@ std::unique_ptr<Dataset> gtc::rt::openSource(const TrainConfig::Source &s,
 }
 
 namespace {
+/// A checkpoint's count of steps: a whole number >= 0, or none.
+std::optional<int64_t> stepCount(const std::string &text) {
+  char *end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end || errno || v < 0)
+    return std::nullopt;
+  return v;
+}
+
+/// Why checkpoints cannot go to `path` (empty when they can): it names
+/// something other than a file (a checkpoint replaces the file it is
+/// written to, and must not replace a directory, a pipe or a device), or
+/// its directory does not exist or cannot be written. Checked before
+/// training, so that a long run does not end without its checkpoint.
+std::string unwritable(const std::string &path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    return "--save '" + path + "' is " +
+           (S_ISDIR(st.st_mode) ? "a directory"
+                                : "not a regular file (a pipe or a device)") +
+           "; give the path of a checkpoint file";
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path.substr(0, slash);
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    return "cannot write the checkpoint '" + path + "': its directory '" + dir +
+           "' " +
+           (errno == ENOENT ? std::string("does not exist")
+                            : std::string("cannot be written (") +
+                                  std::strerror(errno) + ")") +
+           "; create it, or give --save a path in a writable directory";
+  return "";
+}
+
 /// The device memory the executor planned (regions, workspaces, state) and
 /// took (cuMemGetInfo around its allocation).
 std::pair<size_t, size_t> deviceMemory(CudaBackend &gpu) {
@@ -324,7 +362,9 @@ public:
       if (!trainStep(s))
         return 1;
     }
-    return finish() ? 0 : 1;
+    // A log that could not be written fails the run, once its training and
+    // checkpoint are done.
+    return finish() && !logLost ? 0 : 1;
   }
 
 private:
@@ -383,6 +423,20 @@ private:
   bool haveScaler = false;
   std::unique_ptr<Loader> loader;
   std::ofstream log;
+  /// Whether a record did not reach the log: the run goes on without it
+  /// (its training and checkpoint matter more) and exits with status 1.
+  bool logLost = false;
+  /// After each record: flushes it, and on a failed write says so once.
+  void logWritten() {
+    log.flush();
+    if (log || logLost)
+      return;
+    logLost = true;
+    err << "\ngtc: error: cannot write the log '" << options.logPath
+        << "': " << std::strerror(errno)
+        << "; training goes on without it and the run will exit with "
+           "status 1 (free space there, or give --log another path)\n";
+  }
   /// Where checkpoints go: --save, or, when training is interrupted
   /// without it (Ctrl-C, a scheduler's SIGTERM),
   /// MODEL-interrupted.safetensors here, so that no progress is lost.
@@ -450,6 +504,10 @@ bool Training::open() {
                                             options.shardOptimizer);
   } else {
     StartupPhase phase("memory");
+    const std::string shortfall = hostMemoryShortfall(
+        step, options.shardOptimizer && comm ? comm->size() : 1);
+    if (!shortfall.empty())
+      return fail(shortfall);
     backend = std::make_unique<CpuBackend>(step, options.comm,
                                            options.shardOptimizer);
   }
@@ -484,6 +542,9 @@ bool Training::start() {
   backend->setSchedule(first, total, seed);
   if (haveScaler)
     backend->setScaler(resumedScaler);
+  if (!options.savePath.empty() && rank == 0)
+    if (std::string why = unwritable(options.savePath); !why.empty())
+      return fail(why);
   if (!options.logPath.empty() && rank == 0) {
     log.open(options.logPath, first > 0 ? std::ios::app : std::ios::trunc);
     if (!log)
@@ -515,6 +576,23 @@ bool Training::resume() {
   for (const StoredTensor &t : tensors)
     byName[t.name] = &t;
   bool hasState = meta["optimizer"] == name(c.optimizer);
+  if (!hasState && rank == 0)
+    err << "gtc: note: " << options.resumePath << " was saved with "
+        << (meta["optimizer"].empty() ? "no optimizer named"
+                                      : meta["optimizer"])
+        << " and this run uses " << name(c.optimizer)
+        << ": its optimizer state starts afresh\n";
+  // SGD saved without momentum holds no buffers: resumed with momentum, the
+  // buffers start at zero, as they would have then.
+  const bool noMomentum =
+      hasState && c.optimizer == OptimizerKind::Sgd && c.momentum != 0 &&
+      std::none_of(tensors.begin(), tensors.end(), [](const StoredTensor &t) {
+        return t.name.rfind("optimizer.momentum_buffer.", 0) == 0;
+      });
+  if (noMomentum && rank == 0)
+    err << "gtc: note: " << options.resumePath
+        << " holds no momentum buffers (it was saved without momentum): "
+           "the momentum starts at zero\n";
   if (hasState && c.optimizer != OptimizerKind::Sgd) {
     firstMoment.assign(paramElements, 0.0f);
     secondMoment.assign(paramElements, 0.0f);
@@ -551,7 +629,7 @@ bool Training::resume() {
     const Buffer &b = step.buffers[p.buffer];
     if (!load(p.name, b, params.data() + b.offset))
       continue; // its optimizer state differs alike
-    if (!firstMoment.empty())
+    if (!firstMoment.empty() && !noMomentum)
       load(std::string("optimizer.") + firstName + "." + p.name, b,
            firstMoment.data() + b.offset);
     if (!secondMoment.empty())
@@ -569,7 +647,13 @@ bool Training::resume() {
       err << "  ... and " << differ.size() - kShown << " more\n";
     return false;
   }
-  first = std::strtoll(meta["step"].c_str(), nullptr, 10);
+  std::optional<int64_t> at = stepCount(meta["step"]);
+  if (!at)
+    return fail("cannot resume: " + options.resumePath +
+                "'s metadata gives step '" + meta["step"] +
+                "', not a number of steps; the file is damaged: resume from "
+                "another checkpoint, or start from its weights with --init");
+  first = *at;
   // Continue the same sequence of batches unless a seed is given again,
   // and the same schedule unless a length is given again.
   if (!options.seed && !meta["seed"].empty())
@@ -765,10 +849,12 @@ bool Training::evaluate(int64_t atStep) {
   out << " | " << seen << " examples | " << std::setprecision(2) << seconds
       << " s\n"
       << std::defaultfloat << std::flush;
-  if (log)
+  if (log.is_open() && !logLost) {
     log << "{\"eval\": true, \"step\": " << atStep
         << ", \"loss\": " << num(loss) << ", \"accuracy\": " << num(acc)
         << "}\n";
+    logWritten();
+  }
   return true;
 }
 
@@ -932,8 +1018,10 @@ bool Training::trainStep(int64_t s) {
   double elapsed = std::chrono::duration<double>(now - t0).count();
   double rate = sinceStart * batch / std::max(elapsed - evalSeconds, 1e-9);
   double eta = (total - s - 1) * batch / std::max(rate, 1e-9);
-  if (log && logged)
+  if (log.is_open() && !logLost && logged) {
     logStep(s, epoch, lr, rate, elapsed);
+    logWritten();
+  }
   if (printLine) {
     lastPrint = now;
     printProgress(s, epoch, rate, elapsed, eta);

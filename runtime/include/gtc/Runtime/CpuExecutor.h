@@ -30,10 +30,18 @@ struct RuntimeError : std::runtime_error {
 void parallelFor(int64_t n, const std::function<void(int64_t, int64_t)> &fn,
                  int64_t grain = 1);
 /// Sets the number of threads (0: the machine's cores). Also OpenBLAS's.
+/// Throws RuntimeError (naming --threads) when the system cannot start them.
 void setThreads(int threads);
 /// Bytes of memory available to start new work without swapping (Linux's
 /// MemAvailable), or 0 if unknown.
 int64_t availableMemory();
+/// Why training `plan` on the CPU would not fit in availableMemory(): its
+/// predicted peak (with `optimizerShards` > 1, ZeRO-1's part of the
+/// optimizer state) against what is available, and what to change; empty
+/// when it fits or the available memory is unknown. Checked before the
+/// CPU executor allocates, so that a run too large is refused with the
+/// figures instead of failing an allocation part way.
+std::string hostMemoryShortfall(const Plan &plan, int optimizerShards = 1);
 int threads();
 
 /// Whether the CPU executor runs kernels of `kind` (every kind of Ops.def;

@@ -59,7 +59,8 @@ ArgResult parseRunArg(const std::vector<std::string> &args, size_t &i,
 /// other, and --bench, --profile and --dry-run (which train nothing, on
 /// random inputs) refuse the options only training reads (--steps, --log,
 /// --save, --data, ...) instead of ignoring them. False with a message.
-bool checkRunArgs(const RunArgs &args, std::string &error);
+bool checkRunArgs(const RunArgs &args, std::string &error,
+                  const char *printsOnly = nullptr);
 
 /// Applies --data / --eval to `config`; false with a message if a path does
 /// not fit the source kind.
