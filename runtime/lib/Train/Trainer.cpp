@@ -472,10 +472,14 @@ bool Training::open() {
                 "data = idx(\"images.gz\", \"labels.gz\")");
   {
     StartupPhase dataPhase("data");
+    // (the paths are the train block's, relative to the current
+    // directory, or --data's and --eval's)
     if (!(data = openSource(c.data, error)))
-      return fail(error);
+      return fail(error + " (the training data: fix the train block's "
+                          "data = ..., or give --data)");
     if (!c.eval.kind.empty() && !(evalData = openSource(c.eval, error)))
-      return fail(error);
+      return fail(error + " (the evaluation data: fix the train block's "
+                          "eval = ..., or give --eval)");
   }
   if (!matchFeeds(step, *data, "training", feeds, error))
     return fail(error);
@@ -880,6 +884,18 @@ void Training::printHeader() {
   out << ", " << name(c.precision) << ", seed " << seed << "\n";
   if (!cuda && c.precision == Precision::Tf32)
     out << "  note: tf32 is a GPU GEMM mode; the CPU computes in fp32\n";
+  // Settings that this run is too short for.
+  if (c.warmup >= total)
+    out << "  note: the warmup of " << c.warmup
+        << " steps is not shorter than the run (" << total
+        << " steps): the learning rate never reaches lr " << c.lr
+        << (c.schedule != ScheduleKind::Constant ? " and never decays" : "")
+        << "\n";
+  const int64_t sampleEvery =
+      options.sampleEvery > 0 ? options.sampleEvery : c.sampleEvery;
+  if (sampleEvery > total - first)
+    out << "  note: sample_every = " << sampleEvery << " is beyond the "
+        << total - first << " steps this run trains: it prints no sample\n";
   if (!cuda && (c.precision == Precision::Bf16 ||
                 c.precision == Precision::Fp16))
     out << "  note: the CPU emulates " << name(c.precision)
