@@ -1007,8 +1007,9 @@ int runModel(const Options &opts, mlir::ModuleOp module,
     return gtc::rt::benchmark(*step, run, opts.args.bench ? opts.args.bench : 20,
                               std::cout, std::cerr);
   if (!trainOp) {
-    llvm::errs() << "gtc: error: the file has no train block; add one with "
-                    "at least 'data = ...' (see frontend/LANGUAGE.md)\n";
+    llvm::errs() << "gtc: error: " << opts.input
+                 << " has no train block; add one after the model, with at "
+                    "least 'data = ...' (see frontend/LANGUAGE.md)\n";
     return 1;
   }
   return trainModel(module, compile, *step, run);
@@ -1157,8 +1158,9 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
   for (auto t : module.getOps<mlir::gt::TrainOp>())
     trainOp = t;
   if (!trainOp) {
-    llvm::errs() << "gtc: error: the file has no train block; a compiled "
-                    "executable trains what it says (see "
+    llvm::errs() << "gtc: error: " << opts.input
+                 << " has no train block; a compiled executable trains what "
+                    "it says: add one after the model (see "
                     "frontend/LANGUAGE.md)\n";
     return 1;
   }

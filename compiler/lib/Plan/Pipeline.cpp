@@ -120,7 +120,11 @@ FailureOr<rt::Plan> compileOnce(ModuleOp module,
   return plan;
 }
 
+/// A size for messages: whole MiB, or KiB below one MiB (a budget of 1KiB
+/// is not "0 MiB").
 std::string mib(int64_t bytes) {
+  if (bytes < (1 << 20))
+    return std::to_string((bytes + 512) >> 10) + " KiB";
   return std::to_string((bytes + (1 << 19)) >> 20) + " MiB";
 }
 
