@@ -566,6 +566,45 @@ func.func @activation_grad_kind(%dy: tensor<4xf32>, %x: tensor<4xf32>) -> tensor
 
 // -----
 
+// A gated linear unit's activation is one of those kinds too.
+func.func @glu_kind(%x: tensor<4x8xf32>) -> tensor<4x4xf32> {
+  // expected-error @+2 {{'glu' has unknown kind 'swish'; expected relu, tanh, exp, log, sqrt, sigmoid, silu, gelu, gelu_tanh}}
+  // expected-error @+1 {{'gt.glu' op failed to infer returned types}}
+  %r = gt.glu %x <{kind = "swish"}> : tensor<4x8xf32> -> tensor<4x4xf32>
+  return %r : tensor<4x4xf32>
+}
+
+// -----
+
+// Its input's last dimension holds two halves.
+func.func @glu_odd(%x: tensor<4x7xf32>) -> tensor<4x3xf32> {
+  // expected-error @+2 {{'glu' needs an even last dimension (two halves), got f32[4, 7]}}
+  // expected-error @+1 {{'gt.glu' op failed to infer returned types}}
+  %r = gt.glu %x <{kind = "silu"}> : tensor<4x7xf32> -> tensor<4x3xf32>
+  return %r : tensor<4x3xf32>
+}
+
+// -----
+
+// The result is the half of the input's last dimension.
+func.func @glu_result(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+2 {{'gt.glu' op inferred type(s) 'tensor<4x4xf32>' are incompatible with return type(s) of operation 'tensor<4x8xf32>'}}
+  // expected-error @+1 {{'gt.glu' op failed to infer returned types}}
+  %r = gt.glu %x <{kind = "silu"}> : tensor<4x8xf32> -> tensor<4x8xf32>
+  return %r : tensor<4x8xf32>
+}
+
+// -----
+
+// The gradient of glu has glu's result type.
+func.func @glu_grad_shape(%dy: tensor<4x8xf32>, %x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  // expected-error @+1 {{'gt.glu_grad' op gradient f32[4, 8] does not match the result f32[4, 4] of glu on f32[4, 8]}}
+  %r = gt.glu_grad %dy, %x <{kind = "silu"}> : tensor<4x8xf32>, tensor<4x8xf32>
+  return %r : tensor<4x8xf32>
+}
+
+// -----
+
 // A KV cache is written in place: gt.cache_update takes a gt.state.
 func.func @cache_update_not_state(%c: tensor<2x8x2x4xf32>, %k: tensor<2x1x2x4xf32>, %p: tensor<2x1xi32>) {
   // expected-error @+1 {{'gt.cache_update' op writes a gt.state in place; its cache operand is not one}}

@@ -605,10 +605,13 @@ const char *kEveryOp = R"(model every {
   v = attention(v, heads: 2) + attention(v, heads: 4, causal: false)
   v = v + reshape(rope(reshape(v, (-1, 5, 2, 4)), interleaved: true), (-1, 5, 8))
   v = concat((slice(v, 4, 8), slice(v, 0, 4)), axis: -1) + dropout(v, 0.25)
+  gl = gelu(linear(v, 6, bias: false), approximate: true) * linear(v, 6, bias: false)
+  gl2 = linear(v, 8, bias: false) * silu(linear(v, 8, bias: false))
   logits = linear(v, 7) + linear(layernorm(v), 7, bias: false)
   loss = cross_entropy(logits, y) + mean(m1 * m1) + mean(m2) + sum(m3 * m3)
   loss = loss + mean(k * k) + sum(r * r) + mean(w) + sum(z) + mean(o)
   loss = loss + mean(-s * s) + mean(cast(t, f32)) + mean(x * (b1 + b2))
+  loss = loss + mean(gl) + mean(gl2)
 })";
 
 TEST(CudaEmitterTest, EveryOp) {

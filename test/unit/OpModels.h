@@ -329,6 +329,16 @@ inline const std::vector<OpModel> &opModels() {
     repeat L { x = block(x) }
     loss = cross_entropy(linear(rmsnorm(x, name: "norm"), V, bias: false, name: "lm_head"), targets)
   })", 2, 11, 12},
+      // Gated linear units: gt-pack-projections makes each gated product
+      // one linear over both weights and gt.glu (GeGLU's tanh form on 5
+      // columns, which the CUDA kernel reads one at a time; SwiGLU, its
+      // product in the other order, on 8).
+      {"GatedLinearUnits", R"(model m {
+    input x: f32[B, 3, 6]
+    h = gelu(linear(x, 5, bias: false, name: "a.gate"), approximate: true) * linear(x, 5, bias: false, name: "a.up")
+    z = linear(x, 8, bias: false, name: "b.up") * silu(linear(x, 8, bias: false, name: "b.gate"))
+    loss = mean(linear(h, 3, bias: false, name: "a.down") * slice(x, 0, 3)) + mean(z * z)
+  })", 2, 3, 24},
   };
   return models;
 }

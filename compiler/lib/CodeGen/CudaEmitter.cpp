@@ -191,6 +191,10 @@ bool Emitter::emitKernel() {
     return arity(2, 1) ? binary() : wrong();
   case OpKind::ActivationGrad:
     return arity(2, 1) ? activationGrad() : wrong();
+  case OpKind::Glu:
+    return arity(1, 1) ? glu(false) : wrong();
+  case OpKind::GluGrad:
+    return arity(2, 1) ? glu(true) : wrong();
   case OpKind::Copy:
   case OpKind::Reshape:
     return arity(1, 1) ? copy() : wrong();

@@ -896,6 +896,70 @@ bool Emitter::activationGrad() {
                          str(count(k->outputs[0])) + " elements");
 }
 
+/// CpuExecutor's glu() and gluGrad(): a thread takes V consecutive columns
+/// of one row's halves a and b (16-byte accesses where F allows), computes
+/// in f32 and rounds f(a) and, in the gradient, dy b to the element type
+/// as the CPU does.
+bool Emitter::glu(bool grad) {
+  const int x = k->inputs[grad ? 1 : 0], y = k->outputs[0];
+  const int dy = grad ? k->inputs[0] : -1;
+  const int half = grad ? dy : y; // the [..., F] array
+  const std::string kind = k->strAttr("kind", "");
+  static const std::set<std::string> kinds = {
+#define GTC_KIND(Op, name) #name,
+      GTC_ACTIVATIONS(GTC_KIND)
+#undef GTC_KIND
+  };
+  if (!kinds.count(kind))
+    return fail("unknown activation kind '" + kind + "'");
+  if (!isFloat(x) || plan.buffers[x].dtype != plan.buffers[y].dtype ||
+      (grad && plan.buffers[dy].dtype != plan.buffers[x].dtype) ||
+      shape(half).empty() || count(x) != 2 * count(half))
+    return fail("glu needs float arrays of one type, [..., 2F] and [..., F]");
+  const int64_t f = shape(half).back(), n = count(half);
+  const int64_t v = dtypeBytes(plan.buffers[x].dtype) == 2 ? 8 : 4;
+  const int64_t vec = f % v == 0 ? v : 1;
+  const std::string e = ctype(x);
+  std::string consts = "constexpr i64 N = " + str(n) + ", F = " + str(f) +
+                       ";\nconstexpr int V = " + str(vec) + ";\n" +
+                       "__device__ __forceinline__ float rnd(float f) {\n  " +
+                       e + " t;\n  t = f;\n  return (float)t;\n}\n";
+  std::string body =
+      "  for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < N / V;\n"
+      "       i += (i64)gridDim.x * blockDim.x) {\n"
+      "    const i64 at = i * V / F * 2 * F + i * V % F;\n"
+      "    float a[V], b[V], r0[V];\n"
+      "    loadv<V>(x + at, a);\n"
+      "    loadv<V>(x + at + F, b);\n";
+  if (grad)
+    body += "    float g[V], r1[V];\n"
+            "    loadv<V>(dy + i * V, g);\n"
+            "#pragma unroll\n"
+            "    for (int c = 0; c < V; ++c) {\n"
+            "      r0[c] = rnd(g[c] * b[c]) * gtc_scalar::" + kind + "_grad(a[c]);\n"
+            "      r1[c] = g[c] * rnd(gtc_scalar::" + kind + "_fwd(a[c]));\n"
+            "    }\n"
+            "    storev<V>(dx + at, r0);\n"
+            "    storev<V>(dx + at + F, r1);\n  }\n";
+  else
+    body += "#pragma unroll\n"
+            "    for (int c = 0; c < V; ++c)\n"
+            "      r0[c] = rnd(gtc_scalar::" + kind + "_fwd(a[c])) * b[c];\n"
+            "    storev<V>(y + i * V, r0);\n  }\n";
+  std::vector<Arg> args = {in(x, "x")};
+  if (grad)
+    args.push_back(in(dy, "dy"));
+  args.push_back(out(y, grad ? "dx" : "y"));
+  const int64_t items = n / vec;
+  launch("",
+         std::string(grad ? "glu_grad" : "glu") + " (" + kind + ") of " +
+             str(count(half) / f) + " rows of 2 x " + str(f) + ", " +
+             str(vec) + " elements a thread",
+         args, kPackHelpers, consts, body,
+         std::min(ceilDiv(items, kBlock), int64_t(1) << 22));
+  return true;
+}
+
 /// copy and reshape: the output's elements, in order.
 bool Emitter::copy() {
   int x = k->inputs[0], y = k->outputs[0];

@@ -432,6 +432,8 @@ private:
   bool unary();
   bool binary();
   bool activationGrad();
+  /// gt.glu (`grad` false) or gt.glu_grad.
+  bool glu(bool grad);
   bool copy();
   bool cast();
   bool broadcast();

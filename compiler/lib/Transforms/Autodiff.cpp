@@ -218,6 +218,11 @@ LogicalResult Differentiator::differentiate(Operation *op, Value dy) {
       .Case<GeluOp>([&](GeluOp o) {
         return activation(o.getApproximate() ? "gelu_tanh" : "gelu");
       })
+      .Case<GluOp>([&](GluOp o) {
+        accumulate(o.getInput(), GluGradOp::create(b, loc, dy, o.getInput(),
+                                                   o.getKindAttr()));
+        return success();
+      })
       .Case<SoftmaxOp>([&](SoftmaxOp o) {
         accumulate(o.getInput(),
                    SoftmaxGradOp::create(b, loc, dy, o, o.getAxis()));

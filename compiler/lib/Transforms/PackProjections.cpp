@@ -24,14 +24,25 @@
 // gradient's kernels as before. Ropes on both q and k with one angle, or
 // on neither; projections without bias, read by nothing else; K/V
 // projections narrower than `max-kv-width` (wider ones fill their tiles
-// already, and attention reads packed rows more slowly). Runs on the model
-// function before gt-autocast.
+// already, and attention reads packed rows more slowly).
+//
+// Likewise a gated MLP's two projections of one input,
+//
+//   silu(linear(x, Wg)) * linear(x, Wu)
+//
+// (SwiGLU; any activation of gt.activation_grad's kinds), become one linear
+// over [Wg; Wu] and gt.glu of its [..., 2F] result: one GEMM of N = 2F
+// forward, one dW and one dX backward, where two of each ran and the dX of
+// one was added into the other's; the glu kernels move the bytes the
+// fused silu-and-product kernels moved. Runs on the model function before
+// gt-autocast.
 //===----------------------------------------------------------------------===//
 
 #include "gtc/Dialect/GT/GTOps.h"
 #include "gtc/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "gtc/Runtime/ScalarOps.h"
 #include "llvm/ADT/StringExtras.h"
 
 namespace mlir::gt {
@@ -77,12 +88,68 @@ struct GtPackProjectionsPass
 
   void runOnOperation() override {
     SmallVector<AttentionOp> attentions;
-    getOperation().walk([&](AttentionOp op) {
-      if (op->getParentOfType<func::FuncOp>()->hasAttr(kModelAttrName))
-        attentions.push_back(op);
+    SmallVector<MulOp> products;
+    getOperation().walk([&](func::FuncOp f) {
+      if (!f->hasAttr(kModelAttrName))
+        return;
+      f.walk([&](AttentionOp op) { attentions.push_back(op); });
+      f.walk([&](MulOp op) { products.push_back(op); });
     });
     for (AttentionOp op : attentions)
       pack(op);
+    for (MulOp op : products)
+      packGated(op);
+  }
+
+  /// `act(linear(x, Wg)) * linear(x, Wu)` (either order) as
+  /// `glu(linear(x, [Wg; Wu]))`.
+  void packGated(MulOp op) {
+    for (auto [gated, up] : {std::pair(op.getLhs(), op.getRhs()),
+                             std::pair(op.getRhs(), op.getLhs())}) {
+      Operation *act = gated.getDefiningOp();
+      StringRef kind = act ? activationKind(act) : StringRef();
+      if (kind.empty() || !gated.hasOneUse())
+        continue;
+      auto gate = act->getOperand(0).getDefiningOp<LinearOp>();
+      auto upLinear = up.getDefiningOp<LinearOp>();
+      if (!gate || !upLinear || gate == upLinear ||
+          !act->getOperand(0).hasOneUse() || !up.hasOneUse() ||
+          gate.getBias() || upLinear.getBias() ||
+          gate.getInput() != upLinear.getInput())
+        continue;
+      auto wg = gate.getWeight().getType(), wu = upLinear.getWeight().getType();
+      auto type = cast<RankedTensorType>(op.getType());
+      if (!wg.hasStaticShape() || wg != wu || type != gate.getType() ||
+          type != upLinear.getType())
+        continue;
+      OpBuilder b(op);
+      auto stacked = wg.clone({2 * wg.getDimSize(0), wg.getDimSize(1)});
+      SmallVector<LinearOp, 3> linears = {gate, upLinear};
+      SmallVector<ParamOp, 3> params = packableParams(linears);
+      Value w = stackWeights(b, op.getLoc(), linears, params, stacked);
+      Value y = LinearOp::create(b, op.getLoc(), gate.getInput(), w, Value());
+      Value h = GluOp::create(b, op.getLoc(), y, b.getStringAttr(kind));
+      op.getResult().replaceAllUsesWith(h);
+      op.erase();
+      act->erase();
+      gate.erase();
+      upLinear.erase();
+      for (ParamOp p : params)
+        p.erase();
+      return;
+    }
+  }
+
+  /// The gt.activation_grad kind of an activation op, or "".
+  static StringRef activationKind(Operation *op) {
+#define GTC_ACTIVATION_KIND(Kind, name)                                        \
+  if (isa<Kind##Op>(op))                                                       \
+    return #name;
+    GTC_ACTIVATION_OPS(GTC_ACTIVATION_KIND)
+#undef GTC_ACTIVATION_KIND
+    if (auto gelu = dyn_cast<GeluOp>(op))
+      return gelu.getApproximate() ? "gelu_tanh" : "gelu";
+    return "";
   }
 
   void pack(AttentionOp op) {
@@ -118,35 +185,9 @@ struct GtPackProjectionsPass
     Location loc = op.getLoc();
     int64_t rows = (heads + 2 * kv) * d;
     auto stacked = wq.clone({rows, wq.getDimSize(1)});
-    SmallVector<ParamOp, 3> params = packableParams({&*q, &*k, &*v});
-    Value w;
-    if (!params.empty()) {
-      // One parameter of three parts: the weights are one tensor in memory.
-      OpBuilder pb(params.front());
-      SmallVector<std::string> names;
-      SmallVector<int64_t> partRows;
-      for (ParamOp p : params) {
-        names.push_back(p.getName().str());
-        partRows.push_back(p.getType().getDimSize(0));
-      }
-      w = ParamOp::create(pb, params.front().getLoc(), stacked,
-                          pb.getStringAttr(llvm::join(names, "+")),
-                          params.front().getInitAttr(),
-                          params.front().getArgsAttr(),
-                          pb.getStrArrayAttr(SmallVector<StringRef>(
-                              names.begin(), names.end())),
-                          pb.getI64ArrayAttr(partRows));
-    } else {
-      // [Wq; Wk; Wv]: each weight placed at its row offset, the three added.
-      int64_t row = 0;
-      for (Projection *p : {&*q, &*k, &*v}) {
-        Value part = p->linear.getWeight();
-        Value placed =
-            PadOp::create(b, loc, stacked, part, b.getI64ArrayAttr({row, 0}));
-        w = w ? AddOp::create(b, loc, w, placed).getResult() : placed;
-        row += cast<RankedTensorType>(part.getType()).getDimSize(0);
-      }
-    }
+    SmallVector<LinearOp, 3> linears = {q->linear, k->linear, v->linear};
+    SmallVector<ParamOp, 3> params = packableParams(linears);
+    Value w = stackWeights(b, loc, linears, params, stacked);
     Value y = LinearOp::create(b, loc, x, w, Value());
     auto packedType = qType.clone(
         {qType.getDimSize(0), qType.getDimSize(1), heads + 2 * kv, d});
@@ -170,13 +211,13 @@ struct GtPackProjectionsPass
       p.erase();
   }
 
-  /// The projections' weights when they are parameters read by nothing
-  /// else, with one initializer and element type, none packed already:
-  /// they can become one packed parameter. Empty otherwise.
-  static SmallVector<ParamOp, 3> packableParams(ArrayRef<Projection *> ps) {
+  /// The linears' weights when they are parameters read by nothing else,
+  /// with one initializer and element type, none packed already: they can
+  /// become one packed parameter. Empty otherwise.
+  static SmallVector<ParamOp, 3> packableParams(ArrayRef<LinearOp> linears) {
     SmallVector<ParamOp, 3> params;
-    for (Projection *p : ps) {
-      Value w = p->linear.getWeight();
+    for (LinearOp linear : linears) {
+      Value w = linear.getWeight();
       auto param = w.getDefiningOp<ParamOp>();
       if (!param || !w.hasOneUse() || param.getParts() ||
           (!params.empty() && (param.getInit() != params.front().getInit() ||
@@ -187,6 +228,43 @@ struct GtPackProjectionsPass
       params.push_back(param);
     }
     return params;
+  }
+
+  /// The linears' weights stacked along their rows as one `stacked` tensor:
+  /// one packed gt.param of their parts when `params` are theirs (one
+  /// tensor in memory: no copies forward, and the dW GEMM writes the
+  /// parts' gradients in place), else each weight placed at its row offset
+  /// by gt.pad and the pads added (the language's concat).
+  static Value stackWeights(OpBuilder &b, Location loc,
+                            ArrayRef<LinearOp> linears,
+                            MutableArrayRef<ParamOp> params,
+                            RankedTensorType stacked) {
+    if (!params.empty()) {
+      OpBuilder pb(params.front());
+      SmallVector<std::string> names;
+      SmallVector<int64_t> partRows;
+      for (ParamOp p : params) {
+        names.push_back(p.getName().str());
+        partRows.push_back(p.getType().getDimSize(0));
+      }
+      return ParamOp::create(pb, params.front().getLoc(), stacked,
+                             pb.getStringAttr(llvm::join(names, "+")),
+                             params.front().getInitAttr(),
+                             params.front().getArgsAttr(),
+                             pb.getStrArrayAttr(SmallVector<StringRef>(
+                                 names.begin(), names.end())),
+                             pb.getI64ArrayAttr(partRows));
+    }
+    Value w;
+    int64_t row = 0;
+    for (LinearOp linear : linears) {
+      Value part = linear.getWeight();
+      Value placed =
+          PadOp::create(b, loc, stacked, part, b.getI64ArrayAttr({row, 0}));
+      w = w ? AddOp::create(b, loc, w, placed).getResult() : placed;
+      row += cast<RankedTensorType>(part.getType()).getDimSize(0);
+    }
+    return w;
   }
 };
 

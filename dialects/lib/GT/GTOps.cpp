@@ -1352,18 +1352,76 @@ LogicalResult AllReduceOp::verify() {
   return success();
 }
 
-LogicalResult ActivationGradOp::verify() {
-  // The activations whose derivative the executors have (ScalarOps.h).
+/// The activations whose function and derivative the executors have
+/// (ScalarOps.h): the kinds of gt.activation_grad, gt.glu and gt.glu_grad.
+static ArrayRef<StringRef> activationKinds() {
   static const StringRef kinds[] = {
 #define GTC_KIND(Op, name) #name,
       GTC_ACTIVATIONS(GTC_KIND)
 #undef GTC_KIND
   };
-  if (llvm::is_contained(kinds, getKind()))
+  return kinds;
+}
+
+/// The error for an activation kind the executors do not have.
+static std::string unknownKindMessage(StringRef kind) {
+  std::string msg = "has unknown kind '" + kind.str() + "'; expected ";
+  llvm::raw_string_ostream os(msg);
+  llvm::interleave(activationKinds(), os, ", ");
+  return msg;
+}
+
+LogicalResult ActivationGradOp::verify() {
+  if (llvm::is_contained(activationKinds(), getKind()))
     return success();
-  auto diag = emitOpError("has unknown kind '") << getKind() << "'; expected ";
-  llvm::interleave(kinds, diag, ", ");
-  return diag;
+  return emitOpError(unknownKindMessage(getKind()));
+}
+
+/// A glu's input `x` [..., 2F] gives its result [..., F] (a dynamic last
+/// dimension stays dynamic).
+static FailureOr<RankedTensorType> gluResultType(std::optional<Location> loc,
+                                                 StringRef name, Value x,
+                                                 StringRef kind) {
+  if (!llvm::is_contained(activationKinds(), kind))
+    return emitOptionalError(loc, "'", name, "' ", unknownKindMessage(kind));
+  auto t = cast<RankedTensorType>(x.getType());
+  if (t.getRank() == 0)
+    return emitOptionalError(loc, "'", name, "' needs an input of rank >= 1");
+  SmallVector<int64_t> shape(t.getShape());
+  if (!ShapedType::isDynamic(shape.back())) {
+    if (shape.back() % 2 != 0)
+      return emitOptionalError(loc, "'", name,
+                               "' needs an even last dimension (two halves), "
+                               "got ",
+                               formatType(t));
+    shape.back() /= 2;
+  }
+  return t.clone(shape);
+}
+
+LogicalResult GluOp::inferReturnTypes(MLIRContext *,
+                                      std::optional<Location> loc,
+                                      Adaptor adaptor,
+                                      SmallVectorImpl<Type> &types) {
+  FailureOr<RankedTensorType> t =
+      gluResultType(loc, "glu", adaptor.getInput(), adaptor.getKind());
+  if (failed(t))
+    return failure();
+  types.push_back(*t);
+  return success();
+}
+
+LogicalResult GluGradOp::verify() {
+  FailureOr<RankedTensorType> t =
+      gluResultType(getLoc(), "glu_grad", getInput(), getKind());
+  if (failed(t))
+    return failure();
+  if (!compatibleDims(getGrad().getType().getShape(), t->getShape()) ||
+      getGrad().getType().getElementType() != t->getElementType())
+    return emitOpError("gradient ")
+           << formatType(getGrad().getType()) << " does not match the result "
+           << formatType(*t) << " of glu on " << formatType(getInput().getType());
+  return success();
 }
 
 /// A norm gradient's operands: `dy` of the input's type, a `[D]` weight

@@ -170,24 +170,77 @@ template <typename T> void gelu(Exec<T> &e, const Kernel &k) {
     unaryApply(e, k, [](T x) { return gtc_scalar::gelu_fwd(x); });
 }
 
+/// A value rounded as a buffer of type `d` stores it (16-bit types), or
+/// as it is.
+template <typename T> T roundTo(T v, DType d) {
+  if (dtypeBytes(d) != 2)
+    return v;
+  return static_cast<T>(fromHalfBits(toHalfBits(static_cast<float>(v), d), d));
+}
+
+/// Calls `fn(f, f')` with the activation `kind`'s function and derivative.
+template <typename T, typename Fn>
+void withActivation(const std::string &kind, Fn fn) {
+#define GTC_KIND(Op, name)                                                     \
+  if (kind == #name)                                                           \
+    return fn([](T v) { return gtc_scalar::name##_fwd(v); },                   \
+              [](T v) { return gtc_scalar::name##_grad(v); });
+  GTC_ACTIVATIONS(GTC_KIND)
+#undef GTC_KIND
+  throw RuntimeError("unknown activation kind '" + kind + "'");
+}
+
+/// y = f(a) * b for the halves a, b of each row of x (f(a) rounded to the
+/// element type first, as its own op's result would be).
+template <typename T> void glu(Exec<T> &e, const Kernel &k) {
+  const Plan &p = e.plan();
+  const T *x = e.floats(k.inputs[0]);
+  T *y = e.floats(k.outputs[0]);
+  const DType d = p.buffers[k.outputs[0]].dtype;
+  const int64_t f = shapeOf(p, k.outputs[0]).back();
+  const int64_t n = countOf(p, k.outputs[0]);
+  withActivation<T>(k.strAttr("kind", ""), [&](auto act, auto) {
+    parallelFor(n, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        const T *xr = x + i / f * 2 * f + i % f;
+        y[i] = roundTo(act(xr[0]), d) * xr[f];
+      }
+    }, 4096);
+  });
+}
+
+/// dx = [dy * b * f'(a), dy * f(a)] for the halves a, b of each row of x,
+/// rounded as PyTorch's ops of f(a) * b would round their gradients.
+template <typename T> void gluGrad(Exec<T> &e, const Kernel &k) {
+  const Plan &p = e.plan();
+  const T *dy = e.floats(k.inputs[0]), *x = e.floats(k.inputs[1]);
+  T *dx = e.floats(k.outputs[0]);
+  const DType d = p.buffers[k.outputs[0]].dtype;
+  const int64_t f = shapeOf(p, k.inputs[0]).back();
+  const int64_t n = countOf(p, k.inputs[0]);
+  withActivation<T>(k.strAttr("kind", ""), [&](auto act, auto deriv) {
+    parallelFor(n, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        const int64_t at = i / f * 2 * f + i % f;
+        const T a = x[at], b = x[at + f];
+        dx[at] = roundTo(dy[i] * b, d) * deriv(a);
+        dx[at + f] = dy[i] * roundTo(act(a), d);
+      }
+    }, 4096);
+  });
+}
+
 /// dx = dy * the derivative of the activation `kind` at x.
 template <typename T> void activationGrad(Exec<T> &e, const Kernel &k) {
   const T *dy = e.floats(k.inputs[0]), *x = e.floats(k.inputs[1]);
   T *dx = e.floats(k.outputs[0]);
-  const std::string kind = k.strAttr("kind", "");
   const int64_t n = countOf(e.plan(), k.outputs[0]);
-  auto apply = [&](auto deriv) {
+  withActivation<T>(k.strAttr("kind", ""), [&](auto, auto deriv) {
     parallelFor(n, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i)
         dx[i] = dy[i] * deriv(x[i]);
     }, 4096);
-  };
-#define GTC_KIND(Op, name)                                                     \
-  if (kind == #name)                                                           \
-    return apply([](T v) { return gtc_scalar::name##_grad(v); });
-  GTC_ACTIVATIONS(GTC_KIND)
-#undef GTC_KIND
-  throw RuntimeError("unknown activation kind '" + kind + "'");
+  });
 }
 
 template <typename T> void copy(Exec<T> &e, const Kernel &k) {
@@ -989,6 +1042,10 @@ template <typename T> void (*cpuKernel(OpKind kind))(Exec<T> &, const Kernel &) 
     return gelu<T>;
   case OpKind::ActivationGrad:
     return activationGrad<T>;
+  case OpKind::Glu:
+    return glu<T>;
+  case OpKind::GluGrad:
+    return gluGrad<T>;
   case OpKind::Cast:
     return cast<T>;
   case OpKind::Broadcast:

@@ -200,6 +200,54 @@ def GT_GeluOp : GT_UnaryOp<"gelu", "the GELU activation",
   }];
 }
 
+def GT_GluOp : GT_InferredOp<"glu"> {
+  let summary = "a gated linear unit over the two halves of the last dimension";
+  let description = [{
+    `f(a) * b`, where `a` and `b` are the first and second halves of the
+    last dimension `2F` of `input` and `f` the activation `kind` (SwiGLU's
+    `silu`, GeGLU's `gelu`, ...: a kind of gt.activation_grad); the result's
+    last dimension is `F`. gt-pack-projections makes it of Llama's
+    `silu(x Wg^T) * (x Wu^T)`, whose two projections become one GEMM over
+    the stacked weights. `f(a)` and the product are each rounded to the
+    element type, as the two ops' results would be.
+
+    Example:
+
+    ```mlir
+    %h = gt.glu %gu <{kind = "silu"}> : tensor<?x1024x4096xbf16> -> tensor<?x1024x2048xbf16>
+    ```
+  }];
+  let arguments = (ins GT_FloatTensor:$input, StrAttr:$kind);
+  let results = (outs GT_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input prop-dict attr-dict `:` type($input) `->` type($result)
+  }];
+}
+
+def GT_GluGradOp : GT_Op<"glu_grad",
+    [Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "the gradient of gt.glu";
+  let description = [{
+    The gradient of `glu(input)` for the result's gradient `grad`: its
+    first half `dy * b * f'(a)`, its second `dy * f(a)`, with `a` and `b`
+    the halves of `input` as in gt.glu.
+
+    Example:
+
+    ```mlir
+    %dgu = gt.glu_grad %dh, %gu <{kind = "silu"}>
+        : tensor<8x2048xbf16>, tensor<8x4096xbf16>
+    ```
+  }];
+  let arguments = (ins GT_FloatTensor:$grad, GT_FloatTensor:$input,
+                       StrAttr:$kind);
+  let results = (outs GT_FloatTensor:$result);
+  let assemblyFormat = [{
+    $grad `,` $input prop-dict attr-dict `:` type($grad) `,` type($input)
+  }];
+  let hasVerifier = 1;
+}
+
 def GT_CastOp : GT_Op<"cast", [Pure, SameOperandsAndResultShape,
                                GT_Elementwise, GT_ZeroPreserving]> {
   let summary = "converts the element type";
