@@ -67,21 +67,27 @@
     __syncthreads();
     const int k0 = j * STEP;
     if (!CAUSAL || k0 <= q0 + wg * 64 + 63) {  // warpgroup-uniform
+      // S and dP in two groups: the exponentials of P run while dP's
+      // MMAs do.
       float s[1][STEP / 8][4], dp[1][STEP / 8][4];
       wg_fence();
 #pragma unroll
       for (int kc = 0; kc < HD / 16; ++kc)
         wg_ss<0>(s[0], wg_kmajor<ROWS>(sq, wg * 64, kc), wg_kmajor<STEP>(ks, 0, kc), kc > 0);
+      wg_commit();
 #pragma unroll
       for (int kc = 0; kc < HD / 16; ++kc)
         wg_ss<0>(dp[0], wg_kmajor<ROWS>(sg, wg * 64, kc), wg_kmajor<STEP>(vs, 0, kc), kc > 0);
       wg_commit();
-      wg_wait<0>();
+      wg_wait<1>();
       wg_hold(s[0]);
+      for_each_acc<1, STEP / 8>([&](int i, int n, int e, int, int) {
+        s[i][n][e] = ex2(fmaf(s[i][n][e], SCALE2, -lse2[e >> 1]));
+      });
+      wg_wait<0>();
       wg_hold(dp[0]);
       for_each_acc<1, STEP / 8>([&](int i, int n, int e, int, int) {
-        const float p = ex2(fmaf(s[i][n][e], SCALE2, -lse2[e >> 1]));
-        s[i][n][e] = p * (dp[i][n][e] - delta[e >> 1]);
+        s[i][n][e] *= dp[i][n][e] - delta[e >> 1];
       });
       // Masks only on the tiles that need them (warp-uniform): keys past T,
       // queries past T, the causal diagonal.
