@@ -266,6 +266,17 @@ Operand Emitter::operand(int buffer, const std::string &name,
   return o;
 }
 
+/// Whether ScalarOps.h has the activation `kind`'s function and derivative
+/// (the kinds of gt.activation_grad and gt.glu).
+static bool isActivationKind(const std::string &kind) {
+  static const std::set<std::string> kinds = {
+#define GTC_KIND(Op, name) #name,
+      GTC_ACTIVATIONS(GTC_KIND)
+#undef GTC_KIND
+  };
+  return kinds.count(kind) != 0;
+}
+
 /// The function of one element of an elementwise op: statements assigning
 /// `r` from the named operands. The activations and their derivatives call
 /// runtime/include/gtc/Runtime/ScalarOps.h's functions, which the CPU
@@ -302,12 +313,7 @@ bool Emitter::elementFn(const Kernel &kernel, ElementFn &fn) {
     fn = {{"x"}, "r = static_cast<" + computeType(kernel.outputs[0]) + ">(x);"};
   } else if (op == OpKind::ActivationGrad) {
     const std::string kind = kernel.strAttr("kind", "");
-    static const std::set<std::string> kinds = {
-#define GTC_KIND(Op, name) #name,
-        GTC_ACTIVATIONS(GTC_KIND)
-#undef GTC_KIND
-    };
-    if (!kinds.count(kind))
+    if (!isActivationKind(kind))
       return fail("unknown activation kind '" + kind + "'");
     fn = {{"dy", "x"}, "r = dy * gtc_scalar::" + kind + "_grad(x);"};
   } else {
@@ -905,12 +911,7 @@ bool Emitter::glu(bool grad) {
   const int dy = grad ? k->inputs[0] : -1;
   const int half = grad ? dy : y; // the [..., F] array
   const std::string kind = k->strAttr("kind", "");
-  static const std::set<std::string> kinds = {
-#define GTC_KIND(Op, name) #name,
-      GTC_ACTIVATIONS(GTC_KIND)
-#undef GTC_KIND
-  };
-  if (!kinds.count(kind))
+  if (!isActivationKind(kind))
     return fail("unknown activation kind '" + kind + "'");
   if (!isFloat(x) || plan.buffers[x].dtype != plan.buffers[y].dtype ||
       (grad && plan.buffers[dy].dtype != plan.buffers[x].dtype) ||

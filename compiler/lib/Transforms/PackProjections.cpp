@@ -39,10 +39,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "gtc/Dialect/GT/GTOps.h"
+#include "gtc/Runtime/ScalarOps.h"
 #include "gtc/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
-#include "gtc/Runtime/ScalarOps.h"
 #include "llvm/ADT/StringExtras.h"
 
 namespace mlir::gt {
