@@ -1261,10 +1261,8 @@ void CpuExecutor<T>::roundHalfOutputs(const Kernel &k) {
     T *y = floats(id);
     int64_t n = plan_.buffers[id].elements();
     parallelFor(n, [&](int64_t lo, int64_t hi) {
-      for (int64_t j = lo; j < hi; ++j) {
-        y[j] = static_cast<T>(
-            fromHalfBits(toHalfBits(static_cast<float>(y[j]), d), d));
-      }
+      for (int64_t j = lo; j < hi; ++j)
+        y[j] = roundTo(y[j], d);
     }, 4096);
   }
 }
