@@ -772,11 +772,19 @@ void emitCuda(const gtc::rt::Plan &step, const gtc::rt::CudaProgram *program,
               llvm::raw_ostream &os) {
   for (size_t k = 0; k < program->kernels.size(); ++k)
     for (const gtc::rt::CudaLaunch &l : program->kernels[k]) {
-      if (l.kind == gtc::rt::CudaLaunch::Kind::Kernel)
+      if (l.kind == gtc::rt::CudaLaunch::Kind::Kernel) {
         os << "// launch " << l.name << ": grid " << l.grid << ", block "
            << l.block << "\n"
            << l.comment << l.source << "\n";
-      else if (l.kind == gtc::rt::CudaLaunch::Kind::Gemm)
+        // What a device of exactly that compute capability runs instead.
+        for (const gtc::rt::CudaLaunch::Variant &v : l.variants)
+          os << "// launch " << l.name << " on compute capability " << v.major
+             << "." << v.minor << " (" << v.arch << "): grid "
+             << v.grid << ", block " << v.block << ", " << v.shared
+             << " bytes of shared memory\n"
+             << v.what << "\n"
+             << v.source << "\n";
+      } else if (l.kind == gtc::rt::CudaLaunch::Kind::Gemm)
         os << "// cuBLASLt GEMM for kernel " << k << " ("
            << gtc::rt::opName(step.kernels[k].op) << "): " << l.m << "x" << l.n
            << "x" << l.k << (l.transA ? " A^T" : "") << (l.transB ? " B^T" : "")
