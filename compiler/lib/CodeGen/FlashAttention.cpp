@@ -81,12 +81,23 @@ FlashTiles flashTiles(FlashKernel kernel, int64_t hd) {
 /// 116 us, dkdv 180 -> 160 us against two warpgroups; the forward pass is
 /// as fast either way (93.6, 92.4 us). With heads of 64, registers bounded
 /// for 4 dq blocks an SM (128) and 3 dkdv blocks (168) took them to 107
-/// and 139 us, with nothing spilled.
+/// and 139 us, with nothing spilled. The forward is software-pipelined
+/// (flash_forward_wgmma.cuh): with heads of 64 on blocks of one warpgroup
+/// and key tiles of 64, 4 an SM, it took 93.2-93.4 us against 99.5-99.8 for
+/// the unpipelined kernel's 2 warpgroups and tiles of 128, 2 an SM (GQA T
+/// 1024 B 16; MHA 95.3-95.7 against 100.9; level at T 4096: 277.7-280.0
+/// against 279.9); on 2 warpgroups and tiles of 128 it needs 176 registers,
+/// so 1 block an SM, and took 131.6 us (thirty-eighth session).
 struct WgmmaTiles {
   int64_t wgs, step;
   int minBlocks;
   int64_t rows() const { return 64 * wgs; }
   int64_t threads() const { return 128 * wgs; }
+  /// "one block of N warpgroups per ROWS", for the launches' comments.
+  std::string blocks() const {
+    return "one block of " + str(wgs) +
+           (wgs == 1 ? " warpgroup" : " warpgroups") + " per " + str(rows());
+  }
   std::string consts(bool bf16) const {
     return "constexpr int ROWS = " + str(rows()) + ", STEP = " + str(step) +
            ", THREADS = " + str(threads()) +
@@ -98,7 +109,7 @@ struct WgmmaTiles {
 WgmmaTiles wgmmaTiles(FlashKernel kernel, int64_t hd) {
   switch (kernel) {
   case FlashKernel::Forward:
-    return {2, 128, hd == 64 ? 2 : 1};
+    return hd == 64 ? WgmmaTiles{1, 64, 4} : WgmmaTiles{2, 128, 1};
   case FlashKernel::Dq:
     return {1, 64, hd == 64 ? 4 : 2};
   case FlashKernel::Dkdv:
@@ -178,17 +189,17 @@ bool Emitter::flashAttention(const AttentionLayout &a) {
   WgmmaTiles w = wgmmaTiles(FlashKernel::Forward, a.hd);
   int64_t hopperBlocks = a.b * a.h * ceilDiv(a.t, w.rows());
   launch("",
-         "warpgroup MMA (wgmma), one block of " + str(w.wgs) +
-             " warpgroups per " + str(w.rows()) +
+         "warpgroup MMA (wgmma), " + w.blocks() +
              " queries of one (batch, head): " + str(hopperBlocks) +
              " tiles, online softmax over key tiles of " + str(w.step) +
-             "; the rows' log-sum-exp to lse",
+             ", software-pipelined (a tile's S before the last one's P V); "
+             "the rows' log-sum-exp to lse",
          ops.args, kAsyncHelpers,
          flashConsts(a) + w.consts(flashType(a) == DType::BF16),
          ops.pointers + cuh::flash_forward_wgmma, hopperBlocks, w.threads(),
          w.minBlocks);
-  // Q and two stages of K and V, aligned to 1024 bytes.
-  launches.back().shared = 1024 + (w.rows() + 4 * w.step) * a.hd * 2;
+  // Q, two stages of K and three of V, aligned to 1024 bytes.
+  launches.back().shared = 1024 + (w.rows() + 5 * w.step) * a.hd * 2;
   asVariant(9, 0, "sm_90a");
   return true;
 }
@@ -294,8 +305,7 @@ bool Emitter::flashAttentionGrad(const AttentionLayout &a) {
   if (hopper) {
     WgmmaTiles wq = wgmmaTiles(FlashKernel::Dq, a.hd);
     launch("dq",
-           "warpgroup MMA (wgmma): one block of " + str(wq.wgs) +
-               " warpgroups per " + str(wq.rows()) +
+           "warpgroup MMA (wgmma): " + wq.blocks() +
                " queries of one (batch, head), key tiles of " + str(wq.step) +
                "; delta = dy.y to the workspace, dq = scale * sum over keys of "
                "ds k",
@@ -326,8 +336,7 @@ bool Emitter::flashAttentionGrad(const AttentionLayout &a) {
   if (hopper) {
     WgmmaTiles wk = wgmmaTiles(FlashKernel::Dkdv, a.hd);
     launch("dkdv",
-           "warpgroup MMA (wgmma): one block of " + str(wk.wgs) +
-               " warpgroups per " + str(wk.rows()) +
+           "warpgroup MMA (wgmma): " + wk.blocks() +
                " keys of one (batch, key head), query tiles of " +
                str(wk.step) + " of its " + str(a.group()) +
                " query heads; dk, dv = sums over queries",

@@ -67,6 +67,15 @@ template <int NT> __device__ __forceinline__ void wg_hold(float (&d)[NT][4]) {
     for (int e = 0; e < 4; ++e)
       asm volatile("" : "+f"(d[n][e]) :: "memory");
 }
+// After wg_wait: A fragments in registers (wg_rs) were read by the MMAs
+// until here, and are not reused before.
+template <int KC> __device__ __forceinline__ void wg_hold(u32 (&a)[KC][4]) {
+#pragma unroll
+  for (int k = 0; k < KC; ++k)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      asm volatile("" : "+r"(a[k][e]) :: "memory");
+}
 // d (64 x 8 NT) = (accumulate ? d : 0) + A B for one k step of 16, A and B
 // by descriptors (wg_ss) or A in registers (wg_rs); TB: B is MN-major.
 template <int TB>
