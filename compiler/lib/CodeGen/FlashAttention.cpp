@@ -87,7 +87,8 @@ FlashTiles flashTiles(FlashKernel kernel, int64_t hd) {
 /// the unpipelined kernel's 2 warpgroups and tiles of 128, 2 an SM (GQA T
 /// 1024 B 16; MHA 95.3-95.7 against 100.9; level at T 4096: 277.7-280.0
 /// against 279.9); on 2 warpgroups and tiles of 128 it needs 176 registers,
-/// so 1 block an SM, and took 131.6 us (thirty-eighth session).
+/// so 1 block an SM, and took 131.6 us. Heads of 128 keep those tiles, 1 an
+/// SM as before, and gain 2-3% (thirty-eighth session).
 struct WgmmaTiles {
   int64_t wgs, step;
   int minBlocks;
