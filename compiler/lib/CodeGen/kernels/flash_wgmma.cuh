@@ -59,22 +59,17 @@ __device__ __forceinline__ void wg_commit() {
 template <int N> __device__ __forceinline__ void wg_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory");
 }
-// After wg_wait: the accumulators' registers are read only from here on.
-template <int NT> __device__ __forceinline__ void wg_hold(float (&d)[NT][4]) {
+// A register the compiler must keep as it is up to this point.
+__device__ __forceinline__ void wg_hold(float &x) { asm volatile("" : "+f"(x) :: "memory"); }
+__device__ __forceinline__ void wg_hold(u32 &x) { asm volatile("" : "+r"(x) :: "memory"); }
+// After wg_wait: the registers an MMA group wrote (accumulators, read only
+// from here on) or read (wg_rs's A fragments, not reused before).
+template <typename R, int N> __device__ __forceinline__ void wg_hold(R (&d)[N][4]) {
 #pragma unroll
-  for (int n = 0; n < NT; ++n)
-#pragma unroll
-    for (int e = 0; e < 4; ++e)
-      asm volatile("" : "+f"(d[n][e]) :: "memory");
-}
-// After wg_wait: A fragments in registers (wg_rs) were read by the MMAs
-// until here, and are not reused before.
-template <int KC> __device__ __forceinline__ void wg_hold(u32 (&a)[KC][4]) {
-#pragma unroll
-  for (int k = 0; k < KC; ++k)
+  for (int n = 0; n < N; ++n)
 #pragma unroll
     for (int e = 0; e < 4; ++e)
-      asm volatile("" : "+r"(a[k][e]) :: "memory");
+      wg_hold(d[n][e]);
 }
 // d (64 x 8 NT) = (accumulate ? d : 0) + A B for one k step of 16, A and B
 // by descriptors (wg_ss) or A in registers (wg_rs); TB: B is MN-major.
