@@ -1,7 +1,7 @@
 //===- async.cuh - Cp.async copies to shared memory ------------*- CUDA -*-===//
 //
-// Helpers (kAsyncHelpers): u32, smem_u32, cp_async, copy_async and the
-// commit and wait of cp.async groups.
+// Helpers (kAsyncHelpers): u32, smem_u32, cp_async, cp_async_zfill,
+// copy_async and the commit and wait of cp.async groups.
 //===----------------------------------------------------------------------===//
 
 typedef unsigned u32;
@@ -20,6 +20,12 @@ __device__ __forceinline__ void cp_async(void *dst, const void *src, bool ok) {
   else
     asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n"
                  :: "r"(smem_u32(dst)), "l"(src), "n"(B), "r"(ok ? B : 0));
+}
+// 16 bytes global -> shared, asynchronously: the first n (0 to 16) from
+// src, the rest zeros.
+__device__ __forceinline__ void cp_async_zfill(void *dst, const void *src, int n) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+               :: "r"(smem_u32(dst)), "l"(src), "r"(n));
 }
 // V elements of T global -> shared, zeros when !ok: asynchronously where
 // the copy is 4, 8 or 16 bytes, else (one 16-bit element) with a plain load.

@@ -14,7 +14,9 @@
             sq = sv + ROWS * HD * 2, sg = sq + 2 * STEP * HD * 2;
   float *sl = reinterpret_cast<float *>(smem + (sg + 2 * STEP * HD * 2 - smem_u32(smem))),
         *sd = sl + 2 * STEP;
-  const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+  // A block of one warpgroup has wg 0 as a constant (uniform addresses).
+  const int wg = THREADS > 128 ? threadIdx.x >> 7 : 0, warp = (threadIdx.x >> 5) & 3,
+            lane = threadIdx.x & 31;
   const int g = lane >> 2, c2 = (lane & 3) * 2;
   // Causal: the first key tiles see the most queries; they go first.
   const int bh = blockIdx.x % (B * HKV), k0 = blockIdx.x / (B * HKV) * ROWS;
@@ -22,30 +24,44 @@
   const E *kb = kp + (i64)b * T * KVROW + hk * HD, *vb = vp + (i64)b * T * KVROW + hk * HD;
   const int first = CAUSAL ? k0 / STEP * STEP : 0;
   const int nq = (T - first + STEP - 1) / STEP;  // query tiles a head
-  // Iteration j: query tile j % nq of head hk G + j / nq.
-  auto load_queries = [&](int j) {
-    const int h = hk * G + j / nq, q = first + j % nq * STEP, s = j & 1;
+  // The tiles in order: query tiles 0 .. nq - 1 of head hk G, of hk G + 1,
+  // ...; (nh, nt) the next to load into stage s.
+  int nh = 0, nt = 0;
+  auto load_queries = [&](int s) {
+    const int h = hk * G + nh, q = first + nt * STEP;
+    if (++nt == nq)
+      nt = 0, ++nh;
     const float *ls = lse + ((i64)b * H + h) * T, *ds = deltas + ((i64)b * H + h) * T;
     load_tile_sw<STEP>(sq + s * STEP * HD * 2, qp + (i64)b * T * QROW + h * HD, QROW, q);
     load_tile_sw<STEP>(sg + s * STEP * HD * 2, dy + (i64)b * T * D + h * HD, D, q);
-    for (int i = threadIdx.x; i < STEP; i += THREADS) {  // zeros past T
-      const bool ok = q + i < T;
-      cp_async<4>(sl + s * STEP + i, ls + (ok ? q + i : 0), ok);
-      cp_async<4>(sd + s * STEP + i, ds + (ok ? q + i : 0), ok);
+    if constexpr (T % 4 == 0) {  // 4 queries a thread, zeros past T
+      if (threadIdx.x < STEP / 2) {
+        const bool l = threadIdx.x < STEP / 4;
+        const int i = threadIdx.x % (STEP / 4) * 4, n = max(0, min(4, T - q - i));
+        cp_async_zfill((l ? sl : sd) + s * STEP + i, (l ? ls : ds) + (n > 0 ? q + i : 0), 4 * n);
+      }
+    } else {
+      for (int i = threadIdx.x; i < STEP; i += THREADS) {  // zeros past T
+        const bool ok = q + i < T;
+        cp_async<4>(sl + s * STEP + i, ls + (ok ? q + i : 0), ok);
+        cp_async<4>(sd + s * STEP + i, ds + (ok ? q + i : 0), ok);
+      }
     }
   };
   load_tile_sw<ROWS>(sk, kb, KVROW, k0);
   load_tile_sw<ROWS>(sv, vb, KVROW, k0);
   load_queries(0);
   cp_async_commit();
+  int ct = 0;  // the current tile's query tile
   float dk[1][HD / 8][4], dv[1][HD / 8][4];
   zero(dk);
   zero(dv);
   for (int j = 0; j < G * nq; ++j) {
-    const int q0 = first + j % nq * STEP, s0 = j & 1;
+    const int q0 = first + ct * STEP, s0 = j & 1;
+    ct = ct + 1 == nq ? 0 : ct + 1;
     const u32 qs = sq + s0 * STEP * HD * 2, gs = sg + s0 * STEP * HD * 2;
     if (j + 1 < G * nq) {
-      load_queries(j + 1);
+      load_queries((j + 1) & 1);
       cp_async_commit();
       cp_async_wait<1>();
     } else {
@@ -70,11 +86,13 @@
       wg_hold(s[0]);
       wg_hold(dp[0]);
 #pragma unroll
-      for (int n = 0; n < STEP / 8; ++n)
+      for (int n = 0; n < STEP / 8; ++n) {
+        // The thread's two columns' lse and delta, 8 bytes each.
+        const float2 l = *reinterpret_cast<const float2 *>(sl + s0 * STEP + n * 8 + c2),
+                     d = *reinterpret_cast<const float2 *>(sd + s0 * STEP + n * 8 + c2);
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const int c = n * 8 + c2 + e;
-          const float l2 = sl[s0 * STEP + c] * LOG2E, dl = sd[s0 * STEP + c];  // base 2
+          const float l2 = (e ? l.y : l.x) * LOG2E, dl = e ? d.y : d.x;  // base 2
 #pragma unroll
           for (int r = 0; r < 2; ++r) {
             const float p = ex2(fmaf(s[0][n][2 * r + e], SCALE2, -l2));
@@ -82,6 +100,7 @@
             dp[0][n][2 * r + e] = p * (dp[0][n][2 * r + e] - dl);
           }
         }
+      }
       // Masks only on the tiles that need them (warp-uniform): queries past
       // T, the causal diagonal. Keys past T only touch their own rows of
       // dk and dv, which are not stored.

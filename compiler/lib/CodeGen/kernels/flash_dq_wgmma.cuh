@@ -10,7 +10,9 @@
   // Q, dy, then two stages each of K and V, 1024-byte aligned.
   const u32 sq = (smem_u32(smem) + 1023) & ~1023u, sg = sq + ROWS * HD * 2,
             sk = sg + ROWS * HD * 2, sv = sk + 2 * STEP * HD * 2;
-  const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+  // A block of one warpgroup has wg 0 as a constant (uniform addresses).
+  const int wg = THREADS > 128 ? threadIdx.x >> 7 : 0, warp = (threadIdx.x >> 5) & 3,
+            lane = threadIdx.x & 31;
   const int g = lane >> 2, c2 = (lane & 3) * 2;
   const int bh = blockIdx.x % (B * H), q0 = (NB - 1 - blockIdx.x / (B * H)) * ROWS;
   const int b = bh / H, h = bh % H, r0 = wg * 64 + warp * 16;

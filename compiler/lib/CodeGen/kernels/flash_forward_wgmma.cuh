@@ -15,7 +15,9 @@
   // Q, then two stages of K and three of V, 1024-byte aligned (the swizzle).
   const u32 sq = (smem_u32(smem) + 1023) & ~1023u, sk = sq + ROWS * HD * 2,
             sv = sk + 2 * STEP * HD * 2;
-  const int wg = threadIdx.x >> 7, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+  // A block of one warpgroup has wg 0 as a constant (uniform addresses).
+  const int wg = THREADS > 128 ? threadIdx.x >> 7 : 0, warp = (threadIdx.x >> 5) & 3,
+            lane = threadIdx.x & 31;
   const int g = lane >> 2, c2 = (lane & 3) * 2;
   // The longest causal tiles first.
   const int bh = blockIdx.x % (B * H), q0 = (NB - 1 - blockIdx.x / (B * H)) * ROWS;

@@ -19,35 +19,55 @@
 
 // Rows r0 .. r0 + R - 1 (zeros past T) of one head's slice of a [B, T,
 // stride] tensor into the swizzled tile at shared address `tile`, by the
-// whole block.
+// whole block. A thread copies the same 16-byte column chunk k of rows
+// rr, rr + RPP, ..., which share their swizzle: its addresses are one base
+// and constant offsets, and only a tile that reaches past T tests its rows.
 template <int R>
 __device__ __forceinline__ void load_tile_sw(u32 tile, const E *src, i64 stride, int r0) {
-  static_assert(R * (HD / 8) % THREADS == 0, "whole 16-byte chunks a thread");
+  constexpr int CPR = HD / 8, RPP = THREADS / CPR;  // chunks a row, rows a pass
+  static_assert(THREADS % CPR == 0 && RPP % 8 == 0 && R % RPP == 0,
+                "whole passes of rows that share their swizzle");
+  const int k = threadIdx.x % CPR, rr = threadIdx.x / CPR;
+  const u32 dst = tile + (k >> 3) * (R * 128) + rr * 128 + (((k & 7) ^ (rr & 7)) << 4);
+  const E *s = src + (i64)(r0 + rr) * stride + k * 8;
+  if (r0 + R <= T) {
 #pragma unroll
-  for (int i = 0; i < R * (HD / 8) / THREADS; ++i) {
-    const int c = threadIdx.x + i * THREADS, r = c / (HD / 8), k = c % (HD / 8);
-    const bool ok = r0 + r < T;
-    const u32 dst = tile + (k >> 3) * (R * 128) + r * 128 + (((k & 7) ^ (r & 7)) << 4);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-                 :: "r"(dst), "l"(src + (i64)(ok ? r0 + r : 0) * stride + k * 8),
-                    "r"(ok ? 16 : 0));
+    for (int i = 0; i < R / RPP; ++i)
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n"
+                   :: "r"(dst + i * RPP * 128), "l"(s + i * RPP * stride));
+  } else {
+#pragma unroll
+    for (int i = 0; i < R / RPP; ++i) {
+      const bool ok = r0 + rr + i * RPP < T;
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+                   :: "r"(dst + i * RPP * 128), "l"(ok ? s + i * RPP * stride : src),
+                      "r"(ok ? 16 : 0));
+    }
   }
 }
 // The descriptor of a swizzled operand at shared address `addr`; `lbo` the
 // byte stride between 64-column slabs (MN-major operands wider than 64).
-__device__ __forceinline__ unsigned long long wg_desc(u32 addr, u32 lbo) {
-  return (unsigned long long)((addr & 0x3FFFF) >> 4) | (unsigned long long)(lbo >> 4) << 16 |
-         (unsigned long long)(1024 >> 4) << 32 | 1ull << 62;
+// Its low word holds the address over 16 (14 bits: shared memory is under
+// 256 KB) and the LBO; an operand at a constant offset from a tile is the
+// tile's descriptor plus the offset over 16 in the low word, one uniform
+// add a k step.
+__device__ __forceinline__ u32 wg_desc_lo(u32 addr, u32 lbo) {
+  return ((addr & 0x3FFFF) >> 4) | (lbo >> 4) << 16;
+}
+__device__ __forceinline__ unsigned long long wg_desc(u32 lo, u32 offset) {
+  // High word: SBO 1024 bytes, the 128-byte swizzle.
+  return (unsigned long long)(lo + (offset >> 4)) |
+         ((unsigned long long)(1024 >> 4) | 1ull << 30) << 32;
 }
 // K-major operand: k step ks (16 columns) of rows `row` .. of an R-row tile.
 template <int R>
 __device__ __forceinline__ unsigned long long wg_kmajor(u32 tile, int row, int ks) {
-  return wg_desc(tile + (ks >> 2) * (R * 128) + row * 128 + (ks & 3) * 32, 0);
+  return wg_desc(wg_desc_lo(tile, 0), (ks >> 2) * (R * 128) + row * 128 + (ks & 3) * 32);
 }
 // MN-major operand: k step ks (16 rows) of an R-row tile, all its columns.
 template <int R>
 __device__ __forceinline__ unsigned long long wg_mnmajor(u32 tile, int ks) {
-  return wg_desc(tile + ks * 2048, R * 128);
+  return wg_desc(wg_desc_lo(tile, R * 128), ks * 2048);
 }
 __device__ __forceinline__ void wg_fence() {
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
