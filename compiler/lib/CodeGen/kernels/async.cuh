@@ -10,22 +10,25 @@ typedef unsigned u32;
 __device__ __forceinline__ u32 smem_u32(const void *p) {
   return static_cast<u32>(__cvta_generic_to_shared(p));
 }
+// 16 bytes global -> shared (dst a shared address or a pointer to shared
+// memory), asynchronously, bypassing L1: the first n (0 to 16) from src,
+// the rest zeros.
+__device__ __forceinline__ void cp_async_zfill(u32 dst, const void *src, int n) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+               :: "r"(dst), "l"(src), "r"(n));
+}
+__device__ __forceinline__ void cp_async_zfill(void *dst, const void *src, int n) {
+  cp_async_zfill(smem_u32(dst), src, n);
+}
 // B (4, 8 or 16) bytes global -> shared, asynchronously; zeros when !ok.
 template <int B>
 __device__ __forceinline__ void cp_async(void *dst, const void *src, bool ok) {
   static_assert(B == 4 || B == 8 || B == 16, "cp.async copies 4, 8 or 16 bytes");
-  if (B == 16) // bypassing L1
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-                 :: "r"(smem_u32(dst)), "l"(src), "r"(ok ? 16 : 0));
+  if (B == 16)
+    cp_async_zfill(dst, src, ok ? 16 : 0);
   else
     asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n"
                  :: "r"(smem_u32(dst)), "l"(src), "n"(B), "r"(ok ? B : 0));
-}
-// 16 bytes global -> shared, asynchronously: the first n (0 to 16) from
-// src, the rest zeros.
-__device__ __forceinline__ void cp_async_zfill(void *dst, const void *src, int n) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-               :: "r"(smem_u32(dst)), "l"(src), "r"(n));
 }
 // V elements of T global -> shared, zeros when !ok: asynchronously where
 // the copy is 4, 8 or 16 bytes, else (one 16-bit element) with a plain load.

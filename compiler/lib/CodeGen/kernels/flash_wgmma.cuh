@@ -39,9 +39,7 @@ __device__ __forceinline__ void load_tile_sw(u32 tile, const E *src, i64 stride,
 #pragma unroll
     for (int i = 0; i < R / RPP; ++i) {
       const bool ok = r0 + rr + i * RPP < T;
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-                   :: "r"(dst + i * RPP * 128), "l"(ok ? s + i * RPP * stride : src),
-                      "r"(ok ? 16 : 0));
+      cp_async_zfill(dst + i * RPP * 128, ok ? s + i * RPP * stride : src, ok ? 16 : 0);
     }
   }
 }
