@@ -4,8 +4,9 @@
 // one (batch, key head), a warpgroup 64, and streams query
 // tiles of STEP (with their dy rows and statistics) of each of the G query
 // heads that read the key head. S^T = K Q^T and dP^T = V dy^T take both
-// operands from shared memory; dv += P^T dy and dk += dS^T Q take P^T and
-// dS^T from registers and dy and Q as MN-major operands.
+// operands from shared memory (two MMA groups: P^T's exponentials while
+// dP^T's run); dv += P^T dy and dk += dS^T Q take P^T and dS^T from
+// registers and dy and Q as MN-major operands.
 //===----------------------------------------------------------------------===//
   extern __shared__ __align__(16) unsigned char smem[];
   // K, V, then two stages each of Q and dy, 1024-byte aligned; then two
@@ -73,33 +74,44 @@
     // nothing (warpgroup-uniform).
     if (!CAUSAL || q0 + STEP - 1 >= k0 + wg * 64) {
       // Transposed scores: rows are the warpgroup's keys, columns queries.
+      // S^T and dP^T in two groups: P's exponentials run while dP's MMAs
+      // do (as in dq; 2.7-2.9% faster at T 4096, level at T 1024:
+      // test/bench/NOTES.md, fortieth session).
       float s[1][STEP / 8][4], dp[1][STEP / 8][4];
       wg_fence();
 #pragma unroll
       for (int kc = 0; kc < HD / 16; ++kc)
         wg_ss<0>(s[0], wg_kmajor<ROWS>(sk, wg * 64, kc), wg_kmajor<STEP>(qs, 0, kc), kc > 0);
+      wg_commit();
 #pragma unroll
       for (int kc = 0; kc < HD / 16; ++kc)
         wg_ss<0>(dp[0], wg_kmajor<ROWS>(sv, wg * 64, kc), wg_kmajor<STEP>(gs, 0, kc), kc > 0);
       wg_commit();
-      wg_wait<0>();
+      wg_wait<1>();
       wg_hold(s[0]);
+#pragma unroll
+      for (int n = 0; n < STEP / 8; ++n) {
+        // The thread's two columns' lse (8 bytes), in base 2.
+        const float2 l = *reinterpret_cast<const float2 *>(sl + s0 * STEP + n * 8 + c2);
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float l2 = (e ? l.y : l.x) * LOG2E;
+#pragma unroll
+          for (int r = 0; r < 2; ++r)
+            s[0][n][2 * r + e] = ex2(fmaf(s[0][n][2 * r + e], SCALE2, -l2));
+        }
+      }
+      wg_wait<0>();
       wg_hold(dp[0]);
 #pragma unroll
       for (int n = 0; n < STEP / 8; ++n) {
-        // The thread's two columns' lse and delta, 8 bytes each.
-        const float2 l = *reinterpret_cast<const float2 *>(sl + s0 * STEP + n * 8 + c2),
-                     d = *reinterpret_cast<const float2 *>(sd + s0 * STEP + n * 8 + c2);
+        // Their delta: dS = P (dP - delta).
+        const float2 d = *reinterpret_cast<const float2 *>(sd + s0 * STEP + n * 8 + c2);
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const float l2 = (e ? l.y : l.x) * LOG2E, dl = e ? d.y : d.x;  // base 2
+        for (int e = 0; e < 2; ++e)
 #pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            const float p = ex2(fmaf(s[0][n][2 * r + e], SCALE2, -l2));
-            s[0][n][2 * r + e] = p;
-            dp[0][n][2 * r + e] = p * (dp[0][n][2 * r + e] - dl);
-          }
-        }
+          for (int r = 0; r < 2; ++r)
+            dp[0][n][2 * r + e] = s[0][n][2 * r + e] * (dp[0][n][2 * r + e] - (e ? d.y : d.x));
       }
       // Masks only on the tiles that need them (warp-uniform): queries past
       // T, the causal diagonal. Keys past T only touch their own rows of
