@@ -75,8 +75,9 @@
     if (!CAUSAL || q0 + STEP - 1 >= k0 + wg * 64) {
       // Transposed scores: rows are the warpgroup's keys, columns queries.
       // S^T and dP^T in two groups: P's exponentials run while dP's MMAs
-      // do (as in dq; 2.7-2.9% faster at T 4096, level at T 1024:
-      // test/bench/NOTES.md, fortieth session).
+      // do (as in dq; alone 2.7-2.9% faster at T 4096 and level at T 1024,
+      // in llama124m's steps within their spread: test/bench/NOTES.md,
+      // fortieth session).
       float s[1][STEP / 8][4], dp[1][STEP / 8][4];
       wg_fence();
 #pragma unroll
