@@ -112,7 +112,7 @@ int main(int argc, char **argv) {
 
   // One head's 64 columns of rows of 64 positions: {HD, heads, T, B}, zeros
   // past T; lse and deltas as {T, B H} in boxes of 64.
-  CUtensorMap m[6];
+  CUtensorMap m[6] = {}; // lse's and deltas' stay zero when T % 4 != 0
   auto heads = [&](CUtensorMap *map, CUdeviceptr base, int n, long rowElems) {
     cuuint64_t dims[4] = {cuuint64_t(HD), cuuint64_t(n), cuuint64_t(T), cuuint64_t(B)};
     cuuint64_t strides[3] = {cuuint64_t(HD) * 2, cuuint64_t(rowElems) * 2,
