@@ -36,8 +36,10 @@ inline constexpr int kBlock = 256;
 /// spread the rows over the GPU (a 512 x 50257 one took 55 ms in one block).
 inline constexpr int64_t kOneBlockRows = 1024, kOneBlockLogits = 1 << 16;
 
+/// The SMs of an H100 or H200, which grids of a few blocks an SM assume.
+inline constexpr int64_t kSMs = 132;
 /// Grid cap of grid-stride elementwise kernels: 8 blocks per SM of an H100.
-inline constexpr int64_t kMaxGrid = 132 * 8;
+inline constexpr int64_t kMaxGrid = kSMs * 8;
 /// Rows up to which a fused column sum (Emitter::columnSums) runs in one
 /// launch, a thread a column.
 inline constexpr int64_t kFewRows = 512;

@@ -326,7 +326,7 @@ bool Emitter::smallGemm(const CudaLaunch &l, int mask, int colSum,
     return fail("column sums in a GEMM's epilogue need at most 64 rows");
   // (The bias gradient's row sums are not split.)
   int s = 1;
-  while (l.biasGrad < 0 && s < 8 && tiles * s * 2 <= 132 && chunks >= 4 * s)
+  while (l.biasGrad < 0 && s < 8 && tiles * s * 2 <= kSMs && chunks >= 4 * s)
     s *= 2;
   // The kernel's shared memory (its constants, computed alike): STAGES
   // slices of K for A and B, each 64 x BK in either layout (at least the

@@ -299,9 +299,23 @@ bool Emitter::layernormGrad() {
     return fail(std::string(opName(k->op)) + " shapes do not agree");
   // Four values a column (x, dy and the dw, db sums): 16 columns a thread.
   int rt = layernormThreads(d, 16);
+  bool bias = f && f->biasGrad >= 0;
+  bool residual = f && f->residualGrad >= 0;
+  // The column sums taken: dw, layernorm's db, a norm region's bias
+  // gradient.
+  int ns = 1 + centered + bias;
   // At most kMaxGrid * 2 row groups, whatever the threads a row: each
-  // writes its column sums to the workspace.
-  int64_t grid = std::min(rowGrid(rows, rt), kMaxGrid * 2 * rt / kBlock);
+  // writes its column sums to the workspace. With at most 48 values a
+  // thread in registers (x, dy, the residual gradient and the sums, CPT
+  // each) the kernel takes 80 registers and 3 blocks an SM, so its grid is
+  // 3 blocks an SM (rmsnorm's gradient at D 768 with the residual's: 59.5
+  // -> ... us on an H200, test/bench/NOTES.md forty-first session);
+  // beyond, 101 or more and 2 an SM.
+  int64_t cpt = ceilDiv(d, int64_t(rt) * (d % 4 == 0 ? 4 : 1)) *
+                (d % 4 == 0 ? 4 : 1);
+  int minBlocks = (2 + residual + ns) * cpt <= 48 ? 3 : 0;
+  int64_t grid = std::min(rowGrid(rows, rt),
+                          minBlocks ? kSMs * minBlocks : kMaxGrid * 2 * rt / kBlock);
   // Column sums go to the workspace a block at a time when the block's row
   // groups can add theirs in 16 KiB of shared memory, else a group at a time.
   bool blockSums = kBlock / rt > 1 && (kBlock / rt) * d * 4 <= 16384;
@@ -322,6 +336,11 @@ bool Emitter::layernormGrad() {
 #pragma unroll
   for (int c = 0; c < CPT; ++c)
     aw[c] = ab[c] = ag[c] = 0.0f;
+  // Column sum k of the NS taken: dw, [db], [the bias gradient's].
+  auto sum_term = [](int k, int c, const float *aw, const float *ab,
+                     const float *ag) {
+    return k == 0 ? aw[c] : CENTERED && k == 1 ? ab[c] : ag[c];
+  };
 )CU";
   body += kRowLoop;
   // The row's residual gradient, when there is one, is loaded with x and dy
@@ -350,10 +369,9 @@ PREFETCH      }
     store += "        storev<VEC>(dx + o, dv);\n";
     args.push_back(out(dx, "dx"));
   }
-  bool bias = f && f->biasGrad >= 0;
   if (f) {
     // t = the residual gradient + dx.
-    if (f->residualGrad >= 0) {
+    if (residual) {
       store += "#pragma unroll\n"
                "        for (int e = 0; e < VEC; ++e)\n"
                "          tv[e] = rv[p * VEC + e] + dv[e];\n";
@@ -386,25 +404,24 @@ PREFETCH      }
                "        for (int e = 0; e < VEC; ++e)\n"
                "          ag[p * VEC + e] += tv[e];\n";
   }
-  int ns = bias ? 3 : 2; // column sums: dw, db[, the bias gradient]
   consts += "constexpr int NS = " + str(ns) + ";  // column sums\n"
             "constexpr bool RG = " +
-            (f && f->residualGrad >= 0 ? "true" : "false") +
-            ";  // a residual gradient rg\n";
+            (residual ? "true" : "false") + ";  // a residual gradient rg\n";
   needWorkspace(4 * ns * slots * d);
   args.push_back(ws("float", "part"));
   body.replace(body.find("STORE"), 5, store);
   body.replace(body.find("PREFETCH"), 8,
-               f && f->residualGrad >= 0
+               residual
                    ? "        loadv<VEC>(rg + row * N + j, rv + p * VEC);\n"
                    : "");
   launch("dx",
          rowWhat(rows, d, rt) +
-             (f && f->residualGrad >= 0 ? "; plus the residual gradient"
-                                        : "") +
-             (bias ? "; dw, db and a bias gradient's" : "; dw and db") +
+             (residual ? "; plus the residual gradient" : "") + "; dw" +
+             (centered ? bias ? ", db and a bias gradient's" : " and db"
+                       : bias ? " and a bias gradient's" : "") +
              " sums to the workspace (" + str(slots) + " sets)",
-         args, kWarpHelpers | kRowHelpers | kPackHelpers, consts, body, grid);
+         args, kWarpHelpers | kRowHelpers | kPackHelpers, consts, body, grid,
+         kBlock, minBlocks);
 
   // 8 columns a block of 32 warps, 128 groups: lane = column + 8 * sub,
   // group 4 * warp + sub sums the sets g, g + 128, ... of its column (32-byte

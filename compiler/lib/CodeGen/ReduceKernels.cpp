@@ -260,7 +260,7 @@ bool Emitter::columnTiles(int x, int y, int64_t a, int64_t r, int64_t kk,
   constexpr int64_t kWarps = kBlock / 32;
   int64_t tiles = ceilDiv(kk / vec, 32);
   // About four blocks an SM of an H100 in all, each warp at least 16 rows.
-  int64_t chunks = std::clamp<int64_t>(4 * 132 / (a * tiles), 1,
+  int64_t chunks = std::clamp<int64_t>(4 * kSMs / (a * tiles), 1,
                                        ceilDiv(r, 16 * kWarps));
   int64_t chunk = ceilDiv(r, chunks);
   chunks = ceilDiv(r, chunk);

@@ -5,7 +5,9 @@
 // row's terms of the column sums. The emitter replaces STORE (dx, the
 // residual's gradient, its cast; the bias gradient's terms). Buffers: dy, x,
 // w, [dx, rg, tot, totc], part (workspace). Constants: rowConsts',
-// normConsts', SLOTS, BLOCK_SUMS, NS, RG.
+// normConsts', SLOTS, BLOCK_SUMS, NS, RG. The NS column sums are dw, db
+// (layernorm's only) and the bias gradient's (in a norm region that has
+// one), in that order; a sum not taken is dead code.
 //===----------------------------------------------------------------------===//
     // s1 = mean(dxhat), s2 = mean(dxhat * xhat) with dxhat = dy * w, summed
     // as the statistics.
@@ -57,7 +59,7 @@ STORE      }
       for (int c = 0; c < CPT; ++c) {
         const int j = col(lane, c);
         if (j < N)
-          cs[group * N + j] = k == 0 ? aw[c] : k == 1 ? ab[c] : ag[c];
+          cs[group * N + j] = sum_term(k, c, aw, ab, ag);
       }
       __syncthreads();
       for (int j = threadIdx.x; j < N; j += blockDim.x) {
@@ -73,12 +75,10 @@ STORE      }
 #pragma unroll
     for (int c = 0; c < CPT; ++c) {
       const int j = col(lane, c);
-      if (j < N) {
-        part[slot * N + j] = aw[c];
-        part[(SLOTS + slot) * N + j] = ab[c];
-        if (NS == 3)
-          part[(2 * SLOTS + slot) * N + j] = ag[c];
-      }
+      if (j < N)
+#pragma unroll
+        for (int k = 0; k < NS; ++k)
+          part[(k * SLOTS + slot) * N + j] = sum_term(k, c, aw, ab, ag);
     }
   }
 

@@ -18,15 +18,21 @@
 #ifndef GTC_RUNTIME_SCALAROPS_H
 #define GTC_RUNTIME_SCALAROPS_H
 
+// GTC_FDIV(a, b) is a / b, on the GPU through an approximate reciprocal
+// (__fdividef, 2 ulp): the logistic's division compiled to about ten
+// instructions an element, which made the SwiGLU kernels issue-bound
+// (test/bench/NOTES.md, forty-first session).
 #ifdef __CUDACC_RTC__
 #define GTC_SCALAR __device__ __forceinline__
 #define GTC_MATH(fn) fn##f
 #define GTC_DMATH(fn) fn
+#define GTC_FDIV(a, b) __fdividef(a, b)
 #else
 #include <cmath>
 #define GTC_SCALAR inline
 #define GTC_MATH(fn) std::fn
 #define GTC_DMATH(fn) std::fn
+#define GTC_FDIV(a, b) ((a) / (b))
 #endif
 
 namespace gtc_scalar {
@@ -43,10 +49,10 @@ template <typename T> GTC_SCALAR T tanh_grad(T x) {
 }
 
 template <typename T> GTC_SCALAR T sigmoid_fwd(T x) {
-  return T(1) / (T(1) + GTC_MATH(exp)(-x));
+  return GTC_FDIV(T(1), T(1) + GTC_MATH(exp)(-x));
 }
 template <typename T> GTC_SCALAR T sigmoid_grad(T x) {
-  T s = T(1) / (T(1) + GTC_MATH(exp)(-x));
+  T s = GTC_FDIV(T(1), T(1) + GTC_MATH(exp)(-x));
   return s * (T(1) - s);
 }
 
@@ -63,10 +69,10 @@ template <typename T> GTC_SCALAR T sqrt_grad(T x) {
 
 // SiLU (swish), x * sigmoid(x), as torch.nn.SiLU.
 template <typename T> GTC_SCALAR T silu_fwd(T x) {
-  return x / (T(1) + GTC_MATH(exp)(-x));
+  return GTC_FDIV(x, T(1) + GTC_MATH(exp)(-x));
 }
 template <typename T> GTC_SCALAR T silu_grad(T x) {
-  T s = T(1) / (T(1) + GTC_MATH(exp)(-x));
+  T s = GTC_FDIV(T(1), T(1) + GTC_MATH(exp)(-x));
   return s * (T(1) + x * (T(1) - s));
 }
 
