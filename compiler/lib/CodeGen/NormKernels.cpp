@@ -307,10 +307,12 @@ bool Emitter::layernormGrad() {
   // At most kMaxGrid * 2 row groups, whatever the threads a row: each
   // writes its column sums to the workspace. With at most 48 values a
   // thread in registers (x, dy, the residual gradient and the sums, CPT
-  // each) the kernel takes 80 registers and 3 blocks an SM, so its grid is
-  // 3 blocks an SM (rmsnorm's gradient at D 768 with the residual's: 59.5
-  // -> ... us on an H200, test/bench/NOTES.md forty-first session);
-  // beyond, 101 or more and 2 an SM.
+  // each) the kernel takes 80 registers, so it asks for 3 blocks an SM and
+  // its grid is that, one wave (llama124m's rmsnorm gradient, D 768 with
+  // the residual's, 2 column sums and 101 registers before: 59.4 -> 52.8 us
+  // on an H200, test/bench/NOTES.md forty-first session); beyond, 101 or
+  // more registers and 2 blocks an SM, whose grid of 4 an SM runs in two
+  // even waves.
   int64_t cpt = ceilDiv(d, int64_t(rt) * (d % 4 == 0 ? 4 : 1)) *
                 (d % 4 == 0 ? 4 : 1);
   int minBlocks = (2 + residual + ns) * cpt <= 48 ? 3 : 0;
