@@ -900,6 +900,44 @@ TEST(CudaEmitterTest, PackedProjections) {
 
 /// A GELU's gradient after the GEMM of dy W: cuBLASLt's DGELU epilogue in
 /// bf16 and fp32; at tf32 the plain GEMM, then dy * gelu'(x) in place.
+/// The norm gradients' row kernels take only the column sums their op has
+/// (rmsnorm: dw; layernorm: dw and db) and, holding at most 48 values a
+/// thread (rmsnorm over 768 columns: x, dy and dw's sums, 12 columns each),
+/// ask for 3 blocks an SM on a grid of that; layernorm's (with the
+/// residual's gradient, 60 values) keeps its grid of 4 an SM. The rmsnorm
+/// of a model input stores no input gradient, only its column sums.
+TEST(CudaEmitterTest, NormGradientsTakeTheSumsTheyNeed) {
+  const char *model = R"(model m {
+    input x: f32[B, 8192, 768]
+    h = x + linear(rmsnorm(x, name: "r"), 768, bias: false)
+    h = h + linear(layernorm(h), 768)
+    loss = mean(h * h)
+  })";
+  std::optional<rt::Plan> plan;
+  rt::CudaProgram program;
+  ASSERT_NO_FATAL_FAILURE(planAndEmit(model, "bf16", plan, program));
+  std::map<std::string, std::pair<std::string, int64_t>> rows;
+  for (const auto &launches : program.kernels)
+    for (const rt::CudaLaunch &l : launches)
+      if (l.name.find("norm_grad_dx") != std::string::npos) {
+        auto at = l.source.find("constexpr int NS = ");
+        ASSERT_NE(at, std::string::npos) << l.name;
+        std::string bounds = l.source.find("__launch_bounds__(256, 3)") !=
+                                     std::string::npos
+                                 ? ", 3 an SM"
+                                 : "";
+        rows[l.name.substr(l.name.find('_') + 1)] = {
+            l.source.substr(at + 19, 1) + bounds, l.grid};
+      }
+  using Row = std::pair<std::string, int64_t>;
+  EXPECT_EQ(rows, (std::map<std::string, Row>{
+                      {"rmsnorm_grad_dx", {"1, 3 an SM", 396}},
+                      {"layernorm_grad_dx", {"2", 528}}}));
+  Stats stats;
+  std::map<std::string, std::string> seen;
+  checkSource(model, 2, false, stats, seen, "bf16");
+}
+
 TEST(CudaEmitterTest, Tf32GeluGradientAfterTheGemm) {
   const char *model = R"(model m {
     input x: f32[B, 64]

@@ -99,6 +99,13 @@ inline const std::vector<OpModel> &opModels() {
     param w: f32[8] = normal(1.0)
     loss = mean(h * w * x) + mean(s * s) + mean(g * z)
   })", 2, 3, 24},
+      // The norm of a model input, with a residual add: the gradient's norm
+      // region stores no input gradient, only the weight's column sums.
+      {"RmsNormOfAnInput", R"(model m {
+    input x: f32[B, 3, 8]
+    h = x + linear(rmsnorm(x, name: "n"), 8, bias: false)
+    loss = mean(h * h)
+  })", 2, 3, 24},
       // Both pair conventions, rotate-half and interleaved, over 5
       // positions of 3 heads of 8 features (head_dim 4 in the second).
       {"Rope", R"(model m {

@@ -248,8 +248,8 @@ bool Emitter::normRegion() {
       return fail("a norm region's column sums are stored, one a column");
     if (f.total >= 0 && !isOutput(f.total))
       f.total = -1; // only its cast is stored (or only its column sums)
-    if (dx < 0 && f.total < 0 && f.totalCast < 0)
-      return fail("a norm region must store the input gradient");
+    // With none of dx, the total and its cast stored (the norm of a model
+    // input, which has no gradient) the kernel stores the column sums only.
     op.outputs[0] = dx;
   }
   for (int id : op.outputs)
