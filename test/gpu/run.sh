@@ -582,7 +582,7 @@ for (b, p), ms in sorted(gtc.items()):
     print(f"b={b:<6} {p:<7}{ms:>10.4f}{(t or 0):>13.4f}{(t / ms if t else 0):>8.2f}{(c or 0):>15.4f}")
 PY
 cat "$OUT/bench-table.txt" 2>/dev/null || echo "(not run)"
-echo "== precision: ms/step and device memory (median of 100 CUDA-graph replays)"
+echo "== precision: ms/step and device memory (mean of 100 CUDA-graph steps back to back)"
 cat "$OUT/bench-precision.txt" 2>/dev/null || echo "(not run)"
 echo "== gt-pad-dims: odd sizes (hidden 1001, vocabulary 50257), bf16"
 cat "$OUT/bench-pad.txt"
@@ -596,9 +596,9 @@ fi
 echo
 echo "== gtc GPU suite on $GPU"
 printf '%s\n' "${ROWS[@]}"
-echo "== MLP training step, ms (median of 200 CUDA-graph replays; torch: torch_reference.py timing)"
+echo "== MLP training step, ms (mean of 200 CUDA-graph steps back to back; torch: torch_reference.py timing)"
 cat "$OUT/bench-table.txt" 2>/dev/null || echo "(not run)"
-echo "== precision: ms/step and device memory (median of 100 CUDA-graph replays)"
+echo "== precision: ms/step and device memory (mean of 100 CUDA-graph steps back to back)"
 cat "$OUT/bench-precision.txt" 2>/dev/null || echo "(not run)"
 echo "== gt-pad-dims: odd sizes (hidden 1001, vocabulary 50257), bf16"
 cat "$OUT/bench-pad.txt" 2>/dev/null || echo "(not run)"

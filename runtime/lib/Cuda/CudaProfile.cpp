@@ -14,7 +14,7 @@
 using namespace gtc::rt;
 using namespace gtc::rt::cu;
 
-double CudaExecutor::timeStep(int warmup, int iters) {
+CudaExecutor::StepTimes CudaExecutor::timeStep(int warmup, int iters) {
   Impl &I = *impl;
   // A step of a plan that accumulates runs all its micro-batches.
   const int parts = static_cast<int>(I.plan.microBatches);
@@ -23,9 +23,7 @@ double CudaExecutor::timeStep(int warmup, int iters) {
       step((i * parts + part) % 2, /*update=*/true, /*wantLoss=*/true, part,
            parts);
   CU(cuStreamSynchronize(I.compute));
-  std::vector<float> ms;
-  for (int i = 0; i < iters; ++i) {
-    CU(cuEventRecord(I.start, I.compute));
+  auto launchStep = [&](int i) {
     for (int part = 0; part < parts; ++part) {
       const int s = (i * parts + part) % 2;
       CUgraphExec *slot = I.graphs[s];
@@ -36,14 +34,31 @@ double CudaExecutor::timeStep(int warmup, int iters) {
       else // GTC_NO_GRAPH: launch by launch
         step(s, /*update=*/true, /*wantLoss=*/false, part, parts);
     }
-    CU(cuEventRecord(I.stop, I.compute));
+  };
+  auto elapsed = [&] {
     CU(cuEventSynchronize(I.stop));
     float t = 0;
     CU(cuEventElapsedTime(&t, I.start, I.stop));
-    ms.push_back(t);
+    return static_cast<double>(t);
+  };
+  StepTimes times;
+  if (iters <= 0)
+    return times;
+  CU(cuEventRecord(I.start, I.compute));
+  for (int i = 0; i < iters; ++i)
+    launchStep(i);
+  CU(cuEventRecord(I.stop, I.compute));
+  times.backToBack = elapsed() / iters;
+  std::vector<double> ms;
+  for (int i = 0; i < iters; ++i) {
+    CU(cuEventRecord(I.start, I.compute));
+    launchStep(i);
+    CU(cuEventRecord(I.stop, I.compute));
+    ms.push_back(elapsed());
   }
   std::sort(ms.begin(), ms.end());
-  return ms.empty() ? 0 : ms[ms.size() / 2];
+  times.alone = ms[ms.size() / 2];
+  return times;
 }
 
 /// Dense 16-bit tensor-core FLOPs per SM and clock: Ampere (sm_80) 2048,
@@ -122,7 +137,7 @@ void CudaExecutor::profile(int warmup, int steps, Profile &out) {
   out.peakTensorFlops = L.info.peakTensorFlops();
   out.peakFp32Flops = L.info.peakFp32Flops();
   out.peakBytesPerSecond = L.info.peakBytesPerSecond();
-  out.stepMs = timeStep(warmup, 20);
+  out.stepMs = timeStep(warmup, 20).alone;
   CU(cuStreamSynchronize(I.compute));
   CU(cuStreamSynchronize(I.copy));
 

@@ -77,7 +77,7 @@ std::vector<std::pair<std::string, size_t>>
 CudaExecutor::memoryBreakdown() const {
   return {};
 }
-double CudaExecutor::timeStep(int, int) { return 0; }
+CudaExecutor::StepTimes CudaExecutor::timeStep(int, int) { return {}; }
 void CudaExecutor::profile(int, int, Profile &) {}
 double CudaDeviceInfo::peakTensorFlops() const { return 0; }
 double CudaDeviceInfo::peakFp32Flops() const { return 0; }

@@ -186,9 +186,14 @@ public:
                    const std::vector<float> &second);
   /// Bytes of device memory: arena (by region), workspace, optimizer state.
   std::vector<std::pair<std::string, size_t>> memoryBreakdown() const;
-  /// Times the step alone, in milliseconds (median of `iters` graph replays
-  /// after `warmup`, CUDA events).
-  double timeStep(int warmup, int iters);
+  /// A step's time in milliseconds after `warmup` steps (CUDA events, graph
+  /// replays): `iters` steps launched back to back as training runs them,
+  /// their mean (how PyTorch's references time theirs), and each step
+  /// alone, waited for, their median.
+  struct StepTimes {
+    double backToBack = 0, alone = 0;
+  };
+  StepTimes timeStep(int warmup, int iters);
   /// Profiles `steps` steps after timeStep(warmup, 20): launched one by one
   /// (no graph) with CUDA events around every launch and the batch copy, and
   /// NVTX ranges per phase and layer. Fills `profile` (records, stepMs,
