@@ -398,7 +398,8 @@ if python3 -c "import transformers" 2>/dev/null; then
 else
   row "llama124m parity vs transformers: transformers is not installed" "SKIP"
 fi
-"$GTC" run examples/llama.gt --device cuda --bench 20 > "$OUT/llama-bench.txt" 2>&1
+# torch_llama.py's protocol: 5 steps (its first and 4), then 20 back to back.
+"$GTC" run examples/llama.gt --device cuda --bench-warmup 5 --bench 20 > "$OUT/llama-bench.txt" 2>&1
 "$GTC" run examples/llama.gt --device cuda --dry-run > "$OUT/llama-plan.txt" 2>&1
 CONFIG=llama124m MODES=bf16,compile timeout 400 python3 "$B/torch_llama.py" > "$OUT/llama-torch.txt" 2>&1
 { tail -1 "$OUT/llama-bench.txt"; grep "predicted peak" "$OUT/llama-plan.txt"; grep '^{' "$OUT/llama-torch.txt"; } | tee "$OUT/bench-llama.txt"
@@ -470,9 +471,9 @@ if [ "$ONLY" = all ] || [ "$ONLY" = llama-sizes ]; then
 # its sizes set, against torch.compile's step and memory in the same job.
 lsize() { # config, batch, let line, the target ratio to torch.compile
   sed "s/  let V = 32000, T = 1024, D = 768, H = 12, KV = 4, FF = 2048, L = 12/  let $3/" examples/llama.gt > "$OUT/$1.gt"
-  # 30 steps: llama124m-t4096 at --bench 10 read 34.05 and 35.32 ms where
-  # 20 and 60 read 33.44-33.61 in the same call (NOTES, forty-first session).
-  "$GTC" run "$OUT/$1.gt" --device cuda --batch $2 --bench 30 > "$OUT/$1-bench.txt" 2>&1
+  # torch_llama.py's protocol: 5 steps (its first and 4), then 20 back to
+  # back (NOTES, forty-second session: both sides run into the power cap).
+  "$GTC" run "$OUT/$1.gt" --device cuda --batch $2 --bench-warmup 5 --bench 20 > "$OUT/$1-bench.txt" 2>&1
   CONFIG=$1 MODES=compile timeout 300 python3 "$B/torch_llama.py" > "$OUT/$1-torch.txt" 2>&1
   { tail -1 "$OUT/$1-bench.txt"; grep '^{' "$OUT/$1-torch.txt"; } | tee -a "$OUT/bench-llama-sizes.txt"
   python3 - "$OUT/$1-bench.txt" "$OUT/$1-torch.txt" "$1" "$4" > "$OUT/$1-summary.txt" <<'PY'

@@ -165,7 +165,9 @@ static int benchmarkImpl(const Plan &plan, const RunOptions &run,
       exec.initParams(0);
       for (int slot = 0; slot < 2; ++slot)
         fill([&](int id) { return exec.stagedInput(slot, id); });
-      CudaExecutor::StepTimes t = exec.timeStep(20, static_cast<int>(iters));
+      CudaExecutor::StepTimes t = exec.timeStep(
+          run.benchWarmup ? static_cast<int>(run.benchWarmup) : 20,
+          static_cast<int>(iters));
       ms = t.backToBack;
       aloneMs = t.alone;
       if (profiling)
@@ -191,7 +193,8 @@ static int benchmarkImpl(const Plan &plan, const RunOptions &run,
       fill([&](int id) { return backend.feed(id); });
       const int parts = static_cast<int>(plan.microBatches);
       std::vector<double> times;
-      for (int64_t i = 0; i < iters + 3; ++i) {
+      const int64_t warmup = run.benchWarmup ? run.benchWarmup : 3;
+      for (int64_t i = 0; i < iters + warmup; ++i) {
         auto t0 = std::chrono::steady_clock::now();
         for (int part = 0; part < parts; ++part)
           backend.run(1e-4, i + 1, /*wantLoss=*/false, part, parts);
@@ -199,11 +202,11 @@ static int benchmarkImpl(const Plan &plan, const RunOptions &run,
                             std::chrono::steady_clock::now() - t0)
                             .count());
       }
-      times.erase(times.begin(), times.begin() + 3);
+      times.erase(times.begin(), times.begin() + warmup);
       std::sort(times.begin(), times.end());
       ms = times[times.size() / 2];
       if (profiling)
-        profileCpu(plan, backend, iters + 4, ms, profile);
+        profileCpu(plan, backend, iters + warmup + 1, ms, profile);
     }
   } catch (const std::exception &e) {
     err << "gtc: error: " << e.what() << "\n";

@@ -187,6 +187,10 @@ const RunOption kRunOptions[] = {
      setCount<&RunOptions::sampleEvery>},
     {"--bench", "N", "time N training steps on random data and print ms/step",
      setCount<&RunArgs::bench>},
+    {"--bench-warmup", "N",
+     "steps run before --bench times its N (default 20 on a GPU, 3 on the "
+     "CPU; shared/bench's PyTorch scripts run 5)",
+     setCount<&RunOptions::benchWarmup>},
     {"--profile", "FILE",
      "profile steady-state steps on random data: a Chrome trace of every "
      "kernel, GEMM and copy to FILE (chrome://tracing, Perfetto) and a table "
@@ -457,6 +461,11 @@ bool gtc::rt::checkRunArgs(const RunArgs &args, std::string &error,
                      : !r.profilePath.empty() ? "--profile"
                      : args.bench             ? "--bench"
                                               : nullptr;
+  if (r.benchWarmup && !args.bench && r.profilePath.empty()) {
+    error = "--bench-warmup sets the warm-up of --bench (or --profile), "
+            "which were not given; add --bench N or drop it";
+    return false;
+  }
   if (!mode)
     return true;
   const bool printsPlan =

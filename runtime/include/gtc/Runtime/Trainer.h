@@ -46,6 +46,9 @@ struct RunOptions {
   const Plan *sampleWindow = nullptr, *sampleStep = nullptr;
   bool progress = true;   ///< live progress line on a terminal
   std::string profilePath; ///< --profile: Chrome trace of a few steps
+  /// --bench-warmup N: steps run before --bench times (0: not given; 20 on
+  /// a GPU, 3 on the CPU).
+  int64_t benchWarmup = 0;
   /// --check-numerics: stop at the first op whose output is not finite.
   bool checkNumerics = false;
   /// Data parallelism: the processes this one trains with (null: alone).
