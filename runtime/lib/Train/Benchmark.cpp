@@ -93,9 +93,9 @@ static void profileCpu(const Plan &plan, CpuBackend &backend, int64_t firstStep,
 }
 
 /// `gtc run --bench N`: times the training step on random inputs (i32 ones
-/// uniform over what they index, benchRange), after warm-up: CUDA events
-/// over graph replays on a GPU, a steady clock on the CPU. Prints the median
-/// ms per step.
+/// uniform over what they index, benchRange), after --bench-warmup steps: on
+/// a GPU CUDA events over graph replays, the mean of N launched back to back
+/// and the median of N each alone; on the CPU a steady clock, the median.
 static int benchmarkImpl(const Plan &plan, const RunOptions &run, int64_t iters,
                          std::ostream &rankOut, std::ostream &err);
 

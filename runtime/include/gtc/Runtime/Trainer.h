@@ -97,9 +97,10 @@ inline constexpr const char *kCpuShardGradientsError =
     "shard = gradients (ZeRO-2) runs on GPUs (NCCL): give --device cuda, or "
     "shard = optimizer (ZeRO-1) for CPU processes";
 
-/// `gtc run --bench N`: times the training step on random inputs (i32
-/// inputs in [0, 10)) after warm-up: CUDA events over graph replays on a
-/// GPU, a steady clock on the CPU. Prints the median ms per step. With
+/// `gtc run --bench N`: times the training step on random inputs (i32 ones
+/// uniform over what they index) after options.benchWarmup steps: on a GPU
+/// CUDA events over graph replays (the mean of N back to back, then the
+/// median of N each alone), on the CPU a steady clock (the median). With
 /// options.profilePath, then profiles a few steps (Profile.h): writes the
 /// trace there and prints the kernel table.
 int benchmark(const Plan &plan, const RunOptions &options, int64_t iters,
