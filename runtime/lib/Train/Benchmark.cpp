@@ -166,7 +166,7 @@ static int benchmarkImpl(const Plan &plan, const RunOptions &run,
       for (int slot = 0; slot < 2; ++slot)
         fill([&](int id) { return exec.stagedInput(slot, id); });
       CudaExecutor::StepTimes t = exec.timeStep(
-          run.benchWarmup ? static_cast<int>(run.benchWarmup) : 20,
+          static_cast<int>(run.benchWarmup ? run.benchWarmup : kGpuBenchWarmup),
           static_cast<int>(iters));
       ms = t.backToBack;
       aloneMs = t.alone;
@@ -193,7 +193,7 @@ static int benchmarkImpl(const Plan &plan, const RunOptions &run,
       fill([&](int id) { return backend.feed(id); });
       const int parts = static_cast<int>(plan.microBatches);
       std::vector<double> times;
-      const int64_t warmup = run.benchWarmup ? run.benchWarmup : 3;
+      const int64_t warmup = run.benchWarmup ? run.benchWarmup : kCpuBenchWarmup;
       for (int64_t i = 0; i < iters + warmup; ++i) {
         auto t0 = std::chrono::steady_clock::now();
         for (int part = 0; part < parts; ++part)

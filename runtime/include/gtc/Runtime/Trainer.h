@@ -46,8 +46,8 @@ struct RunOptions {
   const Plan *sampleWindow = nullptr, *sampleStep = nullptr;
   bool progress = true;   ///< live progress line on a terminal
   std::string profilePath; ///< --profile: Chrome trace of a few steps
-  /// --bench-warmup N: steps run before --bench times (0: not given; 20 on
-  /// a GPU, 3 on the CPU).
+  /// --bench-warmup N: steps run before --bench times (0: not given,
+  /// kGpuBenchWarmup or kCpuBenchWarmup).
   int64_t benchWarmup = 0;
   /// --check-numerics: stop at the first op whose output is not finite.
   bool checkNumerics = false;
@@ -96,6 +96,9 @@ inline constexpr const char *kCpuBenchError =
 inline constexpr const char *kCpuShardGradientsError =
     "shard = gradients (ZeRO-2) runs on GPUs (NCCL): give --device cuda, or "
     "shard = optimizer (ZeRO-1) for CPU processes";
+
+/// --bench's warm-up steps when --bench-warmup is not given.
+inline constexpr int64_t kGpuBenchWarmup = 20, kCpuBenchWarmup = 3;
 
 /// `gtc run --bench N`: times the training step on random inputs (i32 ones
 /// uniform over what they index) after options.benchWarmup steps: on a GPU
