@@ -544,6 +544,45 @@ AttentionLayout attnLayout(const Plan &p, const Kernel &k) {
   return a;
 }
 
+/// Row `u` of key (or value) head hk of batch bi in `base` (an operand or
+/// its gradient).
+template <typename P>
+P *kvRowAt(const AttentionLayout &s, P *base, int64_t bi, int64_t u,
+           int64_t hk) {
+  return base + (bi * s.t + u) * s.kvRow + hk * s.hd;
+}
+
+/// out[u] = x . (row u of head hk of batch bi in `rows`) for u = 0..last,
+/// each a sum over the head's columns in order, in double. Four rows at a
+/// time: four independent sums, each in the order of one alone, so the
+/// results are those of one row at a time, bit for bit, in a quarter of
+/// the dependent additions.
+template <typename T>
+void dotRows(const AttentionLayout &s, const T *x, const T *rows, int64_t bi,
+             int64_t hk, int64_t last, double *out) {
+  int64_t u = 0;
+  for (; u + 3 <= last; u += 4) {
+    const T *r0 = kvRowAt(s, rows, bi, u, hk), *r1 = r0 + s.kvRow,
+            *r2 = r1 + s.kvRow, *r3 = r2 + s.kvRow;
+    double d0 = 0, d1 = 0, d2 = 0, d3 = 0;
+    for (int64_t c = 0; c < s.hd; ++c) {
+      const double xc = x[c];
+      d0 += xc * r0[c];
+      d1 += xc * r1[c];
+      d2 += xc * r2[c];
+      d3 += xc * r3[c];
+    }
+    out[u] = d0, out[u + 1] = d1, out[u + 2] = d2, out[u + 3] = d3;
+  }
+  for (; u <= last; ++u) {
+    const T *r = kvRowAt(s, rows, bi, u, hk);
+    double d = 0;
+    for (int64_t c = 0; c < s.hd; ++c)
+      d += double(x[c]) * r[c];
+    out[u] = d;
+  }
+}
+
 /// The softmax numerators of query `q` against keys 0..last of batch bi's
 /// key head hk, into w (the scaled scores' max subtracted); returns
 /// (max, sum of w).
@@ -551,13 +590,10 @@ template <typename T>
 std::pair<double, double>
 attnScores(const AttentionLayout &s, const T *q, const T *kb, int64_t bi,
            int64_t hk, int64_t last, double scale, std::vector<double> &w) {
+  dotRows(s, q, kb, bi, hk, last, w.data());
   double mx = -INFINITY;
   for (int64_t u = 0; u <= last; ++u) {
-    const T *kv = kb + (bi * s.t + u) * s.kvRow + hk * s.hd;
-    double dot = 0;
-    for (int64_t c = 0; c < s.hd; ++c)
-      dot += double(q[c]) * kv[c];
-    w[u] = dot * scale;
+    w[u] *= scale;
     mx = std::max(mx, w[u]);
   }
   double sum = 0;
@@ -573,7 +609,7 @@ template <typename T> void attention(Exec<T> &e, const Kernel &k) {
   T *y = e.floats(s.y), *lse = e.floats(s.lse);
   const double scale = double(T(1) / std::sqrt(T(s.hd))); // rounded to T
   parallelFor(s.b * s.h * s.t, [&](int64_t lo, int64_t hi) {
-    std::vector<double> w(s.t);
+    std::vector<double> w(s.t), acc(s.hd);
     for (int64_t idx = lo; idx < hi; ++idx) {
       int64_t bi = idx / (s.h * s.t), h = (idx / s.t) % s.h, t = idx % s.t;
       int64_t hk = h / s.group();
@@ -581,13 +617,18 @@ template <typename T> void attention(Exec<T> &e, const Kernel &k) {
       int64_t last = s.causal ? t : s.t - 1;
       auto [mx, sum] = attnScores(s, q, kb, bi, hk, last, scale, w);
       lse[idx] = T(mx + std::log(sum)); // idx = (b, h, t): lse's layout
-      T *out = y + (bi * s.t + t) * s.width() + h * s.hd;
-      for (int64_t c = 0; c < s.hd; ++c) {
-        double acc = 0;
-        for (int64_t u = 0; u <= last; ++u)
-          acc += w[u] * vb[(bi * s.t + u) * s.kvRow + hk * s.hd + c];
-        out[c] = T(acc / sum);
+      // Each column's sum over the keys in key order, the value rows read
+      // whole.
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t u = 0; u <= last; ++u) {
+        const T *v = kvRowAt(s, vb, bi, u, hk);
+        const double wu = w[u];
+        for (int64_t c = 0; c < s.hd; ++c)
+          acc[c] += wu * v[c];
       }
+      T *out = y + (bi * s.t + t) * s.width() + h * s.hd;
+      for (int64_t c = 0; c < s.hd; ++c)
+        out[c] = T(acc[c] / sum);
     }
   }, 4);
 }
@@ -605,9 +646,6 @@ template <typename T> void attentionGrad(Exec<T> &e, const Kernel &k) {
   auto qAt = [&](int64_t bi, int64_t t, int64_t h) {
     return (bi * s.t + t) * s.qRow + h * s.hd;
   };
-  auto kvAt = [&](int64_t bi, int64_t t, int64_t hk) {
-    return (bi * s.t + t) * s.kvRow + hk * s.hd;
-  };
   // Each (batch, key head) owns its columns of dk, dv and of its query
   // heads' dq: no two threads share them.
   parallelFor(
@@ -617,8 +655,8 @@ template <typename T> void attentionGrad(Exec<T> &e, const Kernel &k) {
         for (int64_t idx = lo; idx < hi; ++idx) {
           int64_t bi = idx / s.hkv, hk = idx % s.hkv;
           for (int64_t t = 0; t < s.t; ++t) {
-            std::fill_n(dkb + kvAt(bi, t, hk), s.hd, T(0));
-            std::fill_n(dvb + kvAt(bi, t, hk), s.hd, T(0));
+            std::fill_n(kvRowAt(s, dkb, bi, t, hk), s.hd, T(0));
+            std::fill_n(kvRowAt(s, dvb, bi, t, hk), s.hd, T(0));
             for (int64_t h = hk * s.group(); h < (hk + 1) * s.group(); ++h)
               std::fill_n(dqb + qAt(bi, t, h), s.hd, T(0));
           }
@@ -628,24 +666,23 @@ template <typename T> void attentionGrad(Exec<T> &e, const Kernel &k) {
               const T *g = dy + (bi * s.t + t) * s.width() + h * s.hd;
               int64_t last = s.causal ? t : s.t - 1;
               double sum = attnScores(s, q, kb, bi, hk, last, scale, p).second;
+              dotRows(s, g, vb, bi, hk, last, dp.data());
+              // The rows of dv, dk and dq a key adds to overlap neither
+              // each other nor the operands (restrict: the compiler may
+              // vectorize the column loops).
               double pdp = 0;
               for (int64_t u = 0; u <= last; ++u) {
-                p[u] /= sum;
-                const T *v = vb + kvAt(bi, u, hk);
-                double dot = 0;
+                const double pu = p[u] /= sum;
+                pdp += pu * dp[u];
+                T *__restrict dv = kvRowAt(s, dvb, bi, u, hk);
                 for (int64_t c = 0; c < s.hd; ++c)
-                  dot += double(g[c]) * v[c];
-                dp[u] = dot;
-                pdp += p[u] * dot;
-                T *dv = dvb + kvAt(bi, u, hk);
-                for (int64_t c = 0; c < s.hd; ++c)
-                  dv[c] += T(p[u] * g[c]);
+                  dv[c] += T(pu * g[c]);
               }
-              T *dq = dqb + qAt(bi, t, h);
+              T *__restrict dq = dqb + qAt(bi, t, h);
               for (int64_t u = 0; u <= last; ++u) {
-                double ds = p[u] * (dp[u] - pdp) * scale;
-                const T *kv = kb + kvAt(bi, u, hk);
-                T *dk = dkb + kvAt(bi, u, hk);
+                const double ds = p[u] * (dp[u] - pdp) * scale;
+                const T *__restrict kv = kvRowAt(s, kb, bi, u, hk);
+                T *__restrict dk = kvRowAt(s, dkb, bi, u, hk);
                 for (int64_t c = 0; c < s.hd; ++c) {
                   dq[c] += T(ds * kv[c]);
                   dk[c] += T(ds * q[c]);
