@@ -602,6 +602,24 @@ attnScores(const AttentionLayout &s, const T *q, const T *kb, int64_t bi,
   return {mx, sum};
 }
 
+/// out = (sum over u = 0..last of w[u] times row u of value head hk of batch
+/// bi) / sum: each column's sum over the keys in key order, the value rows
+/// read whole; acc holds the head's columns.
+template <typename T>
+void weightedRows(const AttentionLayout &s, const std::vector<double> &w,
+                  const T *vb, int64_t bi, int64_t hk, int64_t last,
+                  double sum, std::vector<double> &acc, T *out) {
+  std::fill(acc.begin(), acc.end(), 0.0);
+  for (int64_t u = 0; u <= last; ++u) {
+    const T *v = kvRowAt(s, vb, bi, u, hk);
+    const double wu = w[u];
+    for (int64_t c = 0; c < s.hd; ++c)
+      acc[c] += wu * v[c];
+  }
+  for (int64_t c = 0; c < s.hd; ++c)
+    out[c] = T(acc[c] / sum);
+}
+
 template <typename T> void attention(Exec<T> &e, const Kernel &k) {
   AttentionLayout s = attnLayout(e.plan(), k);
   const T *qb = e.floats(s.q) + s.qCol, *kb = e.floats(s.k) + s.kCol,
@@ -617,18 +635,8 @@ template <typename T> void attention(Exec<T> &e, const Kernel &k) {
       int64_t last = s.causal ? t : s.t - 1;
       auto [mx, sum] = attnScores(s, q, kb, bi, hk, last, scale, w);
       lse[idx] = T(mx + std::log(sum)); // idx = (b, h, t): lse's layout
-      // Each column's sum over the keys in key order, the value rows read
-      // whole.
-      std::fill(acc.begin(), acc.end(), 0.0);
-      for (int64_t u = 0; u <= last; ++u) {
-        const T *v = kvRowAt(s, vb, bi, u, hk);
-        const double wu = w[u];
-        for (int64_t c = 0; c < s.hd; ++c)
-          acc[c] += wu * v[c];
-      }
-      T *out = y + (bi * s.t + t) * s.width() + h * s.hd;
-      for (int64_t c = 0; c < s.hd; ++c)
-        out[c] = T(acc[c] / sum);
+      weightedRows(s, w, vb, bi, hk, last, sum, acc,
+                   y + (bi * s.t + t) * s.width() + h * s.hd);
     }
   }, 4);
 }
@@ -735,34 +743,20 @@ template <typename T> void cachedAttention(Exec<T> &e, const Kernel &k) {
                          " is outside the KV "
                          "cache's " +
                          std::to_string(tmax) + " positions");
+  // The cache as attention's keys and values: row u of key head hk of
+  // batch row bi at ((bi * tmax + u) * hkv + hk) * hd.
+  AttentionLayout s;
+  s.b = b, s.t = tmax, s.h = h, s.hkv = hkv, s.hd = hd, s.kvRow = hkv * hd;
   parallelFor(
       b * win * h,
       [&](int64_t lo, int64_t hi) {
-        std::vector<double> w(tmax);
+        std::vector<double> w(tmax), acc(hd);
         for (int64_t idx = lo; idx < hi; ++idx) {
           const int64_t r = idx / h, hq = idx % h, hk = hq / group,
                         bi = r / win, last = pos[r];
-          const T *qr = q + idx * hd;
-          auto at = [&](int64_t u) {
-            return ((bi * tmax + u) * hkv + hk) * hd;
-          };
-          double mx = -INFINITY;
-          for (int64_t u = 0; u <= last; ++u) {
-            double dot = 0;
-            for (int64_t c = 0; c < hd; ++c)
-              dot += double(qr[c]) * kc[at(u) + c];
-            w[u] = dot * scale;
-            mx = std::max(mx, w[u]);
-          }
-          double sum = 0;
-          for (int64_t u = 0; u <= last; ++u)
-            sum += (w[u] = std::exp(w[u] - mx));
-          for (int64_t c = 0; c < hd; ++c) {
-            double acc = 0;
-            for (int64_t u = 0; u <= last; ++u)
-              acc += w[u] * vc[at(u) + c];
-            y[idx * hd + c] = T(acc / sum);
-          }
+          const double sum =
+              attnScores(s, q + idx * hd, kc, bi, hk, last, scale, w).second;
+          weightedRows(s, w, vc, bi, hk, last, sum, acc, y + idx * hd);
         }
       },
       4);
