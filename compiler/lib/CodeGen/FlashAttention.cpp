@@ -37,6 +37,17 @@ std::string mmaTyped(std::string text, bool bf16) {
   return text;
 }
 
+/// GROUP, the blocks of a group of (batch, head) pairs, and flash_block,
+/// which gives a block its pair and tile (flash_blocks.cuh). Measured on an
+/// H100 (test/bench/NOTES.md, forty-fourth session), GPT-2 step times against
+/// every pair's tile i together: 1558M 353.0 -> 339.9 ms (256: 340.1, 1024:
+/// 341.2), 355M 83.6 -> 82.5, 124M 31.0 -> 30.75; llama124m unchanged.
+std::string groupConsts() {
+  return "constexpr int GROUP = 512;  // blocks a group of pairs: about a "
+         "wave\n" +
+         std::string(cuh::flash_blocks);
+}
+
 /// A flash kernel's tiles: its block of 4 warps owns ROWS = 64 MW rows
 /// (queries in the forward and dq, keys in dkdv), a warp MW atoms of 16, and
 /// streams tiles of STEP rows of the other side through shared memory.
@@ -54,7 +65,8 @@ struct FlashTiles {
     return "constexpr int MW = " + str(mw) +
            ", ROWS = 64 * MW, STEP = " + str(step) +
            ";  // 16-row atoms a warp, rows a block, streamed tile rows\n"
-           "constexpr int NB = (T + ROWS - 1) / ROWS;  // blocks a head\n";
+           "constexpr int NB = (T + ROWS - 1) / ROWS;  // blocks a head\n" +
+           groupConsts();
   }
 };
 enum class FlashKernel { Forward, Dq, Dkdv };
@@ -106,7 +118,7 @@ struct WgmmaTiles {
            ", THREADS = " + str(threads()) +
            ";  // rows a block, streamed tile rows, threads\n"
            "constexpr int NB = (T + ROWS - 1) / ROWS;  // blocks a head\n" +
-           mmaTyped(cuh::flash_wgmma, bf16);
+           groupConsts() + mmaTyped(cuh::flash_wgmma, bf16);
   }
 };
 WgmmaTiles wgmmaTiles(FlashKernel kernel, int64_t hd) {

@@ -12,7 +12,9 @@
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, c2 = (lane & 3) * 2;
   // Causal: the first key tiles see the most queries; they go first.
-  const int bh = blockIdx.x % (B * HKV), k0 = blockIdx.x / (B * HKV) * ROWS;
+  int bh, tile;
+  flash_block(B * HKV, bh, tile);
+  const int k0 = tile * ROWS;
   const int b = bh / HKV, hk = bh % HKV, r0 = warp * 16 * MW;
   const E *kb = kp + (i64)b * T * KVROW + hk * HD, *vb = vp + (i64)b * T * KVROW + hk * HD;
   const int first = CAUSAL ? k0 / STEP * STEP : 0;

@@ -8,7 +8,9 @@
   E *sk = sg + ROWS * LDS, *sv = sk + 2 * STEP * LDS;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, c2 = (lane & 3) * 2;
-  const int bh = blockIdx.x % (B * H), q0 = (NB - 1 - blockIdx.x / (B * H)) * ROWS;
+  int bh, tile;
+  flash_block(B * H, bh, tile);
+  const int q0 = (NB - 1 - tile) * ROWS;  // the longest causal tiles first
   const int b = bh / H, h = bh % H, r0 = warp * 16 * MW;
   const E *qb = qp + (i64)b * T * QROW + h * HD;
   const E *kb = kp + (i64)b * T * KVROW + h / G * HD, *vb = vp + (i64)b * T * KVROW + h / G * HD;
