@@ -81,10 +81,21 @@ FailureOr<OwningOpRef<ModuleOp>> specialize(ModuleOp module,
 FailureOr<rt::Plan> finishPlan(func::FuncOp func, ModuleOp lowered,
                                const CompileOptions &options) {
   rt::StartupPhase phase("planning");
+  // The classifier's chunks: 1 GiB, or 512 MiB where gradient checkpointing
+  // trades time for memory. GPT-2 124M at batch 16 (bf16 logits of 1.65 GB)
+  // measured on an H100 (test/bench/NOTES.md, forty-fourth session), step
+  // and peak: 4 chunks (512 MiB) 30.78, 30.74 ms, 7530 MiB; 2 chunks (1 GiB)
+  // 30.47, 30.52 ms, 7922 MiB; 1 chunk 30.34, 30.45 ms, 8708 MiB (torch.
+  // compile's peak 8.44 GiB). With every block checkpointed 1 GiB would
+  // raise the predicted peak from 2986 to 3300 MiB.
+  int64_t chunkBytes = int64_t(options.checkpointEvery > 0 ? 512 : 1024)
+                       << 20;
+  if (const char *env = std::getenv("GTC_CLASSIFIER_CHUNK_BYTES"))
+    chunkBytes = std::max<int64_t>(1, std::strtoll(env, nullptr, 10));
   FailureOr<rt::Plan> plan =
       gtc::buildPlan(func, findTrain(lowered), /*views=*/options.fuse,
                      options.bucketBytes > 0 ? options.shardGradients : 1,
-                     options.gradientsApart);
+                     options.gradientsApart, chunkBytes);
   if (succeeded(plan) && !rt::parse(options.precision, plan->config.precision))
     return func.emitError("unknown precision '")
            << options.precision << "'; expected fp32, tf32, bf16 or fp16";

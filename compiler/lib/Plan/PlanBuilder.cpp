@@ -60,9 +60,10 @@ std::optional<int64_t> contiguousSlice(SliceOp slice) {
 class PlanBuilder {
 public:
   PlanBuilder(func::FuncOp func, bool views, int64_t shardRanks,
-              bool gradientsApart)
+              bool gradientsApart, int64_t classifierChunkBytes)
       : func(func), views(views), shardRanks(shardRanks),
-        gradientsApart(gradientsApart) {}
+        gradientsApart(gradientsApart),
+        classifierChunkBytes(classifierChunkBytes) {}
 
   FailureOr<rt::Plan> build();
 
@@ -125,6 +126,7 @@ private:
   bool views;
   int64_t shardRanks;
   bool gradientsApart;
+  int64_t classifierChunkBytes;
   /// ZeRO-2: gradients placed inside their bucket's group, at their
   /// parameter's place in it.
   std::map<int, std::pair<int, int64_t>> inGroup; // buffer -> (group, at)
@@ -311,15 +313,12 @@ Value PlanBuilder::inPlaceLoss(FusedOp fused) const {
 }
 
 LogicalResult PlanBuilder::addClassifierChunk(FusedOp fused) {
-  // Chunks of at most 512 MiB (GTC_CLASSIFIER_CHUNK_BYTES overrides it, for
-  // tests): fewer chunks re-read dW less often (each chunk adds its share
-  // to dW, 154 MB in f32 for GPT-2), smaller ones save more memory. GPT-2
-  // at batch 16: 4 chunks of 4096 rows, 412 MB instead of 1.65 GB of bf16
-  // logits. Rows come in multiples of 128, so every chunk's operands stay
-  // 256-byte aligned.
-  int64_t limit = int64_t(512) << 20;
-  if (const char *env = std::getenv("GTC_CLASSIFIER_CHUNK_BYTES"))
-    limit = std::max<int64_t>(1, std::strtoll(env, nullptr, 10));
+  // Chunks of at most classifierChunkBytes (finishPlan's choice): fewer
+  // chunks re-read dW less often (each chunk adds its share to dW, 154 MB
+  // in f32 for GPT-2) and make longer GEMMs, smaller ones save more memory.
+  // Rows come in multiples of 128, so every chunk's operands stay 256-byte
+  // aligned.
+  int64_t limit = std::max<int64_t>(1, classifierChunkBytes);
   // The chunk has the element type of the logits' buffer (the body's local
   // of the same type gives it).
   Operation &gemm = fused.getBody().front().front();
@@ -910,9 +909,11 @@ LogicalResult PlanBuilder::finish(func::ReturnOp ret) {
 
 FailureOr<gtc::rt::Plan> gtc::buildPlan(func::FuncOp func, TrainOp train,
                                         bool views, int64_t shardRanks,
-                                        bool gradientsApart) {
-  FailureOr<rt::Plan> plan =
-      PlanBuilder(func, views, shardRanks, gradientsApart).build();
+                                        bool gradientsApart,
+                                        int64_t classifierChunkBytes) {
+  FailureOr<rt::Plan> plan = PlanBuilder(func, views, shardRanks,
+                                         gradientsApart, classifierChunkBytes)
+                                 .build();
   if (failed(plan))
     return failure();
   if (train) {

@@ -21,11 +21,14 @@ namespace gtc {
 /// 1 (ZeRO-2, shard = gradients, over that many processes) the gradients
 /// are temporaries grouped by gt-bucket's buckets (Plan::shardRanks);
 /// otherwise a step's gradients share the temporaries' memory
-/// (Plan::gradsInTemp) unless `gradientsApart`.
+/// (Plan::gradsInTemp) unless `gradientsApart`. A classifier region (gt-fuse)
+/// runs over chunks of rows whose logits take at most `classifierChunkBytes`.
 mlir::FailureOr<rt::Plan> buildPlan(mlir::func::FuncOp func,
                                     mlir::gt::TrainOp train, bool views = true,
                                     int64_t shardRanks = 1,
-                                    bool gradientsApart = false);
+                                    bool gradientsApart = false,
+                                    int64_t classifierChunkBytes = int64_t(1)
+                                                                   << 30);
 
 /// Converts the attributes of a gt.train op into the runtime's configuration
 /// (defaults for what the op leaves out); an unknown optimizer, schedule or
