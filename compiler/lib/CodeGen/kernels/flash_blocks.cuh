@@ -1,4 +1,4 @@
-//===- flash_blocks.cuh - Which tile of which head a block takes -*- CUDA -*-===//
+//===- flash_blocks.cuh - The head and tile of a block ----------*- CUDA -*-===//
 //
 // The flash kernels' blocks (after NB, the tiles a head, and the constant
 // GROUP): a block takes one tile of ROWS rows of one (batch, head) pair
@@ -10,8 +10,8 @@
 // is. With every pair's tile i running together instead, a wave of a large
 // model covered every pair (GPT-2 1558M: 400 pairs, 100 MB of K and V,
 // twice an H100's L2), and its step took 353.0 ms against 339.9
-// (test/bench/NOTES.md, forty-fourth session). Within a group the longest causal tiles go first
-// (tile 0), so that a short one is last to finish.
+// (test/bench/NOTES.md, forty-fourth session). Within a group the longest
+// causal tiles go first (tile 0), so that a short one is last to finish.
 //===----------------------------------------------------------------------===//
 
 __device__ __forceinline__ void flash_block(int pairs, int &pair, int &tile) {
