@@ -1,4 +1,4 @@
-//===- flash_blocks.cuh - The head and tile of a block ----------*- CUDA -*-===//
+//===- flash_blocks.cuh - The head and tile of a block ---------*- CUDA -*-===//
 //
 // The flash kernels' blocks (after NB, the tiles a head, and the constant
 // GROUP): a block takes one tile of ROWS rows of one (batch, head) pair
