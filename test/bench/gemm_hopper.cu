@@ -1,0 +1,365 @@
+//===- gemm_hopper.cu - A Hopper GEMM with fused epilogues (experiment) ---===//
+//
+// WORK IN PROGRESS, NOT YET RUN ON A GPU (written in the forty-fourth
+// session, which had no device time left). The start of issue 37's route
+// "epilogues that keep GEMMs at plain-GEMM speed": cuBLASLt's GELU-gradient
+// GEMM runs as an older xmma kernel at 182 us where a plain GEMM of its
+// shape takes 123 (GPT-2 124M, H100, test/bench/NOTES.md forty-fourth
+// session), its GELU_AUX_BIAS forward at 170. This program times a GEMM of
+// gtc's own against cuBLASLt at GPT-2's MLP shapes, checks its outputs
+// against cuBLASLt's, and prints both.
+//
+// The kernel: persistent (one block an SM), warp-specialized: warpgroup 0
+// (40 registers) has one thread issue TMA copies of A and B tiles into
+// STAGES stages of shared memory, each stage's mbarrier counting the
+// bytes; warpgroups 1 and 2 (232 registers) each multiply 64 rows of the
+// block's 128 x 256 tile on wgmma m64n256k16 (operands from shared memory
+// in the 128-byte swizzle, the descriptors of flash_wgmma.cuh) and release
+// a stage when its MMAs are done; then the epilogue from registers: plain,
+// the GELU gradient by a saved bf16 input (DGELU), or bias + GELU saving
+// its input (GELU_AUX_BIAS). A is K-major [M, K]; B either K-major [N, K]
+// (nn.Linear's forward, "TN") or MN-major [K, N] (the input gradient
+// dY W, "NN"). The epilogue does not overlap the next tile's MMAs (the
+// producer does prefetch its stages); the next step is two consumer
+// warpgroups on alternate tiles (CUTLASS's "pingpong").
+//
+// On a GPU machine:
+//   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a gemm_hopper.cu \
+//        -lcublasLt -lcuda -o gemm_hopper
+// (here -arch=sm_90a handed ptxas PTX for sm_90, which rejects wgmma.)
+// Built so on this machine, ptxas reports 168 registers, nothing spilled.
+//   ./gemm_hopper [M N K]     (default 16384 3072 768)
+//===----------------------------------------------------------------------===//
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <cublasLt.h>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cmath>
+#include <vector>
+
+typedef unsigned u32;
+typedef unsigned long long u64;
+typedef unsigned short bf16_t;  // bf16 bits
+
+#define CK(x) do { auto e_ = (x); if ((int)e_ != 0) { printf("%s:%d: %s failed (%d)\n", __FILE__, __LINE__, #x, (int)e_); exit(1); } } while (0)
+
+constexpr int BM = 128, BN = 256, BK = 64, STAGES = 4;
+constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
+enum Epi { PLAIN = 0, DGELU = 1, GELU_AUX_BIAS = 2 };
+
+__device__ __forceinline__ float bf2f(bf16_t b) { return __uint_as_float((u32)b << 16); }
+__device__ __forceinline__ bf16_t f2bf(float f) {  // round to nearest even
+  u32 u = __float_as_uint(f);
+  return (bf16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+__device__ __forceinline__ u32 smem_u32(const void *p) { return (u32)__cvta_generic_to_shared(p); }
+
+// wgmma descriptors (as flash_wgmma.cuh): the 128-byte swizzle, SBO 1024.
+__device__ __forceinline__ u64 wg_desc(u32 addr, u32 lbo) {
+  return (u64)(((addr & 0x3FFFF) >> 4) | (lbo >> 4) << 16) |
+         ((u64)(1024 >> 4) | 1ull << 30) << 32;
+}
+// K-major: k step ks of rows `row` .. of an R-row tile (one 64-column slab).
+template <int R> __device__ __forceinline__ u64 wg_kmajor(u32 tile, int row, int ks) {
+  return wg_desc(tile + row * 128 + ks * 32, 0);
+}
+// MN-major: k step ks (16 rows) of a tile of 64 k-rows, slabs of 64 columns
+// 64 * 128 bytes apart.
+__device__ __forceinline__ u64 wg_mnmajor64(u32 tile, int ks) {
+  return wg_desc(tile + ks * 2048, 64 * 128);
+}
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void wg_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory");
+}
+// d (64 x 256) = (accumulate ? d : 0) + A B for one k step of 16, both
+// from shared memory by descriptor; TB: B is MN-major.
+template <int TB>
+__device__ __forceinline__ void wg_ss256(float (&d)[32][4], u64 da, u64 db, int accumulate) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+               "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}, %128, %129, p, 1, 1, 0, %131;\n}\n"
+               : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), "+f"(d[7][3]), "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]), "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]), "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]), "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3]), "+f"(d[16][0]), "+f"(d[16][1]), "+f"(d[16][2]), "+f"(d[16][3]), "+f"(d[17][0]), "+f"(d[17][1]), "+f"(d[17][2]), "+f"(d[17][3]), "+f"(d[18][0]), "+f"(d[18][1]), "+f"(d[18][2]), "+f"(d[18][3]), "+f"(d[19][0]), "+f"(d[19][1]), "+f"(d[19][2]), "+f"(d[19][3]), "+f"(d[20][0]), "+f"(d[20][1]), "+f"(d[20][2]), "+f"(d[20][3]), "+f"(d[21][0]), "+f"(d[21][1]), "+f"(d[21][2]), "+f"(d[21][3]), "+f"(d[22][0]), "+f"(d[22][1]), "+f"(d[22][2]), "+f"(d[22][3]), "+f"(d[23][0]), "+f"(d[23][1]), "+f"(d[23][2]), "+f"(d[23][3]), "+f"(d[24][0]), "+f"(d[24][1]), "+f"(d[24][2]), "+f"(d[24][3]), "+f"(d[25][0]), "+f"(d[25][1]), "+f"(d[25][2]), "+f"(d[25][3]), "+f"(d[26][0]), "+f"(d[26][1]), "+f"(d[26][2]), "+f"(d[26][3]), "+f"(d[27][0]), "+f"(d[27][1]), "+f"(d[27][2]), "+f"(d[27][3]), "+f"(d[28][0]), "+f"(d[28][1]), "+f"(d[28][2]), "+f"(d[28][3]), "+f"(d[29][0]), "+f"(d[29][1]), "+f"(d[29][2]), "+f"(d[29][3]), "+f"(d[30][0]), "+f"(d[30][1]), "+f"(d[30][2]), "+f"(d[30][3]), "+f"(d[31][0]), "+f"(d[31][1]), "+f"(d[31][2]), "+f"(d[31][3])
+               : "l"(da), "l"(db), "r"(accumulate), "n"(TB));
+}
+// mbarriers.
+__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(u32 bar, u32 bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(u32 bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
+  u32 done = 0;
+  while (!done)
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 "selp.u32 %0, 1, 0, p;\n}\n" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+}
+// A TMA copy of box (c0, c1) of `map` into shared memory, counted on `bar`.
+__device__ __forceinline__ void tma_load(u32 dst, const CUtensorMap *map, int c0, int c1, u32 bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%2, %3}], [%4];\n"
+               :: "r"(dst), "l"((u64)map), "r"(c0), "r"(c1), "r"(bar) : "memory");
+}
+
+__device__ __forceinline__ float gelu_tanh(float z) {
+  const float t = tanhf(0.7978845608f * (z + 0.044715f * z * z * z));
+  return 0.5f * z * (1.f + t);
+}
+__device__ __forceinline__ float gelu_tanh_grad(float z) {
+  const float t = tanhf(0.7978845608f * (z + 0.044715f * z * z * z));
+  return 0.5f * (1.f + t) + 0.5f * z * (1.f - t * t) * 0.7978845608f * (1.f + 3.f * 0.044715f * z * z);
+}
+
+// C [M, N] = A [M, K] B (+ epilogue); BMN: B is [K, N] (MN-major), else [N, K].
+template <bool BMN, int EPI>
+__global__ void __launch_bounds__(384, 1)
+gemm(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
+     bf16_t *__restrict__ c, const bf16_t *__restrict__ aux_in, bf16_t *__restrict__ aux_out,
+     const bf16_t *__restrict__ bias, int M, int N, int K) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  __shared__ __align__(8) u64 full[STAGES], empty[STAGES];
+  const u32 base = (smem_u32(smem_raw) + 1023) & ~1023u;
+  const int wg = threadIdx.x >> 7;
+  const int NT = N / BN, tiles = (M / BM) * NT, KT = K / BK;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(smem_u32(&full[s]), 1);
+      mbar_init(smem_u32(&empty[s]), 2);  // one arrival a consumer warpgroup
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  if (wg == 0) {  // the producer
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+    if (threadIdx.x != 0)
+      return;
+    int stage = 0;
+    u32 phase = 0;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+      const int m0 = t / NT * BM, n0 = t % NT * BN;
+      for (int kt = 0; kt < KT; ++kt) {
+        mbar_wait(smem_u32(&empty[stage]), phase ^ 1);
+        const u32 bar = smem_u32(&full[stage]), sa = base + stage * STAGE_BYTES, sb = sa + A_BYTES;
+        mbar_expect_tx(bar, STAGE_BYTES);
+        tma_load(sa, &ta, kt * BK, m0, bar);
+        if (BMN) {
+#pragma unroll
+          for (int s = 0; s < BN / 64; ++s)
+            tma_load(sb + s * 64 * 128, &tb, n0 + s * 64, kt * BK, bar);
+        } else {
+          tma_load(sb, &tb, kt * BK, n0, bar);
+        }
+        if (++stage == STAGES) stage = 0, phase ^= 1;
+      }
+    }
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+  const int w = wg - 1, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+  const int g = lane >> 2, c2 = (lane & 3) * 2;
+  int stage = 0;
+  u32 phase = 0;
+  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const int m0 = t / NT * BM, n0 = t % NT * BN;
+    float d[32][4];
+    int prev = -1;
+    for (int kt = 0; kt < KT; ++kt) {
+      mbar_wait(smem_u32(&full[stage]), phase);
+      const u32 sa = base + stage * STAGE_BYTES, sb = sa + A_BYTES;
+      wg_fence();
+#pragma unroll
+      for (int ks = 0; ks < BK / 16; ++ks)
+        wg_ss256<BMN ? 1 : 0>(d, wg_kmajor<BM>(sa, w * 64, ks),
+                              BMN ? wg_mnmajor64(sb, ks) : wg_kmajor<BN>(sb, 0, ks),
+                              kt > 0 || ks > 0);
+      wg_commit();
+      wg_wait<1>();  // the last stage's MMAs are done: release it
+      if (prev >= 0 && (threadIdx.x & 127) == 0)
+        mbar_arrive(smem_u32(&empty[prev]));
+      prev = stage;
+      if (++stage == STAGES) stage = 0, phase ^= 1;
+    }
+    wg_wait<0>();
+    if ((threadIdx.x & 127) == 0)
+      mbar_arrive(smem_u32(&empty[prev]));
+    // The epilogue: rows r and r + 8 of this thread, columns 8 j + c2, + 1.
+    const int r = m0 + w * 64 + warp * 16 + g;
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+      const int col = n0 + j * 8 + c2;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const long long o = (long long)(r + h * 8) * N + col;
+        float v0 = d[j][2 * h], v1 = d[j][2 * h + 1];
+        if (EPI == DGELU) {
+          const u32 a = *reinterpret_cast<const u32 *>(aux_in + o);
+          v0 *= gelu_tanh_grad(bf2f((bf16_t)(a & 0xFFFF)));
+          v1 *= gelu_tanh_grad(bf2f((bf16_t)(a >> 16)));
+        } else if (EPI == GELU_AUX_BIAS) {
+          const u32 bb = *reinterpret_cast<const u32 *>(bias + col);
+          v0 += bf2f((bf16_t)(bb & 0xFFFF));
+          v1 += bf2f((bf16_t)(bb >> 16));
+          const bf16_t z0 = f2bf(v0), z1 = f2bf(v1);
+          *reinterpret_cast<u32 *>(aux_out + o) = (u32)z0 | (u32)z1 << 16;
+          v0 = gelu_tanh(bf2f(z0));
+          v1 = gelu_tanh(bf2f(z1));
+        }
+        *reinterpret_cast<u32 *>(c + o) = (u32)f2bf(v0) | (u32)f2bf(v1) << 16;
+      }
+    }
+  }
+}
+
+// Pseudo-random bf16 values in [-scale, scale) (a hash of the index).
+__global__ void fill(bf16_t *p, long long n, u32 seed, float scale) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    u32 x = (u32)i * 2654435761u ^ seed;
+    x ^= x >> 15; x *= 2246822519u; x ^= x >> 13;
+    p[i] = f2bf(((x & 0xffff) / 32768.f - 1.f) * scale);
+  }
+}
+
+CUtensorMap tensorMap(const void *p, u64 inner, u64 outer, u32 boxInner, u32 boxOuter) {
+  CUtensorMap m;
+  cuuint64_t dims[2] = {inner, outer}, strides[1] = {inner * 2};
+  cuuint32_t box[2] = {boxInner, boxOuter}, es[2] = {1, 1};
+  CK(cuTensorMapEncodeTiled(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void *>(p), dims, strides, box, es,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  return m;
+}
+
+cublasLtHandle_t lt;
+void *ws;
+size_t wsb = 32 << 20;
+
+// cuBLASLt's C = A op(B) with gtc's layouts (runtime/lib/Cuda/CudaGemm.cpp):
+// row-major C is column-major C^T = op(B)^T A^T, B passed first.
+struct Lt {
+  cublasLtMatmulDesc_t d;
+  cublasLtMatrixLayout_t la, lb, lc;
+  cublasLtMatmulAlgo_t algo;
+  const void *a, *b;
+  void *c;
+  int ok = 0;
+  Lt(int64_t m, int64_t n, int64_t k, bool bKmajor, cublasLtEpilogue_t epi, const void *A, const void *B, void *C,
+     const void *aux, const void *bias) : a(A), b(B), c(C) {
+    CK(cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t oa = bKmajor ? CUBLAS_OP_T : CUBLAS_OP_N, ob = CUBLAS_OP_N;
+    cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSA, &oa, sizeof oa);
+    cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_TRANSB, &ob, sizeof ob);
+    cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+    if (aux) {
+      int64_t ld = n;
+      cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld);
+      cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux);
+    }
+    if (bias)
+      cublasLtMatmulDescSetAttribute(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+    int64_t rB = bKmajor ? n : k, cB = bKmajor ? k : n;
+    CK(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, cB, rB, cB));
+    CK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, k, m, k));
+    CK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, n, m, n));
+    cublasLtMatmulPreference_t p;
+    cublasLtMatmulPreferenceCreate(&p);
+    cublasLtMatmulPreferenceSetAttribute(p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb);
+    cublasLtMatmulHeuristicResult_t r[1];
+    int found = 0;
+    cublasLtMatmulAlgoGetHeuristic(lt, d, la, lb, lc, lc, p, 1, r, &found);
+    ok = found > 0;
+    if (ok) algo = r[0].algo;
+  }
+  void run() {
+    float alpha = 1, beta = 0;
+    CK(cublasLtMatmul(lt, d, &alpha, b, la, a, lb, &beta, c, lc, c, lc, &algo, ws, wsb, 0));
+  }
+};
+
+template <typename F> float timeUs(F f, int reps = 20) {
+  for (int i = 0; i < 3; ++i) f();
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0); cudaEventCreate(&e1);
+  cudaEventRecord(e0);
+  for (int i = 0; i < reps; ++i) f();
+  cudaEventRecord(e1);
+  cudaEventSynchronize(e1);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, e0, e1);
+  CK(cudaGetLastError());
+  return ms * 1000.f / reps;
+}
+
+// Max |x - y| over max |y| (bf16 buffers of n elements).
+float relDiff(const bf16_t *x, const bf16_t *y, long long n) {
+  std::vector<bf16_t> hx(n), hy(n);
+  CK(cudaMemcpy(hx.data(), x, n * 2, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(hy.data(), y, n * 2, cudaMemcpyDeviceToHost));
+  auto f = [](bf16_t b) { u32 u = (u32)b << 16; float v; memcpy(&v, &u, 4); return v; };
+  double dmax = 0, ymax = 0;
+  for (long long i = 0; i < n; ++i) {
+    dmax = fmax(dmax, fabs((double)f(hx[i]) - f(hy[i])));
+    ymax = fmax(ymax, fabs((double)f(hy[i])));
+  }
+  return (float)(dmax / fmax(ymax, 1e-30));
+}
+
+template <bool BMN, int EPI>
+void runCase(const char *what, int M, int N, int K, cublasLtEpilogue_t epi) {
+  bf16_t *A, *B, *C, *Cref, *aux, *auxRef, *bias;
+  CK(cudaMalloc(&A, (size_t)M * K * 2)); CK(cudaMalloc(&B, (size_t)K * N * 2));
+  CK(cudaMalloc(&C, (size_t)M * N * 2)); CK(cudaMalloc(&Cref, (size_t)M * N * 2));
+  CK(cudaMalloc(&aux, (size_t)M * N * 2)); CK(cudaMalloc(&auxRef, (size_t)M * N * 2));
+  CK(cudaMalloc(&bias, (size_t)N * 2));
+  fill<<<1024, 256>>>(A, (long long)M * K, 1, 1.f);
+  fill<<<1024, 256>>>(B, (long long)K * N, 2, 0.1f);
+  fill<<<1024, 256>>>(aux, (long long)M * N, 3, 2.f);
+  fill<<<64, 256>>>(bias, N, 4, 0.5f);
+  CK(cudaDeviceSynchronize());
+  CUtensorMap ta = tensorMap(A, K, M, BK, BM);
+  CUtensorMap tb = BMN ? tensorMap(B, N, K, 64, BK) : tensorMap(B, K, N, BK, BN);
+  auto kernel = gemm<BMN, EPI>;
+  const int smem = STAGES * STAGE_BYTES + 1024;
+  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  int sms = 0;
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const int tiles = (M / BM) * (N / BN), grid = tiles < sms ? tiles : sms;
+  bf16_t *auxOut = EPI == GELU_AUX_BIAS ? aux : nullptr;
+  auto ours = [&] { kernel<<<grid, 384, smem>>>(ta, tb, C, aux, auxOut, bias, M, N, K); };
+  // cuBLASLt: the same epilogue (GELU_AUX_BIAS writes its own aux copy).
+  Lt ref(M, N, K, !BMN, epi, A, B, Cref, EPI == DGELU ? aux : EPI == GELU_AUX_BIAS ? auxRef : nullptr,
+         EPI == GELU_AUX_BIAS ? bias : nullptr);
+  Lt plain(M, N, K, !BMN, CUBLASLT_EPILOGUE_DEFAULT, A, B, Cref, nullptr, nullptr);
+  if (!ref.ok || !plain.ok) { printf("%s: cuBLASLt has no algorithm\n", what); return; }
+  ref.run();
+  ours();
+  CK(cudaDeviceSynchronize());
+  float diff = relDiff(C, Cref, (long long)M * N);
+  float auxDiff = EPI == GELU_AUX_BIAS ? relDiff(aux, auxRef, (long long)M * N) : 0.f;
+  float tOurs = timeUs(ours), tRef = timeUs([&] { ref.run(); }), tPlain = timeUs([&] { plain.run(); });
+  double tf = 2.0 * M * N * K / 1e6;
+  printf("%-28s gtc %7.1f us (%5.0f TF/s) | cuBLASLt same epilogue %7.1f us | cuBLASLt plain %7.1f us"
+         " | max |diff| / max |ref| %.2e%s\n",
+         what, tOurs, tf / tOurs, tRef, tPlain, diff, EPI == GELU_AUX_BIAS ? (auxDiff < 1e-2 ? "" : " (aux differs)") : "");
+  cudaFree(A); cudaFree(B); cudaFree(C); cudaFree(Cref); cudaFree(aux); cudaFree(auxRef); cudaFree(bias);
+}
+
+int main(int argc, char **argv) {
+  int M = argc > 3 ? atoi(argv[1]) : 16384, N = argc > 3 ? atoi(argv[2]) : 3072, K = argc > 3 ? atoi(argv[3]) : 768;
+  if (M % BM || N % BN || K % BK) { printf("M, N, K must be multiples of %d, %d, %d\n", BM, BN, BK); return 1; }
+  CK(cuInit(0));
+  cublasLtCreate(&lt);
+  CK(cudaMalloc(&ws, wsb));
+  printf("C [%d, %d] = A [%d, %d] B, bf16, f32 accumulation\n", M, N, M, K);
+  runCase<false, PLAIN>("TN plain (B [N, K])", M, N, K, CUBLASLT_EPILOGUE_DEFAULT);
+  runCase<false, GELU_AUX_BIAS>("TN GELU_AUX_BIAS", M, N, K, CUBLASLT_EPILOGUE_GELU_AUX_BIAS);
+  runCase<true, PLAIN>("NN plain (B [K, N])", M, N, K, CUBLASLT_EPILOGUE_DEFAULT);
+  runCase<true, DGELU>("NN DGELU", M, N, K, CUBLASLT_EPILOGUE_DGELU);
+  return 0;
+}
