@@ -31,7 +31,9 @@
 //        -lcublasLt -lcuda -o gemm_hopper
 // (here -arch=sm_90a handed ptxas PTX for sm_90, which rejects wgmma.)
 // Built so on this machine, ptxas reports 168 registers, nothing spilled.
-//   ./gemm_hopper [M N K]     (default 16384 3072 768)
+//   ./gemm_hopper [M N K]     (default 16384 3072 768; exit status 1 when
+//                              an output is not within 2e-2 of cuBLASLt's)
+// tools/dev.sh gpu-bundle builds it, test/gpu/run.sh BUNDLE gemm runs it.
 //===----------------------------------------------------------------------===//
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -351,6 +353,7 @@ CUtensorMap tensorMap(const void *p, u64 inner, u64 outer, u32 boxInner, u32 box
 
 cublasLtHandle_t lt;
 void *ws;
+bool wrong = false;  // an output differs from cuBLASLt's
 size_t wsb = 32 << 20;
 
 // cuBLASLt's C = A op(B) with gtc's layouts (runtime/lib/Cuda/CudaGemm.cpp):
@@ -469,6 +472,7 @@ void runCase(const char *what, int M, int N, int K, cublasLtEpilogue_t epi) {
     float us = timeUs(run);
     printf("%-28s %-11s %7.1f us (%5.0f TF/s), max |diff| / max |ref| %.2e%s\n", what, kernel, us,
            2.0 * M * N * K / 1e6 / us, diff, auxDiff < 1e-2 ? "" : " (aux differs)");
+    wrong |= !(diff <= 2e-2f) || !(auxDiff < 1e-2f);
   };
   ref.run();
   CK(cudaDeviceSynchronize());
@@ -490,5 +494,5 @@ int main(int argc, char **argv) {
   runCase<false, GELU_AUX_BIAS>("TN GELU_AUX_BIAS", M, N, K, CUBLASLT_EPILOGUE_GELU_AUX_BIAS);
   runCase<true, PLAIN>("NN plain (B [K, N])", M, N, K, CUBLASLT_EPILOGUE_DEFAULT);
   runCase<true, DGELU>("NN DGELU", M, N, K, CUBLASLT_EPILOGUE_DGELU);
-  return 0;
+  return wrong ? 1 : 0;
 }

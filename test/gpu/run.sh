@@ -2,7 +2,7 @@
 # The GPU test suite and benchmarks, in one run on a machine with an NVIDIA GPU
 # and the CUDA 13 libraries (no LLVM needed). Prints one table at the end.
 #
-#   test/gpu/run.sh BUNDLE [compile|pad|streams|fuse|parity|llama|llama-sizes|gpt2-sizes|attention|dropout|sample|micro|kernels]
+#   test/gpu/run.sh BUNDLE [compile|pad|streams|fuse|parity|llama|llama-sizes|gpt2-sizes|gemm|attention|dropout|sample|micro|kernels]
 #
 # BUNDLE is what `tools/dev.sh gpu-bundle` makes: gtc and gtc-gpu-check built
 # with -DGTC_STATIC=ON, the Fashion-MNIST files and torch_reference.py.
@@ -70,6 +70,7 @@ ONLY=${2:-all}   # "compile": only section 7 (gtc compile); "pad": only gt-pad-d
                  # KV cache against recomputation, tokens/s);
                  # "llama-sizes": llama124m-t4096 and llama1b;
                  # "gpt2-sizes": GPT-2's sizes against PyTorch (not in "all");
+                 # "gemm": test/bench/gemm_hopper.cu (not in "all");
                  # "micro": gradient accumulation and GTC_NO_GRAPH=1 on one GPU;
                  # "kernels": llama124m's kernels on both sides under ncu
 # Trains `model` on the GPU and on the CPU from one seed and compares the losses.
@@ -527,6 +528,17 @@ gsize gpt2-124m-tf32 124m "12 768 12" 1024 16 tf32 tf32 0.75
 gsize gpt2-355m 355m "24 1024 16" 1024 16 bf16 compile 0.85 peak
 gsize gpt2-774m 774m "36 1280 20" 1024 16 bf16 compile 0.85 peak
 gsize gpt2-1558m 1558m "48 1600 25" 1024 16 bf16 compile 0.85 peak
+fi
+if [ "$ONLY" = gemm ]; then
+# test/bench/gemm_hopper.cu (tools/dev.sh gpu-bundle builds it): gtc's own
+# Hopper GEMM, cooperative and pingpong, against cuBLASLt at GPT-2's MLP
+# shape, each kernel's output within 2e-2 of cuBLASLt's (relative to its
+# largest element; it exits 1 otherwise). An experiment (test/bench/NOTES.md,
+# forty-fourth session), not part of "all".
+cp "$B/gemm_hopper" "$BIN/gemm_hopper" && chmod +x "$BIN/gemm_hopper"
+LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} timeout 300 "$BIN/gemm_hopper" > "$OUT/gemm.txt" 2>&1; s=$?
+cat "$OUT/gemm.txt"
+row "gemm_hopper: $(grep -c 'max |diff|' "$OUT/gemm.txt") kernel runs checked against cuBLASLt" "$(verdict $s)"
 fi
 if [ "$ONLY" = all ] || [ "$ONLY" = attention ]; then
 # Attention alone, fwd + bwd, bf16, B 16, T 1024, heads of 64, causal: the
