@@ -150,6 +150,52 @@ __device__ __forceinline__ void store_pair(bf16_t *c, const bf16_t *aux_in, bf16
   *reinterpret_cast<u32 *>(c + o) = (u32)f2bf(v0) | (u32)f2bf(v1) << 16;
 }
 
+// Thread 0 makes S stages' barriers (full: the producer's arrival and its
+// bytes; empty: `consumers` arrivals) and the other `extra` ones (count 1).
+template <int S>
+__device__ __forceinline__ void init_barriers(u64 *full, u64 *empty, u32 consumers, u64 *extra, int nextra) {
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < S; ++s) {
+      mbar_init(smem_u32(&full[s]), 1);
+      mbar_init(smem_u32(&empty[s]), consumers);
+    }
+    for (int i = 0; i < nextra; ++i)
+      mbar_init(smem_u32(&extra[i]), 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+}
+
+// The producer warpgroup: 40 registers, and its thread 0 copies the block's
+// tiles (TM x TN, tile t at row t / NT, column t % NT) in order, KT stages
+// each, into the ring of S stages at `base` (A's TM x BK, then B's TN x BK).
+template <bool BMN, int TM, int TN, int S>
+__device__ __forceinline__ void produce(const CUtensorMap *ta, const CUtensorMap *tb, u32 base, u64 *full,
+                                        u64 *empty, int tiles, int NT, int KT) {
+  constexpr int A_SIZE = TM * BK * 2, STAGE_SIZE = A_SIZE + TN * BK * 2;
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+  if (threadIdx.x != 0)
+    return;
+  long long pos = 0;
+  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const int m0 = t / NT * TM, n0 = t % NT * TN;
+    for (int kt = 0; kt < KT; ++kt, ++pos) {
+      const int stage = (int)(pos % S);
+      mbar_wait(smem_u32(&empty[stage]), ((u32)(pos / S) & 1) ^ 1);
+      const u32 bar = smem_u32(&full[stage]), sa = base + stage * STAGE_SIZE, sb = sa + A_SIZE;
+      mbar_expect_tx(bar, STAGE_SIZE);
+      tma_load(sa, ta, kt * BK, m0, bar);
+      if (BMN) {
+#pragma unroll
+        for (int s = 0; s < TN / 64; ++s)
+          tma_load(sb + s * 64 * 128, tb, n0 + s * 64, kt * BK, bar);
+      } else {
+        tma_load(sb, tb, kt * BK, n0, bar);
+      }
+    }
+  }
+}
+
 // C [M, N] = A [M, K] B (+ epilogue); BMN: B is [K, N] (MN-major), else [N, K].
 template <bool BMN, int EPI>
 __global__ void __launch_bounds__(384, 1)
@@ -161,37 +207,9 @@ gemm(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap
   const u32 base = (smem_u32(smem_raw) + 1023) & ~1023u;
   const int wg = threadIdx.x >> 7;
   const int NT = N / BN, tiles = (M / BM) * NT, KT = K / BK;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < STAGES; ++s) {
-      mbar_init(smem_u32(&full[s]), 1);
-      mbar_init(smem_u32(&empty[s]), 2);  // one arrival a consumer warpgroup
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
-  if (wg == 0) {  // the producer
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-    if (threadIdx.x != 0)
-      return;
-    int stage = 0;
-    u32 phase = 0;
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-      const int m0 = t / NT * BM, n0 = t % NT * BN;
-      for (int kt = 0; kt < KT; ++kt) {
-        mbar_wait(smem_u32(&empty[stage]), phase ^ 1);
-        const u32 bar = smem_u32(&full[stage]), sa = base + stage * STAGE_BYTES, sb = sa + A_BYTES;
-        mbar_expect_tx(bar, STAGE_BYTES);
-        tma_load(sa, &ta, kt * BK, m0, bar);
-        if (BMN) {
-#pragma unroll
-          for (int s = 0; s < BN / 64; ++s)
-            tma_load(sb + s * 64 * 128, &tb, n0 + s * 64, kt * BK, bar);
-        } else {
-          tma_load(sb, &tb, kt * BK, n0, bar);
-        }
-        if (++stage == STAGES) stage = 0, phase ^= 1;
-      }
-    }
+  init_barriers<STAGES>(full, empty, 2, nullptr, 0);  // one arrival a consumer warpgroup
+  if (wg == 0) {
+    produce<BMN, BM, BN, STAGES>(&ta, &tb, base, full, empty, tiles, NT, KT);
     return;
   }
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
@@ -250,39 +268,9 @@ gemm_pingpong(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CU
   const u32 base = (smem_u32(smem_raw) + 1023) & ~1023u;
   const int wg = threadIdx.x >> 7;
   const int NT = N / PBN, tiles = (M / PBM) * NT, KT = K / BK;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < PSTAGES; ++s) {
-      mbar_init(smem_u32(&full[s]), 1);
-      mbar_init(smem_u32(&empty[s]), 1);  // the one warpgroup that used it
-    }
-    mbar_init(smem_u32(&order[0]), 1);
-    mbar_init(smem_u32(&order[1]), 1);
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
-  if (wg == 0) {  // the producer: the block's tiles in order, KT stages each
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-    if (threadIdx.x != 0)
-      return;
-    long long pos = 0;
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-      const int m0 = t / NT * PBM, n0 = t % NT * PBN;
-      for (int kt = 0; kt < KT; ++kt, ++pos) {
-        const int stage = (int)(pos % PSTAGES);
-        const u32 phase = (u32)(pos / PSTAGES) & 1;
-        mbar_wait(smem_u32(&empty[stage]), phase ^ 1);
-        const u32 bar = smem_u32(&full[stage]), sa = base + stage * PSTAGE_BYTES, sb = sa + PA_BYTES;
-        mbar_expect_tx(bar, PSTAGE_BYTES);
-        tma_load(sa, &ta, kt * BK, m0, bar);
-        if (BMN) {
-#pragma unroll
-          for (int s = 0; s < PBN / 64; ++s)
-            tma_load(sb + s * 64 * 128, &tb, n0 + s * 64, kt * BK, bar);
-        } else {
-          tma_load(sb, &tb, kt * BK, n0, bar);
-        }
-      }
-    }
+  init_barriers<PSTAGES>(full, empty, 1, order, 2);  // a stage: the one warpgroup that used it
+  if (wg == 0) {
+    produce<BMN, PBM, PBN, PSTAGES>(&ta, &tb, base, full, empty, tiles, NT, KT);
     return;
   }
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
