@@ -342,8 +342,8 @@ LogicalResult PlanBuilder::addClassifierChunk(FusedOp fused) {
   int64_t bytes = b.slots() * 4;
   // At least two chunks of logits over half the limit: with one the whole
   // logits would exist after all (llama124m's 1.05 GB of bf16 logits took
-  // 500 MB more at its peak, 7712 MiB against torch.compile's 7.43 GiB,
-  // and its step was no faster: forty-fourth session).
+  // 500 MB more at its peak, 7712 MiB, above torch.compile's 7.43 GiB of
+  // the forty-third session, and its step was no faster: forty-fourth).
   int64_t chunks = std::max<int64_t>(2 * bytes > limit ? 2 : 1,
                                      (bytes + limit - 1) / limit);
   int64_t r = std::min(rows, ((rows + chunks - 1) / chunks + 127) / 128 * 128);
