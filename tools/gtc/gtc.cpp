@@ -394,9 +394,19 @@ void explainPrecision(const gtc::rt::Plan &plan, const gtc::rt::Plan *fp32,
   }
 }
 
+/// The rows of a chunk of the classifier region (PlanBuilder's
+/// addClassifierChunk); 0 when the plan has none.
+int64_t classifierChunkRows(const gtc::rt::Plan &plan) {
+  for (const gtc::rt::Buffer &b : plan.buffers)
+    if (b.name == "classifier chunk" && !b.shape.empty())
+      return b.shape[0];
+  return 0;
+}
+
 /// With gradient checkpointing (gt-checkpoint), what it saves and costs
 /// against the same step without it: the predicted peak, the activations,
-/// and the FLOPs recomputed.
+/// the FLOPs recomputed, and the classifier's chunks where a budget made
+/// them smaller.
 void explainCheckpoint(const gtc::rt::Plan &plan, const gtc::rt::Plan &none,
                        llvm::raw_ostream &os) {
   auto flops = [](const gtc::rt::Plan &p) {
@@ -416,6 +426,10 @@ void explainCheckpoint(const gtc::rt::Plan &plan, const gtc::rt::Plan &none,
                      extra / 1e9, base > 0 ? 100.0 * extra / base : 0.0,
                      static_cast<int>(plan.kernels.size()) -
                          static_cast<int>(none.kernels.size()));
+  if (int64_t rows = classifierChunkRows(plan), without = classifierChunkRows(none);
+      rows != without)
+    os << "  the classifier in chunks of " << rows << " rows (" << without
+       << " without)\n";
 }
 
 /// Prints the predicted memory of a training step, by kind.

@@ -34,6 +34,10 @@ struct CompileOptions {
   /// > 0: `checkpoint = auto(budget: this many bytes)`, -1: `auto` (95% of
   /// deviceMemory), 0: not auto (checkpointEvery says).
   int64_t checkpointBudget = 0;
+  /// The logits a chunk of gt-fuse's classifier region holds, in bytes; 0:
+  /// 1 GiB, or 512 MiB with checkpointing (finishPlan). `checkpoint =
+  /// auto(budget: ...)` tries 512 MiB before any recomputation.
+  int64_t classifierChunkBytes = 0;
   /// Bytes of memory the step may use on the device it runs on (0: not
   /// known): `checkpoint = auto` without a budget plans for 95% of it. The
   /// runtime measures it; the compiler never asks a device.
