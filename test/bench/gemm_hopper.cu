@@ -1,13 +1,13 @@
 //===- gemm_hopper.cu - A Hopper GEMM with fused epilogues (experiment) ---===//
 //
-// WORK IN PROGRESS, NOT YET RUN ON A GPU (written in the forty-fourth
-// session, which had no device time left). The start of issue 37's route
-// "epilogues that keep GEMMs at plain-GEMM speed": cuBLASLt's GELU-gradient
-// GEMM runs as an older xmma kernel at 182 us where a plain GEMM of its
-// shape takes 123 (GPT-2 124M, H100, test/bench/NOTES.md forty-fourth
-// session), its GELU_AUX_BIAS forward at 170. This program times a GEMM of
-// gtc's own against cuBLASLt at GPT-2's MLP shapes, checks its outputs
-// against cuBLASLt's, and prints both.
+// An experiment of issue 37's route "epilogues that keep GEMMs at
+// plain-GEMM speed": cuBLASLt's GELU-gradient GEMM runs as an older xmma
+// kernel at 182 us where a plain GEMM of its shape takes 123 (GPT-2 124M,
+// H100, test/bench/NOTES.md forty-fourth session), its GELU_AUX_BIAS
+// forward at 170. This program times a GEMM of gtc's own against cuBLASLt
+// at GPT-2's MLP shapes, checks its outputs against cuBLASLt's, and prints
+// both. First run (forty-fifth session, H100): every output right; 432
+// TF/s plain against cuBLASLt's 693, the epilogues far slower.
 //
 // The kernel: persistent (one block an SM), warp-specialized: warpgroup 0
 // (40 registers) has one thread issue TMA copies of A and B tiles into
@@ -32,7 +32,8 @@
 // (here -arch=sm_90a handed ptxas PTX for sm_90, which rejects wgmma.)
 // Built so on this machine, ptxas reports 168 registers, nothing spilled.
 //   ./gemm_hopper [M N K]     (default 16384 3072 768; exit status 1 when
-//                              an output is not within 2e-2 of cuBLASLt's)
+//                              an output is not within 2e-2 of cuBLASLt's;
+//                              GEMM_KERNEL=coop or ping runs only that one)
 // tools/dev.sh gpu-bundle builds it, test/gpu/run.sh BUNDLE gemm runs it.
 //===----------------------------------------------------------------------===//
 #include <cuda.h>
@@ -122,6 +123,29 @@ __device__ __forceinline__ void tma_load(u32 dst, const CUtensorMap *map, int c0
                :: "r"(dst), "l"((u64)map), "r"(c0), "r"(c1), "r"(bar) : "memory");
 }
 
+// The same copy multicast to the CTAs of `mask` in this cluster (the same
+// shared offsets and barrier in each).
+__device__ __forceinline__ void tma_load_mc(u32 dst, const CUtensorMap *map, int c0, int c1, u32 bar,
+                                            unsigned short mask) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+               " [%0], [%1, {%2, %3}], [%4], %5;\n"
+               :: "r"(dst), "l"((u64)map), "r"(c0), "r"(c1), "r"(bar), "h"(mask) : "memory");
+}
+// Arrival on barrier `bar` (a shared offset) of CTA `cta` of this cluster.
+__device__ __forceinline__ void mbar_arrive_cta(u32 bar, u32 cta) {
+  asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
+               "mbarrier.arrive.shared::cluster.b64 _, [ra];\n}\n" :: "r"(bar), "r"(cta) : "memory");
+}
+__device__ __forceinline__ u32 cluster_rank() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+// Every thread of the cluster that has not exited meets here.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+
 __device__ __forceinline__ float gelu_tanh(float z) {
   const float t = tanhf(0.7978845608f * (z + 0.044715f * z * z * z));
   return 0.5f * z * (1.f + t);
@@ -131,23 +155,76 @@ __device__ __forceinline__ float gelu_tanh_grad(float z) {
   return 0.5f * (1.f + t) + 0.5f * z * (1.f - t * t) * 0.7978845608f * (1.f + 3.f * 0.044715f * z * z);
 }
 
-// Two adjacent outputs (row, col), (row, col + 1) through the epilogue.
+// Eight adjacent outputs (row, col .. col + 7) through the epilogue: 16-byte
+// loads of the saved input or the bias and a 16-byte store.
 template <int EPI>
-__device__ __forceinline__ void store_pair(bf16_t *c, const bf16_t *aux_in, bf16_t *aux_out, const bf16_t *bias,
-                                           int N, int row, int col, float v0, float v1) {
+__device__ __forceinline__ void store8(bf16_t *c, const bf16_t *aux_in, bf16_t *aux_out, const bf16_t *bias,
+                                       int N, int row, int col, const float2 (&f)[4]) {
   const long long o = (long long)row * N + col;
+  float v[8];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) v[2 * k] = f[k].x, v[2 * k + 1] = f[k].y;
   if (EPI == DGELU) {
-    const u32 a = *reinterpret_cast<const u32 *>(aux_in + o);
-    v0 *= gelu_tanh_grad(bf2f((bf16_t)(a & 0xFFFF)));
-    v1 *= gelu_tanh_grad(bf2f((bf16_t)(a >> 16)));
+    const uint4 a = *reinterpret_cast<const uint4 *>(aux_in + o);
+    const u32 aw[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      v[2 * k] *= gelu_tanh_grad(bf2f((bf16_t)(aw[k] & 0xFFFF)));
+      v[2 * k + 1] *= gelu_tanh_grad(bf2f((bf16_t)(aw[k] >> 16)));
+    }
   } else if (EPI == GELU_AUX_BIAS) {
-    const u32 bb = *reinterpret_cast<const u32 *>(bias + col);
-    const bf16_t z0 = f2bf(v0 + bf2f((bf16_t)(bb & 0xFFFF))), z1 = f2bf(v1 + bf2f((bf16_t)(bb >> 16)));
-    *reinterpret_cast<u32 *>(aux_out + o) = (u32)z0 | (u32)z1 << 16;
-    v0 = gelu_tanh(bf2f(z0));
-    v1 = gelu_tanh(bf2f(z1));
+    const uint4 b = *reinterpret_cast<const uint4 *>(bias + col);
+    const u32 bw[4] = {b.x, b.y, b.z, b.w};
+    u32 zw[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const bf16_t z0 = f2bf(v[2 * k] + bf2f((bf16_t)(bw[k] & 0xFFFF)));
+      const bf16_t z1 = f2bf(v[2 * k + 1] + bf2f((bf16_t)(bw[k] >> 16)));
+      zw[k] = (u32)z0 | (u32)z1 << 16;
+      v[2 * k] = gelu_tanh(bf2f(z0));
+      v[2 * k + 1] = gelu_tanh(bf2f(z1));
+    }
+    *reinterpret_cast<uint4 *>(aux_out + o) = make_uint4(zw[0], zw[1], zw[2], zw[3]);
   }
-  *reinterpret_cast<u32 *>(c + o) = (u32)f2bf(v0) | (u32)f2bf(v1) << 16;
+  u32 w[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) w[k] = (u32)f2bf(v[2 * k]) | (u32)f2bf(v[2 * k + 1]) << 16;
+  *reinterpret_cast<uint4 *>(c + o) = make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// The epilogue of a warpgroup's wgmma accumulators d (64 rows from row0, NJ
+// groups of 8 columns from col0): a lane holds rows g and g + 8 of its
+// warp's 16, columns 8 j + 2 q, + 1 (q = lane % 4). For each 4 groups the
+// lanes of a quad trade values (a 4 x 4 transpose of float2s, two rounds
+// of shuffles) so that lane q holds the 8 columns of group 4 jj + q, and a
+// warp's store covers 64 contiguous bytes of each of its 8 rows.
+template <int EPI, int NJ>
+__device__ __forceinline__ void epilogue(float (&d)[NJ][4], bf16_t *c, const bf16_t *aux_in, bf16_t *aux_out,
+                                         const bf16_t *bias, int N, int row0, int col0) {
+  const int lane = threadIdx.x & 31, q = lane & 3, warp = (threadIdx.x >> 5) & 3;
+  const int row = row0 + warp * 16 + (lane >> 2);
+#pragma unroll
+  for (int jj = 0; jj < NJ / 4; ++jj)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float2 e[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) e[k] = make_float2(d[4 * jj + k][2 * h], d[4 * jj + k][2 * h + 1]);
+#pragma unroll
+      for (int s = 1; s <= 2; s <<= 1)
+#pragma unroll
+        for (int k0 = 0; k0 < 4; ++k0) {
+          if (k0 & s) continue;
+          const int k1 = k0 | s;
+          const bool hi = q & s;
+          float2 send = hi ? e[k0] : e[k1];
+          float2 recv;
+          recv.x = __shfl_xor_sync(0xffffffffu, send.x, s);
+          recv.y = __shfl_xor_sync(0xffffffffu, send.y, s);
+          if (hi) e[k0] = recv; else e[k1] = recv;
+        }
+      store8<EPI>(c, aux_in, aux_out, bias, N, row + 8 * h, col0 + (4 * jj + q) * 8, e);
+    }
 }
 
 // Thread 0 makes S stages' barriers (full: the producer's arrival and its
@@ -167,28 +244,39 @@ __device__ __forceinline__ void init_barriers(u64 *full, u64 *empty, u32 consume
 }
 
 // The producer warpgroup: 40 registers, and its thread 0 copies the block's
-// tiles (TM x TN, tile t at row t / NT, column t % NT) in order, KT stages
-// each, into the ring of S stages at `base` (A's TM x BK, then B's TN x BK).
-template <bool BMN, int TM, int TN, int S>
+// tiles in order, KT stages each, into the ring of S stages at `base` (A's
+// TM x BK, then B's TN x BK). The tiles: unit u of this cluster (from the
+// cluster's index, by the number of clusters) is the CL tiles (TM rows each)
+// of rows u / NT * CL .. and columns u % NT; CTA `rank` takes the rank-th.
+// With CL = 2 each CTA loads half of the B tile that both use and
+// multicasts it to both.
+template <bool BMN, int TM, int TN, int S, int CL>
 __device__ __forceinline__ void produce(const CUtensorMap *ta, const CUtensorMap *tb, u32 base, u64 *full,
-                                        u64 *empty, int tiles, int NT, int KT) {
+                                        u64 *empty, int units, int NT, int KT) {
   constexpr int A_SIZE = TM * BK * 2, STAGE_SIZE = A_SIZE + TN * BK * 2;
   asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
   if (threadIdx.x != 0)
     return;
+  const u32 rank = CL > 1 ? cluster_rank() : 0;
   long long pos = 0;
-  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-    const int m0 = t / NT * TM, n0 = t % NT * TN;
+  for (int u = blockIdx.x / CL; u < units; u += gridDim.x / CL) {
+    const int m0 = (u / NT * CL + (int)rank) * TM, n0 = u % NT * TN;
     for (int kt = 0; kt < KT; ++kt, ++pos) {
       const int stage = (int)(pos % S);
       mbar_wait(smem_u32(&empty[stage]), ((u32)(pos / S) & 1) ^ 1);
       const u32 bar = smem_u32(&full[stage]), sa = base + stage * STAGE_SIZE, sb = sa + A_SIZE;
       mbar_expect_tx(bar, STAGE_SIZE);
       tma_load(sa, ta, kt * BK, m0, bar);
-      if (BMN) {
+      if (BMN) {  // slabs of 64 columns, 64 * 128 bytes apart
+        constexpr int SL = TN / 64 / CL;
 #pragma unroll
-        for (int s = 0; s < TN / 64; ++s)
-          tma_load(sb + s * 64 * 128, tb, n0 + s * 64, kt * BK, bar);
+        for (int s = rank * SL; s < (int)(rank + 1) * SL; ++s)
+          if (CL > 1)
+            tma_load_mc(sb + s * 64 * 128, tb, n0 + s * 64, kt * BK, bar, (1 << CL) - 1);
+          else
+            tma_load(sb + s * 64 * 128, tb, n0 + s * 64, kt * BK, bar);
+      } else if (CL > 1) {  // rows of 128 bytes
+        tma_load_mc(sb + rank * (TN / CL) * 128, tb, kt * BK, n0 + rank * (TN / CL), bar, (1 << CL) - 1);
       } else {
         tma_load(sb, tb, kt * BK, n0, bar);
       }
@@ -196,8 +284,10 @@ __device__ __forceinline__ void produce(const CUtensorMap *ta, const CUtensorMap
   }
 }
 
-// C [M, N] = A [M, K] B (+ epilogue); BMN: B is [K, N] (MN-major), else [N, K].
-template <bool BMN, int EPI>
+// C [M, N] = A [M, K] B (+ epilogue); BMN: B is [K, N] (MN-major), else
+// [N, K]. CL: the CTAs of a cluster (1 or 2, launched with that cluster
+// dimension), which share each B tile (produce).
+template <bool BMN, int EPI, int CL>
 __global__ void __launch_bounds__(384, 1)
 gemm(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
      bf16_t *__restrict__ c, const bf16_t *__restrict__ aux_in, bf16_t *__restrict__ aux_out,
@@ -206,19 +296,33 @@ gemm(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap
   __shared__ __align__(8) u64 full[STAGES], empty[STAGES];
   const u32 base = (smem_u32(smem_raw) + 1023) & ~1023u;
   const int wg = threadIdx.x >> 7;
-  const int NT = N / BN, tiles = (M / BM) * NT, KT = K / BK;
-  init_barriers<STAGES>(full, empty, 2, nullptr, 0);  // one arrival a consumer warpgroup
+  const int NT = N / BN, units = (M / BM / CL) * NT, KT = K / BK;
+  // A stage is free when both consumer warpgroups of every CTA that it was
+  // multicast to are done with it.
+  init_barriers<STAGES>(full, empty, 2 * CL, nullptr, 0);
+  if (CL > 1)
+    cluster_sync();  // the peer's barriers exist before anything arrives on them
   if (wg == 0) {
-    produce<BMN, BM, BN, STAGES>(&ta, &tb, base, full, empty, tiles, NT, KT);
+    produce<BMN, BM, BN, STAGES, CL>(&ta, &tb, base, full, empty, units, NT, KT);
     return;
   }
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
-  const int w = wg - 1, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
-  const int g = lane >> 2, c2 = (lane & 3) * 2;
+  const int w = wg - 1;
+  const bool leader = (threadIdx.x & 127) == 0;
+  const u32 rank = CL > 1 ? cluster_rank() : 0;
+  auto release = [&](int stage) {
+    if (!leader) return;
+    if (CL > 1) {
+#pragma unroll
+      for (int r = 0; r < CL; ++r) mbar_arrive_cta(smem_u32(&empty[stage]), r);
+    } else {
+      mbar_arrive(smem_u32(&empty[stage]));
+    }
+  };
   int stage = 0;
   u32 phase = 0;
-  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-    const int m0 = t / NT * BM, n0 = t % NT * BN;
+  for (int u = blockIdx.x / CL; u < units; u += gridDim.x / CL) {
+    const int m0 = (u / NT * CL + (int)rank) * BM, n0 = u % NT * BN;
     float d[32][4];
     int prev = -1;
     for (int kt = 0; kt < KT; ++kt) {
@@ -232,22 +336,16 @@ gemm(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap
                               kt > 0 || ks > 0);
       wg_commit();
       wg_wait<1>();  // the last stage's MMAs are done: release it
-      if (prev >= 0 && (threadIdx.x & 127) == 0)
-        mbar_arrive(smem_u32(&empty[prev]));
+      if (prev >= 0) release(prev);
       prev = stage;
       if (++stage == STAGES) stage = 0, phase ^= 1;
     }
     wg_wait<0>();
-    if ((threadIdx.x & 127) == 0)
-      mbar_arrive(smem_u32(&empty[prev]));
-    // The epilogue: rows r and r + 8 of this thread, columns 8 j + c2, + 1.
-    const int r = m0 + w * 64 + warp * 16 + g;
-#pragma unroll
-    for (int j = 0; j < 32; ++j)
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        store_pair<EPI>(c, aux_in, aux_out, bias, N, r + h * 8, n0 + j * 8 + c2, d[j][2 * h], d[j][2 * h + 1]);
+    release(prev);
+    epilogue<EPI, 32>(d, c, aux_in, aux_out, bias, N, m0 + w * 64, n0);
   }
+  if (CL > 1)
+    cluster_sync();  // no CTA leaves while its peer may still arrive on its barriers
 }
 
 // The pingpong schedule (CUTLASS's KernelTmaWarpSpecializedPingpong): each
@@ -270,12 +368,11 @@ gemm_pingpong(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CU
   const int NT = N / PBN, tiles = (M / PBM) * NT, KT = K / BK;
   init_barriers<PSTAGES>(full, empty, 1, order, 2);  // a stage: the one warpgroup that used it
   if (wg == 0) {
-    produce<BMN, PBM, PBN, PSTAGES>(&ta, &tb, base, full, empty, tiles, NT, KT);
+    produce<BMN, PBM, PBN, PSTAGES, 1>(&ta, &tb, base, full, empty, tiles, NT, KT);
     return;
   }
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
-  const int w = wg - 1, warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
-  const int g = lane >> 2, c2 = (lane & 3) * 2;
+  const int w = wg - 1;
   const bool leader = (threadIdx.x & 127) == 0;
   u32 turns = 0;
   int i = w;  // the tile's index among the block's tiles
@@ -308,15 +405,8 @@ gemm_pingpong(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CU
     wg_wait<0>();
     if (leader)
       mbar_arrive(smem_u32(&empty[prev]));
-    const int r = m0 + warp * 16 + g;
-#pragma unroll
-    for (int j = 0; j < 16; ++j)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        store_pair<EPI>(c, aux_in, aux_out, bias, N, r + h * 8, n0 + j * 8 + c2, d0[j][2 * h], d0[j][2 * h + 1]);
-        store_pair<EPI>(c, aux_in, aux_out, bias, N, r + 64 + h * 8, n0 + j * 8 + c2, d1[j][2 * h],
-                        d1[j][2 * h + 1]);
-      }
+    epilogue<EPI, 16>(d0, c, aux_in, aux_out, bias, N, m0, n0);
+    epilogue<EPI, 16>(d1, c, aux_in, aux_out, bias, N, m0 + 64, n0);
   }
 }
 
@@ -414,6 +504,9 @@ float relDiff(const bf16_t *x, const bf16_t *y, long long n) {
   return (float)(dmax / fmax(ymax, 1e-30));
 }
 
+// GEMM_KERNEL=coop or ping: run only that kernel (0: both).
+int which = 0;
+
 template <bool BMN, int EPI>
 void runCase(const char *what, int M, int N, int K, cublasLtEpilogue_t epi) {
   bf16_t *A, *B, *C, *Cref, *aux, *auxRef, *bias;
@@ -429,14 +522,30 @@ void runCase(const char *what, int M, int N, int K, cublasLtEpilogue_t epi) {
   int sms = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   bf16_t *auxOut = EPI == GELU_AUX_BIAS ? aux : nullptr;
-  // The cooperative kernel: 128 x 256 tiles.
+  // The cooperative kernel: 128 x 256 tiles, alone or by clusters of 2.
   CUtensorMap ta = tensorMap(A, K, M, BK, BM);
   CUtensorMap tb = BMN ? tensorMap(B, N, K, 64, BK) : tensorMap(B, K, N, BK, BN);
-  auto coop = gemm<BMN, EPI>;
+  CUtensorMap tb2 = BMN ? tb : tensorMap(B, K, N, BK, BN / 2);
   const int smem = STAGES * STAGE_BYTES + 1024;
+  auto coop = gemm<BMN, EPI, 1>;
   CK(cudaFuncSetAttribute(coop, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const int tiles = (M / BM) * (N / BN), grid = tiles < sms ? tiles : sms;
   auto ours = [&] { coop<<<grid, 384, smem>>>(ta, tb, C, aux, auxOut, bias, M, N, K); };
+  auto coop2 = gemm<BMN, EPI, 2>;
+  CK(cudaFuncSetAttribute(coop2, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  cudaLaunchConfig_t cfg = {};
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = 2, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
+  cfg.blockDim = dim3(384), cfg.dynamicSmemBytes = smem, cfg.attrs = attr, cfg.numAttrs = 1;
+  cfg.gridDim = dim3(2 * 66);
+  int clusters = 0;
+  CK(cudaOccupancyMaxActiveClusters(&clusters, coop2, &cfg));
+  cfg.gridDim = dim3(2 * (tiles / 2 < clusters ? tiles / 2 : clusters));
+  static bool said = false;
+  if (!said) printf("clusters of 2 at once: %d\n", clusters), said = true;
+  auto ours2 = [&] { CK(cudaLaunchKernelEx(&cfg, coop2, ta, tb2, C, (const bf16_t *)aux, auxOut,
+                                           (const bf16_t *)bias, M, N, K)); };
   // The pingpong kernel: 128 x 128 tiles a warpgroup.
   CUtensorMap pa = tensorMap(A, K, M, BK, PBM);
   CUtensorMap pb = BMN ? tensorMap(B, N, K, 64, BK) : tensorMap(B, K, N, BK, PBN);
@@ -458,20 +567,23 @@ void runCase(const char *what, int M, int N, int K, cublasLtEpilogue_t epi) {
     float diff = relDiff(C, Cref, mn);
     float auxDiff = EPI == GELU_AUX_BIAS ? relDiff(aux, auxRef, mn) : 0.f;
     float us = timeUs(run);
-    printf("%-28s %-11s %7.1f us (%5.0f TF/s), max |diff| / max |ref| %.2e%s\n", what, kernel, us,
+    printf("%-24s %-11s %7.1f us (%5.0f TF/s), max |diff| / max |ref| %.2e%s\n", what, kernel, us,
            2.0 * M * N * K / 1e6 / us, diff, auxDiff < 1e-2 ? "" : " (aux differs)");
     wrong |= !(diff <= 2e-2f) || !(auxDiff < 1e-2f);
   };
   ref.run();
   CK(cudaDeviceSynchronize());
-  check(ours, "cooperative");
-  check(ping, "pingpong");
+  if (which != 2) check(ours, "cooperative");
+  if (which != 2) check(ours2, "coop x2");
+  if (which != 1) check(ping, "pingpong");
   float tRef = timeUs([&] { ref.run(); }), tPlain = timeUs([&] { plain.run(); });
-  printf("%-28s cuBLASLt    %7.1f us with this epilogue, %7.1f us plain\n", what, tRef, tPlain);
+  printf("%-24s cuBLASLt    %7.1f us with this epilogue, %7.1f us plain\n", what, tRef, tPlain);
   cudaFree(A); cudaFree(B); cudaFree(C); cudaFree(Cref); cudaFree(aux); cudaFree(auxRef); cudaFree(bias);
 }
 
 int main(int argc, char **argv) {
+  setvbuf(stdout, nullptr, _IOLBF, 0);  // lines survive a hang killed by timeout
+  if (const char *k = getenv("GEMM_KERNEL")) which = !strcmp(k, "coop") ? 1 : !strcmp(k, "ping") ? 2 : 0;
   int M = argc > 3 ? atoi(argv[1]) : 16384, N = argc > 3 ? atoi(argv[2]) : 3072, K = argc > 3 ? atoi(argv[3]) : 768;
   if (M % BM || N % BN || K % BK) { printf("M, N, K must be multiples of %d, %d, %d\n", BM, BN, BK); return 1; }
   CK(cuInit(0));
