@@ -284,6 +284,19 @@ __device__ __forceinline__ void produce(const CUtensorMap *ta, const CUtensorMap
   }
 }
 
+// A consumer warpgroup's leader frees `stage` of the ring: in each CTA of
+// the cluster, since the stage's B half came from each.
+template <int CL>
+__device__ __forceinline__ void release_stage(u64 *empty, int stage) {
+  if ((threadIdx.x & 127) != 0) return;
+  if (CL > 1) {
+#pragma unroll
+    for (int r = 0; r < CL; ++r) mbar_arrive_cta(smem_u32(&empty[stage]), r);
+  } else {
+    mbar_arrive(smem_u32(&empty[stage]));
+  }
+}
+
 // C [M, N] = A [M, K] B (+ epilogue); BMN: B is [K, N] (MN-major), else
 // [N, K]. CL: the CTAs of a cluster (1 or 2, launched with that cluster
 // dimension), which share each B tile (produce).
@@ -308,17 +321,7 @@ gemm(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap
   }
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
   const int w = wg - 1;
-  const bool leader = (threadIdx.x & 127) == 0;
   const u32 rank = CL > 1 ? cluster_rank() : 0;
-  auto release = [&](int stage) {
-    if (!leader) return;
-    if (CL > 1) {
-#pragma unroll
-      for (int r = 0; r < CL; ++r) mbar_arrive_cta(smem_u32(&empty[stage]), r);
-    } else {
-      mbar_arrive(smem_u32(&empty[stage]));
-    }
-  };
   int stage = 0;
   u32 phase = 0;
   for (int u = blockIdx.x / CL; u < units; u += gridDim.x / CL) {
@@ -336,12 +339,12 @@ gemm(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap
                               kt > 0 || ks > 0);
       wg_commit();
       wg_wait<1>();  // the last stage's MMAs are done: release it
-      if (prev >= 0) release(prev);
+      if (prev >= 0) release_stage<CL>(empty, prev);
       prev = stage;
       if (++stage == STAGES) stage = 0, phase ^= 1;
     }
     wg_wait<0>();
-    release(prev);
+    release_stage<CL>(empty, prev);
     epilogue<EPI, 32>(d, c, aux_in, aux_out, bias, N, m0 + w * 64, n0);
   }
   if (CL > 1)
@@ -356,7 +359,7 @@ gemm(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap
 // barriers), so one's epilogue runs while the other's MMAs do.
 constexpr int PBM = 128, PBN = 128, PSTAGES = 6;
 constexpr int PA_BYTES = PBM * BK * 2, PB_BYTES = PBN * BK * 2, PSTAGE_BYTES = PA_BYTES + PB_BYTES;
-template <bool BMN, int EPI>
+template <bool BMN, int EPI, int CL>
 __global__ void __launch_bounds__(384, 1)
 gemm_pingpong(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
               bf16_t *__restrict__ c, const bf16_t *__restrict__ aux_in, bf16_t *__restrict__ aux_out,
@@ -365,19 +368,24 @@ gemm_pingpong(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CU
   __shared__ __align__(8) u64 full[PSTAGES], empty[PSTAGES], order[2];
   const u32 base = (smem_u32(smem_raw) + 1023) & ~1023u;
   const int wg = threadIdx.x >> 7;
-  const int NT = N / PBN, tiles = (M / PBM) * NT, KT = K / BK;
-  init_barriers<PSTAGES>(full, empty, 1, order, 2);  // a stage: the one warpgroup that used it
+  const int NT = N / PBN, units = (M / PBM / CL) * NT, KT = K / BK;
+  // A stage: the one warpgroup that used it, in each CTA it was multicast to.
+  init_barriers<PSTAGES>(full, empty, CL, order, 2);
+  if (CL > 1)
+    cluster_sync();
   if (wg == 0) {
-    produce<BMN, PBM, PBN, PSTAGES, 1>(&ta, &tb, base, full, empty, tiles, NT, KT);
+    produce<BMN, PBM, PBN, PSTAGES, CL>(&ta, &tb, base, full, empty, units, NT, KT);
     return;
   }
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
   const int w = wg - 1;
   const bool leader = (threadIdx.x & 127) == 0;
+  const u32 rank = CL > 1 ? cluster_rank() : 0;
+  const int clusters = gridDim.x / CL;
   u32 turns = 0;
-  int i = w;  // the tile's index among the block's tiles
-  for (int t = blockIdx.x + w * gridDim.x; t < tiles; t += 2 * gridDim.x, i += 2) {
-    const int m0 = t / NT * PBM, n0 = t % NT * PBN;
+  int i = w;  // the unit's index among the CTA's units
+  for (int u = blockIdx.x / CL + w * clusters; u < units; u += 2 * clusters, i += 2) {
+    const int m0 = (u / NT * CL + (int)rank) * PBM, n0 = u % NT * PBN;
     // Warpgroup 1's first wait passes (a new barrier's phase "1" is done).
     mbar_wait(smem_u32(&order[w]), (turns++ & 1) ^ (w == 0 ? 1u : 0u));
     float d0[16][4], d1[16][4];
@@ -396,18 +404,18 @@ gemm_pingpong(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CU
       }
       wg_commit();
       wg_wait<1>();
-      if (prev >= 0 && leader)
-        mbar_arrive(smem_u32(&empty[prev]));
+      if (prev >= 0) release_stage<CL>(empty, prev);
       prev = stage;
     }
     if (leader)  // the other warpgroup may issue its MMAs
       mbar_arrive(smem_u32(&order[1 - w]));
     wg_wait<0>();
-    if (leader)
-      mbar_arrive(smem_u32(&empty[prev]));
+    release_stage<CL>(empty, prev);
     epilogue<EPI, 16>(d0, c, aux_in, aux_out, bias, N, m0, n0);
     epilogue<EPI, 16>(d1, c, aux_in, aux_out, bias, N, m0 + 64, n0);
   }
+  if (CL > 1)
+    cluster_sync();
 }
 
 // Pseudo-random bf16 values in [-scale, scale) (a hash of the index).
@@ -546,14 +554,24 @@ void runCase(const char *what, int M, int N, int K, cublasLtEpilogue_t epi) {
   if (!said) printf("clusters of 2 at once: %d\n", clusters), said = true;
   auto ours2 = [&] { CK(cudaLaunchKernelEx(&cfg, coop2, ta, tb2, C, (const bf16_t *)aux, auxOut,
                                            (const bf16_t *)bias, M, N, K)); };
-  // The pingpong kernel: 128 x 128 tiles a warpgroup.
+  // The pingpong kernel: 128 x 128 tiles a warpgroup, alone or by clusters of 2.
   CUtensorMap pa = tensorMap(A, K, M, BK, PBM);
   CUtensorMap pb = BMN ? tensorMap(B, N, K, 64, BK) : tensorMap(B, K, N, BK, PBN);
-  auto pp = gemm_pingpong<BMN, EPI>;
+  CUtensorMap pb2 = BMN ? pb : tensorMap(B, K, N, BK, PBN / 2);
+  auto pp = gemm_pingpong<BMN, EPI, 1>;
   const int psmem = PSTAGES * PSTAGE_BYTES + 1024;
   CK(cudaFuncSetAttribute(pp, cudaFuncAttributeMaxDynamicSharedMemorySize, psmem));
   const int ptiles = (M / PBM) * (N / PBN), pgrid = ptiles < sms ? ptiles : sms;
   auto ping = [&] { pp<<<pgrid, 384, psmem>>>(pa, pb, C, aux, auxOut, bias, M, N, K); };
+  auto pp2 = gemm_pingpong<BMN, EPI, 2>;
+  CK(cudaFuncSetAttribute(pp2, cudaFuncAttributeMaxDynamicSharedMemorySize, psmem));
+  cudaLaunchConfig_t pcfg = cfg;
+  pcfg.dynamicSmemBytes = psmem, pcfg.gridDim = dim3(2 * 66);
+  int pclusters = 0;
+  CK(cudaOccupancyMaxActiveClusters(&pclusters, pp2, &pcfg));
+  pcfg.gridDim = dim3(2 * (ptiles / 2 < pclusters ? ptiles / 2 : pclusters));
+  auto ping2 = [&] { CK(cudaLaunchKernelEx(&pcfg, pp2, pa, pb2, C, (const bf16_t *)aux, auxOut,
+                                           (const bf16_t *)bias, M, N, K)); };
   // cuBLASLt: the same epilogue (GELU_AUX_BIAS writes its own aux copy).
   Lt ref(M, N, K, !BMN, epi, A, B, Cref, EPI == DGELU ? aux : EPI == GELU_AUX_BIAS ? auxRef : nullptr,
          EPI == GELU_AUX_BIAS ? bias : nullptr);
@@ -576,6 +594,7 @@ void runCase(const char *what, int M, int N, int K, cublasLtEpilogue_t epi) {
   if (which != 2) check(ours, "cooperative");
   if (which != 2) check(ours2, "coop x2");
   if (which != 1) check(ping, "pingpong");
+  if (which != 1) check(ping2, "pingpong x2");
   float tRef = timeUs([&] { ref.run(); }), tPlain = timeUs([&] { plain.run(); });
   printf("%-24s cuBLASLt    %7.1f us with this epilogue, %7.1f us plain\n", what, tRef, tPlain);
   cudaFree(A); cudaFree(B); cudaFree(C); cudaFree(Cref); cudaFree(aux); cudaFree(auxRef); cudaFree(bias);
