@@ -146,26 +146,40 @@ __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 }
 
+// The epilogues' GELU on the hardware's tanh (tanh.approx.f32, relative
+// error about 2^-11, below bf16's 2^-9): libm's tanhf, some twenty
+// instructions, made the GELU epilogues compute-bound.
+__device__ __forceinline__ float tanh_fast(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
 __device__ __forceinline__ float gelu_tanh(float z) {
-  const float t = tanhf(0.7978845608f * (z + 0.044715f * z * z * z));
+  const float t = tanh_fast(0.7978845608f * (z + 0.044715f * z * z * z));
   return 0.5f * z * (1.f + t);
 }
 __device__ __forceinline__ float gelu_tanh_grad(float z) {
-  const float t = tanhf(0.7978845608f * (z + 0.044715f * z * z * z));
+  const float t = tanh_fast(0.7978845608f * (z + 0.044715f * z * z * z));
   return 0.5f * (1.f + t) + 0.5f * z * (1.f - t * t) * 0.7978845608f * (1.f + 3.f * 0.044715f * z * z);
 }
+// Two floats to bf16 (round to nearest even), lo in the low half.
+__device__ __forceinline__ u32 pack_bf16(float lo, float hi) {
+  u32 r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
 
-// Eight adjacent outputs (row, col .. col + 7) through the epilogue: 16-byte
-// loads of the saved input or the bias and a 16-byte store.
+// Eight adjacent outputs (row, col .. col + 7) through the epilogue (`a`:
+// their saved inputs for DGELU): a 16-byte load of the bias and a 16-byte
+// store.
 template <int EPI>
-__device__ __forceinline__ void store8(bf16_t *c, const bf16_t *aux_in, bf16_t *aux_out, const bf16_t *bias,
+__device__ __forceinline__ void store8(bf16_t *c, const uint4 a, bf16_t *aux_out, const bf16_t *bias,
                                        int N, int row, int col, const float2 (&f)[4]) {
   const long long o = (long long)row * N + col;
   float v[8];
 #pragma unroll
   for (int k = 0; k < 4; ++k) v[2 * k] = f[k].x, v[2 * k + 1] = f[k].y;
   if (EPI == DGELU) {
-    const uint4 a = *reinterpret_cast<const uint4 *>(aux_in + o);
     const u32 aw[4] = {a.x, a.y, a.z, a.w};
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
@@ -178,18 +192,30 @@ __device__ __forceinline__ void store8(bf16_t *c, const bf16_t *aux_in, bf16_t *
     u32 zw[4];
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-      const bf16_t z0 = f2bf(v[2 * k] + bf2f((bf16_t)(bw[k] & 0xFFFF)));
-      const bf16_t z1 = f2bf(v[2 * k + 1] + bf2f((bf16_t)(bw[k] >> 16)));
-      zw[k] = (u32)z0 | (u32)z1 << 16;
-      v[2 * k] = gelu_tanh(bf2f(z0));
-      v[2 * k + 1] = gelu_tanh(bf2f(z1));
+      zw[k] = pack_bf16(v[2 * k] + bf2f((bf16_t)(bw[k] & 0xFFFF)), v[2 * k + 1] + bf2f((bf16_t)(bw[k] >> 16)));
+      v[2 * k] = gelu_tanh(bf2f((bf16_t)(zw[k] & 0xFFFF)));
+      v[2 * k + 1] = gelu_tanh(bf2f((bf16_t)(zw[k] >> 16)));
     }
     *reinterpret_cast<uint4 *>(aux_out + o) = make_uint4(zw[0], zw[1], zw[2], zw[3]);
   }
   u32 w[4];
 #pragma unroll
-  for (int k = 0; k < 4; ++k) w[k] = (u32)f2bf(v[2 * k]) | (u32)f2bf(v[2 * k + 1]) << 16;
+  for (int k = 0; k < 4; ++k) w[k] = pack_bf16(v[2 * k], v[2 * k + 1]);
   *reinterpret_cast<uint4 *>(c + o) = make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// DGELU: the warpgroup's threads prefetch the saved inputs of its R x C
+// part of the tile (rows from row0, columns from col0) into L2 as its MMAs
+// begin, so that the epilogue's loads, which every SM issues at about the
+// same time, do not wait on DRAM.
+template <int EPI, int R, int C>
+__device__ __forceinline__ void prefetch_aux(const bf16_t *aux_in, int N, int row0, int col0) {
+  if (EPI != DGELU) return;
+  constexpr int LINES = C * 2 / 128;  // 128-byte lines a row
+  const int t = threadIdx.x & 127;
+#pragma unroll
+  for (int i = t; i < R * LINES; i += 128)
+    asm volatile("prefetch.global.L2 [%0];" :: "l"(aux_in + (long long)(row0 + i / LINES) * N + col0 + i % LINES * 64));
 }
 
 // The epilogue of a warpgroup's wgmma accumulators d (64 rows from row0, NJ
@@ -203,6 +229,15 @@ __device__ __forceinline__ void epilogue(float (&d)[NJ][4], bf16_t *c, const bf1
                                          const bf16_t *bias, int N, int row0, int col0) {
   const int lane = threadIdx.x & 31, q = lane & 3, warp = (threadIdx.x >> 5) & 3;
   const int row = row0 + warp * 16 + (lane >> 2);
+  // DGELU's saved inputs, every load issued before the first is needed.
+  uint4 ax[NJ / 4][2];
+#pragma unroll
+  for (int jj = 0; jj < NJ / 4; ++jj)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      ax[jj][h] = EPI == DGELU ? *reinterpret_cast<const uint4 *>(aux_in + (long long)(row + 8 * h) * N + col0 +
+                                                                 (4 * jj + q) * 8)
+                               : make_uint4(0, 0, 0, 0);
 #pragma unroll
   for (int jj = 0; jj < NJ / 4; ++jj)
 #pragma unroll
@@ -223,7 +258,7 @@ __device__ __forceinline__ void epilogue(float (&d)[NJ][4], bf16_t *c, const bf1
           recv.y = __shfl_xor_sync(0xffffffffu, send.y, s);
           if (hi) e[k0] = recv; else e[k1] = recv;
         }
-      store8<EPI>(c, aux_in, aux_out, bias, N, row + 8 * h, col0 + (4 * jj + q) * 8, e);
+      store8<EPI>(c, ax[jj][h], aux_out, bias, N, row + 8 * h, col0 + (4 * jj + q) * 8, e);
     }
 }
 
@@ -326,6 +361,7 @@ gemm(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap
   u32 phase = 0;
   for (int u = blockIdx.x / CL; u < units; u += gridDim.x / CL) {
     const int m0 = (u / NT * CL + (int)rank) * BM, n0 = u % NT * BN;
+    prefetch_aux<EPI, 64, BN>(aux_in, N, m0 + w * 64, n0);
     float d[32][4];
     int prev = -1;
     for (int kt = 0; kt < KT; ++kt) {
@@ -386,6 +422,7 @@ gemm_pingpong(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CU
   int i = w;  // the unit's index among the CTA's units
   for (int u = blockIdx.x / CL + w * clusters; u < units; u += 2 * clusters, i += 2) {
     const int m0 = (u / NT * CL + (int)rank) * PBM, n0 = u % NT * PBN;
+    prefetch_aux<EPI, PBM, PBN>(aux_in, N, m0, n0);
     // Warpgroup 1's first wait passes (a new barrier's phase "1" is done).
     mbar_wait(smem_u32(&order[w]), (turns++ & 1) ^ (w == 0 ? 1u : 0u));
     float d0[16][4], d1[16][4];
