@@ -798,7 +798,7 @@ void emitCuda(const gtc::rt::Plan &step, const gtc::rt::CudaProgram *program,
              << " bytes of shared memory\n"
              << v.what << "\n"
              << v.source << "\n";
-      } else if (l.kind == gtc::rt::CudaLaunch::Kind::Gemm)
+      } else if (l.kind == gtc::rt::CudaLaunch::Kind::Gemm) {
         os << "// cuBLASLt GEMM for kernel " << k << " ("
            << gtc::rt::opName(step.kernels[k].op) << "): " << l.m << "x" << l.n
            << "x" << l.k << (l.transA ? " A^T" : "") << (l.transB ? " B^T" : "")
@@ -806,7 +806,15 @@ void emitCuda(const gtc::rt::Plan &step, const gtc::rt::CudaProgram *program,
            << (l.epilogueName().empty() ? std::string()
                                         : ", epilogue" + l.epilogueName())
            << "\n\n";
-      else
+        // gtc's own GEMM, which a device of that capability runs instead.
+        for (const gtc::rt::CudaLaunch::Variant &v : l.variants)
+          os << "// launch " << l.name << " on compute capability " << v.major
+             << "." << v.minor << " (" << v.arch << ") instead: at most "
+             << v.grid << " blocks (one an SM), block " << v.block << ", "
+             << v.shared << " bytes of shared memory\n"
+             << v.what << "\n"
+             << v.source << "\n";
+      } else
         os << "// memset of buffer " << l.c << "\n\n";
     }
 }

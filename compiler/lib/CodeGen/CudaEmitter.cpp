@@ -120,8 +120,14 @@ void Emitter::launch(const std::string &suffix, const std::string &what,
     const Arg &a = args[i];
     std::string type = a.buffer < 0 ? a.wsType : ctype(a.buffer);
     src += i ? ",\n    " : "";
-    src += (a.output ? type + " *" : "const " + type + " *") + "__restrict__ " +
-           a.name;
+    if (a.map.rows > 0) {
+      src += "const __grid_constant__ gtc_tensor_map " + a.name;
+      l.maps.resize(args.size());
+      l.maps[i] = a.map;
+    } else {
+      src += (a.output ? type + " *" : "const " + type + " *") +
+             "__restrict__ " + a.name;
+    }
     l.buffers.push_back(a.buffer);
   }
   src += std::string(") {\n") + CudaLaunch::kDependentWait + body + "}\n";

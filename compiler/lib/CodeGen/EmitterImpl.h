@@ -77,6 +77,9 @@ inline int64_t alignUp(int64_t a, int64_t b) { return ceilDiv(a, b) * b; }
 /// KVROW, CAUSAL), shared by the CUDA-core and tensor-core kernels.
 std::string attentionShapeConsts(const AttentionLayout &a);
 
+/// `text` with its MMA operand type `MMA_T` spelled (bf16 or f16).
+std::string mmaTyped(std::string text, bool bf16);
+
 inline std::string shapeStr(const std::vector<int64_t> &s) {
   std::string r = "[";
   for (size_t i = 0; i < s.size(); ++i)
@@ -291,6 +294,10 @@ struct Arg {
   std::string name;
   bool output;
   std::string wsType; ///< For the workspace: the pointee type.
+  /// With rows > 0: the kernel takes a TMA tensor map of the buffer
+  /// (`const __grid_constant__ gtc_tensor_map`, gemm_wgmma.cuh) instead of
+  /// its pointer (CudaLaunch::maps).
+  rt::CudaLaunch::TensorMap map = {};
 };
 
 /// How an elementwise operand is indexed by the output index i.
@@ -362,6 +369,12 @@ private:
   Arg wsIn(const std::string &type, const std::string &name) const {
     return {CudaLaunch::kWorkspace, name, false, type};
   }
+  /// A tensor map of 16-bit buffer `id` as rows x cols, in boxes of
+  /// boxRows x 64 (Arg::map).
+  Arg tensorMap(int id, const std::string &name, int64_t rows, int64_t cols,
+                int boxRows) const {
+    return {id, name, false, "", {rows, cols, boxRows, 64}};
+  }
   /// The step's device counters (CudaLaunch::kStepCounter), read.
   Arg stepCounter(const std::string &name) const {
     return {CudaLaunch::kStepCounter, name, false, "long long"};
@@ -430,6 +443,10 @@ private:
   bool multiTensor();
   bool epilogue();
   bool gemmRegion();
+  /// On sm_90, gtc's own GEMM (gemm_wgmma.cuh) as a variant of GEMM `l`
+  /// where it is faster than cuBLASLt's: a bf16 linear with a bias and a
+  /// GELU saving its input, in whole tiles.
+  void hopperGemm(rt::CudaLaunch &l);
   bool normRegion();
   bool unary();
   bool binary();

@@ -28,14 +28,13 @@ using namespace gtc;
 using namespace gtc::rt;
 using namespace gtc::codegen::detail;
 
-namespace {
-
-/// `text` with its MMA operand type `MMA_T` spelled (bf16 or f16).
-std::string mmaTyped(std::string text, bool bf16) {
+std::string gtc::codegen::detail::mmaTyped(std::string text, bool bf16) {
   for (size_t at; (at = text.find("MMA_T")) != std::string::npos;)
     text.replace(at, 5, bf16 ? "bf16" : "f16");
   return text;
 }
+
+namespace {
 
 /// GROUP, the blocks of a group of (batch, head) pairs, and flash_block,
 /// which gives a block its pair and tile (flash_blocks.cuh). Measured on an
@@ -118,7 +117,8 @@ struct WgmmaTiles {
            ", THREADS = " + str(threads()) +
            ";  // rows a block, streamed tile rows, threads\n"
            "constexpr int NB = (T + ROWS - 1) / ROWS;  // blocks a head\n" +
-           groupConsts() + mmaTyped(cuh::flash_wgmma, bf16);
+           groupConsts() + mmaTyped(cuh::wgmma, bf16) + "\n" +
+           cuh::flash_wgmma;
   }
 };
 WgmmaTiles wgmmaTiles(FlashKernel kernel, int64_t hd) {
@@ -280,6 +280,11 @@ void Emitter::asVariant(int major, int minor, const std::string &arch) {
   variant.grid = v.grid;
   variant.block = v.block;
   variant.shared = v.shared;
+  if (launches.back().kind == CudaLaunch::Kind::Gemm) { // in place of cuBLASLt
+    variant.buffers = std::move(v.buffers);
+    variant.maps = std::move(v.maps);
+    variant.persistent = v.persistent;
+  }
   launches.back().variants.push_back(std::move(variant));
 }
 

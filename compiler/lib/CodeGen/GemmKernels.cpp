@@ -253,7 +253,53 @@ bool Emitter::gemmRegion() {
                        "dy * gelu_tanh'(x) over " + str(count(result)) +
                            " elements, in place after the GEMM");
   }
+  hopperGemm(l);
   return true;
+}
+
+//===----------------------------------------------------------------------===//
+// gtc's own GEMM on Hopper
+//===----------------------------------------------------------------------===//
+//
+// cuBLASLt's GELU_AUX_BIAS epilogue costs a GPT-2 c_fc forward (16384 x
+// 3072 x 768, bf16) about 41 us over its plain GEMM, gemm_wgmma.cuh's about
+// 33: 146.0 against 154.4 us alone on an H100, where cuBLASLt's plain GEMM
+// took 113.1 and gtc's 119-121 (test/bench/gemm_hopper.cu, NOTES.md
+// forty-fifth session). So only that epilogue goes to gtc's kernel; its
+// DGELU epilogue was 12% slower than cuBLASLt's and is not used.
+
+void Emitter::hopperGemm(CudaLaunch &l) {
+  auto bf16 = [&](int id) {
+    return id >= 0 && plan.buffers[id].dtype == DType::BF16;
+  };
+  if (l.act != CudaLaunch::Activation::Gelu || l.aux < 0 || l.bias < 0 ||
+      l.dgelu || l.biasGrad >= 0 || l.addend >= 0 || l.transA ||
+      !l.transB || l.batch != 1 || l.alpha != 1.0f || l.beta != 0.0f ||
+      l.offsetA || l.offsetB || l.offsetC || !bf16(l.a) || !bf16(l.b) ||
+      !bf16(l.c) || !bf16(l.aux) || !bf16(l.bias) || l.m % 128 ||
+      l.n % 128 || l.k % 64)
+    return;
+  const int64_t m = l.m, n = l.n, kk = l.k, tiles = m / 128 * (n / 128);
+  const int a = l.a, b = l.b, c = l.c, aux = l.aux, bias = l.bias;
+  launch("gemm",
+         "gtc's Hopper GEMM (TMA, wgmma, two warpgroups in turn on 128 x "
+         "128 tiles), " + str(m) + " x " + str(n) + " x " + str(kk) +
+             ", + bias, GELU storing its input: " + str(tiles) +
+             " tiles, one persistent block an SM",
+         {tensorMap(a, "ta", m, kk, 128), tensorMap(b, "tb", n, kk, 128),
+          out(c, "c"), out(aux, "aux"), in(bias, "bias")},
+         kAsyncHelpers,
+         "constexpr int M = " + str(m) + ", N = " + str(n) + ", K = " +
+             str(kk) + ";\n" + mmaTyped(cuh::wgmma, true) + "\n" +
+             cuh::gemm_wgmma,
+         "  extern __shared__ __align__(1024) unsigned char smem[];\n"
+         "  gemm_gelu_aux_bias(&ta, &tb, c, aux, bias, smem);\n",
+         tiles, 384, 1);
+  CudaLaunch &k = launches.back();
+  k.shared = 6 * (128 * 64 * 2 * 2) + 1024; // GEMM_SHARED
+  k.persistent = true;
+  k.tensorCores = true;
+  asVariant(9, 0, "sm_90a");
 }
 
 //===----------------------------------------------------------------------===//

@@ -51,7 +51,8 @@ std::vector<std::string> gtc::rt::runtimeKernelSources() {
   return {kOptimizerSource};
 }
 
-void CudaExecutor::Impl::takeVariants(int major, int minor) {
+void CudaExecutor::Impl::takeVariants(int major, int minor,
+                                      int multiprocessors) {
   // GTC_PORTABLE_KERNELS=1: the portable kernels everywhere (to compare).
   if (const char *e = std::getenv("GTC_PORTABLE_KERNELS"); e && *e == '1')
     return;
@@ -59,11 +60,20 @@ void CudaExecutor::Impl::takeVariants(int major, int minor) {
     for (CudaLaunch &l : ls)
       for (CudaLaunch::Variant &v : l.variants)
         if (v.major == major && v.minor == minor) {
+          if (l.kind == CudaLaunch::Kind::Gemm) { // a kernel for cuBLASLt
+            l.kind = CudaLaunch::Kind::Kernel;
+            l.buffers = std::move(v.buffers);
+            l.maps = std::move(v.maps);
+            l.persistent = v.persistent;
+            l.tensorCores = true;
+          }
           l.source = std::move(v.source);
           l.comment += v.what;
           l.grid = v.grid;
           l.block = v.block;
           l.shared = v.shared;
+          if (l.persistent)
+            l.grid = std::min<int64_t>(l.grid, multiprocessors);
           sourceArch[l.source] = v.arch;
           l.variants.clear();
           break;
@@ -219,9 +229,29 @@ void CudaExecutor::Impl::enqueueLaunch(Launch &l, int slot, CUstream stream) {
     for (size_t i = 0; i < s.buffers.size(); ++i)
       ptrs.push_back(ptr(s.buffers[i], slot) +
                      (s.offsets.empty() ? 0 : s.offsets[i]));
+    // Tensor maps (CudaLaunch::maps) in place of their buffers' pointers.
+    std::vector<CUtensorMap> maps(s.maps.size());
     std::vector<void *> args;
-    for (CUdeviceptr &p : ptrs)
-      args.push_back(&p);
+    for (size_t i = 0; i < ptrs.size(); ++i) {
+      if (i < s.maps.size() && s.maps[i].rows > 0) {
+        const CudaLaunch::TensorMap &m = s.maps[i];
+        cuuint64_t dims[2] = {static_cast<cuuint64_t>(m.cols),
+                              static_cast<cuuint64_t>(m.rows)};
+        cuuint64_t strides[1] = {static_cast<cuuint64_t>(m.cols) * 2};
+        cuuint32_t box[2] = {static_cast<cuuint32_t>(m.boxCols),
+                             static_cast<cuuint32_t>(m.boxRows)};
+        cuuint32_t unit[2] = {1, 1};
+        CU(cuTensorMapEncodeTiled(
+            &maps[i], CU_TENSOR_MAP_DATA_TYPE_UINT16, 2,
+            reinterpret_cast<void *>(ptrs[i]), dims, strides, box, unit,
+            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+            CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+        args.push_back(&maps[i]);
+      } else {
+        args.push_back(&ptrs[i]);
+      }
+    }
     // On sm_90 and newer, a programmatic dependent of the launch before
     // it on the stream: the kernel's first statement
     // (CudaLaunch::kDependentWait) orders it after that launch.
@@ -508,7 +538,7 @@ CudaExecutor::CudaExecutor(const Plan &plan, const CudaProgram &program,
                        "); install the CUDA 13 libraries");
   Impl &I = *impl;
   I.createStreams();
-  I.takeVariants(L.info.major, L.info.minor);
+  I.takeVariants(L.info.major, L.info.minor, L.info.multiprocessors);
   // Every kernel first, on all cores: the program's (identical layers share
   // one source) and the optimizer's.
   std::vector<const std::string *> sources;

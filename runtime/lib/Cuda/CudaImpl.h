@@ -204,7 +204,7 @@ struct CudaExecutor::Impl {
 
   /// Puts each launch's variant for this device (CudaLaunch::Variant), if
   /// it has one, in place of its portable kernel.
-  void takeVariants(int major, int minor);
+  void takeVariants(int major, int minor, int multiprocessors);
 
   /// Compiles every distinct source (the program's kernels and the
   /// runtime's) on all cores, through the cache.

@@ -57,7 +57,8 @@ namespace gtc::rt::cu {
   X(cuEventCreate)                                                             \
   X(cuEventRecord)                                                             \
   X(cuEventSynchronize)                                                        \
-  X(cuEventElapsedTime)
+  X(cuEventElapsedTime)                                                        \
+  X(cuTensorMapEncodeTiled)
 
 #define GTC_NVRTC_FUNCTIONS(X)                                                 \
   X(nvrtcCreateProgram)                                                        \

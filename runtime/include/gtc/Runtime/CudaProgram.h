@@ -65,17 +65,37 @@ struct CudaLaunch {
   /// Bytes added to each buffer's address (empty: none): a launch over a
   /// slice of its buffers, such as one chunk of a classifier's rows.
   std::vector<int64_t> offsets;
+  /// A 2-D TMA tensor map of a buffer of 16-bit elements (Hopper's bulk
+  /// tensor copies): the buffer as `rows` x `cols` row-major, copied in
+  /// boxes of boxRows x boxCols elements in the 128-byte swizzle (boxCols
+  /// 64: one 128-byte row a box row).
+  struct TensorMap {
+    int64_t rows = 0, cols = 0;
+    int boxRows = 0, boxCols = 0;
+  };
+  /// Per entry of `buffers` (empty: none): with rows > 0 the kernel takes a
+  /// tensor map of that buffer, a 128-byte `const __grid_constant__`
+  /// parameter that the executor encodes at launch, instead of its pointer.
+  std::vector<TensorMap> maps;
+  /// A persistent kernel (each block loops over tiles): `grid` is the most
+  /// blocks it can use, and the executor launches at most one an SM.
+  bool persistent = false;
   /// Whether it computes on tensor cores (mma.sync): the profile compares
   /// its FLOP rate with the tensor-core peak instead of the CUDA cores'.
   bool tensorCores = false;
   /// The same kernel written for one architecture (Hopper's warpgroup MMA
   /// needs sm_90a code): on a device of compute capability major.minor
   /// the executor compiles `source` for `arch` and launches it with this
-  /// grid, block and shared memory in place of the portable kernel.
+  /// grid, block and shared memory in place of the portable kernel. A
+  /// GEMM's variant is a kernel in place of cuBLASLt, with its own
+  /// `buffers`, `maps` and `persistent`.
   struct Variant {
     int major = 0, minor = 0;
     std::string arch, what, source;
     int64_t grid = 1, block = 256, shared = 0;
+    std::vector<int> buffers;
+    std::vector<TensorMap> maps;
+    bool persistent = false;
   };
   std::vector<Variant> variants;
 
