@@ -1023,4 +1023,69 @@ TEST(CudaEmitterTest, HopperAttentionVariants) {
   EXPECT_EQ(kinds, (std::set<std::string>{"attention", "dq", "dkdv"}));
 }
 
+/// A bf16 linear with a bias and a tanh GELU that saves its input, in whole
+/// 128 x 128 tiles over K in steps of 64, carries gtc's Hopper GEMM as an
+/// sm_90a variant of its cuBLASLt GEMM (Emitter::hopperGemm): a persistent
+/// kernel reading A and B through TMA tensor maps (CudaLaunch::maps) and
+/// the output, the saved input and the bias by pointer. Other rows, other
+/// precisions and the GEMMs without that epilogue stay on cuBLASLt.
+TEST(CudaEmitterTest, HopperGemmForTheGeluEpilogue) {
+  const char *model = R"(model m {
+    input x: f32[B, 64]
+    h = linear(gelu(linear(x, 256), approximate: true), 64)
+    loss = sum(h * h)
+  })";
+  struct Case {
+    const char *precision;
+    int64_t batch;
+    int variants;
+  };
+  for (Case c : {Case{"bf16", 384, 1}, Case{"bf16", 200, 0},
+                 Case{"fp16", 384, 0}, Case{"tf32", 384, 0}}) {
+    SCOPED_TRACE(std::string(c.precision) + " B " + std::to_string(c.batch));
+    std::string errors;
+    std::optional<rt::Plan> plan =
+        test::compilePlan(model, c.batch, errors, false, "t.gt", c.precision);
+    ASSERT_TRUE(plan.has_value()) << errors;
+    rt::CudaProgram program;
+    std::string error;
+    ASSERT_TRUE(codegen::emitCuda(*plan, program, error)) << error;
+    int variants = 0;
+    for (const auto &launches : program.kernels)
+      for (const rt::CudaLaunch &l : launches) {
+        if (l.variants.empty())
+          continue;
+        ++variants;
+        ASSERT_EQ(l.kind, rt::CudaLaunch::Kind::Gemm);
+        ASSERT_EQ(l.variants.size(), 1u);
+        EXPECT_EQ(l.act, rt::CudaLaunch::Activation::Gelu);
+        const rt::CudaLaunch::Variant &v = l.variants[0];
+        EXPECT_EQ(v.arch, "sm_90a");
+        EXPECT_EQ(v.buffers, (std::vector<int>{l.a, l.b, l.c, l.aux, l.bias}));
+        ASSERT_EQ(v.maps.size(), 5u);
+        EXPECT_EQ(v.maps[0].rows, c.batch); // A: x [B, 64] in 128 x 64 boxes
+        EXPECT_EQ(v.maps[0].cols, 64);
+        EXPECT_EQ(v.maps[0].boxRows, 128);
+        EXPECT_EQ(v.maps[0].boxCols, 64);
+        EXPECT_EQ(v.maps[1].rows, 256); // B: the weight [256, 64]
+        EXPECT_EQ(v.maps[1].cols, 64);
+        for (int i = 2; i < 5; ++i)
+          EXPECT_EQ(v.maps[i].rows, 0) << i;
+        EXPECT_TRUE(v.persistent);
+        EXPECT_EQ(v.grid, c.batch / 128 * 2); // every 128 x 128 tile
+        EXPECT_EQ(v.block, 384);
+        EXPECT_LE(v.shared, 227 * 1024);
+        EXPECT_NE(v.source.find("const __grid_constant__ gtc_tensor_map ta"),
+                  std::string::npos);
+        EXPECT_NE(v.source.find("cp.async.bulk.tensor.2d"), std::string::npos);
+        EXPECT_NE(v.source.find("wgmma.mma_async.sync.aligned.m64n128k16.f32."
+                                "bf16.bf16"),
+                  std::string::npos);
+        std::string log = nvrtcCompile(v.source, l.name, v.arch);
+        EXPECT_EQ(log, "") << v.source;
+      }
+    EXPECT_EQ(variants, c.variants);
+  }
+}
+
 } // namespace

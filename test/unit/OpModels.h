@@ -348,6 +348,14 @@ inline const std::vector<OpModel> &opModels() {
     z = linear(x, 8, bias: false, name: "b.up") * silu(linear(x, 8, bias: false, name: "b.gate"))
     loss = mean(linear(h, 3, bias: false, name: "a.down") * slice(x, 0, 3)) + mean(z * z)
   })", 2, 3, 24},
+      // A linear with a bias and a tanh GELU saving its input, in whole
+      // 128 x 128 tiles over K in steps of 64: in bf16 on sm_90 gtc's own
+      // Hopper GEMM (gemm_wgmma.cuh) runs it in place of cuBLASLt's.
+      {"HopperGemmGelu", R"(model m {
+    input x: f32[B, 64]
+    h = gelu(linear(x, 256), approximate: true)
+    loss = mean(linear(h, 8) * linear(h, 8, bias: false))
+  })", 256, 3, 24},
   };
   return models;
 }
