@@ -806,10 +806,12 @@ void emitCuda(const gtc::rt::Plan &step, const gtc::rt::CudaProgram *program,
            << (l.epilogueName().empty() ? std::string()
                                         : ", epilogue" + l.epilogueName())
            << "\n\n";
-        // gtc's own GEMM, which a device of that capability runs instead.
+        // gtc's own GEMM, which a device of that capability runs instead
+        // with GTC_HOPPER_GEMM=1.
         for (const gtc::rt::CudaLaunch::Variant &v : l.variants)
           os << "// launch " << l.name << " on compute capability " << v.major
-             << "." << v.minor << " (" << v.arch << ") instead: at most "
+             << "." << v.minor << " (" << v.arch
+             << ") instead, with GTC_HOPPER_GEMM=1: at most "
              << v.grid << " blocks (one an SM), block " << v.block << ", "
              << v.shared << " bytes of shared memory\n"
              << v.what << "\n"
