@@ -298,7 +298,9 @@ void Emitter::hopperGemm(CudaLaunch &l) {
          "  gemm_gelu_aux_bias(&ta, &tb, c, aux, bias, smem);\n",
          tiles, 384, 1);
   CudaLaunch &k = launches.back();
-  k.shared = 6 * (128 * 64 * 2 * 2) + 1024; // GEMM_SHARED
+  // gemm_wgmma.cuh's GEMM_SHARED: STAGES (6) stages of a 128 x 64 A and B
+  // tile in bf16, and 1024 bytes to align them.
+  k.shared = 6 * (128 * 64 * 2 * 2) + 1024;
   k.persistent = true;
   k.tensorCores = true;
   asVariant(9, 0, "sm_90a");
