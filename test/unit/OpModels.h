@@ -349,10 +349,10 @@ inline const std::vector<OpModel> &opModels() {
     loss = mean(linear(h, 3, bias: false, name: "a.down") * slice(x, 0, 3)) + mean(z * z)
   })", 2, 3, 24},
       // A linear with a bias and a tanh GELU saving its input, in whole
-      // 128 x 128 tiles over K in steps of 64: in bf16 on sm_90 with
-      // GTC_HOPPER_GEMM=1 gtc's own Hopper GEMM (gemm_wgmma.cuh) runs it in
-      // place of cuBLASLt's (test/gpu/run.sh's "gemm" section checks it so;
-      // without the variable gtc-gpu-check checks cuBLASLt's GEMM).
+      // 128 x 128 tiles over K in steps of 64: in bf16 on sm_90 gtc's own
+      // Hopper GEMM (gemm_wgmma.cuh) runs it in place of cuBLASLt's
+      // (test/gpu/run.sh's "gemm" section checks it both ways, the other
+      // with GTC_HOPPER_GEMM=0).
       {"HopperGemmGelu", R"(model m {
     input x: f32[B, 64]
     h = gelu(linear(x, 256), approximate: true)

@@ -807,11 +807,11 @@ void emitCuda(const gtc::rt::Plan &step, const gtc::rt::CudaProgram *program,
                                         : ", epilogue" + l.epilogueName())
            << "\n\n";
         // gtc's own GEMM, which a device of that capability runs instead
-        // with GTC_HOPPER_GEMM=1.
+        // (unless GTC_HOPPER_GEMM=0).
         for (const gtc::rt::CudaLaunch::Variant &v : l.variants)
           os << "// launch " << l.name << " on compute capability " << v.major
              << "." << v.minor << " (" << v.arch
-             << ") instead, with GTC_HOPPER_GEMM=1: at most "
+             << ") instead (GTC_HOPPER_GEMM=0: cuBLASLt's): at most "
              << v.grid << " blocks (one an SM), block " << v.block << ", "
              << v.shared << " bytes of shared memory\n"
              << v.what << "\n"

@@ -56,12 +56,10 @@ void CudaExecutor::Impl::takeVariants(int major, int minor,
   // GTC_PORTABLE_KERNELS=1: the portable kernels everywhere (to compare).
   if (const char *e = std::getenv("GTC_PORTABLE_KERNELS"); e && *e == '1')
     return;
-  // gtc's own GEMM in place of cuBLASLt's (Emitter::hopperGemm) only with
-  // GTC_HOPPER_GEMM=1: measured alone (test/bench/gemm_hopper.cu), not yet
-  // run in a training step on a GPU (test/bench/NOTES.md, forty-fifth
-  // session; test/gpu/run.sh's "gemm" section checks and times it).
+  // gtc's own GEMM in place of cuBLASLt's (Emitter::hopperGemm) unless
+  // GTC_HOPPER_GEMM=0 (to compare; test/gpu/run.sh's "gemm" section).
   const char *ownGemm = std::getenv("GTC_HOPPER_GEMM");
-  const bool ownGemms = ownGemm && *ownGemm == '1';
+  const bool ownGemms = !(ownGemm && *ownGemm == '0');
   for (std::vector<CudaLaunch> &ls : program.kernels)
     for (CudaLaunch &l : ls)
       for (CudaLaunch::Variant &v : l.variants)

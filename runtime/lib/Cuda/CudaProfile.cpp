@@ -91,7 +91,10 @@ void CudaExecutor::Impl::timedEnqueue(Launch &l, int slot) {
   const char *kind = "kernel";
   double flops = 0, bytes = 0;
   bool tensorCore = false;
-  if (spec.kind == CudaLaunch::Kind::Gemm) {
+  // A cuBLASLt GEMM, or gtc's own kernel in its place (a variant that
+  // takes tensor maps, Emitter::hopperGemm): named and counted alike.
+  const bool ownGemm = !spec.maps.empty();
+  if (spec.kind == CudaLaunch::Kind::Gemm || ownGemm) {
     kind = "gemm";
     // Operands' type (the tensor-core rate applies), and the output's
     // when a folded cast widens it.
@@ -102,7 +105,7 @@ void CudaExecutor::Impl::timedEnqueue(Launch &l, int slot) {
            "x" + std::to_string(spec.n) + "x" + std::to_string(spec.k) +
            (spec.batch > 1 ? " x" + std::to_string(spec.batch) : "") + " " +
            dtypeName(in) + (d != in ? std::string(" -> ") + dtypeName(d) : "") +
-           spec.epilogueName();
+           spec.epilogueName() + (ownGemm ? " (gtc)" : "");
     flops = spec.gemmFlops();
     // The operands' parts it touches (a GEMM may cover a slice of its
     // buffers); C twice when beta adds to it.
