@@ -54,7 +54,7 @@ typedef unsigned short bf16_t;  // bf16 bits
 
 constexpr int BM = 128, BN = 256, BK = 64, STAGES = 4;
 constexpr int A_BYTES = BM * BK * 2, B_BYTES = BN * BK * 2, STAGE_BYTES = A_BYTES + B_BYTES;
-enum Epi { PLAIN = 0, DGELU = 1, GELU_AUX_BIAS = 2 };
+enum Epi { PLAIN = 0, DGELU = 1, GELU_AUX_BIAS = 2, BIAS = 3 };
 
 __device__ __forceinline__ float bf2f(bf16_t b) { return __uint_as_float((u32)b << 16); }
 __device__ __forceinline__ bf16_t f2bf(float f) {  // round to nearest even
@@ -198,6 +198,14 @@ __device__ __forceinline__ void store8(bf16_t *c, const uint4 a, bf16_t *aux_out
       v[2 * k + 1] = gelu_tanh(bf2f((bf16_t)(zw[k] >> 16)));
     }
     *reinterpret_cast<uint4 *>(aux_out + o) = make_uint4(zw[0], zw[1], zw[2], zw[3]);
+  } else if (EPI == BIAS) {
+    const uint4 b = *reinterpret_cast<const uint4 *>(bias + col);
+    const u32 bw[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      v[2 * k] += bf2f((bf16_t)(bw[k] & 0xFFFF));
+      v[2 * k + 1] += bf2f((bf16_t)(bw[k] >> 16));
+    }
   }
   u32 w[4];
 #pragma unroll
@@ -225,20 +233,26 @@ __device__ __forceinline__ void prefetch_aux(const bf16_t *aux_in, int N, int ro
 // lanes of a quad trade values (a 4 x 4 transpose of float2s, two rounds
 // of shuffles) so that lane q holds the 8 columns of group 4 jj + q, and a
 // warp's store covers 64 contiguous bytes of each of its 8 rows.
+// auxTile (DGELU, if not 0): the saved inputs of the 128 x 128 tile are in
+// shared memory at that address, two swizzled slabs of 64 columns (a TMA
+// copy, gemm_pingpong_smem_aux), rows from tileRow.
 template <int EPI, int NJ>
 __device__ __forceinline__ void epilogue(float (&d)[NJ][4], bf16_t *c, const bf16_t *aux_in, bf16_t *aux_out,
-                                         const bf16_t *bias, int N, int row0, int col0) {
+                                         const bf16_t *bias, int N, int row0, int col0, u32 auxTile = 0,
+                                         int tileRow = 0) {
   const int lane = threadIdx.x & 31, q = lane & 3, warp = (threadIdx.x >> 5) & 3;
   const int row = row0 + warp * 16 + (lane >> 2);
-  // DGELU's saved inputs, every load issued before the first is needed.
+  // DGELU's saved inputs from global memory, every load issued before the
+  // first is needed (from shared memory, each where it is needed).
   uint4 ax[NJ / 4][2];
 #pragma unroll
   for (int jj = 0; jj < NJ / 4; ++jj)
 #pragma unroll
     for (int h = 0; h < 2; ++h)
-      ax[jj][h] = EPI == DGELU ? *reinterpret_cast<const uint4 *>(aux_in + (long long)(row + 8 * h) * N + col0 +
-                                                                 (4 * jj + q) * 8)
-                               : make_uint4(0, 0, 0, 0);
+      ax[jj][h] = EPI == DGELU && !auxTile
+                      ? *reinterpret_cast<const uint4 *>(aux_in + (long long)(row + 8 * h) * N + col0 +
+                                                         (4 * jj + q) * 8)
+                      : make_uint4(0, 0, 0, 0);
 #pragma unroll
   for (int jj = 0; jj < NJ / 4; ++jj)
 #pragma unroll
@@ -259,6 +273,12 @@ __device__ __forceinline__ void epilogue(float (&d)[NJ][4], bf16_t *c, const bf1
           recv.y = __shfl_xor_sync(0xffffffffu, send.y, s);
           if (hi) e[k0] = recv; else e[k1] = recv;
         }
+      if (EPI == DGELU && auxTile) {
+        const int rr = tileRow + warp * 16 + (lane >> 2) + 8 * h, g = 4 * jj + q;
+        const u32 a = auxTile + (g >> 3) * (128 * 128) + rr * 128 + (((g & 7) ^ (rr & 7)) << 4);
+        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(ax[jj][h].x), "=r"(ax[jj][h].y), "=r"(ax[jj][h].z), "=r"(ax[jj][h].w) : "r"(a));
+      }
       store8<EPI>(c, ax[jj][h], aux_out, bias, N, row + 8 * h, col0 + (4 * jj + q) * 8, e);
     }
 }
@@ -286,16 +306,23 @@ __device__ __forceinline__ void init_barriers(u64 *full, u64 *empty, u32 consume
 // of rows u / NT * CL .. and columns u % NT; CTA `rank` takes the rank-th.
 // With CL = 2 each CTA loads half of the B tile that both use and
 // multicasts it to both.
+// taux (DGELU's saved inputs, CL = 1, TM = TN = 128): after a unit's
+// stages, its 128 x 128 tile of them into buffer i % 2 at auxBase (two
+// slabs of 64 columns), counted on auxFull, once the epilogue of unit i - 2
+// has read that buffer (auxEmpty).
 template <bool BMN, int TM, int TN, int S, int CL>
 __device__ __forceinline__ void produce(const CUtensorMap *ta, const CUtensorMap *tb, u32 base, u64 *full,
-                                        u64 *empty, int units, int NT, int KT) {
+                                        u64 *empty, int units, int NT, int KT,
+                                        const CUtensorMap *taux = nullptr, u32 auxBase = 0,
+                                        u64 *auxFull = nullptr, u64 *auxEmpty = nullptr) {
   constexpr int A_SIZE = TM * BK * 2, STAGE_SIZE = A_SIZE + TN * BK * 2;
   asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
   if (threadIdx.x != 0)
     return;
   const u32 rank = CL > 1 ? cluster_rank() : 0;
   long long pos = 0;
-  for (int u = blockIdx.x / CL; u < units; u += gridDim.x / CL) {
+  int i = 0;
+  for (int u = blockIdx.x / CL; u < units; u += gridDim.x / CL, ++i) {
     const int m0 = (u / NT * CL + (int)rank) * TM, n0 = u % NT * TN;
     for (int kt = 0; kt < KT; ++kt, ++pos) {
       const int stage = (int)(pos % S);
@@ -316,6 +343,14 @@ __device__ __forceinline__ void produce(const CUtensorMap *ta, const CUtensorMap
       } else {
         tma_load(sb, tb, kt * BK, n0, bar);
       }
+    }
+    if (taux) {
+      const int buf = i & 1;
+      mbar_wait(smem_u32(&auxEmpty[buf]), ((u32)(i >> 1) & 1) ^ 1);
+      const u32 bar = smem_u32(&auxFull[buf]), dst = auxBase + buf * (128 * 128 * 2);
+      mbar_expect_tx(bar, 128 * 128 * 2);
+      tma_load(dst, taux, n0, m0, bar);
+      tma_load(dst + 128 * 128, taux, n0 + 64, m0, bar);
     }
   }
 }
@@ -454,6 +489,76 @@ gemm_pingpong(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CU
   }
   if (CL > 1)
     cluster_sync();
+}
+
+// The pingpong kernel for DGELU with the saved inputs in shared memory: the
+// producer copies each tile's 128 x 128 of them by TMA (two buffers, one a
+// warpgroup) while the tile's MMAs run, so the epilogue reads them from
+// shared memory instead of waiting on global loads. 4 stages (128 KB) and
+// the two 32 KB buffers.
+constexpr int QSTAGES = 4, AUX_TILE = 128 * 128 * 2;
+template <bool BMN>
+__global__ void __launch_bounds__(384, 1)
+gemm_pingpong_smem_aux(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
+                       const __grid_constant__ CUtensorMap taux, bf16_t *__restrict__ c, int M, int N, int K) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  __shared__ __align__(8) u64 full[QSTAGES], empty[QSTAGES], order[2], auxFull[2], auxEmpty[2];
+  const u32 base = (smem_u32(smem_raw) + 1023) & ~1023u, auxBase = base + QSTAGES * PSTAGE_BYTES;
+  const int wg = threadIdx.x >> 7;
+  const int NT = N / PBN, units = (M / PBM) * NT, KT = K / BK;
+  init_barriers<QSTAGES>(full, empty, 1, order, 2);
+  if (threadIdx.x == 0) {
+    for (int b = 0; b < 2; ++b) {
+      mbar_init(smem_u32(&auxFull[b]), 1);
+      mbar_init(smem_u32(&auxEmpty[b]), 128);  // every thread of the warpgroup has read it
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  if (wg == 0) {
+    produce<BMN, PBM, PBN, QSTAGES, 1>(&ta, &tb, base, full, empty, units, NT, KT, &taux, auxBase, auxFull,
+                                        auxEmpty);
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+  const int w = wg - 1;
+  const bool leader = (threadIdx.x & 127) == 0;
+  u32 turns = 0;
+  int i = w;
+  for (int u = blockIdx.x + w * gridDim.x; u < units; u += 2 * gridDim.x, i += 2) {
+    const int m0 = u / NT * PBM, n0 = u % NT * PBN;
+    mbar_wait(smem_u32(&order[w]), (turns & 1) ^ (w == 0 ? 1u : 0u));
+    float d0[16][4], d1[16][4];
+    long long pos = (long long)i * KT;
+    int prev = -1;
+    for (int kt = 0; kt < KT; ++kt, ++pos) {
+      const int stage = (int)(pos % QSTAGES);
+      mbar_wait(smem_u32(&full[stage]), (u32)(pos / QSTAGES) & 1);
+      const u32 sa = base + stage * PSTAGE_BYTES, sb = sa + PA_BYTES;
+      wg_fence();
+#pragma unroll
+      for (int ks = 0; ks < BK / 16; ++ks) {
+        const u64 db = BMN ? wg_mnmajor64(sb, ks) : wg_kmajor<PBN>(sb, 0, ks);
+        wg_ss128<BMN ? 1 : 0>(d0, wg_kmajor<PBM>(sa, 0, ks), db, kt > 0 || ks > 0);
+        wg_ss128<BMN ? 1 : 0>(d1, wg_kmajor<PBM>(sa, 64, ks), db, kt > 0 || ks > 0);
+      }
+      wg_commit();
+      wg_wait<1>();
+      if (prev >= 0) release_stage<1>(empty, prev);
+      prev = stage;
+    }
+    if (leader)
+      mbar_arrive(smem_u32(&order[1 - w]));
+    wg_wait<0>();
+    release_stage<1>(empty, prev);
+    // This warpgroup's buffer (w) holds the tile's saved inputs at its turn.
+    mbar_wait(smem_u32(&auxFull[w]), turns & 1);
+    const u32 at = auxBase + w * AUX_TILE;
+    epilogue<DGELU, 16>(d0, c, nullptr, nullptr, nullptr, N, m0, n0, at, 0);
+    epilogue<DGELU, 16>(d1, c, nullptr, nullptr, nullptr, N, m0 + 64, n0, at, 64);
+    mbar_arrive(smem_u32(&auxEmpty[w]));
+    ++turns;
+  }
 }
 
 // Pseudo-random bf16 values in [-scale, scale) (a hash of the index).
@@ -612,7 +717,7 @@ void runCase(const char *what, int M, int N, int K, cublasLtEpilogue_t epi) {
                                            (const bf16_t *)bias, M, N, K)); };
   // cuBLASLt: the same epilogue (GELU_AUX_BIAS writes its own aux copy).
   Lt ref(M, N, K, !BMN, epi, A, B, Cref, EPI == DGELU ? aux : EPI == GELU_AUX_BIAS ? auxRef : nullptr,
-         EPI == GELU_AUX_BIAS ? bias : nullptr);
+         EPI == GELU_AUX_BIAS || EPI == BIAS ? bias : nullptr);
   Lt plain(M, N, K, !BMN, CUBLASLT_EPILOGUE_DEFAULT, A, B, Cref, nullptr, nullptr);
   if (!ref.ok || !plain.ok) { printf("%s: cuBLASLt has no algorithm\n", what); return; }
   const long long mn = (long long)M * N;
@@ -633,6 +738,14 @@ void runCase(const char *what, int M, int N, int K, cublasLtEpilogue_t epi) {
   if (which != 2) check(ours2, "coop x2");
   if (which != 1) check(ping, "pingpong");
   if (which != 1) check(ping2, "pingpong x2");
+  if (EPI == DGELU) {  // the saved inputs through shared memory
+    auto qk = gemm_pingpong_smem_aux<BMN>;
+    const int qsmem = QSTAGES * PSTAGE_BYTES + 2 * AUX_TILE + 1024;
+    CK(cudaFuncSetAttribute(qk, cudaFuncAttributeMaxDynamicSharedMemorySize, qsmem));
+    CUtensorMap taux = tensorMap(aux, N, M, 64, PBM);
+    auto pingAux = [&] { qk<<<pgrid, 384, qsmem>>>(pa, pb, taux, C, M, N, K); };
+    check(pingAux, "ping smem aux");
+  }
   float tRef = timeUs([&] { ref.run(); }), tPlain = timeUs([&] { plain.run(); });
   printf("%-24s cuBLASLt    %7.1f us with this epilogue, %7.1f us plain\n", what, tRef, tPlain);
   cudaFree(A); cudaFree(B); cudaFree(C); cudaFree(Cref); cudaFree(aux); cudaFree(auxRef); cudaFree(bias);
@@ -649,6 +762,7 @@ int main(int argc, char **argv) {
   printf("C [%d, %d] = A [%d, %d] B, bf16, f32 accumulation\n", M, N, M, K);
   runCase<false, PLAIN>("TN plain (B [N, K])", M, N, K, CUBLASLT_EPILOGUE_DEFAULT);
   runCase<false, GELU_AUX_BIAS>("TN GELU_AUX_BIAS", M, N, K, CUBLASLT_EPILOGUE_GELU_AUX_BIAS);
+  runCase<false, BIAS>("TN BIAS", M, N, K, CUBLASLT_EPILOGUE_BIAS);
   runCase<true, PLAIN>("NN plain (B [K, N])", M, N, K, CUBLASLT_EPILOGUE_DEFAULT);
   runCase<true, DGELU>("NN DGELU", M, N, K, CUBLASLT_EPILOGUE_DGELU);
   return wrong ? 1 : 0;

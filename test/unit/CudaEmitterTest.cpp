@@ -1030,22 +1030,26 @@ TEST(CudaEmitterTest, HopperAttentionVariants) {
 /// the output, the saved input and the bias by pointer. Other rows, other
 /// precisions and the GEMMs without that epilogue stay on cuBLASLt.
 TEST(CudaEmitterTest, HopperGemmForTheGeluEpilogue) {
-  const char *model = R"(model m {
-    input x: f32[B, 64]
-    h = linear(gelu(linear(x, 256), approximate: true), 64)
-    loss = sum(h * h)
-  })";
+  // K = the input's width: over 1024 cuBLASLt's GEMM stays (Emitter::hopperGemm).
+  auto model = [](int64_t width) {
+    return "model m {\n  input x: f32[B, " + std::to_string(width) +
+           "]\n  h = linear(gelu(linear(x, 256), approximate: true), 64)\n"
+           "  loss = sum(h * h)\n}\n";
+  };
   struct Case {
     const char *precision;
     int64_t batch;
+    int64_t width;
     int variants;
   };
-  for (Case c : {Case{"bf16", 384, 1}, Case{"bf16", 200, 0},
-                 Case{"fp16", 384, 0}, Case{"tf32", 384, 0}}) {
-    SCOPED_TRACE(std::string(c.precision) + " B " + std::to_string(c.batch));
+  for (Case c : {Case{"bf16", 384, 64, 1}, Case{"bf16", 200, 64, 0},
+                 Case{"fp16", 384, 64, 0}, Case{"tf32", 384, 64, 0},
+                 Case{"bf16", 384, 1088, 0}}) {
+    SCOPED_TRACE(std::string(c.precision) + " B " + std::to_string(c.batch) +
+                 " K " + std::to_string(c.width));
     std::string errors;
-    std::optional<rt::Plan> plan =
-        test::compilePlan(model, c.batch, errors, false, "t.gt", c.precision);
+    std::optional<rt::Plan> plan = test::compilePlan(
+        model(c.width), c.batch, errors, false, "t.gt", c.precision);
     ASSERT_TRUE(plan.has_value()) << errors;
     rt::CudaProgram program;
     std::string error;

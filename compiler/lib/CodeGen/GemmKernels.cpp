@@ -268,7 +268,10 @@ bool Emitter::gemmRegion() {
 // forty-fifth session). So only that epilogue goes to gtc's kernel; its
 // DGELU epilogue was 12% slower than cuBLASLt's and is not used. In GPT-2
 // 124M's step it took 160 us against cuBLASLt's 178 (H100, forty-sixth
-// session). GTC_HOPPER_GEMM=0 keeps cuBLASLt's (to compare).
+// session). Only up to K = 1024: alone at 355M's shape (16384 x 4096 x
+// 1024) it took 236 us against 240, at 1558M's (16384 x 6400 x 1600) 620
+// against 529 (its tiles go row by row, so at 50 tiles a row each wave
+// reads all of B). GTC_HOPPER_GEMM=0 keeps cuBLASLt's (to compare).
 
 void Emitter::hopperGemm(CudaLaunch &l) {
   auto bf16 = [&](int id) {
@@ -279,7 +282,7 @@ void Emitter::hopperGemm(CudaLaunch &l) {
       !l.transB || l.batch != 1 || l.alpha != 1.0f || l.beta != 0.0f ||
       l.offsetA || l.offsetB || l.offsetC || !bf16(l.a) || !bf16(l.b) ||
       !bf16(l.c) || !bf16(l.aux) || !bf16(l.bias) || l.m % 128 ||
-      l.n % 128 || l.k % 64)
+      l.n % 128 || l.k % 64 || l.k > 1024)
     return;
   const int64_t m = l.m, n = l.n, kk = l.k, tiles = m / 128 * (n / 128);
   const int a = l.a, b = l.b, c = l.c, aux = l.aux, bias = l.bias;
