@@ -938,6 +938,45 @@ TEST(CudaEmitterTest, NormGradientsTakeTheSumsTheyNeed) {
   checkSource(model, 2, false, stats, seen, "bf16");
 }
 
+/// Over 1280 columns the layer norm gradient takes as many threads a row as
+/// keep at most 48 values a thread, 3 blocks an SM: at D 1600 with the
+/// residual's gradient (5 values a column) 256 threads of 8 columns; at
+/// 1280, 128 threads of 12 columns (60 values), as before.
+TEST(CudaEmitterTest, WideLayerNormGradientFitsThreeBlocksAnSM) {
+  for (int64_t d : {1600, 1280}) {
+    SCOPED_TRACE(d);
+    const std::string n = std::to_string(d);
+    const std::string model =
+        "model m {\n  input x: f32[B, 2048, " + n +
+        "]\n  h = x + linear(rmsnorm(x, name: \"r\"), " + n +
+        ", bias: false)\n  h = h + linear(layernorm(h), " + n +
+        ")\n  loss = mean(h * h)\n}\n";
+    std::optional<rt::Plan> plan;
+    rt::CudaProgram program;
+    ASSERT_NO_FATAL_FAILURE(planAndEmit(model, "bf16", plan, program));
+    int found = 0;
+    for (const auto &launches : program.kernels)
+      for (const rt::CudaLaunch &l : launches)
+        if (l.name.find("layernorm_grad_dx") != std::string::npos) {
+          ++found;
+          const bool wide = d > 1280;
+          EXPECT_NE(l.comment.find(std::string(wide ? "256" : "128") +
+                                   " threads per row (4096 rows of " + n +
+                                   "); plus the residual gradient"),
+                    std::string::npos)
+              << l.comment;
+          EXPECT_EQ(l.source.find("__launch_bounds__(256, 3)") !=
+                        std::string::npos,
+                    wide);
+          EXPECT_EQ(l.grid, wide ? 396 : 1056);
+        }
+    EXPECT_EQ(found, 1);
+    Stats stats;
+    std::map<std::string, std::string> seen;
+    checkSource(model, 2, false, stats, seen, "bf16");
+  }
+}
+
 TEST(CudaEmitterTest, Tf32GeluGradientAfterTheGemm) {
   const char *model = R"(model m {
     input x: f32[B, 64]

@@ -297,13 +297,30 @@ bool Emitter::layernormGrad() {
   if (count(dy) != count(x) || (dx >= 0 && count(dx) != count(x)) ||
       count(w) != d || (centered && count(db) != d) || count(dw) != d)
     return fail(std::string(opName(k->op)) + " shapes do not agree");
-  // Four values a column (x, dy and the dw, db sums): 16 columns a thread.
-  int rt = layernormThreads(d, 16);
   bool bias = f && f->biasGrad >= 0;
   bool residual = f && f->residualGrad >= 0;
   // The column sums taken: dw, layernorm's db, a norm region's bias
   // gradient.
   int ns = 1 + centered + bias;
+  // Columns a thread at r threads a row (normConsts' CPT).
+  const int64_t vec = d % 4 == 0 ? 4 : 1;
+  auto columnsPerThread = [&](int r) { return ceilDiv(d, r * vec) * vec; };
+  // Four values a column (x, dy and the dw, db sums): 16 columns a thread.
+  int rt = layernormThreads(d, 16);
+  // Over 1280 columns, as many threads a row as keep at most 48 values a
+  // thread (x, dy, the residual gradient and the sums), so 3 blocks an SM
+  // (below): GPT-2 1558M (D 1600) had 128 threads a row, 16 columns a
+  // thread, 140 registers and one block an SM, 243 us a call where
+  // torch.compile's took 138; with 256 threads a row its step took 336.7
+  // against 341.3 ms, while at D 768 (124M) the same rule was slower (31.10
+  // against 30.71 ms) and at 1024 and 1280 level (H100, test/bench/NOTES.md
+  // forty-fourth session).
+  if (d > 1280)
+    for (int r : {128, 256})
+      if (columnsPerThread(r) * (2 + residual + ns) <= 48) {
+        rt = r;
+        break;
+      }
   // At most kMaxGrid * 2 row groups, whatever the threads a row: each
   // writes its column sums to the workspace. With at most 48 values a
   // thread in registers (x, dy, the residual gradient and the sums, CPT
@@ -313,8 +330,7 @@ bool Emitter::layernormGrad() {
   // on an H200, test/bench/NOTES.md forty-first session); beyond, 101 or
   // more registers and 2 blocks an SM, whose grid of 4 an SM runs in two
   // even waves.
-  int64_t cpt = ceilDiv(d, int64_t(rt) * (d % 4 == 0 ? 4 : 1)) *
-                (d % 4 == 0 ? 4 : 1);
+  int64_t cpt = columnsPerThread(rt);
   int minBlocks = (2 + residual + ns) * cpt <= 48 ? 3 : 0;
   int64_t grid = std::min(rowGrid(rows, rt),
                           minBlocks ? kSMs * minBlocks : kMaxGrid * 2 * rt / kBlock);
