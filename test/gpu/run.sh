@@ -141,6 +141,11 @@ cp "$OUT/adamw-gpu.txt" "$OUT/gpu50.txt"
 parity resmlp test/gpu/resmlp.gt 10 10 1e-5; s=$?
 head -2 "$OUT/resmlp-parity.txt"
 row "residual MLP 10 steps GPU vs CPU, fp32: $(head -1 "$OUT/resmlp-parity.txt")" "$(verdict $s)"
+# Layer norms over 1600 columns: the gradient kernel's wide-row layout
+# (256 threads a row, 3 blocks an SM), within 1e-4 over 10 SGD steps.
+parity wide test/gpu/wide_layernorm.gt 10 10; s=$?
+head -2 "$OUT/wide-parity.txt"
+row "layer norms over 1600 columns, 10 steps GPU vs CPU, fp32: $(head -1 "$OUT/wide-parity.txt")" "$(verdict $s)"
 
 # 3. The kernel cache: with an empty cache the first run compiles every
 # kernel; the second compiles nothing.
