@@ -23,9 +23,13 @@
 // dY W, "NN"). Its epilogue does not overlap the next tile's MMAs (the
 // producer does prefetch its stages). A second kernel, gemm_pingpong, has
 // the two consumer warpgroups take alternate 128 x 128 tiles (CUTLASS's
-// "pingpong"), so that one's epilogue runs during the other's MMAs. Each
-// case prints both kernels' times and differences from cuBLASLt's output,
-// then cuBLASLt's times with that epilogue and plain.
+// "pingpong"), so that one's epilogue runs during the other's MMAs; a
+// third, gemm_pingpong_smem_aux, has the producer copy each tile's saved
+// DGELU inputs into shared memory during the tile's MMAs. The cases: plain,
+// GELU_AUX_BIAS and BIAS with B K-major, plain and DGELU with B MN-major.
+// Each prints the kernels' times and differences from cuBLASLt's output,
+// then cuBLASLt's times with that epilogue and plain (test/bench/NOTES.md,
+// forty-fifth and forty-sixth sessions, has the figures).
 //
 // On a GPU machine:
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a gemm_hopper.cu \
