@@ -1063,13 +1063,14 @@ TEST(CudaEmitterTest, HopperAttentionVariants) {
 }
 
 /// A bf16 linear with a bias and a tanh GELU that saves its input, in whole
-/// 128 x 128 tiles over K in steps of 64, carries gtc's Hopper GEMM as an
-/// sm_90a variant of its cuBLASLt GEMM (Emitter::hopperGemm): a persistent
-/// kernel reading A and B through TMA tensor maps (CudaLaunch::maps) and
-/// the output, the saved input and the bias by pointer. Other rows, other
-/// precisions and the GEMMs without that epilogue stay on cuBLASLt.
+/// 128 x 128 tiles over a K of at most 1024 in steps of 64, carries gtc's
+/// Hopper GEMM as an sm_90a variant of its cuBLASLt GEMM
+/// (Emitter::hopperGemm): a persistent kernel reading A and B through TMA
+/// tensor maps (CudaLaunch::maps) and the output, the saved input and the
+/// bias by pointer. Other rows, a longer K, other precisions and the GEMMs
+/// without that epilogue stay on cuBLASLt.
 TEST(CudaEmitterTest, HopperGemmForTheGeluEpilogue) {
-  // K = the input's width: over 1024 cuBLASLt's GEMM stays (Emitter::hopperGemm).
+  // K = the input's width.
   auto model = [](int64_t width) {
     return "model m {\n  input x: f32[B, " + std::to_string(width) +
            "]\n  h = linear(gelu(linear(x, 256), approximate: true), 64)\n"
