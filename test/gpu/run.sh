@@ -69,7 +69,8 @@ ONLY=${2:-all}   # "compile": only section 7 (gtc compile); "pad": only gt-pad-d
                  # "sample": only gtc sample (greedy against transformers,
                  # KV cache against recomputation, tokens/s);
                  # "llama-sizes": llama124m-t4096 and llama1b;
-                 # "gpt2-sizes": GPT-2's sizes against PyTorch (not in "all");
+                 # "gpt2-sizes": GPT-2's sizes against PyTorch (not in "all";
+                 # GPT2_SIZES picks rows);
                  # "gemm": test/bench/gemm_hopper.cu, then gtc with its kernel
                  # and without (GTC_HOPPER_GEMM=0) against the CPU and timed
                  # (not in "all");
@@ -518,8 +519,10 @@ if [ "$ONLY" = gpt2-sizes ]; then
 # MODES) in the same job, no checkpointing on either side. Both take 6 steps
 # (torch_reference.py's first and 5), then time 20 back to back. Not part
 # of "all": with torch.compile's first steps (up to 90 s at 1558M) it takes
-# about 10 minutes.
+# about 10 minutes, so GPT2_SIZES (names below, e.g. "gpt2-774m gpt2-1558m")
+# runs some of the rows, for a device call's time limit.
 gsize() { # name, GPT_SIZE, "L D H", T, batch, precision, PyTorch's mode, target [peak]
+  case " ${GPT2_SIZES:-$1} " in *" $1 "*) ;; *) return 0 ;; esac
   local l d h
   read -r l d h <<< "$3"
   sed "s/let V = 50304, T = 1024, D = 768, H = 12, L = 12/let V = 50304, T = $4, D = $d, H = $h, L = $l/" examples/gpt2.gt > "$OUT/$1.gt"
