@@ -38,7 +38,8 @@
 // Built so on this machine, ptxas reports 168 registers, nothing spilled.
 //   ./gemm_hopper [M N K]     (default 16384 3072 768; exit status 1 when
 //                              an output is not within 2e-2 of cuBLASLt's;
-//                              GEMM_KERNEL=coop or ping runs only that one)
+//                              GEMM_KERNEL=coop or ping runs only that one;
+//                              GEMM_GROUP=G takes tiles by groups of G rows)
 // tools/dev.sh gpu-bundle builds it, test/gpu/run.sh BUNDLE gemm runs it.
 //===----------------------------------------------------------------------===//
 #include <cuda.h>
@@ -287,6 +288,23 @@ __device__ __forceinline__ void epilogue(float (&d)[NJ][4], bf16_t *c, const bf1
     }
 }
 
+// The order of the units (tiles, or a cluster's tiles) a block takes:
+// GEMM_GROUP = 0 (the default) row by row, so at 1558M's 50 tiles a row a
+// wave of 132 units spans 3 rows and all of B; G > 0 by groups of G rows,
+// going down each column of the group first, so a wave spans G rows and
+// 132 / G columns (CUTLASS's raster "along M" with a swizzle of G).
+__constant__ int g_group;
+__device__ __forceinline__ void unit_tile(int u, int units, int NT, int &ur, int &uc) {
+  const int G = g_group;
+  if (G <= 0) {
+    ur = u / NT, uc = u % NT;
+    return;
+  }
+  const int per = G * NT, g = u / per, first = g * G, w = u - g * per;
+  const int rows = min(G, units / NT - first);
+  ur = first + w % rows, uc = w / rows;
+}
+
 // Thread 0 makes S stages' barriers (full: the producer's arrival and its
 // bytes; empty: `consumers` arrivals) and the other `extra` ones (count 1).
 template <int S>
@@ -327,7 +345,9 @@ __device__ __forceinline__ void produce(const CUtensorMap *ta, const CUtensorMap
   long long pos = 0;
   int i = 0;
   for (int u = blockIdx.x / CL; u < units; u += gridDim.x / CL, ++i) {
-    const int m0 = (u / NT * CL + (int)rank) * TM, n0 = u % NT * TN;
+    int ur, uc;
+    unit_tile(u, units, NT, ur, uc);
+    const int m0 = (ur * CL + (int)rank) * TM, n0 = uc * TN;
     for (int kt = 0; kt < KT; ++kt, ++pos) {
       const int stage = (int)(pos % S);
       mbar_wait(smem_u32(&empty[stage]), ((u32)(pos / S) & 1) ^ 1);
@@ -400,7 +420,9 @@ gemm(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap
   int stage = 0;
   u32 phase = 0;
   for (int u = blockIdx.x / CL; u < units; u += gridDim.x / CL) {
-    const int m0 = (u / NT * CL + (int)rank) * BM, n0 = u % NT * BN;
+    int ur, uc;
+    unit_tile(u, units, NT, ur, uc);
+    const int m0 = (ur * CL + (int)rank) * BM, n0 = uc * BN;
     prefetch_aux<EPI, 64, BN>(aux_in, N, m0 + w * 64, n0);
     float d[32][4];
     int prev = -1;
@@ -461,7 +483,9 @@ gemm_pingpong(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CU
   u32 turns = 0;
   int i = w;  // the unit's index among the CTA's units
   for (int u = blockIdx.x / CL + w * clusters; u < units; u += 2 * clusters, i += 2) {
-    const int m0 = (u / NT * CL + (int)rank) * PBM, n0 = u % NT * PBN;
+    int ur, uc;
+    unit_tile(u, units, NT, ur, uc);
+    const int m0 = (ur * CL + (int)rank) * PBM, n0 = uc * PBN;
     prefetch_aux<EPI, PBM, PBN>(aux_in, N, m0, n0);
     // Warpgroup 1's first wait passes (a new barrier's phase "1" is done).
     mbar_wait(smem_u32(&order[w]), (turns++ & 1) ^ (w == 0 ? 1u : 0u));
@@ -530,7 +554,9 @@ gemm_pingpong_smem_aux(const __grid_constant__ CUtensorMap ta, const __grid_cons
   u32 turns = 0;
   int i = w;
   for (int u = blockIdx.x + w * gridDim.x; u < units; u += 2 * gridDim.x, i += 2) {
-    const int m0 = u / NT * PBM, n0 = u % NT * PBN;
+    int ur, uc;
+    unit_tile(u, units, NT, ur, uc);
+    const int m0 = ur * PBM, n0 = uc * PBN;
     mbar_wait(smem_u32(&order[w]), (turns & 1) ^ (w == 0 ? 1u : 0u));
     float d0[16][4], d1[16][4];
     long long pos = (long long)i * KT;
@@ -758,12 +784,15 @@ void runCase(const char *what, int M, int N, int K, cublasLtEpilogue_t epi) {
 int main(int argc, char **argv) {
   setvbuf(stdout, nullptr, _IOLBF, 0);  // lines survive a hang killed by timeout
   if (const char *k = getenv("GEMM_KERNEL")) which = !strcmp(k, "coop") ? 1 : !strcmp(k, "ping") ? 2 : 0;
+  const int group = getenv("GEMM_GROUP") ? atoi(getenv("GEMM_GROUP")) : 0;
   int M = argc > 3 ? atoi(argv[1]) : 16384, N = argc > 3 ? atoi(argv[2]) : 3072, K = argc > 3 ? atoi(argv[3]) : 768;
   if (M % BM || N % BN || K % BK) { printf("M, N, K must be multiples of %d, %d, %d\n", BM, BN, BK); return 1; }
   CK(cuInit(0));
+  CK(cudaMemcpyToSymbol(g_group, &group, sizeof group));
   cublasLtCreate(&lt);
   CK(cudaMalloc(&ws, wsb));
-  printf("C [%d, %d] = A [%d, %d] B, bf16, f32 accumulation\n", M, N, M, K);
+  printf("C [%d, %d] = A [%d, %d] B, bf16, f32 accumulation, units by groups of %d rows (0: row by row)\n", M, N,
+         M, K, group);
   runCase<false, PLAIN>("TN plain (B [N, K])", M, N, K, CUBLASLT_EPILOGUE_DEFAULT);
   runCase<false, GELU_AUX_BIAS>("TN GELU_AUX_BIAS", M, N, K, CUBLASLT_EPILOGUE_GELU_AUX_BIAS);
   runCase<false, BIAS>("TN BIAS", M, N, K, CUBLASLT_EPILOGUE_BIAS);

@@ -549,6 +549,14 @@ cp "$B/gemm_hopper" "$BIN/gemm_hopper" && chmod +x "$BIN/gemm_hopper"
 LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} timeout 300 "$BIN/gemm_hopper" > "$OUT/gemm.txt" 2>&1; s=$?
 cat "$OUT/gemm.txt"
 row "gemm_hopper: $(grep -c 'max |diff|' "$OUT/gemm.txt") kernel runs checked against cuBLASLt" "$(verdict $s)"
+# At GPT-2 1558M's MLP shape (K 1600, where gtc keeps cuBLASLt's GEMM) row
+# by row and by groups of 8 tile rows (GEMM_GROUP).
+for g in 0 8; do
+  GEMM_GROUP=$g LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} timeout 300 "$BIN/gemm_hopper" 16384 6400 1600 \
+    > "$OUT/gemm-1558m-group$g.txt" 2>&1; s=$?
+  cat "$OUT/gemm-1558m-group$g.txt"
+  row "gemm_hopper 16384 x 6400 x 1600, GEMM_GROUP=$g: $(grep -c 'max |diff|' "$OUT/gemm-1558m-group$g.txt") runs checked" "$(verdict $s)"
+done
 # The same kernel in gtc (the default on sm_90; GTC_HOPPER_GEMM=0 keeps
 # cuBLASLt's): against the CPU on OpModels' HopperGemmGelu both ways, then
 # GPT-2 124M's step with and without.
