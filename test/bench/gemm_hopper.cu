@@ -25,7 +25,9 @@
 // the two consumer warpgroups take alternate 128 x 128 tiles (CUTLASS's
 // "pingpong"), so that one's epilogue runs during the other's MMAs; a
 // third, gemm_pingpong_smem_aux, has the producer copy each tile's saved
-// DGELU inputs into shared memory during the tile's MMAs. The cases: plain,
+// DGELU inputs into shared memory during the tile's MMAs, and a fourth,
+// gemm_pingpong_tma_epi (not yet run), also writes the results there in
+// the accumulators' layout (stmatrix) and stores them by TMA. The cases: plain,
 // GELU_AUX_BIAS and BIAS with B K-major, plain and DGELU with B MN-major.
 // Each prints the kernels' times and differences from cuBLASLt's output,
 // then cuBLASLt's times with that epilogue and plain (test/bench/NOTES.md,
@@ -591,6 +593,124 @@ gemm_pingpong_smem_aux(const __grid_constant__ CUtensorMap ta, const __grid_cons
   }
 }
 
+// The same with the epilogue through shared memory, as CUTLASS's: each
+// thread reads its saved inputs in the accumulators' own layout (rows g and
+// g + 8 of its warp's 16, columns 8 j + 2 q, + 1; conflict-free in the
+// 128-byte swizzle), multiplies, and writes the bf16 results over them
+// with stmatrix (four 8 x 8 matrices a call, the mma fragment layout);
+// then one thread stores the tile by TMA. No shuffles, no 16-byte global
+// stores from registers; the producer reloads the buffer only after the
+// store has read it.
+__device__ __forceinline__ void tma_store(const CUtensorMap *map, u32 src, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n"
+               :: "l"((u64)map), "r"(c0), "r"(c1), "r"(src) : "memory");
+}
+// Shared address of element (row rr, column c) of a tile of two swizzled
+// 64-column slabs of 128 rows.
+__device__ __forceinline__ u32 tile_at(u32 tile, int rr, int c) {
+  return tile + (c >> 6) * (128 * 128) + rr * 128 + ((((c >> 3) & 7) ^ (rr & 7)) << 4) + (c & 7) * 2;
+}
+__device__ __forceinline__ void dgelu_in_place(float (&d)[16][4], u32 tile, int tileRow) {
+  const int lane = threadIdx.x & 31, q = lane & 3, warp = (threadIdx.x >> 5) & 3;
+  const int r0 = tileRow + warp * 16 + (lane >> 2);
+#pragma unroll
+  for (int jj = 0; jj < 8; ++jj) {
+    u32 r[4];
+#pragma unroll
+    for (int t = 0; t < 2; ++t)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int j = 2 * jj + t;
+        u32 a;
+        asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(a) : "r"(tile_at(tile, r0 + 8 * h, 8 * j + 2 * q)));
+        r[2 * t + h] = pack_bf16(d[j][2 * h] * gelu_tanh_grad(bf2f((bf16_t)(a & 0xFFFF))),
+                                 d[j][2 * h + 1] * gelu_tanh_grad(bf2f((bf16_t)(a >> 16))));
+      }
+    // Matrix m = 2 t + h: lane l gives the address of its row l % 8.
+    const int m = lane >> 3, t = m >> 1, h = m & 1;
+    const u32 dst = tile_at(tile, tileRow + warp * 16 + (lane & 7) + 8 * h, 8 * (2 * jj + t));
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n"
+                 :: "r"(dst), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
+  }
+}
+template <bool BMN>
+__global__ void __launch_bounds__(384, 1)
+gemm_pingpong_tma_epi(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
+                      const __grid_constant__ CUtensorMap taux, const __grid_constant__ CUtensorMap tc, int M,
+                      int N, int K) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  __shared__ __align__(8) u64 full[QSTAGES], empty[QSTAGES], order[2], auxFull[2], auxEmpty[2];
+  const u32 base = (smem_u32(smem_raw) + 1023) & ~1023u, auxBase = base + QSTAGES * PSTAGE_BYTES;
+  const int wg = threadIdx.x >> 7;
+  const int NT = N / PBN, units = (M / PBM) * NT, KT = K / BK;
+  init_barriers<QSTAGES>(full, empty, 1, order, 2);
+  if (threadIdx.x == 0) {
+    for (int b = 0; b < 2; ++b) {
+      mbar_init(smem_u32(&auxFull[b]), 1);
+      mbar_init(smem_u32(&auxEmpty[b]), 1);  // the warpgroup's store has read it
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  if (wg == 0) {
+    produce<BMN, PBM, PBN, QSTAGES, 1>(&ta, &tb, base, full, empty, units, NT, KT, &taux, auxBase, auxFull,
+                                        auxEmpty);
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+  const int w = wg - 1;
+  const bool leader = (threadIdx.x & 127) == 0;
+  u32 turns = 0;
+  int i = w;
+  for (int u = blockIdx.x + w * gridDim.x; u < units; u += 2 * gridDim.x, i += 2) {
+    int ur, uc;
+    unit_tile(u, units, NT, ur, uc);
+    const int m0 = ur * PBM, n0 = uc * PBN;
+    mbar_wait(smem_u32(&order[w]), (turns & 1) ^ (w == 0 ? 1u : 0u));
+    float d0[16][4], d1[16][4];
+    long long pos = (long long)i * KT;
+    int prev = -1;
+    for (int kt = 0; kt < KT; ++kt, ++pos) {
+      const int stage = (int)(pos % QSTAGES);
+      mbar_wait(smem_u32(&full[stage]), (u32)(pos / QSTAGES) & 1);
+      const u32 sa = base + stage * PSTAGE_BYTES, sb = sa + PA_BYTES;
+      wg_fence();
+#pragma unroll
+      for (int ks = 0; ks < BK / 16; ++ks) {
+        const u64 db = BMN ? wg_mnmajor64(sb, ks) : wg_kmajor<PBN>(sb, 0, ks);
+        wg_ss128<BMN ? 1 : 0>(d0, wg_kmajor<PBM>(sa, 0, ks), db, kt > 0 || ks > 0);
+        wg_ss128<BMN ? 1 : 0>(d1, wg_kmajor<PBM>(sa, 64, ks), db, kt > 0 || ks > 0);
+      }
+      wg_commit();
+      wg_wait<1>();
+      if (prev >= 0) release_stage<1>(empty, prev);
+      prev = stage;
+    }
+    if (leader)
+      mbar_arrive(smem_u32(&order[1 - w]));
+    wg_wait<0>();
+    release_stage<1>(empty, prev);
+    mbar_wait(smem_u32(&auxFull[w]), turns & 1);
+    const u32 at = auxBase + w * AUX_TILE;
+    dgelu_in_place(d0, at, 0);
+    dgelu_in_place(d1, at, 64);
+    // The generic proxy's writes, visible to the TMA store; the warpgroup's
+    // 128 threads done (named barrier 1 + w).
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    asm volatile("bar.sync %0, 128;\n" :: "r"(1 + w) : "memory");
+    if (leader) {
+      tma_store(&tc, at, n0, m0);
+      tma_store(&tc, at + 128 * 128, n0 + 64, m0);
+      asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+      asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+      mbar_arrive(smem_u32(&auxEmpty[w]));
+    }
+    ++turns;
+  }
+  if (leader)  // the last stores complete before the kernel does
+    asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+}
+
 // Pseudo-random bf16 values in [-scale, scale) (a hash of the index).
 __global__ void fill(bf16_t *p, long long n, u32 seed, float scale) {
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
@@ -775,6 +895,11 @@ void runCase(const char *what, int M, int N, int K, cublasLtEpilogue_t epi) {
     CUtensorMap taux = tensorMap(aux, N, M, 64, PBM);
     auto pingAux = [&] { qk<<<pgrid, 384, qsmem>>>(pa, pb, taux, C, M, N, K); };
     check(pingAux, "ping smem aux");
+    auto qe = gemm_pingpong_tma_epi<BMN>;
+    CK(cudaFuncSetAttribute(qe, cudaFuncAttributeMaxDynamicSharedMemorySize, qsmem));
+    CUtensorMap tc = tensorMap(C, N, M, 64, PBM);
+    auto pingEpi = [&] { qe<<<pgrid, 384, qsmem>>>(pa, pb, taux, tc, M, N, K); };
+    check(pingEpi, "ping TMA epi");
   }
   float tRef = timeUs([&] { ref.run(); }), tPlain = timeUs([&] { plain.run(); });
   printf("%-24s cuBLASLt    %7.1f us with this epilogue, %7.1f us plain\n", what, tRef, tPlain);
