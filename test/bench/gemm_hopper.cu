@@ -633,11 +633,15 @@ __device__ __forceinline__ void dgelu_in_place(float (&d)[16][4], u32 tile, int 
                  :: "r"(dst), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
   }
 }
+// part (if not null): also each tile's column sums of the stored bf16
+// results, part[m0 / 128][n0 + c] (f32; a fixed-order reduction over the
+// row tiles gives the bias gradient), thread c of the warpgroup summing
+// column c from shared memory while the TMA store reads the tile.
 template <bool BMN>
 __global__ void __launch_bounds__(384, 1)
 gemm_pingpong_tma_epi(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
                       const __grid_constant__ CUtensorMap taux, const __grid_constant__ CUtensorMap tc, int M,
-                      int N, int K) {
+                      int N, int K, float *__restrict__ part) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   __shared__ __align__(8) u64 full[QSTAGES], empty[QSTAGES], order[2], auxFull[2], auxEmpty[2];
   const u32 base = (smem_u32(smem_raw) + 1023) & ~1023u, auxBase = base + QSTAGES * PSTAGE_BYTES;
@@ -702,6 +706,20 @@ gemm_pingpong_tma_epi(const __grid_constant__ CUtensorMap ta, const __grid_const
       tma_store(&tc, at, n0, m0);
       tma_store(&tc, at + 128 * 128, n0 + 64, m0);
       asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+    }
+    if (part) {
+      const int c = threadIdx.x & 127;
+      float sum = 0.f;
+#pragma unroll 8
+      for (int r = 0; r < 128; ++r) {
+        unsigned short v;
+        asm volatile("ld.shared.u16 %0, [%1];\n" : "=h"(v) : "r"(tile_at(at, r, c)));
+        sum += bf2f(v);
+      }
+      part[(long long)(m0 / PBM) * N + n0 + c] = sum;
+      asm volatile("bar.sync %0, 128;\n" :: "r"(1 + w) : "memory");  // every sum read the tile
+    }
+    if (leader) {
       asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
       mbar_arrive(smem_u32(&auxEmpty[w]));
     }
@@ -898,8 +916,28 @@ void runCase(const char *what, int M, int N, int K, cublasLtEpilogue_t epi) {
     auto qe = gemm_pingpong_tma_epi<BMN>;
     CK(cudaFuncSetAttribute(qe, cudaFuncAttributeMaxDynamicSharedMemorySize, qsmem));
     CUtensorMap tc = tensorMap(C, N, M, 64, PBM);
-    auto pingEpi = [&] { qe<<<pgrid, 384, qsmem>>>(pa, pb, taux, tc, M, N, K); };
+    auto pingEpi = [&] { qe<<<pgrid, 384, qsmem>>>(pa, pb, taux, tc, M, N, K, nullptr); };
     check(pingEpi, "ping TMA epi");
+    // And the column sums (c_fc's bias gradient) of the values it stored.
+    float *part;
+    CK(cudaMalloc(&part, (size_t)(M / PBM) * N * 4));
+    auto pingEpiSums = [&] { qe<<<pgrid, 384, qsmem>>>(pa, pb, taux, tc, M, N, K, part); };
+    check(pingEpiSums, "+ col sums");
+    std::vector<float> hp((size_t)(M / PBM) * N);
+    std::vector<bf16_t> hc((size_t)M * N);
+    CK(cudaMemcpy(hp.data(), part, hp.size() * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hc.data(), C, hc.size() * 2, cudaMemcpyDeviceToHost));  // what it stored
+    auto f = [](bf16_t b) { u32 u = (u32)b << 16; float v; memcpy(&v, &u, 4); return v; };
+    double dmax = 0, ymax = 0;
+    for (int n = 0; n < N; ++n) {
+      double got = 0, want = 0;
+      for (int t = 0; t < M / PBM; ++t) got += hp[(size_t)t * N + n];
+      for (int m = 0; m < M; ++m) want += f(hc[(size_t)m * N + n]);
+      dmax = fmax(dmax, fabs(got - want)), ymax = fmax(ymax, fabs(want));
+    }
+    printf("%-24s column sums: max |diff| / max |ref| %.2e\n", what, dmax / fmax(ymax, 1e-30));
+    wrong |= !(dmax / fmax(ymax, 1e-30) <= 1e-3);
+    cudaFree(part);
   }
   float tRef = timeUs([&] { ref.run(); }), tPlain = timeUs([&] { plain.run(); });
   printf("%-24s cuBLASLt    %7.1f us with this epilogue, %7.1f us plain\n", what, tRef, tPlain);
