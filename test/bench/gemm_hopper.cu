@@ -27,7 +27,8 @@
 // third, gemm_pingpong_smem_aux, has the producer copy each tile's saved
 // DGELU inputs into shared memory during the tile's MMAs, and a fourth,
 // gemm_pingpong_tma_epi (not yet run), also writes the results there in
-// the accumulators' layout (stmatrix) and stores them by TMA. The cases: plain,
+// the accumulators' layout (stmatrix) and stores them by TMA, as
+// gemm_pingpong_tma_gelu does for GELU_AUX_BIAS. The cases: plain,
 // GELU_AUX_BIAS and BIAS with B K-major, plain and DGELU with B MN-major.
 // Each prints the kernels' times and differences from cuBLASLt's output,
 // then cuBLASLt's times with that epilogue and plain (test/bench/NOTES.md,
@@ -729,6 +730,108 @@ gemm_pingpong_tma_epi(const __grid_constant__ CUtensorMap ta, const __grid_const
     asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 }
 
+// GELU_AUX_BIAS with the epilogue through shared memory: per 64-row half
+// of the tile, z = product + bias (rounded to bf16, the saved input) and
+// gelu(z) go by stmatrix into two 64 x 128 buffers of the warpgroup (two
+// swizzled slabs of 64 rows each) and one thread stores both by TMA (boxes
+// of 64 x 64); a half waits until the previous half's store has read the
+// buffers. 4 stages and 32 KB a warpgroup.
+__device__ __forceinline__ u32 half_at(u32 buf, int rr, int c) {  // 64-row slabs
+  return buf + (c >> 6) * (64 * 128) + rr * 128 + ((((c >> 3) & 7) ^ (rr & 7)) << 4);
+}
+template <bool BMN>
+__global__ void __launch_bounds__(384, 1)
+gemm_pingpong_tma_gelu(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
+                       const __grid_constant__ CUtensorMap tc, const __grid_constant__ CUtensorMap tz,
+                       const bf16_t *__restrict__ bias, int M, int N, int K) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  __shared__ __align__(8) u64 full[QSTAGES], empty[QSTAGES], order[2];
+  const u32 base = (smem_u32(smem_raw) + 1023) & ~1023u, bufBase = base + QSTAGES * PSTAGE_BYTES;
+  const int wg = threadIdx.x >> 7;
+  const int NT = N / PBN, units = (M / PBM) * NT, KT = K / BK;
+  init_barriers<QSTAGES>(full, empty, 1, order, 2);
+  if (wg == 0) {
+    produce<BMN, PBM, PBN, QSTAGES, 1>(&ta, &tb, base, full, empty, units, NT, KT);
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+  const int w = wg - 1, lane = threadIdx.x & 31, q = lane & 3, warp = (threadIdx.x >> 5) & 3;
+  const bool leader = (threadIdx.x & 127) == 0;
+  const u32 zt = bufBase + w * AUX_TILE, yt = zt + 64 * 128 * 2;
+  u32 turns = 0;
+  int i = w;
+  for (int u = blockIdx.x + w * gridDim.x; u < units; u += 2 * gridDim.x, i += 2) {
+    int ur, uc;
+    unit_tile(u, units, NT, ur, uc);
+    const int m0 = ur * PBM, n0 = uc * PBN;
+    mbar_wait(smem_u32(&order[w]), (turns & 1) ^ (w == 0 ? 1u : 0u));
+    float d[2][16][4];
+    long long pos = (long long)i * KT;
+    int prev = -1;
+    for (int kt = 0; kt < KT; ++kt, ++pos) {
+      const int stage = (int)(pos % QSTAGES);
+      mbar_wait(smem_u32(&full[stage]), (u32)(pos / QSTAGES) & 1);
+      const u32 sa = base + stage * PSTAGE_BYTES, sb = sa + PA_BYTES;
+      wg_fence();
+#pragma unroll
+      for (int ks = 0; ks < BK / 16; ++ks) {
+        const u64 db = BMN ? wg_mnmajor64(sb, ks) : wg_kmajor<PBN>(sb, 0, ks);
+        wg_ss128<BMN ? 1 : 0>(d[0], wg_kmajor<PBM>(sa, 0, ks), db, kt > 0 || ks > 0);
+        wg_ss128<BMN ? 1 : 0>(d[1], wg_kmajor<PBM>(sa, 64, ks), db, kt > 0 || ks > 0);
+      }
+      wg_commit();
+      wg_wait<1>();
+      if (prev >= 0) release_stage<1>(empty, prev);
+      prev = stage;
+    }
+    if (leader)
+      mbar_arrive(smem_u32(&order[1 - w]));
+    wg_wait<0>();
+    release_stage<1>(empty, prev);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      if (leader)  // the previous store has read the buffers
+        asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+      asm volatile("bar.sync %0, 128;\n" :: "r"(1 + w) : "memory");
+#pragma unroll
+      for (int jj = 0; jj < 8; ++jj) {
+        u32 z[4], y[4];
+#pragma unroll
+        for (int t = 0; t < 2; ++t) {
+          const int j = 2 * jj + t;
+          const u32 b = *reinterpret_cast<const u32 *>(bias + n0 + 8 * j + 2 * q);
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const u32 zw = pack_bf16(d[half][j][2 * h] + bf2f((bf16_t)(b & 0xFFFF)),
+                                     d[half][j][2 * h + 1] + bf2f((bf16_t)(b >> 16)));
+            z[2 * t + h] = zw;
+            y[2 * t + h] = pack_bf16(gelu_tanh(bf2f((bf16_t)(zw & 0xFFFF))), gelu_tanh(bf2f((bf16_t)(zw >> 16))));
+          }
+        }
+        const int m = lane >> 3, t = m >> 1, h = m & 1;
+        const int rr = warp * 16 + (lane & 7) + 8 * h, c = 8 * (2 * jj + t);
+        asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n"
+                     :: "r"(half_at(zt, rr, c)), "r"(z[0]), "r"(z[1]), "r"(z[2]), "r"(z[3]) : "memory");
+        asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n"
+                     :: "r"(half_at(yt, rr, c)), "r"(y[0]), "r"(y[1]), "r"(y[2]), "r"(y[3]) : "memory");
+      }
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+      asm volatile("bar.sync %0, 128;\n" :: "r"(1 + w) : "memory");
+      if (leader) {
+        const int row = m0 + 64 * half;
+        tma_store(&tz, zt, n0, row);
+        tma_store(&tz, zt + 64 * 128, n0 + 64, row);
+        tma_store(&tc, yt, n0, row);
+        tma_store(&tc, yt + 64 * 128, n0 + 64, row);
+        asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+      }
+    }
+    ++turns;
+  }
+  if (leader)
+    asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+}
+
 // Pseudo-random bf16 values in [-scale, scale) (a hash of the index).
 __global__ void fill(bf16_t *p, long long n, u32 seed, float scale) {
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
@@ -906,6 +1009,14 @@ void runCase(const char *what, int M, int N, int K, cublasLtEpilogue_t epi) {
   if (which != 2) check(ours2, "coop x2");
   if (which != 1) check(ping, "pingpong");
   if (which != 1) check(ping2, "pingpong x2");
+  if (EPI == GELU_AUX_BIAS && !BMN) {  // the epilogue through shared memory
+    auto qg = gemm_pingpong_tma_gelu<BMN>;
+    const int qsmem = QSTAGES * PSTAGE_BYTES + 2 * AUX_TILE + 1024;
+    CK(cudaFuncSetAttribute(qg, cudaFuncAttributeMaxDynamicSharedMemorySize, qsmem));
+    CUtensorMap tc = tensorMap(C, N, M, 64, 64), tz = tensorMap(aux, N, M, 64, 64);
+    auto pingGelu = [&] { qg<<<pgrid, 384, qsmem>>>(pa, pb, tc, tz, bias, M, N, K); };
+    check(pingGelu, "ping TMA epi");
+  }
   if (EPI == DGELU) {  // the saved inputs through shared memory
     auto qk = gemm_pingpong_smem_aux<BMN>;
     const int qsmem = QSTAGES * PSTAGE_BYTES + 2 * AUX_TILE + 1024;
