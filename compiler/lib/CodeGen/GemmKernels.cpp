@@ -293,7 +293,7 @@ void Emitter::hopperGemm(CudaLaunch &l) {
              " tiles, one persistent block an SM",
          {tensorMap(a, "ta", m, kk, 128), tensorMap(b, "tb", n, kk, 128),
           out(c, "c"), out(aux, "aux"), in(bias, "bias")},
-         kAsyncHelpers,
+         kAsyncHelpers | kClusterHelpers,
          "constexpr int M = " + str(m) + ", N = " + str(n) + ", K = " +
              str(kk) + ";\n" + mmaTyped(cuh::wgmma, true) + "\n" +
              cuh::gemm_wgmma,

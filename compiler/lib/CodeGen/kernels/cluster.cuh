@@ -1,7 +1,8 @@
 //===- cluster.cuh - Thread-block clusters on sm_90 ------------*- CUDA -*-===//
 //
 // Helpers (kClusterHelpers, after async.cuh): CLUSTERS, GTC_CLUSTER, cluster
-// barriers, ranks and remote stores (sm_90; none below).
+// barriers, ranks and remote stores, and the mbarriers they complete on
+// (also gemm_wgmma's, for its TMA copies) (sm_90; none below).
 //===----------------------------------------------------------------------===//
 
 // Thread-block clusters (sm_90): CLUSTERS is 1 where the architecture has
@@ -20,6 +21,24 @@
 //   push_wait(bar)           waits until this CTA's bytes have arrived.
 #if __CUDA_ARCH__ >= 900
 #define CLUSTERS 1
+// mbarriers at shared addresses: made for `count` arrivals; an arrival that
+// also expects `bytes` of asynchronous copies (st.async, TMA); an arrival;
+// a wait for the phase of parity `parity` to complete.
+__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(u32 bar, u32 bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(u32 bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
+  u32 done = 0;
+  while (!done)
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                 "selp.u32 %0, 1, 0, p;\n}\n" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+}
 __device__ __forceinline__ u32 cluster_rank() {
   u32 r;
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
@@ -33,10 +52,9 @@ __device__ __forceinline__ u32 remote(const void *p, u32 rank) {
 }
 __device__ __forceinline__ void push_begin(unsigned long long *bar, u32 bytes) {
   if (threadIdx.x == 0) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_u32(bar)) : "memory");
+    mbar_init(smem_u32(bar), 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
-                 :: "r"(smem_u32(bar)), "r"(bytes) : "memory");
+    mbar_expect_tx(smem_u32(bar), bytes);
   }
   asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
 }
@@ -55,12 +73,7 @@ __device__ __forceinline__ void push(float *p, unsigned long long *bar, u32 rank
                   "r"(remote(bar, rank)) : "memory");
 }
 __device__ __forceinline__ void push_wait(unsigned long long *bar) {
-  u32 done = 0;
-  while (!done)
-    asm volatile("{\n .reg .pred p;\n"
-                 " mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n"
-                 " selp.u32 %0, 1, 0, p;\n}"
-                 : "=r"(done) : "r"(smem_u32(bar)) : "memory");
+  mbar_wait(smem_u32(bar), 0);
 }
 #define GTC_CLUSTER __cluster_dims__(S, 1, 1)
 #else

@@ -1,9 +1,9 @@
 //===- gemm_wgmma.cuh - gtc's Hopper GEMM with a GELU epilogue --*- CUDA -*-===//
 //
-// Helpers (after async.cuh and wgmma.cuh, sm_90a) of Emitter::hopperGemm
-// (GemmKernels.cpp): gemm_gelu_aux_bias, C [M, N] = gelu(A B^T + bias)
-// storing the pre-activation in aux, where cuBLASLt's GELU_AUX_BIAS
-// epilogue is slower than the GEMM (test/bench/gemm_hopper.cu, its
+// Helpers (after async.cuh, cluster.cuh's mbarriers and wgmma.cuh, sm_90a)
+// of Emitter::hopperGemm (GemmKernels.cpp): gemm_gelu_aux_bias, C [M, N] =
+// gelu(A B^T + bias) storing the pre-activation in aux, where cuBLASLt's
+// GELU_AUX_BIAS epilogue is slower than the GEMM (test/bench/gemm_hopper.cu, its
 // experiment; test/bench/NOTES.md, forty-fifth session). Constants: M, N, K
 // (multiples of BM, BN and BK). A is [M, K] and B [N, K], both K-major and
 // read through TMA tensor maps (CudaLaunch::maps) in boxes of BK columns.
@@ -31,21 +31,6 @@ constexpr int GEMM_SHARED = STAGES * STAGE_BYTES + 1024;
 // A CUtensorMap (no CUDA headers under NVRTC).
 struct __align__(64) gtc_tensor_map { unsigned long long opaque[16]; };
 
-__device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(u32 bar, u32 bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(u32 bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
-  u32 done = 0;
-  while (!done)
-    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                 "selp.u32 %0, 1, 0, p;\n}\n" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-}
 // The box at (column c0, row c1) of `map` into shared memory, counted on `bar`.
 __device__ __forceinline__ void tma_load(u32 dst, const gtc_tensor_map *map, int c0, int c1, u32 bar) {
   asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
