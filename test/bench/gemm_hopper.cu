@@ -460,6 +460,36 @@ gemm(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap
 // barriers), so one's epilogue runs while the other's MMAs do.
 constexpr int PBM = 128, PBN = 128, PSTAGES = 6;
 constexpr int PA_BYTES = PBM * BK * 2, PB_BYTES = PBN * BK * 2, PSTAGE_BYTES = PA_BYTES + PB_BYTES;
+// A consumer warpgroup's tile: its KT k-stages from the ring of S stages at
+// `base` (the tile's first at ring position pos) into d0 (rows 0-63) and d1
+// (64-127), each stage released when its MMAs are done; once all are
+// issued, `next` (the leader's: the other warpgroup's order barrier) may
+// issue its own.
+template <bool BMN, int S, int CL>
+__device__ __forceinline__ void mma_tile(float (&d0)[16][4], float (&d1)[16][4], u32 base, u64 *full, u64 *empty,
+                                         u64 *next, long long pos, int KT) {
+  int prev = -1;
+  for (int kt = 0; kt < KT; ++kt, ++pos) {
+    const int stage = (int)(pos % S);
+    mbar_wait(smem_u32(&full[stage]), (u32)(pos / S) & 1);
+    const u32 sa = base + stage * PSTAGE_BYTES, sb = sa + PA_BYTES;
+    wg_fence();
+#pragma unroll
+    for (int ks = 0; ks < BK / 16; ++ks) {
+      const u64 db = BMN ? wg_mnmajor64(sb, ks) : wg_kmajor<PBN>(sb, 0, ks);
+      wg_ss128<BMN ? 1 : 0>(d0, wg_kmajor<PBM>(sa, 0, ks), db, kt > 0 || ks > 0);
+      wg_ss128<BMN ? 1 : 0>(d1, wg_kmajor<PBM>(sa, 64, ks), db, kt > 0 || ks > 0);
+    }
+    wg_commit();
+    wg_wait<1>();  // the last stage's MMAs are done: release it
+    if (prev >= 0) release_stage<CL>(empty, prev);
+    prev = stage;
+  }
+  if (next)  // the other warpgroup may issue its MMAs
+    mbar_arrive(smem_u32(next));
+  wg_wait<0>();
+  release_stage<CL>(empty, prev);
+}
 template <bool BMN, int EPI, int CL>
 __global__ void __launch_bounds__(384, 1)
 gemm_pingpong(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
@@ -493,28 +523,8 @@ gemm_pingpong(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CU
     // Warpgroup 1's first wait passes (a new barrier's phase "1" is done).
     mbar_wait(smem_u32(&order[w]), (turns++ & 1) ^ (w == 0 ? 1u : 0u));
     float d0[16][4], d1[16][4];
-    long long pos = (long long)i * KT;
-    int prev = -1;
-    for (int kt = 0; kt < KT; ++kt, ++pos) {
-      const int stage = (int)(pos % PSTAGES);
-      mbar_wait(smem_u32(&full[stage]), (u32)(pos / PSTAGES) & 1);
-      const u32 sa = base + stage * PSTAGE_BYTES, sb = sa + PA_BYTES;
-      wg_fence();
-#pragma unroll
-      for (int ks = 0; ks < BK / 16; ++ks) {
-        const u64 db = BMN ? wg_mnmajor64(sb, ks) : wg_kmajor<PBN>(sb, 0, ks);
-        wg_ss128<BMN ? 1 : 0>(d0, wg_kmajor<PBM>(sa, 0, ks), db, kt > 0 || ks > 0);
-        wg_ss128<BMN ? 1 : 0>(d1, wg_kmajor<PBM>(sa, 64, ks), db, kt > 0 || ks > 0);
-      }
-      wg_commit();
-      wg_wait<1>();
-      if (prev >= 0) release_stage<CL>(empty, prev);
-      prev = stage;
-    }
-    if (leader)  // the other warpgroup may issue its MMAs
-      mbar_arrive(smem_u32(&order[1 - w]));
-    wg_wait<0>();
-    release_stage<CL>(empty, prev);
+    mma_tile<BMN, PSTAGES, CL>(d0, d1, base, full, empty, leader ? &order[1 - w] : nullptr,
+                                   (long long)i * KT, KT);
     epilogue<EPI, 16>(d0, c, aux_in, aux_out, bias, N, m0, n0);
     epilogue<EPI, 16>(d1, c, aux_in, aux_out, bias, N, m0 + 64, n0);
   }
@@ -562,28 +572,8 @@ gemm_pingpong_smem_aux(const __grid_constant__ CUtensorMap ta, const __grid_cons
     const int m0 = ur * PBM, n0 = uc * PBN;
     mbar_wait(smem_u32(&order[w]), (turns & 1) ^ (w == 0 ? 1u : 0u));
     float d0[16][4], d1[16][4];
-    long long pos = (long long)i * KT;
-    int prev = -1;
-    for (int kt = 0; kt < KT; ++kt, ++pos) {
-      const int stage = (int)(pos % QSTAGES);
-      mbar_wait(smem_u32(&full[stage]), (u32)(pos / QSTAGES) & 1);
-      const u32 sa = base + stage * PSTAGE_BYTES, sb = sa + PA_BYTES;
-      wg_fence();
-#pragma unroll
-      for (int ks = 0; ks < BK / 16; ++ks) {
-        const u64 db = BMN ? wg_mnmajor64(sb, ks) : wg_kmajor<PBN>(sb, 0, ks);
-        wg_ss128<BMN ? 1 : 0>(d0, wg_kmajor<PBM>(sa, 0, ks), db, kt > 0 || ks > 0);
-        wg_ss128<BMN ? 1 : 0>(d1, wg_kmajor<PBM>(sa, 64, ks), db, kt > 0 || ks > 0);
-      }
-      wg_commit();
-      wg_wait<1>();
-      if (prev >= 0) release_stage<1>(empty, prev);
-      prev = stage;
-    }
-    if (leader)
-      mbar_arrive(smem_u32(&order[1 - w]));
-    wg_wait<0>();
-    release_stage<1>(empty, prev);
+    mma_tile<BMN, QSTAGES, 1>(d0, d1, base, full, empty, leader ? &order[1 - w] : nullptr,
+                                   (long long)i * KT, KT);
     // This warpgroup's buffer (w) holds the tile's saved inputs at its turn.
     mbar_wait(smem_u32(&auxFull[w]), turns & 1);
     const u32 at = auxBase + w * AUX_TILE;
@@ -673,28 +663,8 @@ gemm_pingpong_tma_epi(const __grid_constant__ CUtensorMap ta, const __grid_const
     const int m0 = ur * PBM, n0 = uc * PBN;
     mbar_wait(smem_u32(&order[w]), (turns & 1) ^ (w == 0 ? 1u : 0u));
     float d0[16][4], d1[16][4];
-    long long pos = (long long)i * KT;
-    int prev = -1;
-    for (int kt = 0; kt < KT; ++kt, ++pos) {
-      const int stage = (int)(pos % QSTAGES);
-      mbar_wait(smem_u32(&full[stage]), (u32)(pos / QSTAGES) & 1);
-      const u32 sa = base + stage * PSTAGE_BYTES, sb = sa + PA_BYTES;
-      wg_fence();
-#pragma unroll
-      for (int ks = 0; ks < BK / 16; ++ks) {
-        const u64 db = BMN ? wg_mnmajor64(sb, ks) : wg_kmajor<PBN>(sb, 0, ks);
-        wg_ss128<BMN ? 1 : 0>(d0, wg_kmajor<PBM>(sa, 0, ks), db, kt > 0 || ks > 0);
-        wg_ss128<BMN ? 1 : 0>(d1, wg_kmajor<PBM>(sa, 64, ks), db, kt > 0 || ks > 0);
-      }
-      wg_commit();
-      wg_wait<1>();
-      if (prev >= 0) release_stage<1>(empty, prev);
-      prev = stage;
-    }
-    if (leader)
-      mbar_arrive(smem_u32(&order[1 - w]));
-    wg_wait<0>();
-    release_stage<1>(empty, prev);
+    mma_tile<BMN, QSTAGES, 1>(d0, d1, base, full, empty, leader ? &order[1 - w] : nullptr,
+                                   (long long)i * KT, KT);
     mbar_wait(smem_u32(&auxFull[w]), turns & 1);
     const u32 at = auxBase + w * AUX_TILE;
     dgelu_in_place(d0, at, 0);
@@ -766,28 +736,8 @@ gemm_pingpong_tma_gelu(const __grid_constant__ CUtensorMap ta, const __grid_cons
     const int m0 = ur * PBM, n0 = uc * PBN;
     mbar_wait(smem_u32(&order[w]), (turns & 1) ^ (w == 0 ? 1u : 0u));
     float d[2][16][4];
-    long long pos = (long long)i * KT;
-    int prev = -1;
-    for (int kt = 0; kt < KT; ++kt, ++pos) {
-      const int stage = (int)(pos % QSTAGES);
-      mbar_wait(smem_u32(&full[stage]), (u32)(pos / QSTAGES) & 1);
-      const u32 sa = base + stage * PSTAGE_BYTES, sb = sa + PA_BYTES;
-      wg_fence();
-#pragma unroll
-      for (int ks = 0; ks < BK / 16; ++ks) {
-        const u64 db = BMN ? wg_mnmajor64(sb, ks) : wg_kmajor<PBN>(sb, 0, ks);
-        wg_ss128<BMN ? 1 : 0>(d[0], wg_kmajor<PBM>(sa, 0, ks), db, kt > 0 || ks > 0);
-        wg_ss128<BMN ? 1 : 0>(d[1], wg_kmajor<PBM>(sa, 64, ks), db, kt > 0 || ks > 0);
-      }
-      wg_commit();
-      wg_wait<1>();
-      if (prev >= 0) release_stage<1>(empty, prev);
-      prev = stage;
-    }
-    if (leader)
-      mbar_arrive(smem_u32(&order[1 - w]));
-    wg_wait<0>();
-    release_stage<1>(empty, prev);
+    mma_tile<BMN, QSTAGES, 1>(d[0], d[1], base, full, empty, leader ? &order[1 - w] : nullptr,
+                                   (long long)i * KT, KT);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       if (leader)  // the previous store has read the buffers
