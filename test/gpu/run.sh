@@ -532,6 +532,14 @@ gsize() { # name, GPT_SIZE, "L D H", T, batch, precision, PyTorch's mode, target
   { tail -1 "$OUT/$1-bench.txt"; cat "$OUT/$1-torch.json"; } | tee -a "$OUT/bench-gpt2-sizes.txt"
   vs_torch "$1" "$OUT/$1-bench.txt" "$OUT/$1-torch.json" "$8" "${9:-}"
 }
+# A name in GPT2_SIZES that is no row is an error, not a table of nothing.
+rows="gpt2-124m gpt2-124m-t4096 gpt2-124m-tf32 gpt2-355m gpt2-774m gpt2-1558m"
+for want in ${GPT2_SIZES:-}; do
+  case " $rows " in
+    *" $want "*) ;;
+    *) echo "run.sh: GPT2_SIZES names '$want', which is no row; the rows: $rows" >&2; exit 2 ;;
+  esac
+done
 gsize gpt2-124m 124m "12 768 12" 1024 16 bf16 compile 0.8
 gsize gpt2-124m-t4096 124m "12 768 12" 4096 4 bf16 compile 0.85 peak
 gsize gpt2-124m-tf32 124m "12 768 12" 1024 16 tf32 tf32 0.75
