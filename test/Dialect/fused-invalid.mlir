@@ -535,7 +535,7 @@ func.func @attention_grad_forward_rope(%dy: tensor<2x4x6x64xbf16>, %lse: tensor<
 
 // Only where the GPU's kernels turn them: 16-bit, heads of 64 or 128.
 func.func @attention_grad_f32(%dy: tensor<2x4x6x64xf32>, %lse: tensor<2x6x4xf32>, %q: tensor<2x4x6x64xf32>, %k: tensor<2x4x2x64xf32>, %v: tensor<2x4x2x64xf32>) -> (tensor<2x4x6x64xf32>, tensor<2x4x2x64xf32>, tensor<2x4x2x64xf32>) {
-  // expected-error @+1 {{an attention_grad region needs 16-bit q, k and v with heads of 64 or 128 (the GPU kernels that turn dq and dk as they store them)}}
+  // expected-error @+1 {{an attention_grad region needs 16-bit q, k and v with heads of 64 or 128 (the GPU kernels that turn dq and dk and sum dqkv as they store them)}}
   %r:3 = gt.fused "attention_grad"(%dy, %lse, %q, %k, %v) : (tensor<2x4x6x64xf32>, tensor<2x6x4xf32>, tensor<2x4x6x64xf32>, tensor<2x4x2x64xf32>, tensor<2x4x2x64xf32>) -> (tensor<2x4x6x64xf32>, tensor<2x4x2x64xf32>, tensor<2x4x2x64xf32>) {
   ^bb0(%a: tensor<2x4x6x64xf32>, %l: tensor<2x6x4xf32>, %aq: tensor<2x4x6x64xf32>, %ak: tensor<2x4x2x64xf32>, %av: tensor<2x4x2x64xf32>):
     %d:3 = gt.attention_grad %a, %a, %l, %aq, %ak, %av <{heads = 6 : i64}> : tensor<2x4x6x64xf32>, tensor<2x6x4xf32>, tensor<2x4x6x64xf32>, tensor<2x4x2x64xf32>, tensor<2x4x2x64xf32>
@@ -565,7 +565,7 @@ func.func @attention_grad_yield(%dy: tensor<2x4x6x64xbf16>, %lse: tensor<2x6x4xf
 
 // Over packed heads the inverse rope turns q's and k's heads (6 + 2), not v's.
 func.func @attention_grad_packed_rotated(%dy: tensor<2x4x6x64xbf16>, %lse: tensor<2x6x4xf32>, %qkv: tensor<2x4x10x64xbf16>) -> tensor<2x4x10x64xbf16> {
-  // expected-error @+1 {{an attention_grad region over packed heads is a gt.attention_grad and the inverse gt.rope (without positions) of the first H + Hkv heads of its gradient}}
+  // expected-error @+1 {{an attention_grad region over packed heads turns the first H + Hkv heads of [B, T, H + 2 Hkv, d] by one inverse gt.rope (without positions)}}
   %r = gt.fused "attention_grad"(%dy, %lse, %qkv) : (tensor<2x4x6x64xbf16>, tensor<2x6x4xf32>, tensor<2x4x10x64xbf16>) -> tensor<2x4x10x64xbf16> {
   ^bb0(%a: tensor<2x4x6x64xbf16>, %l: tensor<2x6x4xf32>, %aqkv: tensor<2x4x10x64xbf16>):
     %d = gt.attention_grad %a, %a, %l, %aqkv <{heads = 6 : i64}> : tensor<2x4x6x64xbf16>, tensor<2x6x4xf32>, tensor<2x4x10x64xbf16>
@@ -578,7 +578,7 @@ func.func @attention_grad_packed_rotated(%dy: tensor<2x4x6x64xbf16>, %lse: tenso
 // -----
 
 func.func @attention_grad_packed_yield(%dy: tensor<2x4x6x64xbf16>, %lse: tensor<2x6x4xf32>, %qkv: tensor<2x4x10x64xbf16>) -> tensor<2x4x10x64xbf16> {
-  // expected-error @+1 {{an attention_grad region over packed heads yields the turned gradient}}
+  // expected-error @+1 {{an attention_grad region over packed heads yields the (turned) gradient and then its column sums}}
   %r = gt.fused "attention_grad"(%dy, %lse, %qkv) : (tensor<2x4x6x64xbf16>, tensor<2x6x4xf32>, tensor<2x4x10x64xbf16>) -> tensor<2x4x10x64xbf16> {
   ^bb0(%a: tensor<2x4x6x64xbf16>, %l: tensor<2x6x4xf32>, %aqkv: tensor<2x4x10x64xbf16>):
     %d = gt.attention_grad %a, %a, %l, %aqkv <{heads = 6 : i64}> : tensor<2x4x6x64xbf16>, tensor<2x6x4xf32>, tensor<2x4x10x64xbf16>
@@ -586,4 +586,60 @@ func.func @attention_grad_packed_yield(%dy: tensor<2x4x6x64xbf16>, %lse: tensor<
     gt.yield %d : tensor<2x4x10x64xbf16>
   }
   return %r : tensor<2x4x10x64xbf16>
+}
+
+// -----
+
+// Over packed heads a region has an inverse rope or column sums (or both).
+func.func @attention_grad_packed_alone(%dy: tensor<2x4x64xbf16>, %lse: tensor<2x1x4xf32>, %qkv: tensor<2x4x192xbf16>) -> tensor<2x4x192xbf16> {
+  // expected-error @+1 {{an attention_grad region over packed heads is a gt.attention_grad, the inverse gt.rope of its gradient and the sum of the gradient's columns (with its cast), one of the two at least, in that order}}
+  %r = gt.fused "attention_grad"(%dy, %lse, %qkv) : (tensor<2x4x64xbf16>, tensor<2x1x4xf32>, tensor<2x4x192xbf16>) -> tensor<2x4x192xbf16> {
+  ^bb0(%a: tensor<2x4x64xbf16>, %l: tensor<2x1x4xf32>, %aqkv: tensor<2x4x192xbf16>):
+    %d = gt.attention_grad %a, %a, %l, %aqkv <{heads = 1 : i64}> : tensor<2x4x64xbf16>, tensor<2x1x4xf32>, tensor<2x4x192xbf16>
+    gt.yield %d : tensor<2x4x192xbf16>
+  }
+  return %r : tensor<2x4x192xbf16>
+}
+
+// -----
+
+// The column sums are over all rows, to a row of dqkv.
+func.func @attention_grad_sum_rows(%dy: tensor<2x4x64xbf16>, %lse: tensor<2x1x4xf32>, %qkv: tensor<2x4x192xbf16>) -> (tensor<2x4x192xbf16>, tensor<4x192xbf16>) {
+  // expected-error @+1 {{an attention_grad region sums the packed gradient's columns over all rows}}
+  %r:2 = gt.fused "attention_grad"(%dy, %lse, %qkv) : (tensor<2x4x64xbf16>, tensor<2x1x4xf32>, tensor<2x4x192xbf16>) -> (tensor<2x4x192xbf16>, tensor<4x192xbf16>) {
+  ^bb0(%a: tensor<2x4x64xbf16>, %l: tensor<2x1x4xf32>, %aqkv: tensor<2x4x192xbf16>):
+    %d = gt.attention_grad %a, %a, %l, %aqkv <{heads = 1 : i64}> : tensor<2x4x64xbf16>, tensor<2x1x4xf32>, tensor<2x4x192xbf16>
+    %s = gt.sum_to %d : tensor<2x4x192xbf16> -> tensor<4x192xbf16>
+    gt.yield %d, %s : tensor<2x4x192xbf16>, tensor<4x192xbf16>
+  }
+  return %r#0, %r#1 : tensor<2x4x192xbf16>, tensor<4x192xbf16>
+}
+
+// -----
+
+// Only where the GPU's kernels sum them: 16-bit dqkv, heads of 64 or 128.
+func.func @attention_grad_sum_f32(%dy: tensor<2x4x64xf32>, %lse: tensor<2x1x4xf32>, %qkv: tensor<2x4x192xf32>) -> (tensor<2x4x192xf32>, tensor<192xf32>) {
+  // expected-error @+1 {{an attention_grad region needs 16-bit q, k and v with heads of 64 or 128 (the GPU kernels that turn dq and dk and sum dqkv as they store them)}}
+  %r:2 = gt.fused "attention_grad"(%dy, %lse, %qkv) : (tensor<2x4x64xf32>, tensor<2x1x4xf32>, tensor<2x4x192xf32>) -> (tensor<2x4x192xf32>, tensor<192xf32>) {
+  ^bb0(%a: tensor<2x4x64xf32>, %l: tensor<2x1x4xf32>, %aqkv: tensor<2x4x192xf32>):
+    %d = gt.attention_grad %a, %a, %l, %aqkv <{heads = 1 : i64}> : tensor<2x4x64xf32>, tensor<2x1x4xf32>, tensor<2x4x192xf32>
+    %s = gt.sum_to %d : tensor<2x4x192xf32> -> tensor<192xf32>
+    gt.yield %d, %s : tensor<2x4x192xf32>, tensor<192xf32>
+  }
+  return %r#0, %r#1 : tensor<2x4x192xf32>, tensor<192xf32>
+}
+
+// -----
+
+// It yields the gradient and then the sums' cast, not the sum before it.
+func.func @attention_grad_sum_yield(%dy: tensor<2x4x64xbf16>, %lse: tensor<2x1x4xf32>, %qkv: tensor<2x4x192xbf16>) -> (tensor<2x4x192xbf16>, tensor<192xbf16>) {
+  // expected-error @+1 {{an attention_grad region over packed heads yields the (turned) gradient and then its column sums}}
+  %r:2 = gt.fused "attention_grad"(%dy, %lse, %qkv) : (tensor<2x4x64xbf16>, tensor<2x1x4xf32>, tensor<2x4x192xbf16>) -> (tensor<2x4x192xbf16>, tensor<192xbf16>) {
+  ^bb0(%a: tensor<2x4x64xbf16>, %l: tensor<2x1x4xf32>, %aqkv: tensor<2x4x192xbf16>):
+    %d = gt.attention_grad %a, %a, %l, %aqkv <{heads = 1 : i64}> : tensor<2x4x64xbf16>, tensor<2x1x4xf32>, tensor<2x4x192xbf16>
+    %s = gt.sum_to %d : tensor<2x4x192xbf16> -> tensor<192xbf16>
+    %c = gt.cast %s : tensor<192xbf16> -> tensor<192xf32>
+    gt.yield %d, %s : tensor<2x4x192xbf16>, tensor<192xbf16>
+  }
+  return %r#0, %r#1 : tensor<2x4x192xbf16>, tensor<192xbf16>
 }

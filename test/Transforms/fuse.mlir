@@ -1121,3 +1121,48 @@ func.func @attention_grad_rope_packed_all(%dy: tensor<2x4x6x64xbf16>, %lse: tens
   %r = gt.rope %d <{inverse = true}> : tensor<2x4x10x64xbf16>
   return %r : tensor<2x4x10x64xbf16>
 }
+
+// -----
+
+// A packed gradient [B, T, 3 D] (GPT-2's q, k and v one projection) and the
+// sum of its columns over all rows (the projection's bias gradient, written
+// by gt-autodiff over the weight gradient's rank-2 view): one
+// "attention_grad" region whose kernels sum dqkv as they store it, so the
+// weight gradient's GEMM has no bias gradient (BGRADB) left.
+// CHECK-LABEL: func.func @attention_grad_bias
+// CHECK-SAME: (%[[DY:[^:]*]]: tensor<2x4x64xbf16>, %[[LSE:[^:]*]]: tensor<2x1x4xf32>, %[[QKV:[^:]*]]: tensor<2x4x192xbf16>, %[[X:[^:]*]]: tensor<8x16xbf16>)
+// CHECK:      %[[R:.*]]:2 = gt.fused "attention_grad"(%[[DY]], %[[QKV]], %[[LSE]])
+// CHECK-NEXT: ^bb0(%[[A:[^:]*]]: tensor<2x4x64xbf16>, %[[AQKV:[^:]*]]: tensor<2x4x192xbf16>, %[[L:[^:]*]]: tensor<2x1x4xf32>):
+// CHECK-NEXT:   %[[D:.*]] = gt.attention_grad %[[A]], %[[A]], %[[L]], %[[AQKV]]
+// CHECK-NEXT:   %[[S:.*]] = gt.sum_to %[[D]] : tensor<2x4x192xbf16> -> tensor<192xbf16>
+// CHECK-NEXT:   %[[C:.*]] = gt.cast %[[S]] : tensor<192xbf16> -> tensor<192xf32>
+// CHECK-NEXT:   gt.yield %[[D]], %[[C]]
+// CHECK:      %[[V:.*]] = gt.reshape %[[R]]#0
+// CHECK:      %[[W:.*]] = gt.fused "epilogue"(%[[V]], %[[X]])
+// CHECK-NOT:    gt.sum_to
+// CHECK:      return %[[W]], %[[R]]#1
+func.func @attention_grad_bias(%dy: tensor<2x4x64xbf16>, %lse: tensor<2x1x4xf32>, %qkv: tensor<2x4x192xbf16>, %x: tensor<8x16xbf16>) -> (tensor<192x16xf32>, tensor<192xf32>) {
+  %d = gt.attention_grad %dy, %dy, %lse, %qkv <{heads = 1 : i64}> : tensor<2x4x64xbf16>, tensor<2x1x4xf32>, tensor<2x4x192xbf16>
+  %v = gt.reshape %d : tensor<2x4x192xbf16> -> tensor<8x192xbf16>
+  %w = gt.matmul %v, %x <{transpose_a = true}> : tensor<8x192xbf16>, tensor<8x16xbf16>
+  %wf = gt.cast %w : tensor<192x16xbf16> -> tensor<192x16xf32>
+  %s = gt.sum_to %v : tensor<8x192xbf16> -> tensor<192xbf16>
+  %sf = gt.cast %s : tensor<192xbf16> -> tensor<192xf32>
+  return %wf, %sf : tensor<192x16xf32>, tensor<192xf32>
+}
+
+// -----
+
+// Not in f32 (the kernels sum only 16-bit dqkv, and heads of 64 or 128):
+// the weight gradient's GEMM keeps the bias gradient.
+// CHECK-LABEL: func.func @attention_grad_bias_f32
+// CHECK-NOT:  "attention_grad"
+// CHECK:      gt.fused "gemm"
+// CHECK:        gt.sum_to
+func.func @attention_grad_bias_f32(%dy: tensor<2x4x64xf32>, %lse: tensor<2x1x4xf32>, %qkv: tensor<2x4x192xf32>, %x: tensor<8x16xf32>) -> (tensor<192x16xf32>, tensor<192xf32>) {
+  %d = gt.attention_grad %dy, %dy, %lse, %qkv <{heads = 1 : i64}> : tensor<2x4x64xf32>, tensor<2x1x4xf32>, tensor<2x4x192xf32>
+  %v = gt.reshape %d : tensor<2x4x192xf32> -> tensor<8x192xf32>
+  %w = gt.matmul %v, %x <{transpose_a = true}> : tensor<8x192xf32>, tensor<8x16xf32>
+  %s = gt.sum_to %v : tensor<8x192xf32> -> tensor<192xf32>
+  return %w, %s : tensor<192x16xf32>, tensor<192xf32>
+}

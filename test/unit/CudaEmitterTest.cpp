@@ -845,6 +845,67 @@ TEST(CudaEmitterTest, RopeGradientInTheAttentionKernels) {
   }
 }
 
+/// attention(x)'s q, k and v projection (one packed [B, T, 3 D], with a
+/// bias) in 16-bit: gt-fuse puts the projection's bias gradient, the
+/// column sums of dqkv, into the gradient's "attention_grad" region, whose
+/// dq and dkdv launches (and their Hopper variants) sum the columns they
+/// store by 64-row chunks into the workspace after the deltas, and a third
+/// launch adds the chunks in order; the projection's weight-gradient GEMM
+/// then has no BGRADB epilogue. In f32 (tf32's kernels too) the GEMM keeps
+/// it.
+TEST(CudaEmitterTest, AttentionBiasGradientInTheAttentionKernels) {
+  const test::OpModel *model = test::findOpModel("TensorCoreAttentionTiles");
+  ASSERT_NE(model, nullptr);
+  std::map<std::string, int> biasGrads;
+  for (const char *precision : {"bf16", "fp32"}) {
+    SCOPED_TRACE(precision);
+    bool low = std::string(precision) != "fp32";
+    std::optional<rt::Plan> plan;
+    rt::CudaProgram program;
+    ASSERT_NO_FATAL_FAILURE(
+        planAndEmit(model->source, precision, plan, program));
+    int regions = 0;
+    for (size_t k = 0; k < plan->kernels.size(); ++k) {
+      const rt::Kernel &kernel = plan->kernels[k];
+      for (const rt::CudaLaunch &l : program.kernels[k])
+        biasGrads[precision] += l.kind == rt::CudaLaunch::Kind::Gemm &&
+                                l.biasGrad >= 0;
+      if (kernel.strAttr("kind", "") != "attention_grad")
+        continue;
+      ++regions;
+      // [2, 200, 3 H HD] of H 2 and HD 64 (the first), H 1 and HD 128: 4
+      // chunks of 64 rows a sequence, 384 columns, after 2 x H x 200
+      // floats of deltas.
+      const std::vector<rt::CudaLaunch> &ls = program.kernels[k];
+      ASSERT_EQ(ls.size(), 3u);
+      int64_t h = ls[0].source.find(", H = 2, ") != std::string::npos ? 2 : 1;
+      std::string at = "sums_ws + " + std::to_string(2 * h * 200 * 4 / 8);
+      for (int i = 0; i < 2; ++i) {
+        SCOPED_TRACE(ls[i].name);
+        EXPECT_NE(ls[i].source.find("constexpr bool COLSUM = true"),
+                  std::string::npos);
+        EXPECT_NE(ls[i].source.find("constexpr i64 NC = 4, COLS = 384"),
+                  std::string::npos);
+        EXPECT_NE(ls[i].source.find(at), std::string::npos) << at;
+        ASSERT_EQ(ls[i].variants.size(), 1u);
+        EXPECT_NE(ls[i].variants[0].source.find("constexpr bool COLSUM = true"),
+                  std::string::npos);
+      }
+      EXPECT_NE(ls[2].name.find("final"), std::string::npos) << ls[2].name;
+      EXPECT_NE(ls[2].source.find("CHUNKS = 8"), std::string::npos);
+      EXPECT_NE(ls[2].source.find("part += " + std::to_string(2 * h * 200 * 4 / 8)),
+                std::string::npos);
+      EXPECT_EQ(plan->buffers[kernel.outputs[1]].shape,
+                std::vector<int64_t>{384});
+    }
+    EXPECT_EQ(regions, low ? 2 : 0);
+    Stats stats;
+    std::map<std::string, std::string> seen;
+    checkSource(model->source, 2, false, stats, seen, precision);
+  }
+  EXPECT_EQ(biasGrads["bf16"], biasGrads["fp32"] - 2);
+}
+
 /// gt-pack-projections: attention's q, k and v projections (4 query heads
 /// over 2 K/V heads of 64) are one GEMM of N = (4 + 2 * 2) * 64 = 512, and
 /// attention reads packed heads [B, T, 8, 64]: k's heads from column 256 of

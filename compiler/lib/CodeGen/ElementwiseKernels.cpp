@@ -686,15 +686,18 @@ std::string chunkSumsOut(bool wholeRows, int64_t nsums) {
 
 } // namespace
 
-/// columnSumTiles' launch 2: a block per 32 columns, a lane a column, its
-/// eight warps every eighth chunk (coalesced reads), then the warps' sums
-/// in order.
+/// columnSumTiles' launch 2 (and flashAttentionGrad's 3): a block per 32
+/// columns, a lane a column, its eight warps every eighth chunk (coalesced
+/// reads), then the warps' sums in order.
 void Emitter::columnSumsFinal(
     const std::vector<std::pair<int, std::string>> &sums,
-    const std::string &dims, int64_t chunks, int64_t cols) {
+    const std::string &dims, int64_t chunks, int64_t cols, int64_t partAt) {
   const int64_t nsums = static_cast<int64_t>(sums.size());
   std::vector<Arg> fargs = {wsIn("double", "part")};
   std::string fbody =
+      (partAt ? "  part += " + str(partAt) +
+                    ";  // after the workspace's other values\n"
+              : std::string()) +
       "  __shared__ double red[WARPS][32];\n"
       "  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;\n"
       "  const i64 k = (i64)blockIdx.x * 32 + lane;\n";

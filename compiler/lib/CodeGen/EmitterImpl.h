@@ -420,8 +420,11 @@ private:
                       const std::vector<std::pair<int, std::string>> &outs,
                       const std::vector<std::pair<int, std::string>> &sums,
                       const std::vector<int64_t> &ys, const std::string &what);
+  /// The launch that adds the chunks' column sums of the workspace's
+  /// part[sum][chunk][column] (doubles from double `partAt` on) in order.
   void columnSumsFinal(const std::vector<std::pair<int, std::string>> &sums,
-                       const std::string &dims, int64_t chunks, int64_t cols);
+                       const std::string &dims, int64_t chunks, int64_t cols,
+                       int64_t partAt = 0);
   std::string operandArgs(const std::vector<Operand> &ops,
                           const std::vector<std::pair<int, std::string>> &outs,
                           const std::string &it, std::vector<Arg> &args);
@@ -487,9 +490,13 @@ private:
   /// compute capability major.minor, compiled for `arch`
   /// (CudaLaunch::Variant).
   void asVariant(int major, int minor, const std::string &arch);
-  bool flashAttentionGrad(const rt::AttentionLayout &a);
+  /// The gradient's two launches; with `sums` (a buffer, packed heads)
+  /// also the column sums of dqkv as stored, by the same kernels and a third
+  /// launch that adds their chunks in order (flash_rope.cuh).
+  bool flashAttentionGrad(const rt::AttentionLayout &a, int sums = -1);
   /// gt-fuse's "attention_grad" region: flashAttentionGrad storing dq and
-  /// dk turned back by the region's ropes.
+  /// dk turned back by the region's ropes and summing the columns of the
+  /// packed gradient when the region sums them.
   bool attentionGradRegion();
   bool embedding();
   bool rope();

@@ -225,42 +225,63 @@ bool Emitter::flashAttention(const AttentionLayout &a) {
 /// region's gradient kernel with the ropes' results for dq and dk and their
 /// angles as attributes. Over packed heads [B, T, H + 2 Hkv, d] one inverse
 /// rope turns dq's and dk's heads back (`rotated` = H + Hkv) and leaves dv.
+/// A packed gradient ([B, T, (H + 2 Hkv) d] too) may instead or as well
+/// have its columns summed over all rows (a linear's bias gradient), with
+/// the cast of the sum: the kernels sum what they store.
 bool Emitter::attentionGradRegion() {
   const std::vector<Kernel> &body = k->body;
-  auto ropeOf = [&](size_t i, int of) {
-    return i < body.size() && body[i].op == OpKind::Rope &&
+  auto isOf = [&](size_t i, OpKind op, int of) {
+    return i < body.size() && body[i].op == op &&
            body[i].inputs == std::vector<int>{of};
   };
   const Kernel *grad0 = body.empty() ? nullptr : &body[0];
-  bool separate = body.size() == 3 && grad0->op == OpKind::AttentionGrad &&
-                  grad0->outputs.size() == 3 && ropeOf(1, grad0->outputs[0]) &&
-                  ropeOf(2, grad0->outputs[1]);
-  bool packed = body.size() == 2 && grad0->op == OpKind::AttentionGrad &&
-                grad0->outputs.size() == 1 && ropeOf(1, grad0->outputs[0]);
-  if (!separate && !packed)
+  bool isGrad = grad0 && grad0->op == OpKind::AttentionGrad;
+  bool separate = isGrad && grad0->outputs.size() == 3 &&
+                  isOf(1, OpKind::Rope, grad0->outputs[0]) &&
+                  isOf(2, OpKind::Rope, grad0->outputs[1]);
+  bool packed = isGrad && grad0->outputs.size() == 1;
+  bool rope = separate || (packed && isOf(1, OpKind::Rope, grad0->outputs[0]));
+  size_t next = separate ? 3 : rope ? 2 : 1;
+  // The packed gradient as stored, its column sums and their cast.
+  int sums = -1;
+  if (packed) {
+    int stored = body[next - 1].outputs[0];
+    if (isOf(next, OpKind::SumTo, stored)) {
+      sums = body[next++].outputs[0];
+      if (isOf(next, OpKind::Cast, sums))
+        sums = body[next++].outputs[0];
+    }
+  }
+  if ((!separate && !packed) || next != body.size() || (!rope && sums < 0))
     return fail("an attention_grad region is an attention gradient and the "
-                "inverse ropes of its dq and dk");
+                "inverse ropes of its dq and dk, or of packed heads, and the "
+                "column sums of a packed gradient");
   Kernel grad = body[0];
-  grad.outputs[0] = body[1].outputs[0];
-  if (separate)
-    grad.outputs[1] = body[2].outputs[0];
   Attr theta, interleaved;
   theta.kind = Attr::Kind::Float;
-  theta.f = body[1].floatAttr("theta", 10000.0);
-  interleaved.i = body[1].intAttr("interleaved", 0);
-  grad.attrs["rope_theta"] = theta;
-  grad.attrs["rope_interleaved"] = interleaved;
+  if (rope) {
+    grad.outputs[0] = body[1].outputs[0];
+    if (separate)
+      grad.outputs[1] = body[2].outputs[0];
+    theta.f = body[1].floatAttr("theta", 10000.0);
+    interleaved.i = body[1].intAttr("interleaved", 0);
+    grad.attrs["rope_theta"] = theta;
+    grad.attrs["rope_interleaved"] = interleaved;
+  }
   const Kernel *region = k;
   k = &grad;
   AttentionLayout a = attentionLayout(plan, grad);
-  if (packed && a.error.empty() &&
+  if (rope && packed && a.error.empty() &&
       body[1].intAttr("rotated", a.h + 2 * a.hkv) != a.h + a.hkv)
     a.error = "the inverse rope of packed heads turns q's and k's heads";
+  if (sums >= 0 && a.error.empty() &&
+      (shape(sums).size() != 1 || shape(sums)[0] != a.qRow))
+    a.error = "the column sums of a packed gradient are a row's";
   bool ok =
-      a.error.empty() && (separate || shape(a.q).size() == 4) &&
+      a.error.empty() && (separate || !rope || shape(a.q).size() == 4) &&
       tensorCoreAttention(a.hd, {a.dy, a.y, a.q, a.k, a.v, a.dq, a.dk, a.dv}) &&
       flashType(a) != DType::F32;
-  ok = ok ? flashAttentionGrad(a)
+  ok = ok ? flashAttentionGrad(a, sums)
           : fail("an attention_grad region needs the tensor-core kernels "
                  "(16-bit q, k and v, heads of 64 or 128): " +
                  (a.error.empty() ? std::string("these are not") : a.error));
@@ -289,14 +310,20 @@ void Emitter::asVariant(int major, int minor, const std::string &arch) {
 }
 
 /// The gradient on tensor cores in two launches (see the file comment).
-bool Emitter::flashAttentionGrad(const AttentionLayout &a) {
+bool Emitter::flashAttentionGrad(const AttentionLayout &a, int sums) {
   int dy = a.dy, y = a.y, lse = a.lse;
   DType t = flashType(a);
   int64_t lds = rowStride(a, t), eb = dtypeBytes(t);
   bool hopper = t != DType::F32; // the wgmma variants: 16-bit only
-  needWorkspace(4 * a.b * a.h * a.t);
+  // The workspace: delta = dy . y of every query (floats), then with `sums`
+  // each 64-row chunk's column sums of dqkv (doubles).
+  const bool colsum = sums >= 0;
+  const int64_t deltaBytes = alignUp(4 * a.b * a.h * a.t, 8);
+  const int64_t chunks = ceilDiv(a.t, int64_t(64)), width = a.qRow;
+  needWorkspace(deltaBytes + (colsum ? 8 * a.b * chunks * width : 0));
   // In an "attention_grad" region (attentionGradRegion) dq and dk are
-  // stored turned back by the ropes of q and k.
+  // stored turned back by the ropes of q and k, and the columns of a
+  // packed dqkv may be summed.
   double theta = k->floatAttr("rope_theta", 0.0);
   std::string consts =
       flashConsts(a) +
@@ -305,13 +332,33 @@ bool Emitter::flashAttentionGrad(const AttentionLayout &a) {
       flt(static_cast<float>(theta > 0 ? theta : 1.0)) +
       ";\nconstexpr bool ROPE_INTERLEAVED = " +
       (k->intAttr("rope_interleaved", 0) ? "true" : "false") +
-      ";  // pairs (2i, 2i + 1), else (i, i + HD / 2)\n" + cuh::flash_rope;
+      ";  // pairs (2i, 2i + 1), else (i, i + HD / 2)\n"
+      "constexpr bool COLSUM = " +
+      (colsum ? "true" : "false") +
+      ";  // the column sums of dqkv to the workspace\n"
+      "constexpr i64 NC = " +
+      str(chunks) + ", COLS = " + str(width) +
+      ";  // 64-row chunks a sequence, columns of dqkv\n"
+      "constexpr int QCOL = " +
+      str(a.qCol) + ", KCOL = " + str(a.kCol) + ", VCOL = " + str(a.vCol) +
+      ";  // head 0's column of q, k, v\n" + cuh::flash_rope;
+  // Each gradient kernel's `part`: its column sums' place in the workspace.
+  auto withSums = [&](AttnArgs &ops) {
+    if (!colsum) {
+      ops.pointers += "  double *const part = nullptr;\n";
+      return;
+    }
+    ops.args.push_back(ws("double", "sums_ws"));
+    ops.pointers +=
+        "  double *const part = sums_ws + " + str(deltaBytes / 8) + ";\n";
+  };
   FlashTiles fq = flashTiles(FlashKernel::Dq, a.hd);
   AttnArgs ops = attentionOperands(a, AttnGrad::Dq);
   ops.args.insert(ops.args.begin(), in(dy, "dy"));
   ops.args.push_back(in(y, "y"));
   ops.args.push_back(in(lse, "lse"));
   ops.args.push_back(ws("float", "deltas"));
+  withSums(ops);
   launch("dq",
          "tensor cores: one block per " + str(fq.rows()) +
              " queries of one (batch, head), key tiles of " + str(fq.step) +
@@ -342,6 +389,7 @@ bool Emitter::flashAttentionGrad(const AttentionLayout &a) {
   ops.args.insert(ops.args.begin(), in(dy, "dy"));
   ops.args.push_back(in(lse, "lse"));
   ops.args.push_back(wsIn("float", "deltas"));
+  withSums(ops);
   launch("dkdv",
          "tensor cores: one block per " + str(fk.rows()) +
              " keys of one (batch, key head), query tiles of " + str(fk.step) +
@@ -370,5 +418,10 @@ bool Emitter::flashAttentionGrad(const AttentionLayout &a) {
         1024 + (2 * wk.rows() + 4 * wk.step) * a.hd * 2 + 4 * 4 * wk.step;
     asVariant(9, 0, "sm_90a");
   }
+  if (colsum)
+    columnSumsFinal({{sums, ""}},
+                    "constexpr i64 COLS = " + str(width) +
+                        ", CHUNKS = " + str(a.b * chunks) + ";\n",
+                    a.b * chunks, width, deltaBytes / 8);
   return true;
 }

@@ -94,7 +94,9 @@ const FusionRule kRules[] = {
     {"classifier", &Fuser::foldClassifiers},
     {"loss", &Fuser::foldLosses},
     {"scatter_add", &Fuser::foldScatterAdds},
-    {"attention_grad", &Fuser::foldAttentionRopes},
+    // Before the GEMMs, as the norms: it takes the bias gradient of a
+    // packed attention gradient.
+    {"attention_grad", &Fuser::foldAttentionGrads},
     // Before the GEMMs: it takes bias gradients of a norm's total.
     {"norm", &Fuser::foldNorms},
     {"gemm", &Fuser::foldGemmEpilogues},

@@ -1225,13 +1225,21 @@ static LogicalResult verifyElementwiseRegion(FusedOp fused, Block &body,
   return success();
 }
 
+/// Why an attention_grad region's kernels do not apply.
+static constexpr const char *kAttentionGradKernels =
+    "an attention_grad region needs 16-bit q, k and v with heads of 64 or "
+    "128 (the GPU kernels that turn dq and dk and sum dqkv as they store "
+    "them)";
+
 static LogicalResult verifyAttentionGradRegion(FusedOp fused, Block &body,
                                                YieldOp yield) {
   // gt.attention_grad of q, k and v, then the inverse ropes (without
   // positions, one theta and convention) of its dq and dk; yields their
-  // results and dv, each once. Or, over packed heads [B, T, H + 2 Hkv, d],
-  // gt.attention_grad and one inverse rope of the first H + Hkv heads of
-  // its dqkv, which it yields.
+  // results and dv, each once. Or, over packed heads (one input), the
+  // gt.attention_grad, the inverse rope of the first H + Hkv heads of its
+  // dqkv ([B, T, H + 2 Hkv, d]) and the sum of the (turned) gradient's
+  // columns over all rows with that sum's cast, one of the two at least;
+  // yields the gradient and the sum.
   SmallVector<Operation *> ops;
   for (Operation &op : body.without_terminator())
     ops.push_back(&op);
@@ -1242,27 +1250,55 @@ static LogicalResult verifyAttentionGradRegion(FusedOp fused, Block &body,
   auto isInverse = [](RopeOp r) {
     return r && r.getInverse() && !r.getPositions();
   };
-  if (ops.size() == 2 && grad && grad.getInputs().size() == 1 &&
-      cast<RankedTensorType>(grad.getInputs()[0].getType()).getRank() == 4) {
-    auto rope = dyn_cast<RopeOp>(ops[1]);
+  if (grad && grad.getInputs().size() == 1) {
     auto qkv = cast<RankedTensorType>(grad.getInputs()[0].getType());
-    int64_t h = grad.getHeads(), kv = (qkv.getDimSize(2) - h) / 2;
-    if (!isInverse(rope) || rope.getInput() != grad.getResults()[0] ||
-        rope.getRotated() != uint64_t(h + kv))
+    int64_t h = grad.getHeads();
+    size_t next = 1;
+    Value stored = grad.getResults()[0];
+    if (auto rope = dyn_cast_or_null<RopeOp>(at(next))) {
+      if (qkv.getRank() != 4 || !isInverse(rope) || rope.getInput() != stored ||
+          rope.getRotated() != uint64_t(h + (qkv.getDimSize(2) - h) / 2))
+        return fused.emitOpError(
+            "an attention_grad region over packed heads turns the first H + "
+            "Hkv heads of [B, T, H + 2 Hkv, d] by one inverse gt.rope "
+            "(without positions)");
+      stored = rope.getResult();
+      ++next;
+    }
+    Value sum;
+    if (auto s = dyn_cast_or_null<SumToOp>(at(next))) {
+      auto type = cast<RankedTensorType>(stored.getType());
+      if (s.getInput() != stored ||
+          s.getType().getShape() != type.getShape().take_back())
+        return fused.emitOpError(
+            "an attention_grad region sums the packed gradient's columns "
+            "over all rows");
+      sum = s.getResult();
+      ++next;
+      if (auto c = dyn_cast_or_null<CastOp>(at(next));
+          c && c.getInput() == sum) {
+        sum = c.getResult();
+        ++next;
+      }
+    }
+    if (next != ops.size() || next == 1)
       return fused.emitOpError(
-          "an attention_grad region over packed heads is a "
-          "gt.attention_grad and the inverse gt.rope (without positions) of "
-          "the first H + Hkv heads of its gradient");
+          "an attention_grad region over packed heads is a gt.attention_grad, "
+          "the inverse gt.rope of its gradient and the sum of the gradient's "
+          "columns (with its cast), one of the two at least, in that order");
+    int64_t headDim = qkv.getRank() == 4 ? qkv.getDimSize(3)
+                                         : qkv.getDimSize(2) / (3 * h);
     if (!gtc::rt::attentionGradTakesRope(qkv.getElementTypeBitWidth(),
-                                         qkv.getDimSize(3)))
-      return fused.emitOpError("an attention_grad region needs 16-bit q, k "
-                               "and v with heads of 64 or 128 (the GPU "
-                               "kernels that turn dq and dk as they store "
-                               "them)");
-    if (yield.getValues().size() != 1 ||
-        yield.getValues()[0] != rope.getResult())
+                                         headDim))
+      return fused.emitOpError(kAttentionGradKernels);
+    SmallVector<Value> yields(yield.getValues());
+    SmallVector<Value> expected = {stored};
+    if (sum)
+      expected.push_back(sum);
+    if (yields != expected)
       return fused.emitOpError("an attention_grad region over packed heads "
-                               "yields the turned gradient");
+                               "yields the (turned) gradient and then its "
+                               "column sums");
     return success();
   }
   auto ropeQ = ops.size() == 3 ? dyn_cast<RopeOp>(ops[1]) : RopeOp();
@@ -1281,9 +1317,7 @@ static LogicalResult verifyAttentionGradRegion(FusedOp fused, Block &body,
   auto q = cast<RankedTensorType>(grad.getInputs()[0].getType());
   if (!gtc::rt::attentionGradTakesRope(q.getElementTypeBitWidth(),
                                        q.getDimSize(q.getRank() - 1)))
-    return fused.emitOpError("an attention_grad region needs 16-bit q, k and "
-                             "v with heads of 64 or 128 (the GPU kernels "
-                             "that turn dq and dk as they store them)");
+    return fused.emitOpError(kAttentionGradKernels);
   SmallVector<Value> yields(yield.getValues());
   SmallVector<Value> expected = {ropeQ.getResult(), ropeK.getResult(),
                                  grad.getResults()[2]};

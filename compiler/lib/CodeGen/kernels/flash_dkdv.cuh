@@ -86,6 +86,7 @@
     }
     __syncthreads();
   }
+  float csk[HD / 8][2] = {}, csv[HD / 8][2] = {};  // COLSUM: the stored columns' sums
 #pragma unroll
   for (int i = 0; i < MW; ++i)
 #pragma unroll
@@ -94,7 +95,12 @@
       if (key >= T)
         continue;
       const i64 at = ((i64)b * T + key) * KVROW + hk * HD;
-      store_row_rope(dkp + at, dk[i], r, c2, SCALE, key);
-      store_row(dvp + at, dv[i], r, c2, 1.f);
+      store_row_rope(dkp + at, dk[i], r, c2, SCALE, key, csk);
+      store_row_sum(dvp + at, dv[i], r, c2, csv);
     }
+  if (COLSUM) {
+    float *red = reinterpret_cast<float *>(smem);
+    column_sums_out<HD / 8, 16 * MW>(csk, part, red, b, k0, KCOL + hk * HD);
+    column_sums_out<HD / 8, 16 * MW>(csv, part, red, b, k0, VCOL + hk * HD);
+  }
 

@@ -145,12 +145,18 @@
     }
     __syncthreads();
   }
+  float csk[HD / 8][2] = {}, csv[HD / 8][2] = {};  // COLSUM: the stored columns' sums
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int key = k0 + r0 + g + 8 * r;
     if (key >= T)
       continue;
     const i64 at = ((i64)b * T + key) * KVROW + hk * HD;
-    store_row_rope(dkp + at, dk[0], r, c2, SCALE, key);
-    store_row(dvp + at, dv[0], r, c2, 1.f);
+    store_row_rope(dkp + at, dk[0], r, c2, SCALE, key, csk);
+    store_row_sum(dvp + at, dv[0], r, c2, csv);
+  }
+  if (COLSUM) {
+    float *red = reinterpret_cast<float *>(smem);
+    column_sums_out<HD / 8, 16>(csk, part, red, b, k0, KCOL + hk * HD);
+    column_sums_out<HD / 8, 16>(csv, part, red, b, k0, VCOL + hk * HD);
   }

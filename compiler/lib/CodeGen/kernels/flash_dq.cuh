@@ -87,12 +87,15 @@
     }
     __syncthreads();
   }
+  float cs[HD / 8][2] = {};  // COLSUM: the stored columns' sums
 #pragma unroll
   for (int i = 0; i < MW; ++i)
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int q = q0 + r0 + 16 * i + g + 8 * r;
       if (q < T)
-        store_row_rope(dqp + ((i64)b * T + q) * QROW + h * HD, dq[i], r, c2, SCALE, q);
+        store_row_rope(dqp + ((i64)b * T + q) * QROW + h * HD, dq[i], r, c2, SCALE, q, cs);
     }
+  if (COLSUM)
+    column_sums_out<HD / 8, 16 * MW>(cs, part, reinterpret_cast<float *>(smem), b, q0, QCOL + h * HD);
 

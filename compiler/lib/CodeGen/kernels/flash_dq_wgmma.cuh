@@ -115,9 +115,12 @@
     }
     __syncthreads();
   }
+  float cs[HD / 8][2] = {};  // COLSUM: the stored columns' sums
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int q = q0 + r0 + g + 8 * r;
     if (q < T)
-      store_row_rope(dqp + ((i64)b * T + q) * QROW + h * HD, dq[0], r, c2, SCALE, q);
+      store_row_rope(dqp + ((i64)b * T + q) * QROW + h * HD, dq[0], r, c2, SCALE, q, cs);
   }
+  if (COLSUM)
+    column_sums_out<HD / 8, 16>(cs, part, reinterpret_cast<float *>(smem), b, q0, QCOL + h * HD);

@@ -4,14 +4,17 @@
 // rope(k) with the inverse ropes of its dq and dk, which the GPU's
 // attention kernels apply as they store dq and dk. Over packed heads
 // [B, T, H + 2 Hkv, d] (gt-pack-projections) one inverse rope turns the
-// first H + Hkv heads of dqkv: q's and k's.
+// first H + Hkv heads of dqkv: q's and k's. A packed gradient (GPT-2's
+// [B, T, 3 D] too) also takes the sum of its columns over all rows, the
+// packed projection's bias gradient, which the kernels add up as they
+// store dqkv.
 //===----------------------------------------------------------------------===//
 
 #include "Fuser.h"
 
 namespace mlir::gt::fuse {
 
-void Fuser::foldAttentionRopes() {
+void Fuser::foldAttentionGrads() {
   SmallVector<Group> folds;
   // An inverse rope of a whole gradient, as the kernels turn it.
   auto inverse = [](RopeOp r) {
@@ -19,15 +22,36 @@ void Fuser::foldAttentionRopes() {
   };
   for (auto grad : block.getOps<AttentionGradOp>()) {
     auto q = cast<RankedTensorType>(grad.getInputs()[0].getType());
+    bool packed = grad.getInputs().size() == 1;
+    // The tensor-core kernels' operands: q, k, v, the output and its
+    // gradient of one 16-bit type, heads of 64 or 128 ([B, T, 3 D]: as
+    // many key heads as query heads).
+    int64_t headDim = packed && q.getRank() == 3
+                          ? q.getShape().back() / (3 * grad.getHeads())
+                          : q.getShape().back();
+    Type element = q.getElementType();
+    bool oneType = getElementTypeOrSelf(grad.getGrad().getType()) == element;
+    for (Value v : grad.getInputs())
+      oneType = oneType && getElementTypeOrSelf(v.getType()) == element;
+    if (!oneType || !q.hasStaticShape() ||
+        !gtc::rt::attentionGradTakesRope(q.getElementTypeBitWidth(), headDim))
+      continue;
     SmallVector<Operation *> ops{grad};
-    if (grad.getInputs().size() == 1 && q.getRank() == 4) {
-      // Packed heads: q's and k's heads turned back, v's left.
-      auto rope = dyn_cast_or_null<RopeOp>(soleUser(grad.getResults()[0]));
-      int64_t h = grad.getHeads(), kv = (q.getDimSize(2) - h) / 2;
-      if (!inverse(rope) || rope.getRotated() != uint64_t(h + kv))
+    if (packed) {
+      // Packed heads: q's and k's heads turned back, v's left; then the
+      // column sums of the gradient.
+      Value stored = grad.getResults()[0];
+      auto rope = dyn_cast_or_null<RopeOp>(soleUser(stored));
+      int64_t h = grad.getHeads(), kv = (q.getShape()[2] - h) / 2;
+      if (q.getRank() == 4 && inverse(rope) &&
+          rope.getRotated() == uint64_t(h + kv)) {
+        ops.push_back(rope);
+        stored = rope.getResult();
+      }
+      addBiasGradient(stored, ops);
+      if (ops.size() == 1)
         continue;
-      ops.push_back(rope);
-    } else if (grad.getInputs().size() == 3) {
+    } else {
       auto ropeQ = dyn_cast_or_null<RopeOp>(soleUser(grad.getResults()[0]));
       auto ropeK = dyn_cast_or_null<RopeOp>(soleUser(grad.getResults()[1]));
       if (!inverse(ropeQ) || !inverse(ropeK) || ropeQ.getRotated() ||
@@ -35,19 +59,7 @@ void Fuser::foldAttentionRopes() {
           ropeQ.getInterleaved() != ropeK.getInterleaved())
         continue;
       ops.append({ropeQ, ropeK});
-    } else {
-      continue; // GPT-2's packed qkv: no rope between projection and attention
     }
-    // The tensor-core kernels' operands: q, k, v, the output and its
-    // gradient of one 16-bit type.
-    Type element = q.getElementType();
-    bool oneType = getElementTypeOrSelf(grad.getGrad().getType()) == element;
-    for (Value v : grad.getInputs())
-      oneType = oneType && getElementTypeOrSelf(v.getType()) == element;
-    if (!oneType || !q.hasStaticShape() ||
-        !gtc::rt::attentionGradTakesRope(q.getElementTypeBitWidth(),
-                                         q.getShape().back()))
-      continue;
     Group g{grad, ops};
     if (readsOnlyAvailable(g))
       folds.push_back(g);

@@ -93,8 +93,13 @@ public:
   /// becomes an "attention_grad" region with the two ropes when the GPU's
   /// kernels can apply them as they store dq and dk
   /// (rt::attentionGradTakesRope): 24 launches fewer a step for llama124m,
-  /// each of which read and wrote a [B, T, heads, d] tensor.
-  void foldAttentionRopes();
+  /// each of which read and wrote a [B, T, heads, d] tensor. A packed
+  /// gradient (q, k and v one projection) takes its inverse rope, if any,
+  /// and the column sums of the gradient over all rows with their cast (the
+  /// projection's bias gradient, addBiasGradient), which the same kernels
+  /// compute as they store it: GPT-2's c_attn weight gradient then needs no
+  /// BGRADB epilogue.
+  void foldAttentionGrads();
   /// Layer norms with the elementwise ops around them that touch the same
   /// rows become "norm" regions (one row kernel, no round trip through
   /// memory for the values in between):
