@@ -31,6 +31,18 @@ if config.gtc_have_sentencepiece and shutil.which("spm_train"):
 else:
     config.available_features.add("no-sentencepiece")
 
+# gtc compile precompiles the GPU kernels where NVRTC loads (CUDA 13's, at
+# its Debian name or the toolkit's path, as runtime/lib/Cuda/CudaLibs.cpp
+# looks for it).
+import ctypes
+for nvrtc in ("libnvrtc.so.13", "/usr/local/cuda/lib64/libnvrtc.so.13"):
+    try:
+        ctypes.CDLL(nvrtc)
+    except OSError:
+        continue
+    config.available_features.add("nvrtc")
+    break
+
 # The PyTorch parity tests (test/Parity) need a Python with torch and numpy
 # (Debian's python3-torch; tools/dev.sh installs it).
 import shutil

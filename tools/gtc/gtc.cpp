@@ -1061,10 +1061,12 @@ std::string findRunner(const char *argv0) {
 
 /// Cubins of every plan's kernels (and the runtime's own, the optimizer
 /// update) for each of the bundle's archs, and PTX for `ptxArch` (later
-/// GPUs), into the bundle; without NVRTC, or on a compile error, none (the
-/// executable compiles them on the GPU machine), with a warning.
-void precompileKernels(const std::vector<gtc::rt::Plan> &plans,
-                       const std::string &ptxArch, gtc::rt::Bundle &bundle) {
+/// GPUs), into the bundle, with the variants of kernels and GEMMs (gtc's
+/// Hopper GEMM in place of cuBLASLt's) for the bundle's archs; without
+/// NVRTC, or on a compile error, none (the executable compiles them on the
+/// GPU machine), with a warning. Returns the number of variants' cubins.
+size_t precompileKernels(const std::vector<gtc::rt::Plan> &plans,
+                         const std::string &ptxArch, gtc::rt::Bundle &bundle) {
   std::string nvrtcProblem;
   // The plans' kernels and the runtime's own (the optimizer update).
   std::vector<std::string> sources = gtc::rt::runtimeKernelSources();
@@ -1080,16 +1082,17 @@ void precompileKernels(const std::vector<gtc::rt::Plan> &plans,
       break;
     }
     for (const auto &launches : program.kernels)
-      for (const gtc::rt::CudaLaunch &l : launches)
-        if (l.kind == gtc::rt::CudaLaunch::Kind::Kernel) {
+      for (const gtc::rt::CudaLaunch &l : launches) {
+        if (l.kind == gtc::rt::CudaLaunch::Kind::Kernel)
           sources.push_back(l.source);
-          // A variant for one of the bundle's archs, compiled for its own.
-          for (const gtc::rt::CudaLaunch::Variant &v : l.variants)
-            if (llvm::is_contained(bundle.archs, "sm_" +
-                                                     std::to_string(v.major) +
-                                                     std::to_string(v.minor)))
-              variantSources.push_back({v.source, v.arch});
-        }
+        // A variant for one of the bundle's archs (of a kernel, or of a
+        // cuBLASLt GEMM), compiled for its own.
+        for (const gtc::rt::CudaLaunch::Variant &v : l.variants)
+          if (llvm::is_contained(bundle.archs, "sm_" +
+                                                   std::to_string(v.major) +
+                                                   std::to_string(v.minor)))
+            variantSources.push_back({v.source, v.arch});
+      }
   }
   // Cubins for each arch, and PTX of the newest for later GPUs: one NVRTC
   // job per (distinct source, target), on every core.
@@ -1107,11 +1110,13 @@ void precompileKernels(const std::vector<gtc::rt::Plan> &plans,
       }
     }
   }
+  size_t variants = 0;
   for (const auto &[source, arch] : variantSources) {
     std::string key = gtc::rt::kernelKey(source, arch);
     if (keys.insert(key).second) {
       jobs.push_back({&source, arch, {}, false, ""});
       jobKeys.push_back(key);
+      ++variants;
     }
   }
   unsigned threads = 0;
@@ -1131,7 +1136,9 @@ void precompileKernels(const std::vector<gtc::rt::Plan> &plans,
                     "machine\n";
     bundle.kernels.clear();
     bundle.archs.clear();
+    return 0;
   }
+  return variants;
 }
 
 /// Writes the executable `output`: the runner, then the bundle's payload;
@@ -1267,7 +1274,7 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
       newest = a.str();
   }
   std::string ptxArch = "compute_" + newest.substr(3);
-  precompileKernels(plans, ptxArch, bundle);
+  size_t variants = precompileKernels(plans, ptxArch, bundle);
 
   std::string runnerPath = findRunner(argv0);
   auto runner = llvm::MemoryBuffer::getFile(runnerPath, /*IsText=*/false);
@@ -1283,12 +1290,18 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
   double seconds = std::chrono::duration<double>(
                        std::chrono::steady_clock::now() - t0)
                        .count();
+  // Variants: the kernels a device of one compute capability runs instead
+  // (sm_90a: the Hopper attention kernels and gtc's own GEMM).
+  std::string variantNote =
+      variants ? ", " + std::to_string(variants) +
+                     " of them variants for one compute capability"
+               : "";
   size_t kernelBytes = 0;
   for (const auto &[key, bin] : bundle.kernels)
     kernelBytes += bin.size();
   llvm::outs() << llvm::format(
       "wrote %s: %.1f MiB (runner %.1f MiB, plans %.1f KiB, %zu GPU kernel "
-      "binaries %.1f MiB for %s%s) in %.1f s\n",
+      "binaries %.1f MiB for %s%s%s) in %.1f s\n",
       opts.output.c_str(), (runner.get()->getBufferSize() + payload.size()) /
                                1048576.0,
       runner.get()->getBufferSize() / 1048576.0,
@@ -1301,7 +1314,7 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
        }()) / 1024.0,
       bundle.kernels.size(), kernelBytes / 1048576.0,
       opts.arch.c_str(), bundle.kernels.empty() ? " (none)" : " + PTX",
-      seconds);
+      variantNote.c_str(), seconds);
   llvm::outs() << "model " << step->model << ", batch " << step->batch
                << ", precision " << gtc::rt::name(step->config.precision) << "; run '"
                << opts.output << " --help' for its options\n";
