@@ -2,7 +2,7 @@
 # The GPU test suite and benchmarks, in one run on a machine with an NVIDIA GPU
 # and the CUDA 13 libraries (no LLVM needed). Prints one table at the end.
 #
-#   test/gpu/run.sh BUNDLE [compile|pad|streams|fuse|parity|llama|llama-sizes|gpt2-sizes|gemm|attention|dropout|sample|micro|kernels]
+#   test/gpu/run.sh BUNDLE [all | SECTION,SECTION,...]   (the sections: below, at ONLY)
 #
 # BUNDLE is what `tools/dev.sh gpu-bundle` makes: gtc and gtc-gpu-check built
 # with -DGTC_STATIC=ON, the Fashion-MNIST files and torch_reference.py.
@@ -59,23 +59,43 @@ print(f"max gap {g * 100:.2f}% (tol {tol * 100:.0f}%), final {b[-1]:.4f} vs {ref
 sys.exit(0 if g <= tol else 1)
 PY
 }
-ONLY=${2:-all}   # "compile": only section 7 (gtc compile); "pad": only gt-pad-dims;
-                 # "streams": only one stream against two;
-                 # "fuse": only the fusion profiles and kernel counts;
-                 # "parity": only GPT-2 124M against PyTorch;
-                 # "llama": only examples/llama.gt (parity, step time);
-                 # "attention": only attention alone against SDPA;
-                 # "dropout": only dropout against the CPU;
-                 # "sample": only gtc sample (greedy against transformers,
-                 # KV cache against recomputation, tokens/s);
-                 # "llama-sizes": llama124m-t4096 and llama1b;
-                 # "gpt2-sizes": GPT-2's sizes against PyTorch (not in "all";
-                 # GPT2_SIZES picks rows);
-                 # "gemm": test/bench/gemm_hopper.cu, then gtc with its kernel
-                 # and without (GTC_HOPPER_GEMM=0) against the CPU and timed
-                 # (not in "all");
+ONLY=${2:-all}   # the sections to run, comma-separated, or "all":
+                 # "check": every op against the CPU (gpu-check at each
+                 # precision), GPU/CPU training parity, the kernel cache,
+                 # the timeline and profile, accuracy, checkpoints, mixed
+                 # precision, fp16 loss scaling, --check-numerics;
+                 # "pad": gt-pad-dims; "streams": one stream against two;
+                 # "fuse": the fusion profiles and kernel counts;
+                 # "precision": bf16 against fp32 speed and memory;
+                 # "parity": GPT-2 124M against PyTorch;
+                 # "llama": examples/llama.gt (parity, step time);
+                 # "dropout": dropout against the CPU;
                  # "micro": gradient accumulation and GTC_NO_GRAPH=1 on one GPU;
-                 # "kernels": llama124m's kernels on both sides under ncu
+                 # "sample": gtc sample (greedy against transformers,
+                 # KV cache against recomputation, tokens/s);
+                 # "attention": attention alone against SDPA;
+                 # "compile": gtc compile's executables;
+                 # "bench": the MLP against PyTorch.
+                 # "all" is those; it no longer fits one device call of 10
+                 # minutes (an H100 took 530 s to the end of "micro"), so
+                 # there take two: check,pad,streams,fuse,precision,parity
+                 # and llama,dropout,micro,sample,attention,compile,bench.
+                 # Not in "all" (benchmarks of many minutes, or experiments):
+                 # "llama-sizes": llama124m-t4096 and llama1b against
+                 # torch.compile; "gpt2-sizes": GPT-2's sizes against
+                 # PyTorch (GPT2_SIZES picks rows); "gemm":
+                 # test/bench/gemm_hopper.cu, then gtc with its kernel and
+                 # without (GTC_HOPPER_GEMM=0) against the CPU and timed;
+                 # "kernels": llama124m's kernels on both sides under ncu.
+ALL=check,pad,streams,fuse,precision,parity,llama,dropout,micro,sample,attention,compile,bench
+[ "$ONLY" = all ] && ONLY=$ALL
+for s in ${ONLY//,/ }; do
+  case ",$ALL,llama-sizes,gpt2-sizes,gemm,kernels," in
+    *",$s,"*) ;;
+    *) echo "run.sh: no section '$s'; the sections: $ALL, llama-sizes, gpt2-sizes, gemm, kernels" >&2; exit 2 ;;
+  esac
+done
+want() { case ",$ONLY," in *",$1,"*) return 0 ;; esac; return 1; }
 # Trains `model` on the GPU and on the CPU from one seed and compares the losses.
 parity() { # name model limit-steps [steps (50)] [tolerance (1e-4)]
   local steps=${4:-50}
@@ -92,7 +112,7 @@ print("per-step relative difference:", " ".join(f"{r:.0e}" for r in rel))
 sys.exit(0 if len(g) == steps and max(rel[:n]) <= tol else 1)
 PY
 }
-if [ "$ONLY" = all ]; then
+if want check; then
 # 1. Every op's kernels (forward and backward) against the CPU.
 "$BIN/gtc-gpu-check" "$GTC" > "$OUT/ops-fp32.txt" 2>&1; s=$?
 cat "$OUT/ops-fp32.txt"
@@ -250,7 +270,7 @@ sed "s|h = relu(linear(h, 1024))|h = log(relu(linear(h, 1024)) - 1.0)|" examples
 grep -q "check-numerics: .*log.* at .*log.gt:7:[0-9]* (forward, layer fc2) is the step's first op whose output is not finite" "$OUT/numerics.txt"; s=$?
 row "--check-numerics on the GPU: $(grep -o "fused.* at [^ ]*" "$OUT/numerics.txt" | cut -c1-60)" "$(verdict $s)"
 fi
-if [ "$ONLY" = all ] || [ "$ONLY" = pad ]; then
+if want pad; then
 # gt-pad-dims keeps the function: the odd-sized MLP (hidden 1001) trains
 # to the same curve padded and unpadded on the GPU (bf16; the GEMMs differ in
 # summation order, so section 6's windowed-loss tolerance for bf16 applies:
@@ -279,7 +299,7 @@ print("; ".join(f"b={b}: {t[(b, 'padded')]:.3f} vs {t[(b, '--no-pad')]:.3f} ms (
 PY
 row "odd sizes bf16 padded vs unpadded: $(cat "$OUT/pad-speedup.txt")" "info"
 fi
-if [ "$ONLY" = all ] || [ "$ONLY" = streams ]; then
+if want streams; then
 # Two streams (scheduleStreams) change no arithmetic: every loss equals the
 # one-stream run's, bit for bit; and the step times of both.
 for m in "examples/mlp.gt --batch 64 --precision tf32" "examples/mlp.gt --batch 64 --precision bf16" \
@@ -299,7 +319,7 @@ done
 cat "$OUT/bench-streams.txt"
 row "streams: $(grep -c . "$OUT/bench-streams.txt") measurements in bench-streams.txt" "info"
 fi
-if [ "$ONLY" = all ] || [ "$ONLY" = fuse ]; then
+if want fuse; then
 # gt-fuse: kernels per step, step time and the profile of GPT-2 (bf16, B=16),
 # its attention-free variant, and the MLP at batch 64, fused and --no-fuse.
 sed 's/attention(layernorm(x, name: "ln_1"), heads: H, causal: true, std: 0.02, name: "attn")/linear(linear(layernorm(x, name: "ln_1"), 3 * D, name: "attn.c_attn"), D, name: "attn.c_proj")/' \
@@ -324,7 +344,7 @@ done
 cat "$OUT/bench-fuse.txt"
 row "gt-fuse: $(grep -c . "$OUT/bench-fuse.txt") measurements in bench-fuse.txt" "info"
 fi
-if [ "$ONLY" = all ]; then
+if want precision; then
 # bf16 vs fp32 speed and device memory (one job, same GPU).
 for m in "examples/mlp.gt --batch 16384" "examples/char_gpt.gt"; do
   for p in fp32 tf32 bf16 fp16; do
@@ -346,7 +366,7 @@ s=$?
 row "$(cat "$OUT/speedup.txt") (>= 2x)" "$(verdict $s)"
 
 fi
-if [ "$ONLY" = all ] || [ "$ONLY" = parity ]; then
+if want parity; then
 # GPT-2 124M parity with PyTorch on this GPU (test/Parity: one safetensors
 # file of weights, 50 AdamW steps on the same batches, every loss compared).
 # bf16: the 50 losses within 1.5e-5: above the difference measured (5.4e-6
@@ -375,7 +395,7 @@ gp against-fp32 --precision bf16 --gtc-precision fp32 $GPT2_BF16; s=$?
 tail -3 "$OUT/parity-against-fp32.txt"
 row "GPT-2: the bf16 check fails gtc fp32 vs PyTorch bf16: $(grep -o 'max relative difference [^ ]*' "$OUT/parity-against-fp32.txt")" "$([ $s != 0 ] && echo PASS || echo "FAIL (it passed)")"
 fi
-if [ "$ONLY" = all ] || [ "$ONLY" = llama ]; then
+if want llama; then
 # examples/llama.gt (llama124m) on this GPU: parity with a PyTorch Llama and
 # with transformers' LlamaForCausalLM (50 AdamW steps from one safetensors
 # file), the bf16 check run against an fp32 gtc to show it fails, and the
@@ -417,7 +437,7 @@ CONFIG=llama124m MODES=bf16,compile timeout 400 python3 "$B/torch_llama.py" > "$
 "$GTC" run examples/llama.gt --device cuda --bench 10 --profile "$OUT/llama-profile.json" > "$OUT/llama-profile.txt" 2>&1
 grep -A30 "^kernel  " "$OUT/llama-profile.txt" | head -32
 fi
-if [ "$ONLY" = all ] || [ "$ONLY" = dropout ]; then
+if want dropout; then
 # Dropout: the GPU draws the CPU's masks in every one of 30 steps, and its
 # kernels match the CPU's.
 parity dropout test/gpu/dropout.gt 30 30; s=$?
@@ -429,7 +449,7 @@ for p in fp32 bf16; do
   row "dropout fwd+bwd vs CPU, $p" "$(verdict $s)"
 done
 fi
-if [ "$ONLY" = all ] || [ "$ONLY" = micro ]; then
+if want micro; then
 # Gradient accumulation on one GPU (the gradients lie inside the
 # activations' memory, Plan::gradsInTemp, and each micro-batch's are summed
 # into the accumulator before the next forward pass overwrites them):
@@ -449,7 +469,7 @@ GTC_NO_GRAPH=1 "$GTC" run examples/llama.gt --device cuda --bench 10 > "$OUT/nog
 "$GTC" run examples/llama.gt --device cuda --bench 10 > "$OUT/graph-llama.txt" 2>&1
 row "llama124m --bench launch by launch: $(tail -1 "$OUT/nograph-llama.txt" | grep -o '[0-9.]* ms/step'), graph $(tail -1 "$OUT/graph-llama.txt" | grep -o '[0-9.]* ms/step')" "$(verdict $s)"
 fi
-if [ "$ONLY" = kernels ]; then
+if want kernels; then
 # Every kernel of llama124m's step on both sides under Nsight Compute, one at
 # a time (no overlap, no launch gaps): gtc's --profile launches in NVTX
 # ranges of its profile's names, PyTorch's compiled step (2 steps after 5
@@ -464,7 +484,7 @@ python3 test/gpu/ncu_table.py torch "$OUT/ncu-torch.csv" 2 > "$OUT/kernels-torch
 row "ncu: torch.compile llama124m, $(tail -1 "$OUT/kernels-torch.txt")" "$(verdict $((s + s2)))"
 [ -n "$RESULTS" ] && cp "$OUT/kernels-gtc.txt" "$OUT/kernels-torch.txt" "$RESULTS/"
 fi
-if [ "$ONLY" = all ] || [ "$ONLY" = sample ]; then
+if want sample; then
 # gtc sample: GPT-2 124M's greedy tokens equal transformers' generate, the KV
 # cache equals recomputation (GPT-2, Llama), tokens/s against generate.
 python3 test/gpu/sample_gpu.py "$GTC" "$OUT/sample" > "$OUT/sample.txt" 2>&1; s=$?
@@ -498,7 +518,7 @@ PY
   local s=$?
   row "$(cat "$OUT/$1-summary.txt")" "$(verdict $s)"
 }
-if [ "$ONLY" = all ] || [ "$ONLY" = llama-sizes ]; then
+if want llama-sizes; then
 # The larger Llamas of shared/bench/torch_llama.py: examples/llama.gt with
 # its sizes set, against torch.compile's step and memory in the same job.
 lsize() { # config, batch, let line, the target ratio to torch.compile
@@ -513,7 +533,7 @@ lsize() { # config, batch, let line, the target ratio to torch.compile
 lsize llama124m-t4096 4 "V = 32000, T = 4096, D = 768, H = 12, KV = 4, FF = 2048, L = 12" 0.9
 lsize llama1b 8 "V = 32000, T = 2048, D = 2048, H = 32, KV = 8, FF = 8192, L = 16" 1.0
 fi
-if [ "$ONLY" = gpt2-sizes ]; then
+if want gpt2-sizes; then
 # Issue 37's table: examples/gpt2.gt with its sizes set against
 # torch_reference.py's GPT-2 of the same size (GPT_SIZE, GPT_T, GPT_B,
 # MODES) in the same job, no checkpointing on either side. Both take 6 steps
@@ -534,10 +554,10 @@ gsize() { # name, GPT_SIZE, "L D H", T, batch, precision, PyTorch's mode, target
 }
 # A name in GPT2_SIZES that is no row is an error, not a table of nothing.
 rows="gpt2-124m gpt2-124m-t4096 gpt2-124m-tf32 gpt2-355m gpt2-774m gpt2-1558m"
-for want in ${GPT2_SIZES:-}; do
+for name in ${GPT2_SIZES:-}; do
   case " $rows " in
-    *" $want "*) ;;
-    *) echo "run.sh: GPT2_SIZES names '$want', which is no row; the rows: $rows" >&2; exit 2 ;;
+    *" $name "*) ;;
+    *) echo "run.sh: GPT2_SIZES names '$name', which is no row; the rows: $rows" >&2; exit 2 ;;
   esac
 done
 gsize gpt2-124m 124m "12 768 12" 1024 16 bf16 compile 0.8
@@ -547,7 +567,7 @@ gsize gpt2-355m 355m "24 1024 16" 1024 16 bf16 compile 0.85 peak
 gsize gpt2-774m 774m "36 1280 20" 1024 16 bf16 compile 0.85 peak
 gsize gpt2-1558m 1558m "48 1600 25" 1024 16 bf16 compile 0.85 peak
 fi
-if [ "$ONLY" = gemm ]; then
+if want gemm; then
 # test/bench/gemm_hopper.cu (tools/dev.sh gpu-bundle builds it): gtc's own
 # Hopper GEMM, cooperative and pingpong, against cuBLASLt at GPT-2's MLP
 # shape, each kernel's output within 2e-2 of cuBLASLt's (relative to its
@@ -580,7 +600,7 @@ for own in 1 0 1 0; do
   row "GPT-2 124M bf16 B 16, GTC_HOPPER_GEMM=$own: $t" info
 done
 fi
-if [ "$ONLY" = all ] || [ "$ONLY" = attention ]; then
+if want attention; then
 # Attention alone, fwd + bwd, bf16, B 16, T 1024, heads of 64, causal: the
 # sum of the attention kernels' mean times in gtc's profile against SDPA's
 # medians of 20 (test/gpu/sdpa_bench.py), multi-head (12 heads) and
@@ -601,7 +621,7 @@ for m in attention attention_gqa; do
   row "attention fwd+bwd, H 12 Hkv $hkv: gtc $g ms vs SDPA's best ${t:-?} ms (<= 1x)" "$(verdict $s)"
 done
 fi
-if [ "$ONLY" = all ] || [ "$ONLY" = compile ]; then
+if want compile; then
 # 7. gtc compile: standalone executables, run from a directory without gtc,
 # against `gtc run` with the same seed (identical losses expected: the same
 # plan and kernels). GPT-2 124M trains on a synthetic token file.
@@ -633,7 +653,7 @@ python3 test/Run/Inputs/compare_losses.py "$OUT/mlp-run.jsonl" "$OUT/mlp-exe.jso
 row "compiled mlp 50 steps on the GPU vs gtc run: $(tail -1 "$OUT/mlp-same.txt" | cut -c1-50)" "$(verdict $((s1 + s2)))"
 
 fi
-if [ "$ONLY" = all ]; then
+if want bench; then
 # 5. Benchmark: gtc vs PyTorch, same GPU, same job.
 for b in 64 1024 16384; do
   for p in fp32 tf32 bf16; do
