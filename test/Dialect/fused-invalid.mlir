@@ -605,7 +605,7 @@ func.func @attention_grad_packed_alone(%dy: tensor<2x4x64xbf16>, %lse: tensor<2x
 
 // The column sums are over all rows, to a row of dqkv.
 func.func @attention_grad_sum_rows(%dy: tensor<2x4x64xbf16>, %lse: tensor<2x1x4xf32>, %qkv: tensor<2x4x192xbf16>) -> (tensor<2x4x192xbf16>, tensor<4x192xbf16>) {
-  // expected-error @+1 {{an attention_grad region sums the packed gradient's columns over all rows}}
+  // expected-error @+1 {{an attention_grad region sums the columns of a packed gradient [B, T, W] over all rows}}
   %r:2 = gt.fused "attention_grad"(%dy, %lse, %qkv) : (tensor<2x4x64xbf16>, tensor<2x1x4xf32>, tensor<2x4x192xbf16>) -> (tensor<2x4x192xbf16>, tensor<4x192xbf16>) {
   ^bb0(%a: tensor<2x4x64xbf16>, %l: tensor<2x1x4xf32>, %aqkv: tensor<2x4x192xbf16>):
     %d = gt.attention_grad %a, %a, %l, %aqkv <{heads = 1 : i64}> : tensor<2x4x64xbf16>, tensor<2x1x4xf32>, tensor<2x4x192xbf16>
@@ -642,4 +642,19 @@ func.func @attention_grad_sum_yield(%dy: tensor<2x4x64xbf16>, %lse: tensor<2x1x4
     gt.yield %d, %s : tensor<2x4x192xbf16>, tensor<192xbf16>
   }
   return %r#0, %r#1 : tensor<2x4x192xbf16>, tensor<192xbf16>
+}
+
+// -----
+
+// Over packed heads [B, T, H + 2 Hkv, d] the sum over the last dimension
+// would add heads together: not a row's column sums.
+func.func @attention_grad_sum_heads(%dy: tensor<2x4x6x64xbf16>, %lse: tensor<2x6x4xf32>, %qkv: tensor<2x4x10x64xbf16>) -> (tensor<2x4x10x64xbf16>, tensor<64xbf16>) {
+  // expected-error @+1 {{an attention_grad region sums the columns of a packed gradient [B, T, W] over all rows}}
+  %r:2 = gt.fused "attention_grad"(%dy, %lse, %qkv) : (tensor<2x4x6x64xbf16>, tensor<2x6x4xf32>, tensor<2x4x10x64xbf16>) -> (tensor<2x4x10x64xbf16>, tensor<64xbf16>) {
+  ^bb0(%a: tensor<2x4x6x64xbf16>, %l: tensor<2x6x4xf32>, %aqkv: tensor<2x4x10x64xbf16>):
+    %d = gt.attention_grad %a, %a, %l, %aqkv <{heads = 6 : i64}> : tensor<2x4x6x64xbf16>, tensor<2x6x4xf32>, tensor<2x4x10x64xbf16>
+    %s = gt.sum_to %d : tensor<2x4x10x64xbf16> -> tensor<64xbf16>
+    gt.yield %d, %s : tensor<2x4x10x64xbf16>, tensor<64xbf16>
+  }
+  return %r#0, %r#1 : tensor<2x4x10x64xbf16>, tensor<64xbf16>
 }

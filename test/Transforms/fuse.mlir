@@ -1166,3 +1166,19 @@ func.func @attention_grad_bias_f32(%dy: tensor<2x4x64xf32>, %lse: tensor<2x1x4xf
   %s = gt.sum_to %v : tensor<8x192xf32> -> tensor<192xf32>
   return %w, %s : tensor<192x16xf32>, tensor<192xf32>
 }
+
+// -----
+
+// Over packed heads [B, T, H + 2 Hkv, d] a sum over the last dimension adds
+// heads together, which the kernels do not: the rope alone joins.
+// CHECK-LABEL: func.func @attention_grad_rope_packed_sum
+// CHECK:      %[[R:.*]] = gt.fused "attention_grad"
+// CHECK-NOT:    gt.sum_to
+// CHECK:        gt.yield
+// CHECK:      gt.sum_to %[[R]]
+func.func @attention_grad_rope_packed_sum(%dy: tensor<2x4x6x64xbf16>, %lse: tensor<2x6x4xf32>, %qkv: tensor<2x4x10x64xbf16>) -> (tensor<2x4x10x64xbf16>, tensor<64xbf16>) {
+  %d = gt.attention_grad %dy, %dy, %lse, %qkv <{heads = 6 : i64}> : tensor<2x4x6x64xbf16>, tensor<2x6x4xf32>, tensor<2x4x10x64xbf16>
+  %r = gt.rope %d <{inverse = true, rotated = 8 : i64}> : tensor<2x4x10x64xbf16>
+  %s = gt.sum_to %r : tensor<2x4x10x64xbf16> -> tensor<64xbf16>
+  return %r, %s : tensor<2x4x10x64xbf16>, tensor<64xbf16>
+}

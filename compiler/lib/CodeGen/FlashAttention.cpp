@@ -14,6 +14,10 @@
 //   dkdv:  per key tile, dv = sum over queries of p dy, dk = scale * ds^T q,
 //          the queries of every head that reads the key head (grouped-query
 //          attention: K and V are read in place, never repeated).
+// In an "attention_grad" region both also turn dq and dk back by inverse
+// ropes, and over a packed dqkv may sum its columns (a projection's bias
+// gradient) as they store it, by 64-row chunks into the workspace, which a
+// third launch adds in order (flash_rope.cuh).
 // Each 16-bit launch also carries a variant for Hopper (sm_90a, CudaLaunch::
 // Variant), the same three kernels on warpgroup MMA (wgmma): blocks of
 // whole warpgroups (WgmmaTiles), tiles in shared memory in the swizzled

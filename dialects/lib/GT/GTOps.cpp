@@ -1237,9 +1237,9 @@ static LogicalResult verifyAttentionGradRegion(FusedOp fused, Block &body,
   // positions, one theta and convention) of its dq and dk; yields their
   // results and dv, each once. Or, over packed heads (one input), the
   // gt.attention_grad, the inverse rope of the first H + Hkv heads of its
-  // dqkv ([B, T, H + 2 Hkv, d]) and the sum of the (turned) gradient's
-  // columns over all rows with that sum's cast, one of the two at least;
-  // yields the gradient and the sum.
+  // dqkv ([B, T, H + 2 Hkv, d]) or the sum of the columns of its dqkv
+  // ([B, T, W]) over all rows with that sum's cast; yields the gradient
+  // and the sum.
   SmallVector<Operation *> ops;
   for (Operation &op : body.without_terminator())
     ops.push_back(&op);
@@ -1268,11 +1268,11 @@ static LogicalResult verifyAttentionGradRegion(FusedOp fused, Block &body,
     Value sum;
     if (auto s = dyn_cast_or_null<SumToOp>(at(next))) {
       auto type = cast<RankedTensorType>(stored.getType());
-      if (s.getInput() != stored ||
+      if (s.getInput() != stored || type.getRank() != 3 ||
           s.getType().getShape() != type.getShape().take_back())
         return fused.emitOpError(
-            "an attention_grad region sums the packed gradient's columns "
-            "over all rows");
+            "an attention_grad region sums the columns of a packed gradient "
+            "[B, T, W] over all rows");
       sum = s.getResult();
       ++next;
       if (auto c = dyn_cast_or_null<CastOp>(at(next));

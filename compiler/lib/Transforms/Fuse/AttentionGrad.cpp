@@ -48,7 +48,10 @@ void Fuser::foldAttentionGrads() {
         ops.push_back(rope);
         stored = rope.getResult();
       }
-      addBiasGradient(stored, ops);
+      // A row of [B, T, W] is a position's q, k and v: its columns' sums
+      // are the projection's bias gradient.
+      if (q.getRank() == 3)
+        addBiasGradient(stored, ops);
       if (ops.size() == 1)
         continue;
     } else {
