@@ -313,7 +313,8 @@ void Emitter::asVariant(int major, int minor, const std::string &arch) {
   launches.back().variants.push_back(std::move(variant));
 }
 
-/// The gradient on tensor cores in two launches (see the file comment).
+/// The gradient on tensor cores in two launches, three with column sums (see
+/// the file comment).
 bool Emitter::flashAttentionGrad(const AttentionLayout &a, int sums) {
   int dy = a.dy, y = a.y, lse = a.lse;
   DType t = flashType(a);
