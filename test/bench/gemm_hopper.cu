@@ -309,9 +309,13 @@ __device__ __forceinline__ void unit_tile(int u, int units, int NT, int &ur, int
 }
 
 // Thread 0 makes S stages' barriers (full: the producer's arrival and its
-// bytes; empty: `consumers` arrivals) and the other `extra` ones (count 1).
+// bytes; empty: `consumers` arrivals), the other `extra` ones (count 1) and,
+// given auxFull, two pairs of saved-input buffer barriers (full: 1; empty:
+// `auxReaders`).
 template <int S>
-__device__ __forceinline__ void init_barriers(u64 *full, u64 *empty, u32 consumers, u64 *extra, int nextra) {
+__device__ __forceinline__ void init_barriers(u64 *full, u64 *empty, u32 consumers, u64 *extra, int nextra,
+                                              u64 *auxFull = nullptr, u64 *auxEmpty = nullptr,
+                                              u32 auxReaders = 0) {
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
       mbar_init(smem_u32(&full[s]), 1);
@@ -319,6 +323,10 @@ __device__ __forceinline__ void init_barriers(u64 *full, u64 *empty, u32 consume
     }
     for (int i = 0; i < nextra; ++i)
       mbar_init(smem_u32(&extra[i]), 1);
+    for (int b = 0; auxFull && b < 2; ++b) {  // a consumer warpgroup's saved-input buffer
+      mbar_init(smem_u32(&auxFull[b]), 1);
+      mbar_init(smem_u32(&auxEmpty[b]), auxReaders);
+    }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
@@ -547,15 +555,8 @@ gemm_pingpong_smem_aux(const __grid_constant__ CUtensorMap ta, const __grid_cons
   const u32 base = (smem_u32(smem_raw) + 1023) & ~1023u, auxBase = base + QSTAGES * PSTAGE_BYTES;
   const int wg = threadIdx.x >> 7;
   const int NT = N / PBN, units = (M / PBM) * NT, KT = K / BK;
-  init_barriers<QSTAGES>(full, empty, 1, order, 2);
-  if (threadIdx.x == 0) {
-    for (int b = 0; b < 2; ++b) {
-      mbar_init(smem_u32(&auxFull[b]), 1);
-      mbar_init(smem_u32(&auxEmpty[b]), 128);  // every thread of the warpgroup has read it
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
+  // auxEmpty: every thread of the warpgroup has read the buffer.
+  init_barriers<QSTAGES>(full, empty, 1, order, 2, auxFull, auxEmpty, 128);
   if (wg == 0) {
     produce<BMN, PBM, PBN, QSTAGES, 1>(&ta, &tb, base, full, empty, units, NT, KT, &taux, auxBase, auxFull,
                                         auxEmpty);
@@ -638,15 +639,8 @@ gemm_pingpong_tma_epi(const __grid_constant__ CUtensorMap ta, const __grid_const
   const u32 base = (smem_u32(smem_raw) + 1023) & ~1023u, auxBase = base + QSTAGES * PSTAGE_BYTES;
   const int wg = threadIdx.x >> 7;
   const int NT = N / PBN, units = (M / PBM) * NT, KT = K / BK;
-  init_barriers<QSTAGES>(full, empty, 1, order, 2);
-  if (threadIdx.x == 0) {
-    for (int b = 0; b < 2; ++b) {
-      mbar_init(smem_u32(&auxFull[b]), 1);
-      mbar_init(smem_u32(&auxEmpty[b]), 1);  // the warpgroup's store has read it
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
+  // auxEmpty: the warpgroup's TMA store has read the buffer.
+  init_barriers<QSTAGES>(full, empty, 1, order, 2, auxFull, auxEmpty, 1);
   if (wg == 0) {
     produce<BMN, PBM, PBN, QSTAGES, 1>(&ta, &tb, base, full, empty, units, NT, KT, &taux, auxBase, auxFull,
                                         auxEmpty);
