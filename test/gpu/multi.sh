@@ -19,11 +19,8 @@ RESULTS=${OUT:-}
 W=/tmp/gtc-multi
 rm -rf "$W" && mkdir -p "$W"
 BIN=/tmp/gtc-gpu-bin
-mkdir -p "$BIN"
-for f in gtc gtc-runner; do
-  if [ -f "$B/$f.gz" ]; then gunzip -c "$B/$f.gz" > "$BIN/$f"; else cp "$B/$f" "$BIN/$f"; fi
-  chmod +x "$BIN/$f"
-done
+. test/gpu/unpack.sh
+unpack_bundle "$B" "$BIN" gtc gtc-runner
 GTC=$BIN/gtc
 # Every run has a time limit: a hang fails its row instead of the whole run.
 gtc() { timeout -k 10 "${LIMIT:-240}" "$GTC" "$@"; }

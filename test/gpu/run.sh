@@ -12,13 +12,9 @@ B=${1:-gpu-bundle}
 RESULTS=${OUT:-}          # the device tool's result folder, if any
 OUT=/tmp/gtc-gpu-work     # logs of every step
 rm -rf "$OUT" && mkdir -p "$OUT"
-# The bundle's binaries travel gzip-compressed.
 BIN=/tmp/gtc-gpu-bin
-mkdir -p "$BIN"
-for f in gtc gtc-runner gtc-gpu-check; do
-  if [ -f "$B/$f.gz" ]; then gunzip -c "$B/$f.gz" > "$BIN/$f"; else cp "$B/$f" "$BIN/$f"; fi
-  chmod +x "$BIN/$f"
-done
+. test/gpu/unpack.sh
+unpack_bundle "$B" "$BIN" gtc gtc-runner gtc-gpu-check
 GTC=$BIN/gtc
 export GTC_CACHE_DIR=$OUT/kernel-cache
 # The suite of one GPU: on a machine of several, the first (examples such as
@@ -573,7 +569,7 @@ if want gemm; then
 # shape, each kernel's output within 2e-2 of cuBLASLt's (relative to its
 # largest element; it exits 1 otherwise). An experiment (test/bench/NOTES.md,
 # forty-fourth session), not part of "all".
-cp "$B/gemm_hopper" "$BIN/gemm_hopper" && chmod +x "$BIN/gemm_hopper"
+unpack_bundle "$B" "$BIN" gemm_hopper
 LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-} timeout 300 "$BIN/gemm_hopper" > "$OUT/gemm.txt" 2>&1; s=$?
 cat "$OUT/gemm.txt"
 row "gemm_hopper: $(grep -c 'max |diff|' "$OUT/gemm.txt") kernel runs checked against cuBLASLt" "$(verdict $s)"
