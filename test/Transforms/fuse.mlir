@@ -382,6 +382,58 @@ func.func @bias_gradient_of_reshape_not(%dy: tensor<4x8xbf16>, %w2: tensor<8x16x
 
 // -----
 
+// In bf16 at the sizes of gtc's Hopper GEMM (whole 128 x 128 tiles, K a
+// multiple of 64 up to 1024, more than 64 rows: rt::dgeluSumsFit) the bias
+// gradient of the linear below (the column sums of the GELU gradient, here
+// through the dW GEMM's rank-2 view) joins the DGELU region, read directly;
+// the dW GEMM keeps only its cast. In f32 it stays with the dW GEMM (BGRADB).
+// CHECK-LABEL: func.func @gelu_gradient_column_sums
+// CHECK-SAME: (%[[DY:.*]]: tensor<128x64xbf16>, %[[W2:.*]]: tensor<64x128xbf16>, %[[Z:.*]]: tensor<2x64x128xbf16>, %[[X:.*]]: tensor<128x64xbf16>
+// CHECK:      %[[D:.*]]:2 = gt.fused "gemm"(%[[DY]], %[[W2]], %[[Z]])
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   %[[M:.*]] = gt.matmul
+// CHECK-NEXT:   %[[R:.*]] = gt.reshape %[[M]]
+// CHECK-NEXT:   %[[G:.*]] = gt.activation_grad %[[R]], %{{.*}} <{kind = "gelu_tanh"}>
+// CHECK-NEXT:   %[[S:.*]] = gt.sum_to %[[G]] : tensor<2x64x128xbf16> -> tensor<128xbf16>
+// CHECK-NEXT:   %[[SC:.*]] = gt.cast %[[S]] : tensor<128xbf16> -> tensor<128xf32>
+// CHECK-NEXT:   gt.yield %[[G]], %[[SC]]
+// CHECK:      %[[V:.*]] = gt.reshape %[[D]]#0 : tensor<2x64x128xbf16> -> tensor<128x128xbf16>
+// CHECK:      %[[DW:.*]] = gt.fused "epilogue"(%[[V]], %[[X]])
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   gt.matmul
+// CHECK-NEXT:   gt.cast
+// CHECK-NEXT:   gt.yield
+// CHECK:      gt.fused "gemm"
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   gt.matmul
+// CHECK-NEXT:   gt.reshape
+// CHECK-NEXT:   gt.activation_grad
+// CHECK-NEXT:   gt.yield
+// CHECK:      gt.fused "gemm"
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT:   gt.matmul %{{.*}}, %{{.*}} <{transpose_a = true}>
+// CHECK-NEXT:   gt.sum_to %{{.*}} : tensor<128x128xf32> -> tensor<128xf32>
+// CHECK:      return %[[DW]], %[[D]]#1
+func.func @gelu_gradient_column_sums(%dy: tensor<128x64xbf16>, %w2: tensor<64x128xbf16>, %z: tensor<2x64x128xbf16>, %x: tensor<128x64xbf16>, %dyf: tensor<128x64xf32>, %w2f: tensor<64x128xf32>, %zf: tensor<2x64x128xf32>, %xf: tensor<128x64xf32>) -> (tensor<128x64xf32>, tensor<128xf32>, tensor<128x64xf32>, tensor<128xf32>) {
+  %dh = gt.matmul %dy, %w2 : tensor<128x64xbf16>, tensor<64x128xbf16>
+  %dh3 = gt.reshape %dh : tensor<128x128xbf16> -> tensor<2x64x128xbf16>
+  %dz = gt.activation_grad %dh3, %z <{kind = "gelu_tanh"}> : tensor<2x64x128xbf16>
+  %dz2 = gt.reshape %dz : tensor<2x64x128xbf16> -> tensor<128x128xbf16>
+  %0 = gt.sum_to %dz2 : tensor<128x128xbf16> -> tensor<128xbf16>
+  %1 = gt.cast %0 : tensor<128xbf16> -> tensor<128xf32>
+  %2 = gt.matmul %dz2, %x <{transpose_a = true}> : tensor<128x128xbf16>, tensor<128x64xbf16>
+  %3 = gt.cast %2 : tensor<128x64xbf16> -> tensor<128x64xf32>
+  %fh = gt.matmul %dyf, %w2f : tensor<128x64xf32>, tensor<64x128xf32>
+  %fh3 = gt.reshape %fh : tensor<128x128xf32> -> tensor<2x64x128xf32>
+  %fz = gt.activation_grad %fh3, %zf <{kind = "gelu_tanh"}> : tensor<2x64x128xf32>
+  %fz2 = gt.reshape %fz : tensor<2x64x128xf32> -> tensor<128x128xf32>
+  %4 = gt.sum_to %fz2 : tensor<128x128xf32> -> tensor<128xf32>
+  %5 = gt.matmul %fz2, %xf <{transpose_a = true}> : tensor<128x128xf32>, tensor<128x64xf32>
+  return %3, %1, %5, %4 : tensor<128x64xf32>, tensor<128xf32>, tensor<128x64xf32>, tensor<128xf32>
+}
+
+// -----
+
 // Not fused: the exact GELU (cuBLASLt has the tanh form only), a saved GELU
 // input whose rows are not a multiple of 8 elements (cuBLASLt's rule for
 // its auxiliary matrix), and a GEMM whose result is read again besides the

@@ -358,12 +358,18 @@ void checkPlan(const rt::Plan &plan, Stats &stats,
                              << log << "\n--- source ---\n"
                              << l.source;
         }
-        // Variants compile for their own architecture only.
+        // Variants compile for their own architecture only; one without
+        // a source drops its launch, with gtc's own GEMMs only.
         for (const rt::CudaLaunch::Variant &v : l.variants) {
           EXPECT_GE(v.major, 9) << l.name;
           EXPECT_EQ(v.arch, "sm_" + std::to_string(v.major) +
                                 std::to_string(v.minor) + "a")
               << l.name;
+          if (v.source.empty()) {
+            EXPECT_TRUE(v.withOwnGemm) << l.name;
+            EXPECT_NE(v.what, "") << l.name;
+            continue;
+          }
           EXPECT_NE(v.source.find(rt::CudaLaunch::kDependentWait),
                     std::string::npos)
               << l.name;
@@ -1125,12 +1131,17 @@ TEST(CudaEmitterTest, HopperAttentionVariants) {
 
 /// A bf16 linear with a bias and a tanh GELU that saves its input, in whole
 /// 128 x 128 tiles over a K of at most 1024 in steps of 64, carries gtc's
-/// Hopper GEMM as an sm_90a variant of its cuBLASLt GEMM
-/// (Emitter::hopperGemm): a persistent kernel reading A and B through TMA
+/// Hopper GEMM as an sm_90a variant of its cuBLASLt GEMM: A and B by TMA
 /// tensor maps (CudaLaunch::maps) and the output, the saved input and the
-/// bias by pointer. Other rows, a longer K, other precisions and the GEMMs
-/// without that epilogue stay on cuBLASLt.
-TEST(CudaEmitterTest, HopperGemmForTheGeluEpilogue) {
+/// bias by pointer. So does its gradient (DGELU, dy W with W [K, N]) with
+/// the column sums of its result (the linear's bias gradient, in the gemm
+/// region where rt::dgeluSumsFit): the variant writes each 128-row tile's
+/// sums to the workspace in place of the column-sum kernel after
+/// cuBLASLt's GEMM, whose variant drops it (with gtc's GEMMs only), and the
+/// last launch adds the tiles' sums in order either way. Other rows, a
+/// longer K (the forward's), other precisions and the GEMMs without those
+/// epilogues stay on cuBLASLt.
+TEST(CudaEmitterTest, HopperGemmForTheGeluEpilogues) {
   // K = the input's width.
   auto model = [](int64_t width) {
     return "model m {\n  input x: f32[B, " + std::to_string(width) +
@@ -1141,11 +1152,11 @@ TEST(CudaEmitterTest, HopperGemmForTheGeluEpilogue) {
     const char *precision;
     int64_t batch;
     int64_t width;
-    int variants;
+    int gelu, dgelu; // variants
   };
-  for (Case c : {Case{"bf16", 384, 64, 1}, Case{"bf16", 200, 64, 0},
-                 Case{"fp16", 384, 64, 0}, Case{"tf32", 384, 64, 0},
-                 Case{"bf16", 384, 1088, 0}}) {
+  for (Case c : {Case{"bf16", 384, 64, 1, 1}, Case{"bf16", 200, 64, 0, 0},
+                 Case{"fp16", 384, 64, 0, 0}, Case{"tf32", 384, 64, 0, 0},
+                 Case{"bf16", 384, 1088, 0, 1}}) {
     SCOPED_TRACE(std::string(c.precision) + " B " + std::to_string(c.batch) +
                  " K " + std::to_string(c.width));
     std::string errors;
@@ -1155,41 +1166,91 @@ TEST(CudaEmitterTest, HopperGemmForTheGeluEpilogue) {
     rt::CudaProgram program;
     std::string error;
     ASSERT_TRUE(codegen::emitCuda(*plan, program, error)) << error;
-    int variants = 0;
+    int gelu = 0, dgelu = 0, dropped = 0, plainDgelu = 0;
     for (const auto &launches : program.kernels)
-      for (const rt::CudaLaunch &l : launches) {
+      for (size_t i = 0; i < launches.size(); ++i) {
+        const rt::CudaLaunch &l = launches[i];
+        plainDgelu += l.dgelu && l.variants.empty();
         if (l.variants.empty())
           continue;
-        ++variants;
-        ASSERT_EQ(l.kind, rt::CudaLaunch::Kind::Gemm);
         ASSERT_EQ(l.variants.size(), 1u);
-        EXPECT_EQ(l.act, rt::CudaLaunch::Activation::Gelu);
         const rt::CudaLaunch::Variant &v = l.variants[0];
         EXPECT_EQ(v.arch, "sm_90a");
-        EXPECT_EQ(v.buffers, (std::vector<int>{l.a, l.b, l.c, l.aux, l.bias}));
-        ASSERT_EQ(v.maps.size(), 5u);
-        EXPECT_EQ(v.maps[0].rows, c.batch); // A: x [B, 64] in 128 x 64 boxes
-        EXPECT_EQ(v.maps[0].cols, 64);
-        EXPECT_EQ(v.maps[0].boxRows, 128);
-        EXPECT_EQ(v.maps[0].boxCols, 64);
-        EXPECT_EQ(v.maps[1].rows, 256); // B: the weight [256, 64]
-        EXPECT_EQ(v.maps[1].cols, 64);
-        for (int i = 2; i < 5; ++i)
-          EXPECT_EQ(v.maps[i].rows, 0) << i;
+        if (l.kind == rt::CudaLaunch::Kind::Kernel) {
+          // The column sums of the gradient, not launched there.
+          ++dropped;
+          EXPECT_EQ(v.source, "");
+          EXPECT_TRUE(v.withOwnGemm);
+          ASSERT_GE(i, 1u);
+          EXPECT_TRUE(launches[i - 1].dgelu);
+          EXPECT_NE(l.source.find("constexpr i64 CHUNKS = " +
+                                  std::to_string(c.batch / 128)),
+                    std::string::npos);
+          continue;
+        }
+        ASSERT_EQ(l.kind, rt::CudaLaunch::Kind::Gemm);
+        EXPECT_FALSE(v.withOwnGemm); // a GEMM's variant: that rule anyway
         EXPECT_TRUE(v.persistent);
         EXPECT_EQ(v.grid, c.batch / 128 * 2); // every 128 x 128 tile
         EXPECT_EQ(v.block, 384);
         EXPECT_LE(v.shared, 227 * 1024);
-        EXPECT_NE(v.source.find("const __grid_constant__ gtc_tensor_map ta"),
-                  std::string::npos);
+        EXPECT_EQ(v.maps[0].rows, c.batch); // A in 128 x 64 boxes
+        EXPECT_EQ(v.maps[0].boxRows, 128);
+        EXPECT_EQ(v.maps[0].boxCols, 64);
         EXPECT_NE(v.source.find("cp.async.bulk.tensor.2d"), std::string::npos);
         EXPECT_NE(v.source.find("wgmma.mma_async.sync.aligned.m64n128k16.f32."
                                 "bf16.bf16"),
                   std::string::npos);
+        if (l.dgelu) {
+          ++dgelu;
+          // dy [B, 64] W [64, 256], the saved input and the result [B,
+          // 256] by tensor maps, the tiles' sums to the workspace; then
+          // the column-sum kernel and the tiles' sums added.
+          EXPECT_EQ(v.buffers, (std::vector<int>{l.a, l.b, l.aux, l.c,
+                                                 rt::CudaLaunch::kWorkspace}));
+          ASSERT_EQ(v.maps.size(), 5u);
+          EXPECT_EQ(v.maps[0].cols, 64);
+          EXPECT_EQ(v.maps[1].rows, 64); // B: [K, N], in 64 x 64 boxes
+          EXPECT_EQ(v.maps[1].cols, 256);
+          EXPECT_EQ(v.maps[1].boxRows, 64);
+          for (int m : {2, 3}) {
+            EXPECT_EQ(v.maps[m].rows, c.batch) << m;
+            EXPECT_EQ(v.maps[m].cols, 256) << m;
+            EXPECT_EQ(v.maps[m].boxRows, 128) << m;
+          }
+          EXPECT_EQ(v.maps[4].rows, 0);
+          EXPECT_NE(v.source.find("gemm_dgelu_sums(&ta, &tb, &taux, &tc"),
+                    std::string::npos);
+          EXPECT_NE(v.source.find("constexpr bool BMN = true"),
+                    std::string::npos);
+          EXPECT_NE(v.source.find("stmatrix"), std::string::npos);
+          ASSERT_EQ(launches.size(), i + 3);
+          EXPECT_NE(launches[i + 2].comment.find("chunks in order"),
+                    std::string::npos);
+          EXPECT_GE(program.workspaceBytes, 8 * (c.batch / 128) * 256);
+        } else {
+          ++gelu;
+          EXPECT_EQ(l.act, rt::CudaLaunch::Activation::Gelu);
+          EXPECT_EQ(v.buffers,
+                    (std::vector<int>{l.a, l.b, l.c, l.aux, l.bias}));
+          ASSERT_EQ(v.maps.size(), 5u);
+          EXPECT_EQ(v.maps[0].cols, 64);
+          EXPECT_EQ(v.maps[1].rows, 256); // B: the weight [256, 64]
+          EXPECT_EQ(v.maps[1].cols, 64);
+          for (int m = 2; m < 5; ++m)
+            EXPECT_EQ(v.maps[m].rows, 0) << m;
+          EXPECT_NE(
+              v.source.find("const __grid_constant__ gtc_tensor_map ta"),
+              std::string::npos);
+        }
         std::string log = nvrtcCompile(v.source, l.name, v.arch);
         EXPECT_EQ(log, "") << v.source;
       }
-    EXPECT_EQ(variants, c.variants);
+    EXPECT_EQ(gelu, c.gelu);
+    EXPECT_EQ(dgelu, c.dgelu);
+    EXPECT_EQ(dropped, c.dgelu);
+    // Every GELU gradient on cuBLASLt where it has no variant (tf32: none).
+    EXPECT_EQ(plainDgelu, std::string(c.precision) == "tf32" ? 0 : 1 - c.dgelu);
   }
 }
 

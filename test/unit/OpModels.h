@@ -358,6 +358,15 @@ inline const std::vector<OpModel> &opModels() {
     h = gelu(linear(x, 256), approximate: true)
     loss = mean(linear(h, 8) * linear(h, 8, bias: false))
   })", 256, 3, 24},
+      // Its gradient through the GELU (dy W, W [64, 256]) in whole tiles:
+      // in bf16 on sm_90 gtc's Hopper GEMM also sums its columns, the
+      // first linear's bias gradient (rt::dgeluSumsFit); elsewhere
+      // cuBLASLt's DGELU and a column-sum kernel do.
+      {"HopperGemmGeluGrad", R"(model m {
+    input x: f32[B, 64]
+    h = linear(gelu(linear(x, 256), approximate: true), 64)
+    loss = mean(h * h)
+  })", 256, 3, 24},
   };
   return models;
 }

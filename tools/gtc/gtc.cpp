@@ -790,14 +790,21 @@ void emitCuda(const gtc::rt::Plan &step, const gtc::rt::CudaProgram *program,
         os << "// launch " << l.name << ": grid " << l.grid << ", block "
            << l.block << "\n"
            << l.comment << l.source << "\n";
-        // What a device of exactly that compute capability runs instead.
+        // What a device of exactly that compute capability runs instead
+        // (or that it runs none).
         for (const gtc::rt::CudaLaunch::Variant &v : l.variants)
-          os << "// launch " << l.name << " on compute capability " << v.major
-             << "." << v.minor << " (" << v.arch << "): grid "
-             << v.grid << ", block " << v.block << ", " << v.shared
-             << " bytes of shared memory\n"
-             << v.what << "\n"
-             << v.source << "\n";
+          if (v.source.empty())
+            os << "// launch " << l.name << " on compute capability "
+               << v.major << "." << v.minor << " (" << v.arch << ")"
+               << (v.withOwnGemm ? " unless GTC_HOPPER_GEMM=0" : "") << ": "
+               << v.what.substr(3) << "\n\n";
+          else
+            os << "// launch " << l.name << " on compute capability "
+               << v.major << "." << v.minor << " (" << v.arch << "): grid "
+               << v.grid << ", block " << v.block << ", " << v.shared
+               << " bytes of shared memory\n"
+               << v.what << "\n"
+               << v.source << "\n";
       } else if (l.kind == gtc::rt::CudaLaunch::Kind::Gemm) {
         os << "// cuBLASLt GEMM for kernel " << k << " ("
            << gtc::rt::opName(step.kernels[k].op) << "): " << l.m << "x" << l.n
@@ -1088,7 +1095,8 @@ size_t precompileKernels(const std::vector<gtc::rt::Plan> &plans,
         // A variant for one of the bundle's archs (of a kernel, or of a
         // cuBLASLt GEMM), compiled for its own.
         for (const gtc::rt::CudaLaunch::Variant &v : l.variants)
-          if (llvm::is_contained(bundle.archs, "sm_" +
+          if (!v.source.empty() &&
+              llvm::is_contained(bundle.archs, "sm_" +
                                                    std::to_string(v.major) +
                                                    std::to_string(v.minor)))
             variantSources.push_back({v.source, v.arch});

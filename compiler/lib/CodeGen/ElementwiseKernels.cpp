@@ -743,7 +743,8 @@ bool Emitter::columnSumTiles(
     const std::vector<Operand> &ops, const std::vector<Step> &steps,
     const std::vector<std::pair<int, std::string>> &outs,
     const std::vector<std::pair<int, std::string>> &sums,
-    const std::vector<int64_t> &ys, const std::string &what) {
+    const std::vector<int64_t> &ys, const std::string &what,
+    int64_t chunkRows) {
   constexpr int kWarps = kBlock / 32;
   const int64_t cols = ys.back(), n = product(ys), rows = n / cols;
   int64_t widest = 2;
@@ -768,10 +769,11 @@ bool Emitter::columnSumTiles(
   const int64_t block = wholeRows ? rpb * (cols / vec) : kBlock;
   const int64_t tiles = wholeRows ? 1 : ceilDiv(cols, int64_t(32) * vec);
   int64_t chunks =
-      wholeRows ? std::clamp<int64_t>(kMaxGrid / 4, 1,
-                                      ceilDiv(rows, int64_t(4) * rpb))
-                : std::clamp<int64_t>(kMaxGrid / tiles, 1,
-                                      ceilDiv(rows, int64_t(16) * kWarps));
+      chunkRows > 0 ? ceilDiv(rows, chunkRows)
+      : wholeRows   ? std::clamp<int64_t>(kMaxGrid / 4, 1,
+                                          ceilDiv(rows, int64_t(4) * rpb))
+                    : std::clamp<int64_t>(kMaxGrid / tiles, 1,
+                                          ceilDiv(rows, int64_t(16) * kWarps));
   const int64_t chunk = ceilDiv(rows, chunks);
   chunks = ceilDiv(rows, chunk);
   const int64_t nsums = static_cast<int64_t>(sums.size());

@@ -415,11 +415,13 @@ private:
                   const std::vector<std::pair<int, std::string>> &outs,
                   const std::vector<std::pair<int, std::string>> &sums,
                   const std::vector<int64_t> &ys, const std::string &what);
+  /// `chunkRows` > 0: chunks of that many rows (else its own choice).
   bool columnSumTiles(const std::vector<Operand> &ops,
                       const std::vector<Step> &steps,
                       const std::vector<std::pair<int, std::string>> &outs,
                       const std::vector<std::pair<int, std::string>> &sums,
-                      const std::vector<int64_t> &ys, const std::string &what);
+                      const std::vector<int64_t> &ys, const std::string &what,
+                      int64_t chunkRows = 0);
   /// The launch that adds the chunks' column sums of the workspace's
   /// part[sum][chunk][column] (doubles from double `partAt` on) in order.
   void columnSumsFinal(const std::vector<std::pair<int, std::string>> &sums,
@@ -448,8 +450,13 @@ private:
   bool gemmRegion();
   /// On sm_90, gtc's own GEMM (gemm_wgmma.cuh) as a variant of GEMM `l`
   /// where it is faster than cuBLASLt's: a bf16 linear with a bias and a
-  /// GELU saving its input, in whole tiles.
-  void hopperGemm(rt::CudaLaunch &l);
+  /// GELU saving its input, in whole tiles; with `sums` (a workspace of
+  /// doubles, a row of columns a 128-row tile), a bf16 GELU gradient that
+  /// also sums each tile's columns. Returns whether it did.
+  bool hopperGemm(rt::CudaLaunch &l, bool sums = false);
+  /// The last launch, cuBLASLt's DGELU GEMM, with the column sums of its
+  /// result to buffer `colSum` (a gemm region's, rt::dgeluSumsFit).
+  bool dgeluColumnSums(int colSum);
   bool normRegion();
   bool unary();
   bool binary();

@@ -231,6 +231,8 @@ bool Emitter::gemmRegion() {
   // (the step 0.91 -> 1.54 ms), so 16-bit operands stay.
   const bool longK =
       l.k > kSmallGemmLongK && plan.buffers[l.a].dtype == DType::F32;
+  if (colSum >= 0 && dgelu && !smallGemmFits(l))
+    return dgeluColumnSums(colSum);
   if (mask >= 0 || colSum >= 0 || (smallGemmFits(l) && !longK))
     return smallGemm(l, mask, colSum, sumType, biasType);
   // At --precision tf32, cuBLASLt's DGELU epilogue held an f32 GEMM to a
@@ -265,48 +267,101 @@ bool Emitter::gemmRegion() {
 // 3072 x 768, bf16) about 41 us over its plain GEMM, gemm_wgmma.cuh's about
 // 33: 146.0 against 154.4 us alone on an H100, where cuBLASLt's plain GEMM
 // took 113.1 and gtc's 119-121 (test/bench/gemm_hopper.cu, NOTES.md
-// forty-fifth session). So only that epilogue goes to gtc's kernel; its
-// DGELU epilogue was 12% slower than cuBLASLt's and is not used. In GPT-2
-// 124M's step it took 160 us against cuBLASLt's 178 (H100, forty-sixth
-// session). Only up to K = 1024: alone at 355M's shape (16384 x 4096 x
-// 1024) it took 236 us against 240, at 1558M's (16384 x 6400 x 1600) 620
-// against 529 (its tiles go row by row, so at 50 tiles a row each wave
-// reads all of B). GTC_HOPPER_GEMM=0 keeps cuBLASLt's (to compare).
+// forty-fifth session). In GPT-2 124M's step it took 160 us against
+// cuBLASLt's 178 (H100, forty-sixth session). Its GELU gradient alone
+// (DGELU) is slower than cuBLASLt's (161.9 against 153.1 us), but it sums
+// each tile's columns as it stores them at no cost (161.7 us, forty-eighth
+// session), which spares the weight gradient's GEMM cuBLASLt's BGRADB
+// (c_fc's: 167 us in the step against 119 for a plain GEMM of its size):
+// so gt-fuse gives a bf16 GELU gradient its column sums where this kernel
+// fits (rt::dgeluSumsFit) and the emitter's launches compute them anyway.
+// Only up to K = 1024 (rt::hopperGemmFits): at 1558M's shape (16384 x 6400
+// x 1600) the GELU forward took 620 us against 529 (its tiles go row by
+// row, so at 50 tiles a row each wave reads all of B). GTC_HOPPER_GEMM=0
+// keeps cuBLASLt's (to compare).
 
-void Emitter::hopperGemm(CudaLaunch &l) {
+bool Emitter::hopperGemm(CudaLaunch &l, bool sums) {
   auto bf16 = [&](int id) {
     return id >= 0 && plan.buffers[id].dtype == DType::BF16;
   };
-  if (l.act != CudaLaunch::Activation::Gelu || l.aux < 0 || l.bias < 0 ||
-      l.dgelu || l.biasGrad >= 0 || l.addend >= 0 || l.transA ||
-      !l.transB || l.batch != 1 || l.alpha != 1.0f || l.beta != 0.0f ||
-      l.offsetA || l.offsetB || l.offsetC || !bf16(l.a) || !bf16(l.b) ||
-      !bf16(l.c) || !bf16(l.aux) || !bf16(l.bias) || l.m % 128 ||
-      l.n % 128 || l.k % 64 || l.k > 1024)
-    return;
+  const bool gelu = !sums && l.act == CudaLaunch::Activation::Gelu &&
+                    !l.dgelu && l.bias >= 0 && bf16(l.bias) && l.transB;
+  const bool dgelu = sums && l.dgelu && l.act == CudaLaunch::Activation::None &&
+                     l.bias < 0;
+  if ((!gelu && !dgelu) || l.aux < 0 || !bf16(l.aux) || l.biasGrad >= 0 ||
+      l.addend >= 0 || l.transA || l.batch != 1 || l.alpha != 1.0f ||
+      l.beta != 0.0f || l.offsetA || l.offsetB || l.offsetC || !bf16(l.a) ||
+      !bf16(l.b) || !bf16(l.c) || !hopperGemmFits(l.m, l.n, l.k))
+    return false;
   const int64_t m = l.m, n = l.n, kk = l.k, tiles = m / 128 * (n / 128);
-  const int a = l.a, b = l.b, c = l.c, aux = l.aux, bias = l.bias;
-  launch("gemm",
-         "gtc's Hopper GEMM (TMA, wgmma, two warpgroups in turn on 128 x "
-         "128 tiles), " + str(m) + " x " + str(n) + " x " + str(kk) +
-             ", + bias, GELU storing its input: " + str(tiles) +
-             " tiles, one persistent block an SM",
-         {tensorMap(a, "ta", m, kk, 128), tensorMap(b, "tb", n, kk, 128),
-          out(c, "c"), out(aux, "aux"), in(bias, "bias")},
-         kAsyncHelpers | kClusterHelpers,
-         "constexpr int M = " + str(m) + ", N = " + str(n) + ", K = " +
-             str(kk) + ";\n" + mmaTyped(cuh::wgmma, true) + "\n" +
-             cuh::gemm_wgmma,
-         "  extern __shared__ __align__(1024) unsigned char smem[];\n"
-         "  gemm_gelu_aux_bias(&ta, &tb, c, aux, bias, smem);\n",
-         tiles, 384, 1);
+  // 6 stages of a 128 x 64 A and B tile; for the GELU gradient 4, and two
+  // 128 x 128 tiles of saved inputs (gemm_wgmma.cuh).
+  const int stages = gelu ? 6 : 4;
+  const int64_t shared =
+      stages * (128 * 64 * 2 * 2) + (gelu ? 0 : 2 * 128 * 128 * 2) + 1024;
+  const std::string consts =
+      "constexpr int M = " + str(m) + ", N = " + str(n) + ", K = " + str(kk) +
+      ", STAGES = " + str(stages) + ";\nconstexpr bool BMN = " +
+      (l.transB ? "false" : "true") + ";  // B is [K, N], else [N, K]\n" +
+      mmaTyped(cuh::wgmma, true) + "\n" + cuh::gemm_wgmma;
+  const std::string how =
+      "gtc's Hopper GEMM (TMA, wgmma, two warpgroups in turn on 128 x 128 "
+      "tiles), " + str(m) + " x " + str(n) + " x " + str(kk);
+  const Arg ta = tensorMap(l.a, "ta", m, kk, 128),
+            tb = l.transB ? tensorMap(l.b, "tb", n, kk, 128)
+                          : tensorMap(l.b, "tb", kk, n, 64);
+  const int c = l.c, aux = l.aux, bias = l.bias;
+  if (gelu)
+    launch("gemm",
+           how + ", + bias, GELU storing its input: " + str(tiles) +
+               " tiles, one persistent block an SM",
+           {ta, tb, out(c, "c"), out(aux, "aux"), in(bias, "bias")},
+           kAsyncHelpers | kClusterHelpers, consts,
+           "  extern __shared__ __align__(1024) unsigned char smem[];\n"
+           "  gemm_gelu_aux_bias(&ta, &tb, c, aux, bias, smem);\n",
+           tiles, 384, 1);
+  else
+    launch("gemm",
+           how + ", times gelu'(saved input), and each tile's column sums "
+                 "to the workspace: " + str(tiles) +
+               " tiles, one persistent block an SM",
+           {ta, tb, tensorMap(aux, "taux", m, n, 128),
+            tensorMap(c, "tc", m, n, 128), ws("double", "part")},
+           kAsyncHelpers | kClusterHelpers, consts,
+           "  extern __shared__ __align__(1024) unsigned char smem[];\n"
+           "  gemm_dgelu_sums(&ta, &tb, &taux, &tc, part, smem);\n",
+           tiles, 384, 1);
   CudaLaunch &k = launches.back();
-  // gemm_wgmma.cuh's GEMM_SHARED: STAGES (6) stages of a 128 x 64 A and B
-  // tile in bf16, and 1024 bytes to align them.
-  k.shared = 6 * (128 * 64 * 2 * 2) + 1024;
+  k.shared = shared;
   k.persistent = true;
   k.tensorCores = true;
   asVariant(9, 0, "sm_90a");
+  return true;
+}
+
+/// cuBLASLt's DGELU GEMM, then its result's column sums by chunks of 128
+/// rows to the workspace and the chunks added in order (columnSumTiles).
+/// On sm_90 (where it fits) gtc's Hopper GEMM computes the gradient and
+/// the chunks' sums in place of the first two launches: the column-sum
+/// kernel's variant there is none (not launched, with gtc's GEMMs: a
+/// variant taken with the GEMM's, CudaLaunch::Variant::withOwnGemm).
+bool Emitter::dgeluColumnSums(int colSum) {
+  const int c = launches.back().c;
+  const int64_t m = launches.back().m, n = launches.back().n;
+  const bool own = hopperGemm(launches.back(), true);
+  if (!columnSumTiles({Operand(c, "g")}, {}, {}, {{colSum, "g"}}, {m, n},
+                      "the GELU gradient's column sums", 128))
+    return false;
+  if (own) {
+    CudaLaunch::Variant none;
+    none.major = 9;
+    none.minor = 0;
+    none.arch = "sm_90a";
+    none.what = "// not launched: gtc's Hopper GEMM summed the chunks";
+    none.withOwnGemm = true;
+    launches[launches.size() - 2].variants.push_back(std::move(none));
+  }
+  return true;
 }
 
 //===----------------------------------------------------------------------===//

@@ -60,11 +60,18 @@ void CudaExecutor::Impl::takeVariants(int major, int minor,
   // GTC_HOPPER_GEMM=0 (to compare; test/gpu/run.sh's "gemm" section).
   const char *ownGemm = std::getenv("GTC_HOPPER_GEMM");
   const bool ownGemms = !(ownGemm && *ownGemm == '0');
-  for (std::vector<CudaLaunch> &ls : program.kernels)
-    for (CudaLaunch &l : ls)
+  for (std::vector<CudaLaunch> &ls : program.kernels) {
+    std::vector<CudaLaunch> kept;
+    for (CudaLaunch &l : ls) {
+      bool dropped = false;
       for (CudaLaunch::Variant &v : l.variants)
         if (v.major == major && v.minor == minor &&
-            (l.kind != CudaLaunch::Kind::Gemm || ownGemms)) {
+            ((l.kind != CudaLaunch::Kind::Gemm && !v.withOwnGemm) ||
+             ownGemms)) {
+          if (v.source.empty()) { // its work done by another's variant
+            dropped = true;
+            break;
+          }
           if (l.kind == CudaLaunch::Kind::Gemm) { // a kernel for cuBLASLt
             l.kind = CudaLaunch::Kind::Kernel;
             l.buffers = std::move(v.buffers);
@@ -80,9 +87,14 @@ void CudaExecutor::Impl::takeVariants(int major, int minor,
           if (l.persistent)
             l.grid = std::min<int64_t>(l.grid, multiprocessors);
           sourceArch[l.source] = v.arch;
-          l.variants.clear();
           break;
         }
+      l.variants.clear();
+      if (!dropped)
+        kept.push_back(std::move(l));
+    }
+    ls = std::move(kept);
+  }
 }
 
 /// Compiles every distinct source (the program's kernels and the

@@ -122,6 +122,11 @@ public:
   ///  - matmul (dy W, rows by a matrix) -> [reshape] -> activation_grad of
   ///    gelu_tanh: the GELU gradient of a saved input (DGELU);
   ///    (cuBLASLt keeps saved inputs in rows of a multiple of 8 elements);
+  ///    in bf16 at the sizes of gtc's Hopper GEMM (rt::dgeluSumsFit) also
+  ///    the column sums of that gradient with their cast (the bias gradient
+  ///    of the linear below, directly or through a view), which that GEMM
+  ///    adds as it stores the gradient: the weight gradient's GEMM then
+  ///    reads the gradient without BGRADB;
   ///  - matmul (dy W) of at most kSmallGemmRows rows -> [reshape] ->
   ///    activation_grad of relu, and the column sums of that gradient with
   ///    their cast (the bias gradient of the linear below): gtc's own

@@ -69,6 +69,26 @@ void Fuser::foldGemmEpilogues() {
       if (!mm.getTransposeA() && feeds && ag.getKind() == "gelu_tanh" &&
           auxFits(ag.getInput())) {
         g.ops.push_back(ag);
+        // Its column sums (the bias gradient of the linear below), where
+        // gtc's Hopper GEMM adds them as it stores the gradient
+        // (rt::dgeluSumsFit), instead of BGRADB in the weight gradient's
+        // GEMM below.
+        auto a = cast<RankedTensorType>(mm.getA().getType());
+        auto c = cast<RankedTensorType>(mm.getResult().getType());
+        if (gtc::rt::dgeluSumsFit(
+                getElementTypeOrSelf(ag.getType()).isBF16(), c.getShape()[0],
+                c.getShape()[1], a.getShape()[1]))
+          for (SumToOp sum : block.getOps<SumToOp>())
+            if (!taken.count(sum) && summedValue(sum) == ag.getResult() &&
+                sum.getType().getShape() ==
+                    cast<RankedTensorType>(ag.getType())
+                        .getShape()
+                        .take_back()) {
+              addWithCast(sum.getInput() == ag.getResult() ? sum
+                                                            : sumDirectly(sum),
+                          g.ops);
+              break;
+            }
       } else if (!mm.getTransposeA() && feeds && ag.getKind() == "relu" &&
                  rowsOf(mm.getResult()) <= gtc::rt::kSmallGemmRows) {
         g.ops.push_back(ag);

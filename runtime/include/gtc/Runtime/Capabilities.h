@@ -40,6 +40,25 @@ inline constexpr int64_t kSmallGemmRows = 64;
 /// their epilogue needs the small kernel).
 inline constexpr int64_t kSmallGemmLongK = 2048;
 
+/// gtc's own Hopper GEMM (GemmKernels.cpp's hopperGemm; bf16, sm_90):
+/// whole 128 x 128 tiles over K in steps of 64, up to K = 1024 (beyond it
+/// its tiles, row by row, make it slower than cuBLASLt: test/bench/NOTES.md,
+/// forty-sixth session).
+inline bool hopperGemmFits(int64_t m, int64_t n, int64_t k) {
+  return m > 0 && n > 0 && k > 0 && m % 128 == 0 && n % 128 == 0 &&
+         k % 64 == 0 && k <= 1024;
+}
+
+/// Whether a GELU gradient's GEMM (dy W, DGELU) also sums its result's
+/// columns (a "gemm" region with them; the bias gradient of the GELU's
+/// linear): in bf16 where gtc's Hopper GEMM computes them as it stores the
+/// result (any GPU runs the region: elsewhere cuBLASLt's DGELU and a
+/// column-sum kernel), instead of cuBLASLt's BGRADB in the weight
+/// gradient's GEMM, which reads the result again.
+inline bool dgeluSumsFit(bool bf16, int64_t m, int64_t n, int64_t k) {
+  return bf16 && m > kSmallGemmRows && hopperGemmFits(m, n, k);
+}
+
 /// The largest classifier head that runs as one kernel (LossKernels.cpp's
 /// smallHead): `rows` rows of `classes` logits from a K of `k` (the width
 /// of the layer below). One thread-block cluster holds the head's inputs in

@@ -88,7 +88,10 @@ struct CudaLaunch {
   /// the executor compiles `source` for `arch` and launches it with this
   /// grid, block and shared memory in place of the portable kernel. A
   /// GEMM's variant is a kernel in place of cuBLASLt, with its own
-  /// `buffers`, `maps` and `persistent`.
+  /// `buffers`, `maps` and `persistent`. A kernel's variant with no
+  /// `source` drops the launch there (another launch's variant does its
+  /// work). `withOwnGemm`: a kernel's variant that goes with a GEMM's
+  /// (taken only where gtc's own GEMMs are, unless GTC_HOPPER_GEMM=0).
   struct Variant {
     int major = 0, minor = 0;
     std::string arch, what, source;
@@ -96,6 +99,7 @@ struct CudaLaunch {
     std::vector<int> buffers;
     std::vector<TensorMap> maps;
     bool persistent = false;
+    bool withOwnGemm = false;
   };
   std::vector<Variant> variants;
 
