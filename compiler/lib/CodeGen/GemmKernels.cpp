@@ -231,7 +231,7 @@ bool Emitter::gemmRegion() {
   // (the step 0.91 -> 1.54 ms), so 16-bit operands stay.
   const bool longK =
       l.k > kSmallGemmLongK && plan.buffers[l.a].dtype == DType::F32;
-  if (colSum >= 0 && dgelu && !smallGemmFits(l))
+  if (colSum >= 0 && dgelu) // never a small GEMM's (smallGemmFits)
     return dgeluColumnSums(colSum);
   if (mask >= 0 || colSum >= 0 || (smallGemmFits(l) && !longK))
     return smallGemm(l, mask, colSum, sumType, biasType);
