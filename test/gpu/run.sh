@@ -10,6 +10,7 @@ set -u
 cd "$(dirname "$0")/../.."
 B=${1:-gpu-bundle}
 RESULTS=${OUT:-}          # the device tool's result folder, if any
+[ -n "$RESULTS" ] && mkdir -p "$RESULTS"
 OUT=/tmp/gtc-gpu-work     # logs of every step
 rm -rf "$OUT" && mkdir -p "$OUT"
 BIN=/tmp/gtc-gpu-bin
@@ -641,7 +642,7 @@ tail -3 "$OUT/gpt2-exe.txt"
 python3 test/Run/Inputs/compare_losses.py "$OUT/gpt2-run.jsonl" "$OUT/gpt2-exe.jsonl" 0 > "$OUT/gpt2-same.txt" 2>&1; s2=$?
 grep -qi "llvm\|mlir" "$OUT/ldd.txt"; nollvm=$?
 grep -q "kernels: 0 compiled" "$OUT/gpt2-exe.txt"; shipped=$?
-row "gtc compile gpt2: $(head -1 "$OUT/compile-gpt2.txt" | sed 's/^wrote [^:]*: //' | cut -c1-60), $(cat "$OUT/compile-time.txt") s wall" "info"
+row "gtc compile gpt2: $(grep -m1 '^wrote' "$OUT/compile-gpt2.txt" | sed 's/^wrote [^:]*: //' | cut -c1-60), $(cat "$OUT/compile-time.txt") s wall" "info"
 row "compiled gpt2 --steps 20 on the GPU vs gtc run: $(tail -1 "$OUT/gpt2-same.txt" | cut -c1-50); $(grep -o 'kernels: .*' "$OUT/gpt2-exe.txt" | head -1)" "$(verdict $((s1 + s2 + (nollvm == 0) + shipped)))"
 ( cd "$OUT/alone" && GTC_CACHE_DIR=$OUT/empty-cache2 ./mlp --steps 50 --log-every 1 --log "$OUT/mlp-exe.jsonl" ) > "$OUT/mlp-exe.txt" 2>&1; s1=$?
 "$GTC" run examples/mlp.gt --steps 50 --log-every 1 --log "$OUT/mlp-run.jsonl" > "$OUT/mlp-run.txt" 2>&1
