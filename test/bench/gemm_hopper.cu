@@ -26,13 +26,14 @@
 // "pingpong"), so that one's epilogue runs during the other's MMAs; a
 // third, gemm_pingpong_smem_aux, has the producer copy each tile's saved
 // DGELU inputs into shared memory during the tile's MMAs, and a fourth,
-// gemm_pingpong_tma_epi (not yet run), also writes the results there in
-// the accumulators' layout (stmatrix) and stores them by TMA, as
+// gemm_pingpong_tma_epi, also writes the results there in the
+// accumulators' layout (stmatrix), stores them by TMA and may sum each
+// tile's columns (in gtc as gemm_wgmma.cuh's gemm_dgelu_sums), as
 // gemm_pingpong_tma_gelu does for GELU_AUX_BIAS. The cases: plain,
 // GELU_AUX_BIAS and BIAS with B K-major, plain and DGELU with B MN-major.
 // Each prints the kernels' times and differences from cuBLASLt's output,
 // then cuBLASLt's times with that epilogue and plain (test/bench/NOTES.md,
-// forty-fifth and forty-sixth sessions, has the figures).
+// forty-fifth, forty-sixth and forty-eighth sessions, has the figures).
 //
 // On a GPU machine:
 //   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a gemm_hopper.cu \
