@@ -582,14 +582,18 @@ for g in 0 8; do
   cat "$OUT/gemm-1558m-group$g.txt"
   row "gemm_hopper 16384 x 6400 x 1600, GEMM_GROUP=$g: $(grep -c 'max |diff|' "$OUT/gemm-1558m-group$g.txt") runs checked" "$(verdict $s)"
 done
-# The same kernel in gtc (the default on sm_90; GTC_HOPPER_GEMM=0 keeps
-# cuBLASLt's): against the CPU on OpModels' HopperGemmGelu both ways, then
-# GPT-2 124M's step with and without.
-for own in 1 0; do
-  GTC_HOPPER_GEMM=$own timeout 120 "$BIN/gtc-gpu-check" "$GTC" --precision bf16 --only HopperGemmGelu \
-    > "$OUT/gemm-check-$own.txt" 2>&1; s=$?
-  tail -2 "$OUT/gemm-check-$own.txt"
-  row "HopperGemmGelu against the CPU, bf16, GTC_HOPPER_GEMM=$own" "$(verdict $s)"
+# The same kernels in gtc (the default on sm_90; GTC_HOPPER_GEMM=0 keeps
+# cuBLASLt's, and for the GELU gradient's column sums the column-sum
+# kernel): against the CPU on OpModels' HopperGemmGelu (the forward) and
+# HopperGemmGeluGrad (the gradient with its sums) both ways, then GPT-2
+# 124M's step with and without.
+for model in HopperGemmGelu HopperGemmGeluGrad; do
+  for own in 1 0; do
+    GTC_HOPPER_GEMM=$own timeout 120 "$BIN/gtc-gpu-check" "$GTC" --precision bf16 --only $model \
+      > "$OUT/gemm-check-$model-$own.txt" 2>&1; s=$?
+    tail -2 "$OUT/gemm-check-$model-$own.txt"
+    row "$model against the CPU, bf16, GTC_HOPPER_GEMM=$own" "$(verdict $s)"
+  done
 done
 for own in 1 0 1 0; do
   t=$(GTC_HOPPER_GEMM=$own timeout 120 "$GTC" run examples/gpt2.gt --device cuda --batch 16 \
