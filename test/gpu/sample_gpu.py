@@ -8,8 +8,9 @@
    saved as nanoGPT names and layout; `gtc sample --temperature 0` (fp32,
    KV cache) and `generate(do_sample=False)` (fp32, TF32 off) write 64
    tokens after a 16-token prompt; they must be equal.
-2. KV cache against recomputation on the GPU: gtc's cached tokens equal its
-   --no-cache tokens (fp32), for GPT-2 and for examples/llama.gt.
+2. KV cache against recomputation on the GPU: gtc's cached greedy tokens
+   equal its --no-cache tokens (fp32), for GPT-2 and for examples/llama.gt
+   (whose sampled tokens are compared too, and reported).
 3. Throughput, bf16: batch 1 and 16, a 64-token prompt, 256 new tokens,
    gtc sample (KV cache, CUDA graph) against generate() with its KV cache,
    medians of 3 runs, in one process each.
@@ -105,15 +106,31 @@ lsrc = re.sub(r'tokens\("[^"]*"', f'tokens("{data}"',
 lgt = os.path.join(WORK, "llama.gt")
 open(lgt, "w").write(lsrc)
 lids32 = ",".join(str(t % 32000) for t in prompt)
-a, _ = gtc_sample(lgt, ["--precision", "fp32", "--seed", "3",
-                        "--tokens", "48", "--prompt-tokens", lids32,
-                        "--batch", "2"])
-b, _ = gtc_sample(lgt, ["--precision", "fp32", "--seed", "3",
-                        "--tokens", "48", "--prompt-tokens", lids32,
-                        "--batch", "2", "--no-cache"])
-print(f"Llama (rope, GQA) KV cache vs recomputed (fp32, sampled): "
-      f"{'equal' if a == b else 'DIFFERENT'}")
-ok &= a == b
+
+def first_difference(a, b):
+    return [next((i for i, (x, y) in enumerate(zip(r, s)) if x != y), None)
+            for r, s in zip(a, b)]
+
+
+# Greedy, asserted: a wrong position or cache slot changes the logits at
+# once. Sampled, reported: random weights give nearly flat distributions
+# over 32000 tokens, where the last bits decide draws near a boundary, and
+# the two plans' GEMMs may sum in other orders (one position's few rows on
+# gtc's small-GEMM kernel, the recomputation's up to 2 x 64 on cuBLASLt).
+# On an H100 one of the two sequences parted at its 26th token, greedy
+# equal (test/bench/NOTES.md, forty-ninth session).
+for mode in (["--temperature", "0"], ["--seed", "3"]):
+    a, _ = gtc_sample(lgt, ["--precision", "fp32", "--tokens", "48",
+                            "--prompt-tokens", lids32, "--batch", "2"] + mode)
+    b, _ = gtc_sample(lgt, ["--precision", "fp32", "--tokens", "48",
+                            "--prompt-tokens", lids32, "--batch", "2",
+                            "--no-cache"] + mode)
+    greedy = mode[0] == "--temperature"
+    print(f"Llama (rope, GQA) KV cache vs recomputed (fp32, "
+          f"{'greedy' if greedy else 'sampled, not asserted'}): "
+          f"{'equal' if a == b else 'first difference at tokens %s' % first_difference(a, b)}")
+    if greedy:
+        ok &= a == b
 
 # 3. Throughput, bf16.
 hf16 = hf.to(torch.bfloat16)
