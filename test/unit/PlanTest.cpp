@@ -476,3 +476,35 @@ TEST(PlanTest, DropoutMasks) {
   for (const rt::Kernel &k : eval->kernels)
     EXPECT_NE(k.op, rt::OpKind::Dropout) << "evaluation keeps every element";
 }
+
+TEST(PlanTest, PowerReadingsForTheBenchLine) {
+  // NVML's clock-limiting reasons: the software power cap (0x4) apart from
+  // the thermal and hardware slowdowns (0x8, 0x20, 0x40, 0x80); idle (0x1)
+  // and application clocks (0x2) are neither.
+  EXPECT_TRUE(rt::clockPowerCapped(0x4));
+  EXPECT_TRUE(rt::clockPowerCapped(0x5));
+  EXPECT_FALSE(rt::clockPowerCapped(0x1 | 0x2 | 0x8));
+  for (unsigned long long bit : {0x8ull, 0x20ull, 0x40ull, 0x80ull})
+    EXPECT_TRUE(rt::clockThermalLimited(bit)) << bit;
+  EXPECT_FALSE(rt::clockThermalLimited(0x1 | 0x2 | 0x4 | 0x10));
+  // Nothing without NVML (a CPU run, or a driver without the library).
+  EXPECT_EQ(rt::describePower(rt::PowerReading()), "");
+  rt::PowerReading r;
+  r.valid = true;
+  r.joulesPerStep = 19.8412;
+  r.watts = 661.2;
+  r.powerLimitW = 700;
+  r.smMHz = 1613.1;
+  r.samples = 74;
+  r.powerCapped = 74;
+  EXPECT_EQ(rt::describePower(r),
+            "19.84 J/step at 661 W (limit 700 W), SM clock 1613 MHz, "
+            "power-limited in 74 of 74 samples");
+  r.thermal = 3;
+  r.powerLimitW = 0;
+  EXPECT_EQ(rt::describePower(r),
+            "19.84 J/step at 661 W, SM clock 1613 MHz, power-limited in 74 "
+            "of 74 samples, thermally limited in 3");
+  r.samples = 0; // a run shorter than one sample
+  EXPECT_EQ(rt::describePower(r), "19.84 J/step at 661 W");
+}

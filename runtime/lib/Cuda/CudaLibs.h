@@ -25,6 +25,7 @@ namespace gtc::rt::cu {
   X(cuDeviceGetCount)                                                          \
   X(cuDeviceGetName)                                                           \
   X(cuDeviceGetAttribute)                                                      \
+  X(cuDeviceGetPCIBusId)                                                       \
   X(cuDeviceTotalMem)                                                          \
   X(cuDevicePrimaryCtxRetain)                                                  \
   X(cuCtxSetCurrent)                                                           \
@@ -57,6 +58,7 @@ namespace gtc::rt::cu {
   X(cuEventCreate)                                                             \
   X(cuEventRecord)                                                             \
   X(cuEventSynchronize)                                                        \
+  X(cuEventQuery)                                                              \
   X(cuEventElapsedTime)                                                        \
   X(cuTensorMapEncodeTiled)
 

@@ -1,14 +1,18 @@
 //===- CudaProfile.cpp - Timing the CUDA executor's step ------------------===//
 //
-// --bench (the step's graph replayed between events) and --profile (every
-// launch between events, with FLOPs and bytes against the device's peaks).
+// --bench (the step's graph replayed between events, the GPU's energy and
+// clocks meanwhile) and --profile (every launch between events, with FLOPs
+// and bytes against the device's peaks).
 //===----------------------------------------------------------------------===//
 
 #include "Cuda/CudaImpl.h"
+#include "Cuda/CudaPower.h"
 #include "Train/StepSequence.h"
 #include "gtc/Runtime/Profile.h"
 #include <algorithm>
+#include <chrono>
 #include <map>
+#include <thread>
 #include <nvtx3/nvToolsExt.h>
 
 using namespace gtc::rt;
@@ -44,11 +48,19 @@ CudaExecutor::StepTimes CudaExecutor::timeStep(int warmup, int iters) {
   StepTimes times;
   if (iters <= 0)
     return times;
+  PowerMeter meter;
+  meter.begin();
   CU(cuEventRecord(I.start, I.compute));
   for (int i = 0; i < iters; ++i)
     launchStep(i);
   CU(cuEventRecord(I.stop, I.compute));
+  // The host samples the clocks while the steps run.
+  while (libs().cuEventQuery(I.stop) == CUDA_ERROR_NOT_READY) {
+    meter.sample();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   times.backToBack = elapsed() / iters;
+  times.power = meter.end(iters);
   std::vector<double> ms;
   for (int i = 0; i < iters; ++i) {
     CU(cuEventRecord(I.start, I.compute));

@@ -135,6 +135,7 @@ static int benchmarkImpl(const Plan &plan, const RunOptions &run,
     }
   };
   double ms = 0, aloneMs = 0, deviceMiB = 0;
+  PowerReading power;
   const bool profiling = !run.profilePath.empty();
   if (profiling && plan.microBatches > 1) {
     err << "gtc: error: --profile records the kernels of one step of the "
@@ -170,6 +171,7 @@ static int benchmarkImpl(const Plan &plan, const RunOptions &run,
           static_cast<int>(iters));
       ms = t.backToBack;
       aloneMs = t.alone;
+      power = t.power;
       if (profiling)
         exec.profile(5, kProfileSteps, profile);
       for (auto [what, bytes] : exec.memoryBreakdown())
@@ -229,6 +231,8 @@ static int benchmarkImpl(const Plan &plan, const RunOptions &run,
   if (aloneMs > 0)
     out << "; a step alone " << std::fixed << std::setprecision(4) << aloneMs
         << " ms (median)" << std::defaultfloat;
+  if (power.valid) // the GPU's (rank 0's), over the steps back to back
+    out << "; " << describePower(power);
   out << "\n";
   if (!profiling || rank != 0)
     return 0;

@@ -356,3 +356,30 @@ void gtc::rt::printProfileTable(const Profile &p, std::ostream &os,
      << fixed(comm > 0 ? 100 * covered / comm : 0, 0)
      << "%) beside other kernels\n";
 }
+
+// nvmlClocksEventReasons (nvml.h): SwPowerCap 0x4; HwSlowdown 0x8,
+// SwThermalSlowdown 0x20, HwThermalSlowdown 0x40, HwPowerBrakeSlowdown 0x80.
+bool gtc::rt::clockPowerCapped(unsigned long long reasons) {
+  return (reasons & 0x4ull) != 0;
+}
+
+bool gtc::rt::clockThermalLimited(unsigned long long reasons) {
+  return (reasons & (0x8ull | 0x20ull | 0x40ull | 0x80ull)) != 0;
+}
+
+std::string gtc::rt::describePower(const PowerReading &r) {
+  if (!r.valid)
+    return "";
+  std::string s = fixed(r.joulesPerStep, 2) + " J/step at " +
+                  fixed(r.watts, 0) + " W";
+  if (r.powerLimitW > 0)
+    s += " (limit " + fixed(r.powerLimitW, 0) + " W)";
+  if (r.samples > 0) {
+    s += ", SM clock " + fixed(r.smMHz, 0) + " MHz, power-limited in " +
+         std::to_string(r.powerCapped) + " of " + std::to_string(r.samples) +
+         " samples";
+    if (r.thermal > 0)
+      s += ", thermally limited in " + std::to_string(r.thermal);
+  }
+  return s;
+}

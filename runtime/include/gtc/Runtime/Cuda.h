@@ -188,10 +188,12 @@ public:
   std::vector<std::pair<std::string, size_t>> memoryBreakdown() const;
   /// A step's time in milliseconds after `warmup` steps (CUDA events, graph
   /// replays): `iters` steps launched back to back as training runs them,
-  /// their mean (how PyTorch's references time theirs), and each step
-  /// alone, waited for, their median.
+  /// their mean (how PyTorch's references time theirs) and the energy they
+  /// took, and each step alone, waited for, their median.
   struct StepTimes {
     double backToBack = 0, alone = 0;
+    /// The GPU's energy and clocks over the steps launched back to back.
+    PowerReading power;
   };
   StepTimes timeStep(int warmup, int iters);
   /// Profiles `steps` steps after timeStep(warmup, 20): launched one by one

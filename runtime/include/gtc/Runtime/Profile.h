@@ -80,6 +80,31 @@ void writeChromeTrace(const Profile &profile, std::ostream &os);
 void printProfileTable(const Profile &profile, std::ostream &os,
                        size_t top = 25);
 
+/// The GPU's energy and clocks over timed steps, read from NVML
+/// (libnvidia-ml.so.1, loaded at run time; `valid` false without it): the
+/// energy counter's difference and the SM clock and its limiting reasons,
+/// sampled by the host while the steps ran.
+struct PowerReading {
+  bool valid = false;
+  double joulesPerStep = 0, watts = 0; ///< energy a step, mean power
+  double smMHz = 0;                    ///< mean SM clock over the samples
+  int samples = 0;
+  int powerCapped = 0;   ///< samples with the software power cap limiting
+  int thermal = 0;       ///< samples with a thermal or hardware slowdown
+  double powerLimitW = 0; ///< the enforced power limit, 0 if unknown
+};
+
+/// The reasons NVML reports for a clock below its maximum
+/// (nvmlClocksEventReasons bits): the software power cap, and the thermal
+/// and hardware slowdowns.
+bool clockPowerCapped(unsigned long long reasons);
+bool clockThermalLimited(unsigned long long reasons);
+
+/// `reading` for the --bench line: "19.84 J/step at 661 W (limit 700 W),
+/// SM clock 1613 MHz, power-limited in 74 of 74 samples", or "" if not
+/// valid.
+std::string describePower(const PowerReading &reading);
+
 /// The bytes buffer `id` holds (its elements at their stored size).
 double bufferBytes(const Plan &plan, int id);
 
