@@ -1221,7 +1221,7 @@ TEST(CudaEmitterTest, HopperGemmForTheGeluEpilogues) {
           EXPECT_EQ(v.maps[4].rows, 0);
           EXPECT_NE(v.source.find("gemm_dgelu_sums(&ta, &tb, &taux, &tc"),
                     std::string::npos);
-          EXPECT_NE(v.source.find("constexpr bool GELU = false, BMN = true"),
+          EXPECT_NE(v.source.find("constexpr bool BMN = true"),
                     std::string::npos);
           EXPECT_NE(v.source.find("stmatrix"), std::string::npos);
           ASSERT_EQ(launches.size(), i + 3);
@@ -1251,63 +1251,6 @@ TEST(CudaEmitterTest, HopperGemmForTheGeluEpilogues) {
     EXPECT_EQ(dropped, c.dgelu);
     // Every GELU gradient on cuBLASLt where it has no variant (tf32: none).
     EXPECT_EQ(plainDgelu, std::string(c.precision) == "tf32" ? 0 : 1 - c.dgelu);
-  }
-}
-
-TEST(CudaEmitterTest, HopperGemmForABias) {
-  // A bf16 linear with a bias alone, in whole 128 x 128 tiles: gtc's
-  // Hopper GEMM without the GELU (not at 200 rows, nor in fp16).
-  const test::OpModel *model = test::findOpModel("HopperGemmBias");
-  ASSERT_NE(model, nullptr);
-  struct Case {
-    const char *precision;
-    int64_t batch;
-    int variants;
-  };
-  for (Case c : {Case{"bf16", 384, 1}, Case{"bf16", 200, 0},
-                 Case{"fp16", 384, 0}}) {
-    SCOPED_TRACE(std::string(c.precision) + " B " + std::to_string(c.batch));
-    std::string errors;
-    std::optional<rt::Plan> plan = test::compilePlan(
-        model->source, c.batch, errors, false, "t.gt", c.precision);
-    ASSERT_TRUE(plan.has_value()) << errors;
-    rt::CudaProgram program;
-    std::string error;
-    ASSERT_TRUE(codegen::emitCuda(*plan, program, error)) << error;
-    int variants = 0;
-    for (const auto &launches : program.kernels)
-      for (const rt::CudaLaunch &l : launches) {
-        if (l.variants.empty())
-          continue;
-        ++variants;
-        ASSERT_EQ(l.kind, rt::CudaLaunch::Kind::Gemm);
-        EXPECT_GE(l.bias, 0);
-        EXPECT_EQ(l.aux, -1);
-        EXPECT_EQ(l.act, rt::CudaLaunch::Activation::None);
-        ASSERT_EQ(l.variants.size(), 1u);
-        const rt::CudaLaunch::Variant &v = l.variants[0];
-        EXPECT_EQ(v.arch, "sm_90a");
-        EXPECT_TRUE(v.persistent);
-        EXPECT_EQ(v.grid, c.batch / 128); // every 128 x 128 tile
-        // x [B, 128] and the weight [128, 128] by tensor maps, then y and
-        // the bias by pointer.
-        EXPECT_EQ(v.buffers, (std::vector<int>{l.a, l.b, l.c, l.bias}));
-        ASSERT_EQ(v.maps.size(), 4u);
-        EXPECT_EQ(v.maps[0].rows, c.batch);
-        EXPECT_EQ(v.maps[0].cols, 128);
-        EXPECT_EQ(v.maps[1].rows, 128);
-        EXPECT_EQ(v.maps[1].cols, 128);
-        EXPECT_EQ(v.maps[2].rows, 0);
-        EXPECT_EQ(v.maps[3].rows, 0);
-        EXPECT_NE(v.source.find("constexpr bool GELU = false"),
-                  std::string::npos);
-        EXPECT_NE(
-            v.source.find("gemm_gelu_aux_bias(&ta, &tb, c, nullptr, bias"),
-            std::string::npos);
-        std::string log = nvrtcCompile(v.source, l.name, v.arch);
-        EXPECT_EQ(log, "") << v.source;
-      }
-    EXPECT_EQ(variants, c.variants);
   }
 }
 

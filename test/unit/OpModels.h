@@ -358,14 +358,6 @@ inline const std::vector<OpModel> &opModels() {
     h = gelu(linear(x, 256), approximate: true)
     loss = mean(linear(h, 8) * linear(h, 8, bias: false))
   })", 256, 3, 24},
-      // A linear with a bias alone, in whole tiles (K over 64, or gtc's
-      // small-GEMM kernel takes it): in bf16 on sm_90 the same kernel
-      // without the GELU (gemm_wgmma.cuh).
-      {"HopperGemmBias", R"(model m {
-    input x: f32[B, 128]
-    h = linear(x, 128)
-    loss = mean(h * h)
-  })", 256, 3, 24},
       // Its gradient through the GELU (dy W, W [64, 256]) in whole tiles:
       // in bf16 on sm_90 gtc's Hopper GEMM also sums its columns, the
       // first linear's bias gradient (rt::dgeluSumsFit); elsewhere

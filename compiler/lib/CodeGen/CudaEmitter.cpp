@@ -214,9 +214,9 @@ bool Emitter::emitKernel() {
   case OpKind::Slice:
     return arity(1, 1) ? padOrSlice() : wrong();
   case OpKind::Matmul:
-    return arity(2, 1) ? matmul() && preferOwnGemm() : wrong();
+    return arity(2, 1) ? matmul() && preferSmallGemm() : wrong();
   case OpKind::Linear:
-    return (arity(2, 1) || arity(3, 1)) ? linear() && preferOwnGemm()
+    return (arity(2, 1) || arity(3, 1)) ? linear() && preferSmallGemm()
                                         : wrong();
   case OpKind::Sum:
   case OpKind::Mean:

@@ -547,14 +547,10 @@ private:
   bool smallGemm(const CudaLaunch &l, int mask = -1, int colSum = -1,
                  DType sumType = DType::F32,
                  DType rowSumType = DType::F32);
-  /// Replaces the last launch by gtc's small-GEMM kernel when it is a GEMM
-  /// that kernel computes, or else gives it gtc's Hopper GEMM as a variant
-  /// where that fits (a bf16 linear with a bias).
-  bool preferOwnGemm() {
-    if (smallGemmFits(launches.back()))
-      return smallGemm(launches.back());
-    hopperGemm(launches.back());
-    return true;
+  /// Replaces the last launch by gtc's own kernel when it is a GEMM that
+  /// kernel computes.
+  bool preferSmallGemm() {
+    return !smallGemmFits(launches.back()) || smallGemm(launches.back());
   }
   bool classifierRegion();
   /// What a small classifier head computes besides its loss, dh (or dh's

@@ -275,9 +275,6 @@ bool Emitter::gemmRegion() {
 // (c_fc's: 167 us in the step against 119 for a plain GEMM of its size):
 // so gt-fuse gives a bf16 GELU gradient its column sums where this kernel
 // fits (rt::dgeluSumsFit) and the emitter's launches compute them anyway.
-// A linear with a bias alone takes the same kernel without the GELU: in
-// 124M's step c_attn 97.9 us against cuBLASLt's 106.4, attn.c_proj 36.8
-// against 39.3 (H100, forty-ninth session).
 // Only up to K = 1024 (rt::hopperGemmFits): at 1558M's shape (16384 x 6400
 // x 1600) the GELU forward took 620 us against 529 (its tiles go row by
 // row, so at 50 tiles a row each wave reads all of B). GTC_HOPPER_GEMM=0
@@ -287,15 +284,11 @@ bool Emitter::hopperGemm(CudaLaunch &l, bool sums) {
   auto bf16 = [&](int id) {
     return id >= 0 && plan.buffers[id].dtype == DType::BF16;
   };
-  const bool forward = !sums && !l.dgelu && l.bias >= 0 && bf16(l.bias) &&
-                       l.transB;
-  const bool gelu = forward && l.act == CudaLaunch::Activation::Gelu &&
-                    bf16(l.aux);
-  const bool bias = forward && l.act == CudaLaunch::Activation::None &&
-                    l.aux < 0;
+  const bool gelu = !sums && l.act == CudaLaunch::Activation::Gelu &&
+                    !l.dgelu && l.bias >= 0 && bf16(l.bias) && l.transB;
   const bool dgelu = sums && l.dgelu && l.act == CudaLaunch::Activation::None &&
-                     l.bias < 0 && bf16(l.aux);
-  if ((!gelu && !bias && !dgelu) || l.biasGrad >= 0 ||
+                     l.bias < 0;
+  if ((!gelu && !dgelu) || l.aux < 0 || !bf16(l.aux) || l.biasGrad >= 0 ||
       l.addend >= 0 || l.transA || l.batch != 1 || l.alpha != 1.0f ||
       l.beta != 0.0f || l.offsetA || l.offsetB || l.offsetC || !bf16(l.a) ||
       !bf16(l.b) || !bf16(l.c) || !hopperGemmFits(l.m, l.n, l.k))
@@ -303,14 +296,13 @@ bool Emitter::hopperGemm(CudaLaunch &l, bool sums) {
   const int64_t m = l.m, n = l.n, kk = l.k, tiles = m / 128 * (n / 128);
   // 6 stages of a 128 x 64 A and B tile; for the GELU gradient 4, and two
   // 128 x 128 tiles of saved inputs (gemm_wgmma.cuh).
-  const int stages = dgelu ? 4 : 6;
+  const int stages = gelu ? 6 : 4;
   const int64_t shared =
-      stages * (128 * 64 * 2 * 2) + (dgelu ? 2 * 128 * 128 * 2 : 0) + 1024;
+      stages * (128 * 64 * 2 * 2) + (gelu ? 0 : 2 * 128 * 128 * 2) + 1024;
   const std::string consts =
       "constexpr int M = " + str(m) + ", N = " + str(n) + ", K = " + str(kk) +
-      ", STAGES = " + str(stages) + ";\nconstexpr bool GELU = " +
-      (gelu ? "true" : "false") + ", BMN = " + (l.transB ? "false" : "true") +
-      ";  // B is [K, N], else [N, K]\n" +
+      ", STAGES = " + str(stages) + ";\nconstexpr bool BMN = " +
+      (l.transB ? "false" : "true") + ";  // B is [K, N], else [N, K]\n" +
       mmaTyped(cuh::wgmma, true) + "\n" + cuh::gemm_wgmma;
   const std::string how =
       "gtc's Hopper GEMM (TMA, wgmma, two warpgroups in turn on 128 x 128 "
@@ -318,24 +310,15 @@ bool Emitter::hopperGemm(CudaLaunch &l, bool sums) {
   const Arg ta = tensorMap(l.a, "ta", m, kk, 128),
             tb = l.transB ? tensorMap(l.b, "tb", n, kk, 128)
                           : tensorMap(l.b, "tb", kk, n, 64);
-  const int c = l.c, aux = l.aux;
+  const int c = l.c, aux = l.aux, bias = l.bias;
   if (gelu)
     launch("gemm",
            how + ", + bias, GELU storing its input: " + str(tiles) +
                " tiles, one persistent block an SM",
-           {ta, tb, out(c, "c"), out(aux, "aux"), in(l.bias, "bias")},
+           {ta, tb, out(c, "c"), out(aux, "aux"), in(bias, "bias")},
            kAsyncHelpers | kClusterHelpers, consts,
            "  extern __shared__ __align__(1024) unsigned char smem[];\n"
            "  gemm_gelu_aux_bias(&ta, &tb, c, aux, bias, smem);\n",
-           tiles, 384, 1);
-  else if (bias)
-    launch("gemm",
-           how + ", + bias: " + str(tiles) +
-               " tiles, one persistent block an SM",
-           {ta, tb, out(c, "c"), in(l.bias, "bias")},
-           kAsyncHelpers | kClusterHelpers, consts,
-           "  extern __shared__ __align__(1024) unsigned char smem[];\n"
-           "  gemm_gelu_aux_bias(&ta, &tb, c, nullptr, bias, smem);\n",
            tiles, 384, 1);
   else
     launch("gemm",

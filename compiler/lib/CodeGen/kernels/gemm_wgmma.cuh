@@ -5,14 +5,13 @@
 // cuBLASLt's cost more than gtc's (test/bench/gemm_hopper.cu, their
 // experiment; test/bench/NOTES.md, forty-fifth to forty-eighth sessions):
 //  - gemm_gelu_aux_bias: C [M, N] = gelu(A B^T + bias), storing the
-//    pre-activation in aux (a GELU linear's forward), or with GELU false
-//    C = A B^T + bias (aux unused: a linear's forward);
+//    pre-activation in aux (a GELU linear's forward);
 //  - gemm_dgelu_sums: C [M, N] = (A B) * gelu'(aux), and each 128-row
 //    tile's column sums of the stored C in part (a GELU linear's input
 //    gradient and, reduced over the tiles in order by another launch, its
 //    bias gradient, which cuBLASLt's BGRADB would compute from C again in
 //    the weight gradient's GEMM).
-// Constants: M, N, K (multiples of BM, BN and BK), STAGES, GELU, and BMN: B is
+// Constants: M, N, K (multiples of BM, BN and BK), STAGES, and BMN: B is
 // [K, N] (MN-major) rather than [N, K] (K-major). A is [M, K], K-major. A,
 // B, aux and C are read or written through TMA tensor maps
 // (CudaLaunch::maps): A in boxes of 128 rows x BK columns, B of 128 rows x
@@ -184,8 +183,7 @@ __device__ __forceinline__ void gemm_mma_tile(float (&d0)[16][4], float (&d1)[16
 // warp's 16, columns 8 j + 2 q, + 1 (q = lane % 4). For each 4 groups the
 // lanes of a quad trade float2s (a 4 x 4 transpose, two rounds of
 // shuffles) so that lane q holds the 8 columns of group 4 jj + q; then
-// z = product + bias to aux and gelu(z) to c, 16 bytes each (without
-// GELU, z to c).
+// z = product + bias to aux and gelu(z) to c, 16 bytes each.
 __device__ __forceinline__ void gelu_aux_bias_epilogue(float (&d)[16][4], bf16_t *c, bf16_t *aux,
                                                        const bf16_t *bias, int row0, int col0) {
   const int lane = threadIdx.x & 31, q = lane & 3, warp = (threadIdx.x >> 5) & 3;
@@ -218,15 +216,10 @@ __device__ __forceinline__ void gelu_aux_bias_epilogue(float (&d)[16][4], bf16_t
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
         zw[k] = pack_bf16x2(e[k].x + bf16_lo(bw[k]), e[k].y + bf16_hi(bw[k]));
-        if (GELU)
-          yw[k] = pack_bf16x2(gelu_tanh_fast(bf16_lo(zw[k])), gelu_tanh_fast(bf16_hi(zw[k])));
+        yw[k] = pack_bf16x2(gelu_tanh_fast(bf16_lo(zw[k])), gelu_tanh_fast(bf16_hi(zw[k])));
       }
-      if (GELU) {
-        *reinterpret_cast<uint4 *>(aux + o) = make_uint4(zw[0], zw[1], zw[2], zw[3]);
-        *reinterpret_cast<uint4 *>(c + o) = make_uint4(yw[0], yw[1], yw[2], yw[3]);
-      } else {
-        *reinterpret_cast<uint4 *>(c + o) = make_uint4(zw[0], zw[1], zw[2], zw[3]);
-      }
+      *reinterpret_cast<uint4 *>(aux + o) = make_uint4(zw[0], zw[1], zw[2], zw[3]);
+      *reinterpret_cast<uint4 *>(c + o) = make_uint4(yw[0], yw[1], yw[2], yw[3]);
     }
 }
 
