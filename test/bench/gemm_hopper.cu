@@ -43,7 +43,8 @@
 //   ./gemm_hopper [M N K]     (default 16384 3072 768; exit status 1 when
 //                              an output is not within 2e-2 of cuBLASLt's;
 //                              GEMM_KERNEL=coop or ping runs only that one;
-//                              GEMM_GROUP=G takes tiles by groups of G rows)
+//                              GEMM_GROUP=G takes tiles by groups of G rows;
+//                              GEMM_ENERGY=1 adds each kernel's energy)
 // tools/dev.sh gpu-bundle builds it, test/gpu/run.sh BUNDLE gemm runs it.
 //===----------------------------------------------------------------------===//
 #include <cuda.h>
@@ -53,6 +54,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <cmath>
+#include <dlfcn.h>
 #include <vector>
 
 typedef unsigned u32;
@@ -859,6 +861,49 @@ template <typename F> float timeUs(F f, int reps = 20) {
   return ms * 1000.f / reps;
 }
 
+// GEMM_ENERGY=1: each kernel also runs back to back for about a second,
+// and NVML's energy counter (libnvidia-ml.so.1, loaded here; the toolkit
+// has no nvml.h) gives its joules a launch and a FLOP: the step is
+// power-limited on an H100 (test/bench/NOTES.md, forty-ninth session), so
+// a kernel's energy, not its time, decides what it costs the step.
+bool energyMode = false;
+struct Nvml {
+  int (*energy)(void *, unsigned long long *) = nullptr;  // mJ since the driver loaded
+  void *dev = nullptr;
+  bool ok = false;
+  Nvml() {
+    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    if (!h) return;
+    auto init = (int (*)())dlsym(h, "nvmlInit_v2");
+    auto byBus = (int (*)(const char *, void **))dlsym(h, "nvmlDeviceGetHandleByPciBusId_v2");
+    energy = (int (*)(void *, unsigned long long *))dlsym(h, "nvmlDeviceGetTotalEnergyConsumption");
+    char bus[32] = {};
+    ok = init && byBus && energy && init() == 0 && cudaDeviceGetPCIBusId(bus, sizeof bus, 0) == cudaSuccess &&
+         byBus(bus, &dev) == 0;
+  }
+};
+template <typename F> void energyOf(F f, float us, const char *what, const char *kernel, double flops) {
+  static Nvml nvml;
+  if (!nvml.ok) { printf("%-24s %-11s no NVML energy counter\n", what, kernel); return; }
+  const int reps = us > 0 ? (int)fmax(50.0, 1e6 / us) : 50;  // about a second
+  for (int i = 0; i < 20; ++i) f();
+  CK(cudaDeviceSynchronize());
+  unsigned long long e0 = 0, e1 = 0;
+  nvml.energy(nvml.dev, &e0);
+  cudaEvent_t t0, t1;
+  cudaEventCreate(&t0); cudaEventCreate(&t1);
+  cudaEventRecord(t0);
+  for (int i = 0; i < reps; ++i) f();
+  cudaEventRecord(t1);
+  CK(cudaEventSynchronize(t1));
+  nvml.energy(nvml.dev, &e1);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, t0, t1);
+  const double j = (e1 - e0) / 1000.0 / reps;
+  printf("%-24s %-11s %8.2f mJ a launch, %5.3f pJ/FLOP, %4.0f W, %7.1f us a launch over %d\n", what, kernel,
+         j * 1e3, j / flops * 1e12, (e1 - e0) / ms, ms * 1e3 / reps, reps);
+}
+
 // Max |x - y| over max |y| (bf16 buffers of n elements).
 float relDiff(const bf16_t *x, const bf16_t *y, long long n) {
   std::vector<bf16_t> hx(n), hy(n);
@@ -949,6 +994,7 @@ void runCase(const char *what, int M, int N, int K, cublasLtEpilogue_t epi) {
     printf("%-24s %-11s %7.1f us (%5.0f TF/s), max |diff| / max |ref| %.2e%s\n", what, kernel, us,
            2.0 * M * N * K / 1e6 / us, diff, auxDiff < 1e-2 ? "" : " (aux differs)");
     wrong |= !(diff <= 2e-2f) || !(auxDiff < 1e-2f);
+    if (energyMode) energyOf(run, us, what, kernel, 2.0 * M * N * K);
   };
   ref.run();
   CK(cudaDeviceSynchronize());
@@ -999,11 +1045,16 @@ void runCase(const char *what, int M, int N, int K, cublasLtEpilogue_t epi) {
   }
   float tRef = timeUs([&] { ref.run(); }), tPlain = timeUs([&] { plain.run(); });
   printf("%-24s cuBLASLt    %7.1f us with this epilogue, %7.1f us plain\n", what, tRef, tPlain);
+  if (energyMode) {
+    energyOf([&] { ref.run(); }, tRef, what, "cuBLASLt", 2.0 * M * N * K);
+    energyOf([&] { plain.run(); }, tPlain, what, "cuBLASLt pl", 2.0 * M * N * K);
+  }
   cudaFree(A); cudaFree(B); cudaFree(C); cudaFree(Cref); cudaFree(aux); cudaFree(auxRef); cudaFree(bias);
 }
 
 int main(int argc, char **argv) {
   setvbuf(stdout, nullptr, _IOLBF, 0);  // lines survive a hang killed by timeout
+  energyMode = getenv("GEMM_ENERGY") && atoi(getenv("GEMM_ENERGY")) != 0;
   if (const char *k = getenv("GEMM_KERNEL")) which = !strcmp(k, "coop") ? 1 : !strcmp(k, "ping") ? 2 : 0;
   const int group = getenv("GEMM_GROUP") ? atoi(getenv("GEMM_GROUP")) : 0;
   int M = argc > 3 ? atoi(argv[1]) : 16384, N = argc > 3 ? atoi(argv[2]) : 3072, K = argc > 3 ? atoi(argv[3]) : 768;
