@@ -83,13 +83,15 @@ ONLY=${2:-all}   # the sections to run, comma-separated, or "all":
                  # PyTorch (GPT2_SIZES picks rows); "gemm":
                  # test/bench/gemm_hopper.cu, then gtc with its kernel and
                  # without (GTC_HOPPER_GEMM=0) against the CPU and timed;
-                 # "kernels": llama124m's kernels on both sides under ncu.
+                 # "kernels": llama124m's kernels on both sides under ncu;
+                 # "energy": GPT-2 124M's joules a step, gtc's and
+                 # torch.compile's, and the GEMMs' joules a launch.
 ALL=check,pad,streams,fuse,precision,parity,llama,dropout,micro,sample,attention,compile,bench
 [ "$ONLY" = all ] && ONLY=$ALL
 for s in ${ONLY//,/ }; do
-  case ",$ALL,llama-sizes,gpt2-sizes,gemm,kernels," in
+  case ",$ALL,llama-sizes,gpt2-sizes,gemm,kernels,energy," in
     *",$s,"*) ;;
-    *) echo "run.sh: no section '$s'; the sections: $ALL, llama-sizes, gpt2-sizes, gemm, kernels" >&2; exit 2 ;;
+    *) echo "run.sh: no section '$s'; the sections: $ALL, llama-sizes, gpt2-sizes, gemm, kernels, energy" >&2; exit 2 ;;
   esac
 done
 want() { case ",$ONLY," in *",$1,"*) return 0 ;; esac; return 1; }
@@ -563,6 +565,53 @@ gsize gpt2-124m-tf32 124m "12 768 12" 1024 16 tf32 tf32 0.75
 gsize gpt2-355m 355m "24 1024 16" 1024 16 bf16 compile 0.85 peak
 gsize gpt2-774m 774m "36 1280 20" 1024 16 bf16 compile 0.85 peak
 gsize gpt2-1558m 1558m "48 1600 25" 1024 16 bf16 compile 0.85 peak
+fi
+if want energy; then
+# On an H100 at 700 W GPT-2's step holds the power limit throughout, so its
+# time is about its energy over the limit (test/bench/NOTES.md, forty-ninth
+# session). GPT-2 124M bf16 B 16 on issue 37's protocol, each side with
+# nvidia-smi's power sampled every 50 ms alongside: gtc's --bench line
+# (NVML's energy counter over the steps back to back) and torch.compile's
+# step times the mean power of its busy samples (an estimate: its 6 first
+# steps are in them). Then gemm_hopper's GEMMs, joules a launch, at c_fc's
+# and c_attn's shapes.
+smi() { nvidia-smi --query-gpu=power.draw,clocks.sm,clocks_event_reasons.sw_power_cap --format=csv,noheader,nounits -lms 50 > "$OUT/$1-smi.csv" 2>&1 & echo $!; }
+busy() { # samples file, ms a step: the busy samples' mean power and the step's joules
+  python3 - "$1" "$2" <<'PY'
+import sys
+rows = []
+for line in open(sys.argv[1]):
+    f = [x.strip() for x in line.split(",")]
+    try:
+        rows.append((float(f[0]), float(f[1]), f[2] == "Active"))
+    except (ValueError, IndexError):
+        pass
+busy = [r for r in rows if r[0] > 250]
+if not busy:
+    print("no busy samples"); sys.exit(1)
+w = sum(r[0] for r in busy) / len(busy)
+print(f"{w:.0f} W over {len(busy)} busy samples (SM {sum(r[1] for r in busy) / len(busy):.0f} MHz, "
+      f"power-capped in {sum(r[2] for r in busy)}), about {w * float(sys.argv[2]) / 1000:.2f} J/step")
+PY
+}
+pid=$(smi gtc)
+"$GTC" run examples/gpt2.gt --device cuda --batch 16 --bench-warmup 6 --bench 40 > "$OUT/energy-gtc.txt" 2>&1; s=$?
+kill $pid; sleep 1
+grep -q 'J/step' "$OUT/energy-gtc.txt" || s=1  # the driver has NVML here
+ms=$(grep -o '[0-9.]* ms/step' "$OUT/energy-gtc.txt" | head -1 | cut -d' ' -f1)
+row "energy, gtc GPT-2 124M: $(grep -o '[0-9.]* J/step.*' "$OUT/energy-gtc.txt")" "$(verdict $s)"
+row "energy, gtc GPT-2 124M by nvidia-smi: $ms ms, $(busy "$OUT/gtc-smi.csv" "${ms:-0}")" info
+pid=$(smi torch)
+GPT_SIZE=124m GPT_T=1024 GPT_B=16 ONLY=gpt2 MODES=compile timeout 300 python3 "$B/torch_reference.py" > "$OUT/energy-torch.txt" 2>&1
+kill $pid; sleep 1
+tms=$(grep -o '"ms_per_step": [0-9.]*' "$OUT/energy-torch.txt" | head -1 | grep -o '[0-9.]*$')
+row "energy, torch.compile GPT-2 124M by nvidia-smi: $tms ms, $(busy "$OUT/torch-smi.csv" "${tms:-0}")" info
+unpack_bundle "$B" "$BIN" gemm_hopper
+for shape in "16384 3072 768" "16384 2304 768"; do
+  GEMM_ENERGY=1 timeout 200 "$BIN/gemm_hopper" $shape > "$OUT/gemm-energy-${shape// /x}.txt" 2>&1; s=$?
+  grep 'mJ a launch' "$OUT/gemm-energy-${shape// /x}.txt"
+  row "gemm_hopper $shape, joules a launch: $(grep -c 'mJ a launch' "$OUT/gemm-energy-${shape// /x}.txt") kernels measured" "$(verdict $s)"
+done
 fi
 if want gemm; then
 # test/bench/gemm_hopper.cu (tools/dev.sh gpu-bundle builds it): gtc's own
