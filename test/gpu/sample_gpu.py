@@ -115,8 +115,9 @@ def first_difference(a, b):
 # Greedy, asserted: a wrong position or cache slot changes the logits at
 # once. Sampled, reported: random weights give nearly flat distributions
 # over 32000 tokens, where the last bits decide draws near a boundary, and
-# the two plans' GEMMs may sum in other orders (one position's few rows on
-# gtc's small-GEMM kernel, the recomputation's up to 2 x 64 on cuBLASLt).
+# the two plans' GEMMs may sum in other orders (likely one position's few
+# rows on gtc's small-GEMM kernel, the recomputation's 2 x (16 + i) rows on
+# cuBLASLt beyond 64).
 # On an H100 one of the two sequences parted at its 26th token, greedy
 # equal (test/bench/NOTES.md, forty-ninth session).
 for mode in (["--temperature", "0"], ["--seed", "3"]):

@@ -504,7 +504,7 @@ TEST(PlanTest, PowerReadingsForTheBenchLine) {
   r.powerLimitW = 0;
   EXPECT_EQ(rt::describePower(r),
             "19.84 J/step at 661 W, SM clock 1613 MHz, power-limited in 74 "
-            "of 74 samples, thermally limited in 3");
+            "of 74 samples, slowed by a thermal or hardware limit in 3");
   r.samples = 0; // a run shorter than one sample
   EXPECT_EQ(rt::describePower(r), "19.84 J/step at 661 W");
 }

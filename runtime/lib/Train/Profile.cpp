@@ -379,7 +379,8 @@ std::string gtc::rt::describePower(const PowerReading &r) {
          std::to_string(r.powerCapped) + " of " + std::to_string(r.samples) +
          " samples";
     if (r.thermal > 0)
-      s += ", thermally limited in " + std::to_string(r.thermal);
+      s += ", slowed by a thermal or hardware limit in " +
+           std::to_string(r.thermal);
   }
   return s;
 }

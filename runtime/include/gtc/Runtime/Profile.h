@@ -90,7 +90,7 @@ struct PowerReading {
   double smMHz = 0;                    ///< mean SM clock over the samples
   int samples = 0;
   int powerCapped = 0;   ///< samples with the software power cap limiting
-  int thermal = 0;       ///< samples with a thermal or hardware slowdown
+  int thermal = 0; ///< samples slowed by a thermal or hardware limit
   double powerLimitW = 0; ///< the enforced power limit, 0 if unknown
 };
 
@@ -100,9 +100,9 @@ struct PowerReading {
 bool clockPowerCapped(unsigned long long reasons);
 bool clockThermalLimited(unsigned long long reasons);
 
-/// `reading` for the --bench line: "19.84 J/step at 661 W (limit 700 W),
-/// SM clock 1613 MHz, power-limited in 74 of 74 samples", or "" if not
-/// valid.
+/// `reading` for the --bench line ("E J/step at P W (limit L W), SM clock
+/// F MHz, power-limited in N of S samples", and the samples slowed by a
+/// thermal or hardware limit if any), or "" if not valid.
 std::string describePower(const PowerReading &reading);
 
 /// The bytes buffer `id` holds (its elements at their stored size).
