@@ -567,17 +567,26 @@ gsize gpt2-774m 774m "36 1280 20" 1024 16 bf16 compile 0.85 peak
 gsize gpt2-1558m 1558m "48 1600 25" 1024 16 bf16 compile 0.85 peak
 fi
 if want energy; then
-# On an H100 at 700 W GPT-2's step holds the power limit throughout, so its
-# time is about its energy over the limit (test/bench/NOTES.md, forty-ninth
-# session). GPT-2 124M bf16 B 16 on issue 37's protocol, each side with
-# nvidia-smi's power sampled every 50 ms alongside: gtc's --bench line
-# (NVML's energy counter over the steps back to back) and torch.compile's
-# step times the mean power of its busy samples (an estimate: its 6 first
-# steps are in them). Then gemm_hopper's GEMMs, joules a launch, at c_fc's
-# and c_attn's shapes.
-smi() { nvidia-smi --query-gpu=power.draw,clocks.sm,clocks_event_reasons.sw_power_cap --format=csv,noheader,nounits -lms 50 > "$OUT/$1-smi.csv" 2>&1 & echo $!; }
-busy() { # samples file, ms a step: the busy samples' mean power and the step's joules
-  python3 - "$1" "$2" <<'PY'
+# On an H100 or H200 at 700 W GPT-2's step holds the power limit throughout,
+# so its time is about its energy over the limit (test/bench/NOTES.md,
+# forty-ninth and fiftieth sessions). GPT-2 124M bf16 B 16, gtc's --bench
+# line and torch.compile's step (test/gpu/torch_energy.py, NVML's energy
+# counter around torch_reference.py's step) on issue 37's protocol (6
+# warm-up steps, 20 timed) and in the steady state of a long run (50, 200),
+# with nvidia-smi's power and clock sampled every 50 ms alongside the first.
+# Then gemm_hopper's GEMMs, joules a launch, at c_fc's and c_attn's shapes.
+nvidia-smi --query-gpu=power.draw,clocks.sm,clocks_event_reasons.sw_power_cap --format=csv,noheader,nounits -lms 50 > "$OUT/gtc-smi.csv" 2>&1 &
+pid=$!
+for wi in "6 20" "50 200"; do
+  set -- $wi
+  "$GTC" run examples/gpt2.gt --device cuda --batch 16 --bench-warmup $1 --bench $2 > "$OUT/energy-gtc-$2.txt" 2>&1; s=$?
+  [ -n "${pid:-}" ] && { kill $pid; pid=; }
+  grep -q 'J/step' "$OUT/energy-gtc-$2.txt" || s=1  # the driver has NVML here
+  row "energy, gtc GPT-2 124M, $1 + $2 steps: $(grep -o '[0-9.]* ms/step' "$OUT/energy-gtc-$2.txt"); $(grep -o '[0-9.]* J/step.*' "$OUT/energy-gtc-$2.txt")" "$(verdict $s)"
+  WARM=$1 ITERS=$2 BUNDLE=$B GPT_SIZE=124m GPT_B=16 MODES=compile timeout 300 python3 test/gpu/torch_energy.py > "$OUT/energy-torch-$2.txt" 2>&1; s=$?
+  row "energy, $(grep -o 'torch compile.*' "$OUT/energy-torch-$2.txt")" "$(verdict $s)"
+done
+python3 - "$OUT/gtc-smi.csv" > "$OUT/gtc-smi.txt" <<'PY'
 import sys
 rows = []
 for line in open(sys.argv[1]):
@@ -587,25 +596,9 @@ for line in open(sys.argv[1]):
     except (ValueError, IndexError):
         pass
 busy = [r for r in rows if r[0] > 250]
-if not busy:
-    print("no busy samples"); sys.exit(1)
-w = sum(r[0] for r in busy) / len(busy)
-print(f"{w:.0f} W over {len(busy)} busy samples (SM {sum(r[1] for r in busy) / len(busy):.0f} MHz, "
-      f"power-capped in {sum(r[2] for r in busy)}), about {w * float(sys.argv[2]) / 1000:.2f} J/step")
+print(f"{sum(r[0] for r in busy) / len(busy):.0f} W over {len(busy)} busy samples, SM {sum(r[1] for r in busy) / len(busy):.0f} MHz, power-capped in {sum(r[2] for r in busy)}" if busy else "no busy samples")
 PY
-}
-pid=$(smi gtc)
-"$GTC" run examples/gpt2.gt --device cuda --batch 16 --bench-warmup 6 --bench 40 > "$OUT/energy-gtc.txt" 2>&1; s=$?
-kill $pid; sleep 1
-grep -q 'J/step' "$OUT/energy-gtc.txt" || s=1  # the driver has NVML here
-ms=$(grep -o '[0-9.]* ms/step' "$OUT/energy-gtc.txt" | head -1 | cut -d' ' -f1)
-row "energy, gtc GPT-2 124M: $(grep -o '[0-9.]* J/step.*' "$OUT/energy-gtc.txt")" "$(verdict $s)"
-row "energy, gtc GPT-2 124M by nvidia-smi: $ms ms, $(busy "$OUT/gtc-smi.csv" "${ms:-0}")" info
-pid=$(smi torch)
-GPT_SIZE=124m GPT_T=1024 GPT_B=16 ONLY=gpt2 MODES=compile timeout 300 python3 "$B/torch_reference.py" > "$OUT/energy-torch.txt" 2>&1
-kill $pid; sleep 1
-tms=$(grep -o '"ms_per_step": [0-9.]*' "$OUT/energy-torch.txt" | head -1 | grep -o '[0-9.]*$')
-row "energy, torch.compile GPT-2 124M by nvidia-smi: $tms ms, $(busy "$OUT/torch-smi.csv" "${tms:-0}")" info
+row "energy, gtc GPT-2 124M 6 + 20 by nvidia-smi: $(cat "$OUT/gtc-smi.txt")" info
 unpack_bundle "$B" "$BIN" gemm_hopper
 for shape in "16384 3072 768" "16384 2304 768"; do
   GEMM_ENERGY=1 timeout 200 "$BIN/gemm_hopper" $shape > "$OUT/gemm-energy-${shape// /x}.txt" 2>&1; s=$?
