@@ -502,16 +502,23 @@ fi
 vs_torch() { # name gtc-bench-file torch-json-file target [peak]
   python3 - "$2" "$3" "$1" "$4" "${5:-}" > "$OUT/$1-summary.txt" <<'PY'
 import json, re, sys
-g = re.search(r"([0-9.]+) ms/step, device memory ([0-9.]+) MiB", open(sys.argv[1]).read())
+bench = open(sys.argv[1]).read()
+g = re.search(r"([0-9.]+) ms/step, device memory ([0-9.]+) MiB", bench)
 t = [json.loads(l) for l in open(sys.argv[2]) if l.startswith('{"')]
 if not g or not t:
     print(f"{sys.argv[3]}: no result"); sys.exit(1)
-ms, gib, c = float(g[1]), float(g[2]) / 1024, t[0]
+# The last line: test/gpu/torch_energy.py's adds the energy to torch_reference.py's.
+ms, gib, c = float(g[1]), float(g[2]) / 1024, t[-1]
 r = ms / c["ms_per_step"]
 peak = sys.argv[5] == "peak"
+# Both steps run at the power limit on an H100 or H200, so the energy ratio
+# explains the time ratio (test/bench/NOTES.md, fiftieth session).
+j = re.search(r"([0-9.]+) J/step", bench)
+energy = (f"; {float(j[1]):.2f} against {c['j_per_step']:.2f} J/step: {float(j[1]) / c['j_per_step']:.3f}x"
+          if j and c.get("j_per_step") else "")
 print(f"{sys.argv[3]}: gtc {ms:.2f} ms {gib:.2f} GiB, torch {c['mode']} "
       f"{c['ms_per_step']:.2f} ms {c['peak_gib']:.2f} GiB: {r:.3f}x (<= {sys.argv[4]}x"
-      + (", peak <= torch's)" if peak else ")"))
+      + (", peak <= torch's)" if peak else ")") + energy)
 sys.exit(0 if r <= float(sys.argv[4]) and (not peak or gib <= c["peak_gib"]) else 1)
 PY
   local s=$?
@@ -536,7 +543,9 @@ if want gpt2-sizes; then
 # Issue 37's table: examples/gpt2.gt with its sizes set against
 # torch_reference.py's GPT-2 of the same size (GPT_SIZE, GPT_T, GPT_B,
 # MODES) in the same job, no checkpointing on either side. Both take 6 steps
-# (torch_reference.py's first and 5), then time 20 back to back. Not part
+# (torch_reference.py's first and 5), then time 20 back to back; each side's
+# joules a step (gtc's --bench line, test/gpu/torch_energy.py around
+# torch_reference.py's step) go beside the times. Not part
 # of "all": with torch.compile's first steps (up to 90 s at 1558M) it takes
 # about 10 minutes, so GPT2_SIZES (names below, e.g. "gpt2-774m gpt2-1558m")
 # runs some of the rows, for a device call's time limit.
@@ -546,7 +555,8 @@ gsize() { # name, GPT_SIZE, "L D H", T, batch, precision, PyTorch's mode, target
   read -r l d h <<< "$3"
   sed "s/let V = 50304, T = 1024, D = 768, H = 12, L = 12/let V = 50304, T = $4, D = $d, H = $h, L = $l/" examples/gpt2.gt > "$OUT/$1.gt"
   "$GTC" run "$OUT/$1.gt" --device cuda --batch $5 --precision $6 --bench-warmup 6 --bench 20 > "$OUT/$1-bench.txt" 2>&1
-  GPT_SIZE=$2 GPT_T=$4 GPT_B=$5 ONLY=gpt2 MODES=$7 timeout 300 python3 "$B/torch_reference.py" > "$OUT/$1-torch.txt" 2>&1
+  # torch_reference.py's step and timing, with NVML's energy counter around it.
+  BUNDLE=$B GPT_SIZE=$2 GPT_T=$4 GPT_B=$5 MODES=$7 timeout 300 python3 test/gpu/torch_energy.py > "$OUT/$1-torch.txt" 2>&1
   grep '^{"what": "gpt2' "$OUT/$1-torch.txt" > "$OUT/$1-torch.json"
   { tail -1 "$OUT/$1-bench.txt"; cat "$OUT/$1-torch.json"; } | tee -a "$OUT/bench-gpt2-sizes.txt"
   vs_torch "$1" "$OUT/$1-bench.txt" "$OUT/$1-torch.json" "$8" "${9:-}"
