@@ -588,13 +588,14 @@ if want energy; then
 nvidia-smi --query-gpu=power.draw,clocks.sm,clocks_event_reasons.sw_power_cap --format=csv,noheader,nounits -lms 50 > "$OUT/gtc-smi.csv" 2>&1 &
 pid=$!
 for wi in "6 20" "50 200"; do
-  set -- $wi
-  "$GTC" run examples/gpt2.gt --device cuda --batch 16 --bench-warmup $1 --bench $2 > "$OUT/energy-gtc-$2.txt" 2>&1; s=$?
+  read -r warm n <<< "$wi"
+  "$GTC" run examples/gpt2.gt --device cuda --batch 16 --bench-warmup $warm --bench $n > "$OUT/energy-gtc-$n.txt" 2>&1; s=$?
   [ -n "${pid:-}" ] && { kill $pid; pid=; }
-  grep -q 'J/step' "$OUT/energy-gtc-$2.txt" || s=1  # the driver has NVML here
-  row "energy, gtc GPT-2 124M, $1 + $2 steps: $(grep -o '[0-9.]* ms/step' "$OUT/energy-gtc-$2.txt"); $(grep -o '[0-9.]* J/step.*' "$OUT/energy-gtc-$2.txt")" "$(verdict $s)"
-  WARM=$1 ITERS=$2 BUNDLE=$B GPT_SIZE=124m GPT_B=16 MODES=compile timeout 300 python3 test/gpu/torch_energy.py > "$OUT/energy-torch-$2.txt" 2>&1; s=$?
-  row "energy, $(grep -o 'torch compile.*' "$OUT/energy-torch-$2.txt")" "$(verdict $s)"
+  grep -q 'J/step' "$OUT/energy-gtc-$n.txt" || s=1  # the driver has NVML here
+  row "energy, gtc GPT-2 124M, $warm + $n steps: $(grep -o '[0-9.]* ms/step' "$OUT/energy-gtc-$n.txt"); $(grep -o '[0-9.]* J/step.*' "$OUT/energy-gtc-$n.txt")" "$(verdict $s)"
+  WARM=$warm ITERS=$n BUNDLE=$B GPT_SIZE=124m GPT_B=16 MODES=compile timeout 300 python3 test/gpu/torch_energy.py > "$OUT/energy-torch-$n.txt" 2>&1; s=$?
+  grep -q 'J/step' "$OUT/energy-torch-$n.txt" || s=1
+  row "energy, $(grep -o 'torch compile.*' "$OUT/energy-torch-$n.txt")" "$(verdict $s)"
 done
 python3 - "$OUT/gtc-smi.csv" > "$OUT/gtc-smi.txt" <<'PY'
 import sys
