@@ -840,11 +840,12 @@ TEST(CudaEmitterTest, RopeGradientInTheAttentionKernels) {
     }
     EXPECT_EQ(regions, low ? 2 : 0);
     EXPECT_EQ(ropes, low ? 3 : 6); // the forward's, and their gradients
-    if (low)
+    if (low) {
       EXPECT_EQ(turned, (std::vector<std::string>{
                             "attention_grad_dq interleaved",
                             "attention_grad_dkdv interleaved",
                             "attention_grad_dq", "attention_grad_dkdv"}));
+    }
     Stats stats;
     std::map<std::string, std::string> seen;
     checkSource(model->source, 2, false, stats, seen, precision);

@@ -228,7 +228,7 @@ bool Emitter::elementwise(const std::vector<Operand> &ops,
   launch("",
          what + (vec ? ", " + str(v) + " elements a thread (16-byte accesses)"
                      : ""),
-         args, vec ? kPackHelpers : 0, consts, body, grid);
+         args, vec ? unsigned(kPackHelpers) : 0u, consts, body, grid);
   return true;
 }
 
