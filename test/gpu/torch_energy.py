@@ -39,7 +39,7 @@ def limit_w():
     return mw.value / 1000 if nvml and nvml.nvmlDeviceGetEnforcedPowerLimit(dev, ctypes.byref(mw)) == 0 else None
 
 WARM, ITERS = int(os.environ.get("WARM", 6)), int(os.environ.get("ITERS", 20))
-energy = {}
+energies = []  # one a timed run, in torch_reference.results' order
 
 def timeit(step, warm=5, iters=20):
     """torch_reference.run's timing of its step (after the first step it ran itself),
@@ -52,29 +52,22 @@ def timeit(step, warm=5, iters=20):
         step()
     torch.cuda.synchronize()
     t, e1 = time.perf_counter() - t0, energy_mj()
-    energy.clear()
-    if e0 is not None and e1 is not None:
-        energy.update(j_per_step=(e1 - e0) / 1000 / ITERS, watts=(e1 - e0) / t / 1000, limit_w=limit_w())
+    energies.append(dict(j_per_step=(e1 - e0) / 1000 / ITERS, watts=(e1 - e0) / t / 1000, limit_w=limit_w())
+                    if e0 is not None and e1 is not None else {})
     return t / ITERS
 
+# torch_reference.py's own GPT-2 runs (its models, sizes, batches and FLOP counts), without
+# its GEMM and copy ceilings, which are not this script's figures.
 tr.timeit = timeit
-size = os.environ.get("GPT_SIZE", "124m")
-L, d, nh = {"124m": (12, 768, 12), "355m": (24, 1024, 16), "774m": (36, 1280, 20), "1558m": (48, 1600, 25)}[size]
-B, T = int(os.environ.get("GPT_B", 16)), int(os.environ.get("GPT_T", 1024))
-for mode in os.environ.get("MODES", "compile").split(","):
-    m = tr.GPT(T=T, L=L, d=d, nh=nh).to("cuda")
-    nparam = sum(p.numel() for p in m.parameters()) - m.wpe.weight.numel()
-    flops = 6 * nparam * B * T + 12 * L * d * T * B * T  # torch_reference.py's count
-    # torch_reference.run prints its JSON line; this one adds the energy.
-    tr.run(f"gpt2-{size}" + ("" if T == 1024 else f"-t{T}"), m,
-           lambda: (torch.randint(0, 50257, (B, T), device="cuda"), torch.randint(0, 50257, (B, T), device="cuda")),
-           mode, flops, B * T, "tokens_per_s")
-    r = dict(tr.results[-1], warm=WARM, iters=ITERS, **energy)
+tr.ceilings = lambda: None
+os.environ["ONLY"] = "gpt2"
+tr.main()
+for r, energy in zip(tr.results, energies):
+    r = dict(r, warm=WARM, iters=ITERS, **energy)
     print(json.dumps(r), flush=True)
     e = "no NVML energy counter"
     if energy:
         limit = f" (limit {r['limit_w']:.0f} W)" if r["limit_w"] else ""
         e = f"{r['j_per_step']:.2f} J/step at {r['watts']:.0f} W{limit}"
-    print(f"torch {mode} {r['what']} B {B}, {WARM} + {ITERS} steps: {r['ms_per_step']:.4f} ms/step; {e}", flush=True)
-    del m
-    torch.cuda.empty_cache()
+    print(f"torch {r['mode']} {r['what']} B {os.environ.get('GPT_B', 16)}, {WARM} + {ITERS} steps: "
+          f"{r['ms_per_step']:.4f} ms/step; {e}", flush=True)
