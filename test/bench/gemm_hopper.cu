@@ -899,6 +899,7 @@ template <typename F> void energyOf(F f, float us, const char *what, const char 
   nvml.energy(nvml.dev, &e1);
   float ms = 0;
   cudaEventElapsedTime(&ms, t0, t1);
+  cudaEventDestroy(t0); cudaEventDestroy(t1);
   const double j = (e1 - e0) / 1000.0 / reps;
   printf("%-24s %-11s %8.2f mJ a launch, %5.3f pJ/FLOP, %4.0f W, %7.1f us a launch over %d\n", what, kernel,
          j * 1e3, j / flops * 1e12, (e1 - e0) / ms, ms * 1e3 / reps, reps);
