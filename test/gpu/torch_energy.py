@@ -56,18 +56,19 @@ def timeit(step, warm=5, iters=20):
                     if e0 is not None and e1 is not None else {})
     return t / ITERS
 
-# torch_reference.py's own GPT-2 runs (its models, sizes, batches and FLOP counts), without
-# its GEMM and copy ceilings, which are not this script's figures.
-tr.timeit = timeit
-tr.ceilings = lambda: None
-os.environ["ONLY"] = "gpt2"
-tr.main()
-for r, energy in zip(tr.results, energies):
-    r = dict(r, warm=WARM, iters=ITERS, **energy)
-    print(json.dumps(r), flush=True)
-    e = "no NVML energy counter"
-    if energy:
-        limit = f" (limit {r['limit_w']:.0f} W)" if r["limit_w"] else ""
-        e = f"{r['j_per_step']:.2f} J/step at {r['watts']:.0f} W{limit}"
-    print(f"torch {r['mode']} {r['what']} B {os.environ.get('GPT_B', 16)}, {WARM} + {ITERS} steps: "
-          f"{r['ms_per_step']:.4f} ms/step; {e}", flush=True)
+if __name__ == "__main__":
+    # torch_reference.py's own GPT-2 runs (its models, sizes, batches and FLOP counts), without
+    # its GEMM and copy ceilings, which are not this script's figures.
+    tr.timeit = timeit
+    tr.ceilings = lambda: None
+    os.environ["ONLY"] = "gpt2"
+    tr.main()
+    for r, energy in zip(tr.results, energies):
+        r = dict(r, warm=WARM, iters=ITERS, **energy)
+        print(json.dumps(r), flush=True)
+        e = "no NVML energy counter"
+        if energy:
+            limit = f" (limit {r['limit_w']:.0f} W)" if r["limit_w"] else ""
+            e = f"{r['j_per_step']:.2f} J/step at {r['watts']:.0f} W{limit}"
+        print(f"torch {r['mode']} {r['what']} B {os.environ.get('GPT_B', 16)}, {WARM} + {ITERS} steps: "
+              f"{r['ms_per_step']:.4f} ms/step; {e}", flush=True)
