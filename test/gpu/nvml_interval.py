@@ -28,7 +28,7 @@ while time.perf_counter() < t_end:
         changes.append((time.perf_counter(), e - last))
         last = e
 torch.cuda.synchronize()
-gaps = [b[0] - a[0] for a, b in zip(changes, changes[1:])]
+gaps = [later[0] - earlier[0] for earlier, later in zip(changes, changes[1:])]
 if len(gaps) < 2:
     raise SystemExit(f"nvml_interval.py: the counter changed {len(changes)} times in 1.5 s")
 print(f"NVML energy counter: {len(changes)} changes in 1.5 s busy; interval median "

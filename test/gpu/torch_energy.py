@@ -9,8 +9,6 @@
 # a training run lives in. BUNDLE is the folder that holds torch_reference.py.
 import ctypes, json, os, sys, time
 import torch
-sys.path.insert(0, os.environ.get("BUNDLE", "gpu-bundle"))
-import torch_reference as tr
 
 def nvml_device():
     """NVML's handle of the device PyTorch runs on, found by UUID (NVML's indices ignore
@@ -57,6 +55,9 @@ def timeit(step, warm=5, iters=20):
     return t / ITERS
 
 if __name__ == "__main__":
+    # Imported here, so that nvml_interval.py can use the NVML reader above without the bundle.
+    sys.path.insert(0, os.environ.get("BUNDLE", "gpu-bundle"))
+    import torch_reference as tr
     # torch_reference.py's own GPT-2 runs (its models, sizes, batches and FLOP counts), without
     # its GEMM and copy ceilings, which are not this script's figures.
     tr.timeit = timeit
