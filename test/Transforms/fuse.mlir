@@ -383,7 +383,7 @@ func.func @bias_gradient_of_reshape_not(%dy: tensor<4x8xbf16>, %w2: tensor<8x16x
 // -----
 
 // In bf16 at the sizes of gtc's Hopper GEMM (whole 128 x 128 tiles, K a
-// multiple of 64 up to 1024, more than 64 rows: rt::dgeluSumsFit) the bias
+// multiple of 64 up to 2048, more than 64 rows: rt::dgeluSumsFit) the bias
 // gradient of the linear below (the column sums of the GELU gradient, here
 // through the dW GEMM's rank-2 view) joins the DGELU region, read directly;
 // the dW GEMM keeps only its cast. In f32 it stays with the dW GEMM (BGRADB).

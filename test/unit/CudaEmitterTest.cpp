@@ -1131,7 +1131,7 @@ TEST(CudaEmitterTest, HopperAttentionVariants) {
 }
 
 /// A bf16 linear with a bias and a tanh GELU that saves its input, in whole
-/// 128 x 128 tiles over a K of at most 1024 in steps of 64, carries gtc's
+/// 128 x 128 tiles over a K of at most 2048 in steps of 64, carries gtc's
 /// Hopper GEMM as an sm_90a variant of its cuBLASLt GEMM: A and B by TMA
 /// tensor maps (CudaLaunch::maps) and the output, the saved input and the
 /// bias by pointer. So does its gradient (DGELU, dy W with W [K, N]) with
@@ -1141,28 +1141,34 @@ TEST(CudaEmitterTest, HopperAttentionVariants) {
 /// cuBLASLt's GEMM, whose variant drops it (with gtc's GEMMs only), and the
 /// last launch adds the tiles' sums in order either way. Other rows, a
 /// longer K (the forward's), other precisions and the GEMMs without those
-/// epilogues stay on cuBLASLt.
+/// epilogues stay on cuBLASLt. Where B is over 12 MiB (the forward's weight
+/// [4096, 1600]) the tiles go by groups of 8 tile rows.
 TEST(CudaEmitterTest, HopperGemmForTheGeluEpilogues) {
-  // K = the input's width.
-  auto model = [](int64_t width) {
+  // K = the input's width, N = the hidden width.
+  auto model = [](int64_t width, int64_t hidden) {
     return "model m {\n  input x: f32[B, " + std::to_string(width) +
-           "]\n  h = linear(gelu(linear(x, 256), approximate: true), 64)\n"
-           "  loss = sum(h * h)\n}\n";
+           "]\n  h = linear(gelu(linear(x, " + std::to_string(hidden) +
+           "), approximate: true), 64)\n  loss = sum(h * h)\n}\n";
   };
   struct Case {
     const char *precision;
     int64_t batch;
     int64_t width;
     int gelu, dgelu; // variants
+    int64_t hidden = 256;
   };
   for (Case c : {Case{"bf16", 384, 64, 1, 1}, Case{"bf16", 200, 64, 0, 0},
                  Case{"fp16", 384, 64, 0, 0}, Case{"tf32", 384, 64, 0, 0},
-                 Case{"bf16", 384, 1088, 0, 1}}) {
+                 Case{"bf16", 384, 1600, 1, 1, 4096},
+                 Case{"bf16", 384, 2112, 0, 1}}) {
     SCOPED_TRACE(std::string(c.precision) + " B " + std::to_string(c.batch) +
-                 " K " + std::to_string(c.width));
+                 " K " + std::to_string(c.width) + " N " +
+                 std::to_string(c.hidden));
+    const bool grouped = c.hidden * c.width * 2 > (12 << 20);
     std::string errors;
     std::optional<rt::Plan> plan = test::compilePlan(
-        model(c.width), c.batch, errors, false, "t.gt", c.precision);
+        model(c.width, c.hidden), c.batch, errors, false, "t.gt",
+        c.precision);
     ASSERT_TRUE(plan.has_value()) << errors;
     rt::CudaProgram program;
     std::string error;
@@ -1192,7 +1198,7 @@ TEST(CudaEmitterTest, HopperGemmForTheGeluEpilogues) {
         ASSERT_EQ(l.kind, rt::CudaLaunch::Kind::Gemm);
         EXPECT_FALSE(v.withOwnGemm); // a GEMM's variant: that rule anyway
         EXPECT_TRUE(v.persistent);
-        EXPECT_EQ(v.grid, c.batch / 128 * 2); // every 128 x 128 tile
+        EXPECT_EQ(v.grid, c.batch / 128 * (c.hidden / 128)); // every tile
         EXPECT_EQ(v.block, 384);
         EXPECT_LE(v.shared, 227 * 1024);
         EXPECT_EQ(v.maps[0].rows, c.batch); // A in 128 x 64 boxes
@@ -1204,19 +1210,19 @@ TEST(CudaEmitterTest, HopperGemmForTheGeluEpilogues) {
                   std::string::npos);
         if (l.dgelu) {
           ++dgelu;
-          // dy [B, 64] W [64, 256], the saved input and the result [B,
-          // 256] by tensor maps, the tiles' sums to the workspace; then
+          // dy [B, 64] W [64, N], the saved input and the result [B, N]
+          // by tensor maps, the tiles' sums to the workspace; then
           // the column-sum kernel and the tiles' sums added.
           EXPECT_EQ(v.buffers, (std::vector<int>{l.a, l.b, l.aux, l.c,
                                                  rt::CudaLaunch::kWorkspace}));
           ASSERT_EQ(v.maps.size(), 5u);
           EXPECT_EQ(v.maps[0].cols, 64);
           EXPECT_EQ(v.maps[1].rows, 64); // B: [K, N], in 64 x 64 boxes
-          EXPECT_EQ(v.maps[1].cols, 256);
+          EXPECT_EQ(v.maps[1].cols, c.hidden);
           EXPECT_EQ(v.maps[1].boxRows, 64);
           for (int m : {2, 3}) {
             EXPECT_EQ(v.maps[m].rows, c.batch) << m;
-            EXPECT_EQ(v.maps[m].cols, 256) << m;
+            EXPECT_EQ(v.maps[m].cols, c.hidden) << m;
             EXPECT_EQ(v.maps[m].boxRows, 128) << m;
           }
           EXPECT_EQ(v.maps[4].rows, 0);
@@ -1228,16 +1234,19 @@ TEST(CudaEmitterTest, HopperGemmForTheGeluEpilogues) {
           ASSERT_EQ(launches.size(), i + 3);
           EXPECT_NE(launches[i + 2].comment.find("chunks in order"),
                     std::string::npos);
-          EXPECT_GE(program.workspaceBytes, 8 * (c.batch / 128) * 256);
+          EXPECT_NE(v.source.find("GROUP = 0;"), std::string::npos); // small B
+          EXPECT_GE(program.workspaceBytes, 8 * (c.batch / 128) * c.hidden);
         } else {
           ++gelu;
           EXPECT_EQ(l.act, rt::CudaLaunch::Activation::Gelu);
           EXPECT_EQ(v.buffers,
                     (std::vector<int>{l.a, l.b, l.c, l.aux, l.bias}));
           ASSERT_EQ(v.maps.size(), 5u);
-          EXPECT_EQ(v.maps[0].cols, 64);
-          EXPECT_EQ(v.maps[1].rows, 256); // B: the weight [256, 64]
-          EXPECT_EQ(v.maps[1].cols, 64);
+          EXPECT_EQ(v.maps[0].cols, c.width);
+          EXPECT_EQ(v.maps[1].rows, c.hidden); // B: the weight [N, K]
+          EXPECT_EQ(v.maps[1].cols, c.width);
+          EXPECT_NE(v.source.find(grouped ? "GROUP = 8;" : "GROUP = 0;"),
+                    std::string::npos);
           for (int m = 2; m < 5; ++m)
             EXPECT_EQ(v.maps[m].rows, 0) << m;
           EXPECT_NE(

@@ -275,10 +275,11 @@ bool Emitter::gemmRegion() {
 // (c_fc's: 167 us in the step against 119 for a plain GEMM of its size):
 // so gt-fuse gives a bf16 GELU gradient its column sums where this kernel
 // fits (rt::dgeluSumsFit) and the emitter's launches compute them anyway.
-// Only up to K = 1024 (rt::hopperGemmFits): at 1558M's shape (16384 x 6400
-// x 1600) the GELU forward took 620 us against 529 (its tiles go row by
-// row, so at 50 tiles a row each wave reads all of B). GTC_HOPPER_GEMM=0
-// keeps cuBLASLt's (to compare).
+// Where B is over 12 MiB (GPT-2 774M's and 1558M's c_fc: 13 and 20 MB) its
+// tiles go by groups of 8 tile rows (gemm_wgmma.cuh's tile_origin): row by
+// row, at 1558M's shape (16384 x 6400 x 1600) the GELU forward took 620 us
+// against cuBLASLt's 529, each wave of tiles reading all of B.
+// GTC_HOPPER_GEMM=0 keeps cuBLASLt's (to compare).
 
 bool Emitter::hopperGemm(CudaLaunch &l, bool sums) {
   auto bf16 = [&](int id) {
@@ -299,14 +300,17 @@ bool Emitter::hopperGemm(CudaLaunch &l, bool sums) {
   const int stages = gelu ? 6 : 4;
   const int64_t shared =
       stages * (128 * 64 * 2 * 2) + (gelu ? 0 : 2 * 128 * 128 * 2) + 1024;
+  const int group = n * kk * 2 > (int64_t(12) << 20) ? 8 : 0;
   const std::string consts =
       "constexpr int M = " + str(m) + ", N = " + str(n) + ", K = " + str(kk) +
-      ", STAGES = " + str(stages) + ";\nconstexpr bool BMN = " +
+      ", STAGES = " + str(stages) + ", GROUP = " + str(group) +
+      ";\nconstexpr bool BMN = " +
       (l.transB ? "false" : "true") + ";  // B is [K, N], else [N, K]\n" +
       mmaTyped(cuh::wgmma, true) + "\n" + cuh::gemm_wgmma;
   const std::string how =
       "gtc's Hopper GEMM (TMA, wgmma, two warpgroups in turn on 128 x 128 "
-      "tiles), " + str(m) + " x " + str(n) + " x " + str(kk);
+      "tiles" + (group ? ", by groups of " + str(group) + " tile rows" : "") +
+      "), " + str(m) + " x " + str(n) + " x " + str(kk);
   const Arg ta = tensorMap(l.a, "ta", m, kk, 128),
             tb = l.transB ? tensorMap(l.b, "tb", n, kk, 128)
                           : tensorMap(l.b, "tb", kk, n, 64);

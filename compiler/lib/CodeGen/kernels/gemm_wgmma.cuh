@@ -11,12 +11,12 @@
 //    gradient and, reduced over the tiles in order by another launch, its
 //    bias gradient, which cuBLASLt's BGRADB would compute from C again in
 //    the weight gradient's GEMM).
-// Constants: M, N, K (multiples of BM, BN and BK), STAGES, and BMN: B is
-// [K, N] (MN-major) rather than [N, K] (K-major). A is [M, K], K-major. A,
-// B, aux and C are read or written through TMA tensor maps
-// (CudaLaunch::maps): A in boxes of 128 rows x BK columns, B of 128 rows x
-// BK (K-major) or BK rows x 64 columns (MN-major), aux and C of 128 rows x
-// 64 columns.
+// Constants: M, N, K (multiples of BM, BN and BK), STAGES, GROUP (the
+// tiles' order: tile_origin) and BMN: B is [K, N] (MN-major) rather than
+// [N, K] (K-major). A is [M, K], K-major. A, B, aux and C are read or
+// written through TMA tensor maps (CudaLaunch::maps): A in boxes of 128
+// rows x BK columns, B of 128 rows x BK (K-major) or BK rows x 64 columns
+// (MN-major), aux and C of 128 rows x 64 columns.
 //
 // Persistent and warp-specialized, CUTLASS's "pingpong" schedule: one
 // block an SM; warpgroup 0 (40 registers) has one thread copy the A and B
@@ -43,6 +43,23 @@ constexpr int BM = 128, BN = 128, BK = 64;
 constexpr int A_BYTES = BM * BK * 2, STAGE_BYTES = A_BYTES + BN * BK * 2;
 constexpr int NT = N / BN, TILES = M / BM * NT, KT = K / BK;
 constexpr int TILE_BYTES = 128 * 128 * 2;  // a saved-input / result tile
+
+// Tile t's first row m0 and column n0. GROUP 0: row by row. GROUP G > 0:
+// by groups of G tile rows, down each column of a group first (CUTLASS's
+// raster along M with a swizzle of G), so the tiles in flight at once read
+// G rows of A and a band of B's columns rather than all of B (at GPT-2
+// 1558M's c_fc, 50 tiles a row and B 20 MB, gemm_hopper.cu's kernels took
+// 4-7% less time by groups of 8: test/bench/NOTES.md, forty-eighth session).
+__device__ __forceinline__ void tile_origin(int t, int &m0, int &n0) {
+  if (GROUP <= 0) {
+    m0 = t / NT * BM, n0 = t % NT * BN;
+    return;
+  }
+  constexpr int MT = M / BM;
+  const int g = t / (GROUP * NT), first = g * GROUP, w = t - g * GROUP * NT;
+  const int rows = min(GROUP, MT - first);
+  m0 = (first + w % rows) * BM, n0 = w / rows * BN;
+}
 
 // A CUtensorMap (no CUDA headers under NVRTC).
 struct __align__(64) gtc_tensor_map { unsigned long long opaque[16]; };
@@ -121,7 +138,8 @@ __device__ __forceinline__ void gemm_produce(const gtc_tensor_map *ta, const gtc
   long long pos = 0;
   int i = 0;
   for (int t = blockIdx.x; t < TILES; t += gridDim.x, ++i) {
-    const int m0 = t / NT * BM, n0 = t % NT * BN;
+    int m0, n0;
+    tile_origin(t, m0, n0);
     for (int kt = 0; kt < KT; ++kt, ++pos) {
       const int stage = (int)(pos % STAGES);
       mbar_wait(smem_u32(&empty[stage]), ((u32)(pos / STAGES) & 1) ^ 1);
@@ -241,7 +259,8 @@ __device__ __forceinline__ void gemm_gelu_aux_bias(const gtc_tensor_map *ta, con
   u32 turns = 0;
   int i = w;  // the tile's index among the block's tiles
   for (int t = blockIdx.x + w * gridDim.x; t < TILES; t += 2 * gridDim.x, i += 2) {
-    const int m0 = t / NT * BM, n0 = t % NT * BN;
+    int m0, n0;
+    tile_origin(t, m0, n0);
     // Warpgroup 1's first wait passes (a new barrier's phase "1" is done).
     mbar_wait(smem_u32(&order[w]), (turns++ & 1) ^ (w == 0 ? 1u : 0u));
     float d0[16][4], d1[16][4];
@@ -305,7 +324,8 @@ __device__ __forceinline__ void gemm_dgelu_sums(const gtc_tensor_map *ta, const 
   u32 turns = 0;
   int i = w;
   for (int t = blockIdx.x + w * gridDim.x; t < TILES; t += 2 * gridDim.x, i += 2, ++turns) {
-    const int m0 = t / NT * BM, n0 = t % NT * BN;
+    int m0, n0;
+    tile_origin(t, m0, n0);
     mbar_wait(smem_u32(&order[w]), (turns & 1) ^ (w == 0 ? 1u : 0u));
     float d0[16][4], d1[16][4];
     gemm_mma_tile(d0, d1, base, full, empty, &order[1 - w], (long long)i * KT, leader);

@@ -41,12 +41,11 @@ inline constexpr int64_t kSmallGemmRows = 64;
 inline constexpr int64_t kSmallGemmLongK = 2048;
 
 /// gtc's own Hopper GEMM (GemmKernels.cpp's hopperGemm; bf16, sm_90):
-/// whole 128 x 128 tiles over K in steps of 64, up to K = 1024 (beyond it
-/// its tiles, row by row, make it slower than cuBLASLt: test/bench/NOTES.md,
-/// forty-sixth session).
+/// whole 128 x 128 tiles over K in steps of 64, up to K = 2048 (GPT-2 1558M's
+/// 1600; beyond, not measured against cuBLASLt).
 inline bool hopperGemmFits(int64_t m, int64_t n, int64_t k) {
   return m > 0 && n > 0 && k > 0 && m % 128 == 0 && n % 128 == 0 &&
-         k % 64 == 0 && k <= 1024;
+         k % 64 == 0 && k <= 2048;
 }
 
 /// Whether a GELU gradient's GEMM (dy W, DGELU) also sums its result's
