@@ -109,6 +109,25 @@ FailureOr<rt::Plan> finishPlan(func::FuncOp func, ModuleOp lowered,
 
 namespace {
 
+/// --pad-all and --no-pad choose how 16-bit GEMMs are padded; in another
+/// precision they would do nothing, so a training step (its plan, or
+/// --emit=step) refuses them.
+LogicalResult checkPadding(Operation *at, const CompileOptions &options) {
+  if (!options.padAll && options.pad)
+    return success();
+  rt::Precision precision;
+  if (!rt::parse(options.precision, precision) ||
+      precision == rt::Precision::Bf16 || precision == rt::Precision::Fp16)
+    return success(); // (an unknown precision is finishPlan's error)
+  const char *flag = options.padAll ? "--pad-all" : "--no-pad";
+  return at->emitError()
+         << flag
+         << " applies to 16-bit GEMMs (gt-pad-dims pads no other), and this "
+            "step computes in "
+         << options.precision << "; give --precision bf16 or fp16, or drop "
+         << flag;
+}
+
 FailureOr<rt::Plan> compileOnce(ModuleOp module,
                                 const CompileOptions &options) {
   FailureOr<OwningOpRef<ModuleOp>> lowered =
@@ -118,20 +137,9 @@ FailureOr<rt::Plan> compileOnce(ModuleOp module,
   func::FuncOp step = findFunc(**lowered, kStepAttrName);
   if (!step)
     return module.emitError("the module has no model to train");
-  FailureOr<rt::Plan> plan = finishPlan(step, **lowered, options);
-  // --pad-all and --no-pad choose how 16-bit GEMMs are padded; in another
-  // precision they would do nothing.
-  if (succeeded(plan) && (options.padAll || !options.pad) &&
-      plan->config.precision != rt::Precision::Bf16 &&
-      plan->config.precision != rt::Precision::Fp16)
-    return step.emitError()
-           << (options.padAll ? "--pad-all" : "--no-pad")
-           << " applies to 16-bit GEMMs (gt-pad-dims pads no other), and "
-              "this step computes in "
-           << rt::name(plan->config.precision)
-           << "; give --precision bf16 or fp16, or drop "
-           << (options.padAll ? "--pad-all" : "--no-pad");
-  return plan;
+  if (failed(checkPadding(step, options)))
+    return failure();
+  return finishPlan(step, **lowered, options);
 }
 
 /// A size for messages: whole MiB, or KiB below one MiB (a budget of 1KiB
@@ -386,7 +394,14 @@ gtc::lowerToStep(ModuleOp module, const CompileOptions &options) {
     if (failed(resolve(module, o)))
       return failure();
   }
-  return specialize(module, o, /*differentiate=*/true);
+  FailureOr<OwningOpRef<ModuleOp>> step =
+      specialize(module, o, /*differentiate=*/true);
+  if (succeeded(step)) {
+    if (func::FuncOp f = findFunc(**step, kStepAttrName);
+        f && failed(checkPadding(f, o)))
+      return failure();
+  }
+  return step;
 }
 
 FailureOr<int64_t> gtc::largestBatch(ModuleOp module,
