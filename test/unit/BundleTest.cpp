@@ -20,6 +20,7 @@ rt::Bundle sample() {
   b.archs = {"sm_80", "sm_90"};
   b.kernels[rt::kernelKey("kernel source", "sm_90")] = std::string("\0cubin", 6);
   b.kernels[rt::kernelKey("kernel source", "ptx")] = "ptx text";
+  b.cpu = true;
   return b;
 }
 
@@ -35,6 +36,7 @@ TEST(BundleTest, RoundTrips) {
   EXPECT_EQ(back.evals, sample().evals);
   EXPECT_EQ(back.archs, sample().archs);
   EXPECT_EQ(back.kernels, sample().kernels);
+  EXPECT_TRUE(back.cpu); // compiled with devices = cpu
   EXPECT_NE(rt::kernelKey("a", "sm_90"), rt::kernelKey("b", "sm_90"));
   EXPECT_NE(rt::kernelKey("a", "sm_90"), rt::kernelKey("a", "sm_80"));
 }

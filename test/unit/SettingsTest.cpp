@@ -10,6 +10,7 @@
 #include "CompileHelpers.h"
 #include "gtc/Plan/Settings.h"
 #include "gtc/Dialect/GT/GTOps.h"
+#include "gtc/Runtime/Env.h"
 #include "gtc/Runtime/RunArgs.h"
 #include "gtest/gtest.h"
 #include <string>
@@ -120,6 +121,17 @@ TEST(SettingsTest, RunOptionsParse) {
   EXPECT_EQ(out.bucketBytes, 1 << 20);
   EXPECT_EQ(out.checkpointEvery, 3);
   EXPECT_TRUE(out.given);
+  EXPECT_EQ(out.names,
+            (std::vector<std::string>{"--steps", "--batch", "--no-fuse",
+                                      "--devices", "--micro-batch", "--seed",
+                                      "--threads", "--log", "--init",
+                                      "--bucket-size", "--checkpoint"}));
+  // What gtc compile takes: the options that choose what is compiled.
+  EXPECT_TRUE(rt::isCompilingOption("--batch"));
+  EXPECT_TRUE(rt::isCompilingOption("--no-fuse"));
+  EXPECT_FALSE(rt::isCompilingOption("--steps"));
+  EXPECT_FALSE(rt::isCompilingOption("--threads"));
+  EXPECT_FALSE(rt::isCompilingOption("--emit"));
 
   const std::pair<std::vector<std::string>, std::string> bad[] = {
       {{"--steps", "0"}, "--steps needs an integer >= 1, got '0'"},
@@ -140,6 +152,40 @@ TEST(SettingsTest, RunOptionsParse) {
   std::vector<std::string> other = {"--emit=mlir"};
   size_t i = 0;
   EXPECT_EQ(rt::parseRunArg(other, i, out, error), rt::ArgResult::NotMine);
+}
+
+/// devices = cpu is one CPU process: --device auto becomes cpu, --device
+/// cuda is refused; other `devices` leave --device alone.
+TEST(SettingsTest, DevicesCpuChoosesTheCpu) {
+  std::string error;
+  std::string device = "auto";
+  EXPECT_TRUE(rt::deviceForDevices("cpu", device, error));
+  EXPECT_EQ(device, "cpu");
+  device = "cuda";
+  EXPECT_FALSE(rt::deviceForDevices("cpu", device, error));
+  EXPECT_NE(error.find("devices = cpu trains one CPU process"),
+            std::string::npos)
+      << error;
+  for (const char *devices : {"", "1", "2", "all"}) {
+    device = "auto";
+    EXPECT_TRUE(rt::deviceForDevices(devices, device, error));
+    EXPECT_EQ(device, "auto") << devices;
+  }
+}
+
+/// The runtime's switches (GTC_NO_GRAPH, ...) are on unless unset, empty
+/// or "0".
+TEST(SettingsTest, EnvironmentSwitches) {
+  const char *name = "GTC_TEST_SWITCH";
+  ::unsetenv(name);
+  EXPECT_FALSE(rt::envFlag(name));
+  for (const auto &[value, on] :
+       std::vector<std::pair<const char *, bool>>{
+           {"", false}, {"0", false}, {"1", true}, {"yes", true}}) {
+    ::setenv(name, value, 1);
+    EXPECT_EQ(rt::envFlag(name), on) << "'" << value << "'";
+  }
+  ::unsetenv(name);
 }
 
 /// Every field of the runtime's TrainConfig comes from a setting of the

@@ -137,6 +137,16 @@ int main(int argc, char **argv) {
       opts.devices, world, /*gpus=*/0, bundle.processes, error);
   if (processes == 0)
     return usageError(self, error);
+  if (processes == 1 && !opts.rendezvous.empty())
+    return usageError(self, "--rendezvous applies to data parallelism, and "
+                            "this executable trains in one process (compile "
+                            "with devices = N, or launch it under torchrun, "
+                            "srun or mpirun)");
+  // Compiled with devices = cpu, or --devices cpu: one CPU process.
+  if (!rt::deviceForDevices(opts.devices.empty() && bundle.cpu ? "cpu"
+                                                               : opts.devices,
+                            opts.device, error))
+    return usageError(self, error);
   if (!rt::applyDataPaths(opts, step.config, error))
     return usageError(self, error);
 

@@ -120,6 +120,7 @@ struct Options {
   std::optional<std::string> tokenizer;
   int64_t tokens = 64;
   gtc::rt::SamplingOptions sampling;
+  std::vector<std::string> samplingGiven; ///< sample's own options, given
   bool noCache = false;
   char **argv = nullptr; ///< as given (data-parallel workers rerun it)
 };
@@ -212,6 +213,7 @@ std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
         std::optional<std::string> v = value(name);
         if (!v)
           return usageError(name + " needs a value");
+        opts.samplingGiven.push_back(name.str());
         double x = 0;
         if (name == "--prompt") {
           opts.prompts.push_back(*v);
@@ -297,6 +299,7 @@ std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
                             : r.bucketBytes           ? "--bucket-size"
                             : !r.rendezvous.empty()   ? "--rendezvous"
                             : r.padAll                ? "--pad-all"
+                            : r.noPad                 ? "--no-pad"
                             : r.run.checkNumerics     ? "--check-numerics"
                             : r.run.logEvery          ? "--log-every"
                             : r.run.sampleEvery       ? "--sample-every"
@@ -316,6 +319,20 @@ std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
     if (opts.emit != Emit::None && opts.emit != Emit::MLIR &&
         opts.emit != Emit::Plan)
       return usageError("gtc sample takes --emit=mlir or --emit=plan");
+    // --emit prints and stops: what only sampling reads is refused.
+    if (opts.emit != Emit::None) {
+      std::string unread = opts.samplingGiven.empty()
+                               ? std::string()
+                               : opts.samplingGiven.front();
+      for (const std::string &name : r.names)
+        if (unread.empty() && !gtc::rt::isCompilingOption(name))
+          unread = name;
+      if (unread.empty() && opts.noCache && opts.emit == Emit::MLIR)
+        unread = "--no-cache";
+      if (!unread.empty())
+        return usageError(unread + " goes with sampling, and --emit prints "
+                                   "and stops: drop " + unread + " or --emit");
+    }
     const char *unused = opts.sampling.topK       ? "--top-k"
                          : opts.sampling.topP < 1 ? "--top-p"
                          : r.run.seed             ? "--seed"
@@ -936,7 +953,15 @@ int runModel(const Options &opts, mlir::ModuleOp module,
   const std::string &devices = settings.devices;
   // `all` is every GPU of this host (a dry run without one plans for one),
   // or under a launcher its processes; the CPU is one device.
-  const bool mayUseGpu = opts.args.device != "cpu" && opts.emit == Emit::None;
+  // --emit=mlir prints the module (main) and trains; the other --emit
+  // forms print and stop.
+  const bool printsOnly = opts.emit != Emit::None && opts.emit != Emit::MLIR;
+  std::string asked = opts.args.device;
+  if (!gtc::rt::deviceForDevices(devices, asked, error)) {
+    llvm::errs() << "gtc: error: " << error << "\n";
+    return 1;
+  }
+  const bool mayUseGpu = asked != "cpu" && !printsOnly;
   const int gpus = devices == "all" && world.size == 1 && mayUseGpu
                        ? gtc::rt::cudaDeviceCount()
                        : 1;
@@ -948,21 +973,28 @@ int runModel(const Options &opts, mlir::ModuleOp module,
     llvm::errs() << ("gtc: error: " + error + "\n");
     return 1;
   }
-  const bool trains = opts.emit == Emit::None && !opts.args.dryRun &&
-                      !opts.args.explain && opts.args.bench == 0;
+  // (--explain prints the plan first, in rank 0 alone, then trains.)
+  const bool trains = !printsOnly && !opts.args.dryRun && opts.args.bench == 0;
   // What N processes run together: training, or on GPUs the step timed
   // (--bench, --profile) with its collectives.
-  const bool timesSteps = opts.emit == Emit::None && !opts.args.dryRun &&
-                          !opts.args.explain &&
+  const bool timesSteps = !printsOnly && !opts.args.dryRun &&
                           (opts.args.bench > 0 || !run.profilePath.empty());
+  // Each of N processes would print the module again.
+  if (processes > 1 && opts.emit == Emit::MLIR && (trains || timesSteps)) {
+    llvm::errs() << "gtc: error: --emit=mlir prints the module and then "
+                    "trains in one process, and this run has "
+                 << processes
+                 << " (devices, or a launcher's); print it with gtc check "
+                 << opts.input << " --emit=mlir, and train without --emit\n";
+    return 1;
+  }
   // N CPU processes are not timed together: refused before any starts
   // (benchmark() refuses too, once `auto` has chosen the CPU).
-  if (processes > 1 && timesSteps && opts.args.device == "cpu") {
+  if (processes > 1 && timesSteps && asked == "cpu") {
     llvm::errs() << "gtc: error: " << gtc::rt::kCpuBenchError << "\n";
     return 1;
   }
-  if (processes > 1 && opts.args.device == "cpu" &&
-      settings.shard == "gradients") {
+  if (processes > 1 && asked == "cpu" && settings.shard == "gradients") {
     llvm::errs() << "gtc: error: " << gtc::rt::kCpuShardGradientsError << "\n";
     return 1;
   }
@@ -975,10 +1007,11 @@ int runModel(const Options &opts, mlir::ModuleOp module,
     return gtc::rt::spawnWorkers(processes, opts.argv);
   }
 
-  // A dry run plans for --device cuda without a GPU; auto takes the GPU
-  // if there is one, as a run would.
-  std::string device = opts.emit == Emit::None ? opts.args.device : "cpu";
-  if (opts.args.dryRun && device == "cuda") {
+  // A dry run (and --emit=step/plan/cuda) plans for --device cuda without
+  // a GPU; auto takes the GPU if there is one, as a run would; what only
+  // prints plans for the CPU unless --device cuda says otherwise.
+  std::string device = printsOnly && asked != "cuda" ? "cpu" : asked;
+  if ((opts.args.dryRun || printsOnly) && device == "cuda") {
     // (a GPU here gives its name, for the memory runs on it measured)
     if (!gtc::rt::chooseDevice(device, run, error))
       run.device = "cuda";
@@ -1032,7 +1065,7 @@ int runModel(const Options &opts, mlir::ModuleOp module,
     output->keep();
     return 0;
   }
-  if ((opts.args.explain || opts.args.dryRun) &&
+  if ((opts.args.dryRun || (opts.args.explain && world.rank == 0)) &&
       !explainRun(module, compile, *step, run, processes))
     return 1;
   if (opts.args.dryRun) {
@@ -1194,13 +1227,17 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
   auto t0 = std::chrono::steady_clock::now();
   if (opts.output == "-")
     return usageError("gtc compile needs -o EXE (the executable to write)");
-  if (opts.args.run.steps || opts.args.run.epochs || opts.args.run.seed ||
-      !opts.args.run.logPath.empty() || !opts.args.run.savePath.empty() ||
-      !opts.args.run.resumePath.empty() || !opts.args.run.initPath.empty() ||
-      opts.args.bench || !opts.args.run.profilePath.empty() ||
-      !opts.args.data.empty() || !opts.args.eval.empty())
-    return usageError("give run options (--steps, --log, --data, ...) to "
-                      "the compiled executable, not to gtc compile");
+  // gtc compile takes the options that choose what is compiled, and
+  // --devices (the executable's processes); the executable takes the rest.
+  for (const std::string &name : opts.args.names) {
+    if (name == "--explain")
+      return usageError("--explain goes with gtc run; to see what gtc compile "
+                        "plans, give gtc run " + opts.input +
+                        " --dry-run the same options");
+    if (name != "--devices" && !gtc::rt::isCompilingOption(name))
+      return usageError(name + " applies when the executable runs: give it to "
+                               "the compiled executable, not to gtc compile");
+  }
   mlir::gt::TrainOp trainOp;
   for (auto t : module.getOps<mlir::gt::TrainOp>())
     trainOp = t;
@@ -1244,6 +1281,7 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
   bundle.step = gtc::rt::serialize(*step);
   bundle.processes = processes;
   bundle.shardOptimizer = processes > 1 && settings.shard != "none";
+  bundle.cpu = devices == "cpu";
   // Evaluation plans: full batches (micro-batches, with gradient
   // accumulation), and the remainder of the eval data as it is now (an
   // executable given other eval data says so).

@@ -93,6 +93,9 @@ int gtc::rt::dataParallelProcesses(const std::string &devices,
     if (devices == "all")
       error = was + "; --devices all is gtc run's (every GPU); compile with "
                     "devices = N";
+    else if (devices == "cpu" && compiled > 1)
+      error = was + "; --devices cpu is one CPU process: compile with "
+                    "devices = cpu";
     else if (counted && asked != compiled)
       error = was + "; for --devices " + devices + " compile with --devices " +
               devices;

@@ -11,6 +11,7 @@
 #include "Comm/Store.h"
 #include "gtc/Runtime/Comm.h"
 #include "gtc/Runtime/CpuExecutor.h"
+#include "gtc/Runtime/Env.h"
 
 #include <atomic>
 #include <cstdlib>
@@ -161,7 +162,7 @@ NcclLib &nccl() {
 /// GTC_TRACE_COMM=1: each step of joining and each host-side collective on
 /// standard error, to find where a rank waits.
 void trace(int rank, const std::string &what) {
-  static const bool on = std::getenv("GTC_TRACE_COMM") != nullptr;
+  static const bool on = envFlag("GTC_TRACE_COMM");
   if (!on)
     return;
   std::string line = "[comm rank " + std::to_string(rank) + "] " + what + "\n";

@@ -9,6 +9,7 @@
 #include "Cuda/CudaImpl.h"
 #include "Train/StepSequence.h"
 #include "gtc/Runtime/Bundle.h"
+#include "gtc/Runtime/Env.h"
 #include "gtc/Runtime/Optimizer.h"
 #include "gtc/Runtime/Profile.h"
 #include "gtc/Runtime/Rng.h"
@@ -54,12 +55,12 @@ std::vector<std::string> gtc::rt::runtimeKernelSources() {
 void CudaExecutor::Impl::takeVariants(int major, int minor,
                                       int multiprocessors) {
   // GTC_PORTABLE_KERNELS=1: the portable kernels everywhere (to compare).
-  if (const char *e = std::getenv("GTC_PORTABLE_KERNELS"); e && *e == '1')
+  if (envFlag("GTC_PORTABLE_KERNELS"))
     return;
   // gtc's own GEMM in place of cuBLASLt's (Emitter::hopperGemm) unless
   // GTC_HOPPER_GEMM=0 (to compare; test/gpu/run.sh's "gemm" section).
   const char *ownGemm = std::getenv("GTC_HOPPER_GEMM");
-  const bool ownGemms = !(ownGemm && *ownGemm == '0');
+  const bool ownGemms = !ownGemm || std::strcmp(ownGemm, "0") != 0;
   for (std::vector<CudaLaunch> &ls : program.kernels) {
     std::vector<CudaLaunch> kept;
     for (CudaLaunch &l : ls) {
@@ -147,7 +148,7 @@ CUfunction CudaExecutor::Impl::load(const std::string &source,
 /// With GTC_CHECK_LAUNCHES=1 (and GTC_NO_GRAPH=1), waits after every
 /// launch (for its stream) and names the one that failed.
 void CudaExecutor::Impl::checkLaunch(const CudaLaunch &s, CUstream stream) {
-  static const bool check = std::getenv("GTC_CHECK_LAUNCHES") != nullptr;
+  static const bool check = envFlag("GTC_CHECK_LAUNCHES");
   if (!check)
     return;
   CUresult r = libs().cuStreamSynchronize(stream);
@@ -518,8 +519,7 @@ void CudaExecutor::Impl::prepareLaunches() {
       setupGemm(l);
   // Independent plan kernels on two streams, unless GTC_ONE_STREAM is set
   // (to compare) or no group would use the second.
-  const char *oneStream = std::getenv("GTC_ONE_STREAM");
-  if (!oneStream || !*oneStream || std::string(oneStream) == "0") {
+  if (!envFlag("GTC_ONE_STREAM")) {
     groups = scheduleStreams(plan, program, L.info.multiprocessors);
     groupDone.assign(groups.size(), nullptr);
     bool used = false;
@@ -775,11 +775,11 @@ void CudaExecutor::step(int slot, bool update, bool wantLoss, int part,
         [&](bool gradients) { I.enqueueStepReduction(gradients); },
         [&] { I.enqueueUpdate(); });
   };
-  bool useGraph = std::getenv("GTC_NO_GRAPH") == nullptr && !afterKernel;
+  bool useGraph = !envFlag("GTC_NO_GRAPH") && !afterKernel;
   const int phase = Impl::microPhase(part, parts);
   CUgraphExec &exec = update || part + 1 < parts ? I.graphs[slot][phase]
                                                  : I.noUpdate[slot][phase];
-  static const bool traceComm = std::getenv("GTC_TRACE_COMM") != nullptr;
+  static const bool traceComm = envFlag("GTC_TRACE_COMM");
   if (I.dcomm && traceComm)
     std::fprintf(stderr, "[comm rank %d] step: slot %d, part %d of %d%s\n",
                  I.dcomm->deviceRank(), slot, part, parts,

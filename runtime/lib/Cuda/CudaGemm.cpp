@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Cuda/CudaImpl.h"
+#include "gtc/Runtime/Env.h"
 #include <algorithm>
 #include <chrono>
 
@@ -147,7 +148,7 @@ void CudaExecutor::Impl::setupGemm(Launch &l) {
   // by default; large GEMMs only, as small ones (latency-bound, inside a
   // graph) measured no faster (test/bench/NOTES.md).
   if (found > 1 && s.m * s.n * s.k * s.batch >= (int64_t(1) << 28) &&
-      std::getenv("GTC_AUTOTUNE") != nullptr)
+      envFlag("GTC_AUTOTUNE"))
     autotune(l, results, found);
   (void)L;
 }

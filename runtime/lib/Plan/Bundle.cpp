@@ -70,6 +70,8 @@ std::string gtc::rt::packBundle(const Bundle &b) {
     putRecord(records, "processes", std::to_string(b.processes));
   if (b.shardOptimizer)
     putRecord(records, "shard", "optimizer");
+  if (b.cpu)
+    putRecord(records, "devices", "cpu");
   for (const auto &[batch, plan] : b.evals)
     putRecord(records, "eval " + std::to_string(batch), plan);
   for (const std::string &arch : b.archs)
@@ -154,6 +156,8 @@ bool gtc::rt::readBundle(const std::string &path, Bundle &b,
       b.processes = std::max(1, std::atoi(data.c_str()));
     else if (tag == "shard")
       b.shardOptimizer = data == "optimizer";
+    else if (tag == "devices")
+      b.cpu = data == "cpu";
   }
   if (b.step.empty()) {
     error = path + ": the payload has no training step" + rebuild;

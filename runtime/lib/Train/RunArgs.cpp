@@ -175,7 +175,9 @@ const RunOption kRunOptions[] = {
      kCompiling},
     {"--seed", "S", "seed for initialization, shuffling and sampling",
      setCount<&RunOptions::seed, 0>},
-    {"--threads", "N", "CPU threads (default: all cores)",
+    {"--threads", "N",
+     "CPU threads of a run on the CPU (default: all cores; refused on a "
+     "GPU, which does not use them)",
      setCount<&RunOptions::threads>},
     {"--log", "FILE", "append metrics as JSON lines",
      setRunString<&RunOptions::logPath>},
@@ -410,6 +412,13 @@ bool gtc::rt::isRunOption(const std::string &name) {
   return false;
 }
 
+bool gtc::rt::isCompilingOption(const std::string &name) {
+  for (const RunOption &o : kRunOptions)
+    if (name == o.name)
+      return o.compiling;
+  return false;
+}
+
 ArgResult gtc::rt::parseRunArg(const std::vector<std::string> &args,
                                size_t &i, RunArgs &out, std::string &error) {
   const std::string &a = args[i];
@@ -435,6 +444,7 @@ ArgResult gtc::rt::parseRunArg(const std::vector<std::string> &args,
     return ArgResult::Error;
   }
   out.given = true;
+  out.names.push_back(name);
   return option->apply(name, value, out, error) ? ArgResult::Ok
                                                 : ArgResult::Error;
 }
@@ -551,7 +561,31 @@ bool gtc::rt::chooseDevice(const std::string &device, RunOptions &run,
     run.deviceName = info.name + " (sm_" + std::to_string(info.major) +
                      std::to_string(info.minor) + ")";
     run.deviceFreeMemory = static_cast<int64_t>(info.freeMemory);
+    if (run.threads > 0) {
+      const char *why =
+          device == "cuda" ? "--device cuda" : "--device auto found one";
+      error = std::string("--threads sets the CPU's threads, and this runs "
+                          "on the GPU (") +
+              why +
+              "), which does not use them: drop --threads, or give --device "
+              "cpu";
+      return false;
+    }
     return true;
   }
   return device != "cuda";
+}
+
+bool gtc::rt::deviceForDevices(const std::string &devices,
+                               std::string &device, std::string &error) {
+  if (devices != "cpu")
+    return true;
+  if (device == "cuda") {
+    error = "devices = cpu trains one CPU process, and --device cuda asks for "
+            "the GPU: give --devices 1 (or N GPUs) to train on the GPU, or "
+            "drop --device cuda";
+    return false;
+  }
+  device = "cpu";
+  return true;
 }

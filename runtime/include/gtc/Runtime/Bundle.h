@@ -30,6 +30,8 @@ struct Bundle {
   /// optimizer state (ZeRO-1).
   int processes = 1;
   bool shardOptimizer = false;
+  /// devices = cpu: one CPU process (--device auto takes the CPU).
+  bool cpu = false;
 };
 
 /// The key of a kernel binary: a hash of its CUDA source and the arch.

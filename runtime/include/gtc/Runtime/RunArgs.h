@@ -45,6 +45,7 @@ struct RunArgs {
   std::string data, eval;
   RunOptions run;
   bool given = false; ///< whether any of these options was given
+  std::vector<std::string> names; ///< the options given ("--steps"), in order
 };
 
 enum class ArgResult { NotMine, Ok, Error };
@@ -54,6 +55,11 @@ enum class ArgResult { NotMine, Ok, Error };
 /// what is wrong with it.
 ArgResult parseRunArg(const std::vector<std::string> &args, size_t &i,
                       RunArgs &out, std::string &error);
+
+/// Whether the run option `name` chooses what is compiled (the batch, the
+/// precision, the passes' options, data parallelism's plan), so that a
+/// compiled executable has it fixed.
+bool isCompilingOption(const std::string &name);
 
 /// Checks the options against each other: --steps and --epochs exclude each
 /// other, and --bench, --profile and --dry-run (which train nothing, on
@@ -69,8 +75,16 @@ bool applyDataPaths(const RunArgs &args, TrainConfig &config,
 
 /// Sets run.device (and deviceName) from --device: cpu; cuda (false with
 /// the reason when there is no usable GPU); auto (the GPU if there is one).
+/// False too when run.threads is set and the GPU was chosen: --threads sets
+/// the CPU's threads, which a GPU run does not use.
 bool chooseDevice(const std::string &device, RunOptions &run,
                   std::string &error);
+
+/// `devices = cpu` (or --devices cpu) is one CPU process: turns --device
+/// auto into cpu; false with a message for --device cuda. Other `devices`
+/// leave `device` as it is.
+bool deviceForDevices(const std::string &devices, std::string &device,
+                      std::string &error);
 
 /// The help text of the run options (for --help), from the table of
 /// options in RunArgs.cpp. `compiled`: a compiled executable's, which lists
