@@ -131,7 +131,9 @@ TEST(SettingsTest, RunOptionsParse) {
   EXPECT_TRUE(rt::isCompilingOption("--no-fuse"));
   EXPECT_FALSE(rt::isCompilingOption("--steps"));
   EXPECT_FALSE(rt::isCompilingOption("--threads"));
-  EXPECT_FALSE(rt::isCompilingOption("--emit"));
+  EXPECT_FALSE(rt::isCompilingOption("--device"));
+  EXPECT_FALSE(rt::isCompilingOption("--rendezvous"));
+  EXPECT_TRUE(rt::isCompilingOption("--explain")); // needs the compiler
 
   const std::pair<std::vector<std::string>, std::string> bad[] = {
       {{"--steps", "0"}, "--steps needs an integer >= 1, got '0'"},

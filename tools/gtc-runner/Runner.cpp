@@ -65,17 +65,19 @@ std::string compiledSettings(const rt::RunArgs &opts, const rt::Plan &step,
                         "precision ") +
             rt::name(step.config.precision) + "; for " + opts.precision +
             " run gtc compile --precision " + opts.precision);
+  if (opts.explain || opts.dryRun)
+    return std::string(opts.explain ? "--explain" : "--dry-run") +
+           " needs the compiler: gtc run MODEL.gt --dry-run with the options "
+           "this executable was compiled with prints its plan";
   bool checkpoint = opts.checkpointEvery != 0 || opts.checkpointBudget != 0;
-  if (opts.noPad || opts.padAll || opts.noFuse || opts.explain || opts.dryRun ||
-      checkpoint || opts.batchAuto || opts.microBatch != 0)
+  if (opts.noPad || opts.padAll || opts.noFuse || checkpoint ||
+      opts.batchAuto || opts.microBatch != 0)
     return (std::string(opts.noPad             ? "--no-pad"
                         : opts.padAll          ? "--pad-all"
                         : opts.noFuse          ? "--no-fuse"
-                        : opts.dryRun          ? "--dry-run"
                         : checkpoint           ? "--checkpoint"
                         : opts.batchAuto       ? "--batch auto"
-                        : opts.microBatch != 0 ? "--micro-batch"
-                                               : "--explain") +
+                                               : "--micro-batch") +
             " applies when compiling: gtc run/compile");
   if (opts.bucketBytes != 0 || !opts.shard.empty())
     return (std::string(opts.bucketBytes ? "--bucket-size" : "--shard") +
@@ -154,6 +156,9 @@ int main(int argc, char **argv) {
   const bool timesSteps = opts.bench || !run.profilePath.empty();
   if (processes > 1 && timesSteps && opts.device == "cpu")
     return usageError(self, rt::kCpuBenchError);
+  // A launcher refuses --threads with GPUs before its workers start.
+  if (processes > 1 && world.size == 1 && rt::threadsOnGpus(run, opts.device))
+    return usageError(self, rt::kThreadsOnGpuError);
   // The launcher itself opens no GPU; a process of a launch uses the GPU of
   // its local rank.
   if (processes > 1 && world.size == 1)

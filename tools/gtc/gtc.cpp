@@ -319,19 +319,25 @@ std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
     if (opts.emit != Emit::None && opts.emit != Emit::MLIR &&
         opts.emit != Emit::Plan)
       return usageError("gtc sample takes --emit=mlir or --emit=plan");
-    // --emit prints and stops: what only sampling reads is refused.
+    // --emit prints and stops: what only sampling reads is refused, and
+    // with --emit=mlir (the module as written) every option.
     if (opts.emit != Emit::None) {
       std::string unread = opts.samplingGiven.empty()
                                ? std::string()
                                : opts.samplingGiven.front();
       for (const std::string &name : r.names)
-        if (unread.empty() && !gtc::rt::isCompilingOption(name))
+        if (unread.empty() &&
+            (opts.emit == Emit::MLIR || !gtc::rt::isCompilingOption(name)))
           unread = name;
       if (unread.empty() && opts.noCache && opts.emit == Emit::MLIR)
         unread = "--no-cache";
       if (!unread.empty())
-        return usageError(unread + " goes with sampling, and --emit prints "
-                                   "and stops: drop " + unread + " or --emit");
+        return usageError(
+            unread + " goes with sampling, and --emit prints and stops: drop " +
+            unread + " or --emit" +
+            (opts.emit == Emit::Plan && unread.rfind("--prompt", 0) == 0
+                 ? " (--batch N sets the plan's batch)"
+                 : ""));
     }
     const char *unused = opts.sampling.topK       ? "--top-k"
                          : opts.sampling.topP < 1 ? "--top-p"
@@ -979,13 +985,22 @@ int runModel(const Options &opts, mlir::ModuleOp module,
   // (--bench, --profile) with its collectives.
   const bool timesSteps = !printsOnly && !opts.args.dryRun &&
                           (opts.args.bench > 0 || !run.profilePath.empty());
-  // Each of N processes would print the module again.
-  if (processes > 1 && opts.emit == Emit::MLIR && (trains || timesSteps)) {
-    llvm::errs() << "gtc: error: --emit=mlir prints the module and then "
-                    "trains in one process, and this run has "
-                 << processes
-                 << " (devices, or a launcher's); print it with gtc check "
-                 << opts.input << " --emit=mlir, and train without --emit\n";
+  // --emit=mlir: the module, printed once, before one process trains.
+  if (opts.emit == Emit::MLIR) {
+    if (processes > 1 && (trains || timesSteps)) {
+      llvm::errs() << ("gtc: error: --emit=mlir prints the module and then "
+                       "trains in one process, and this run has " +
+                       std::to_string(processes) +
+                       " (devices, or a launcher's); print it with gtc check " +
+                       opts.input + " --emit=mlir, and train without --emit\n");
+      return 1;
+    }
+    module.print(output->os());
+    output->keep();
+  }
+  // A launcher refuses --threads with GPUs before its workers start.
+  if (processes > 1 && world.size == 1 && gtc::rt::threadsOnGpus(run, asked)) {
+    llvm::errs() << "gtc: error: " << gtc::rt::kThreadsOnGpuError << "\n";
     return 1;
   }
   // N CPU processes are not timed together: refused before any starts
@@ -1016,7 +1031,8 @@ int runModel(const Options &opts, mlir::ModuleOp module,
     if (!gtc::rt::chooseDevice(device, run, error))
       run.device = "cuda";
   } else if (!gtc::rt::chooseDevice(device, run, error)) {
-    llvm::errs() << "gtc: error: " << error << "\n";
+    // (one write: the workers of a launch may all find this)
+    llvm::errs() << ("gtc: error: " + error + "\n");
     return 1;
   }
 
@@ -1603,7 +1619,8 @@ int main(int argc, char **argv) {
   }
   if (!module)
     return 1;
-  if (opts.emit == Emit::MLIR) {
+  // (gtc run prints it in runModel, once it knows it trains in one process)
+  if (opts.emit == Emit::MLIR && opts.command != "run") {
     module->print(output->os());
     output->keep();
   }

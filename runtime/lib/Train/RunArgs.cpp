@@ -562,18 +562,17 @@ bool gtc::rt::chooseDevice(const std::string &device, RunOptions &run,
                      std::to_string(info.minor) + ")";
     run.deviceFreeMemory = static_cast<int64_t>(info.freeMemory);
     if (run.threads > 0) {
-      const char *why =
-          device == "cuda" ? "--device cuda" : "--device auto found one";
-      error = std::string("--threads sets the CPU's threads, and this runs "
-                          "on the GPU (") +
-              why +
-              "), which does not use them: drop --threads, or give --device "
-              "cpu";
+      error = kThreadsOnGpuError;
       return false;
     }
     return true;
   }
   return device != "cuda";
+}
+
+bool gtc::rt::threadsOnGpus(const RunOptions &run, const std::string &device) {
+  return run.threads > 0 && device != "cpu" &&
+         (device == "cuda" || cudaDeviceCount() > 0);
 }
 
 bool gtc::rt::deviceForDevices(const std::string &devices,

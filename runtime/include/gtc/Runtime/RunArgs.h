@@ -56,9 +56,10 @@ enum class ArgResult { NotMine, Ok, Error };
 ArgResult parseRunArg(const std::vector<std::string> &args, size_t &i,
                       RunArgs &out, std::string &error);
 
-/// Whether the run option `name` chooses what is compiled (the batch, the
-/// precision, the passes' options, data parallelism's plan), so that a
-/// compiled executable has it fixed.
+/// Whether the run option `name` is fixed when an executable is compiled:
+/// it chooses what is compiled (the batch, the precision, the passes'
+/// options, data parallelism's plan), or it needs the compiler (--explain,
+/// --dry-run).
 bool isCompilingOption(const std::string &name);
 
 /// Checks the options against each other: --steps and --epochs exclude each
@@ -79,6 +80,11 @@ bool applyDataPaths(const RunArgs &args, TrainConfig &config,
 /// the CPU's threads, which a GPU run does not use.
 bool chooseDevice(const std::string &device, RunOptions &run,
                   std::string &error);
+
+/// Whether the workers a launcher is about to start would refuse --threads
+/// (chooseDevice): it is set, and they take GPUs (--device cuda, or auto
+/// with a GPU here). The launcher refuses it first, once.
+bool threadsOnGpus(const RunOptions &run, const std::string &device);
 
 /// `devices = cpu` (or --devices cpu) is one CPU process: turns --device
 /// auto into cpu; false with a message for --device cuda. Other `devices`

@@ -87,6 +87,11 @@ int train(const Plan &step, const EvalPlanFn &evalPlan,
 
 /// Why N CPU processes are not timed together: their step has no
 /// collectives to time.
+/// --threads with a GPU (chooseDevice; a launcher before its workers).
+inline constexpr const char *kThreadsOnGpuError =
+    "--threads sets the CPU's threads, and this runs on the GPU, which does "
+    "not use them: drop --threads, or give --device cpu";
+
 inline constexpr const char *kCpuBenchError =
     "--bench and --profile time one CPU process; give --devices 1 (each of "
     "N processes runs the step at batch / N), or time N GPUs with --device "
