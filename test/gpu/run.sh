@@ -268,6 +268,13 @@ sed "s|h = relu(linear(h, 1024))|h = log(relu(linear(h, 1024)) - 1.0)|" examples
 # (On the GPU the op is the fused kernel that holds the log: fused(sub, log).)
 grep -q "check-numerics: .*log.* at .*log.gt:7:[0-9]* (forward, layer fc2) is the step's first op whose output is not finite" "$OUT/numerics.txt"; s=$?
 row "--check-numerics on the GPU: $(grep -o "fused.* at [^ ]*" "$OUT/numerics.txt" | cut -c1-60)" "$(verdict $s)"
+# --threads sets the CPU's threads, which a GPU run does not use: refused
+# (by gtc run, and by a launcher before its workers start), not ignored.
+"$GTC" run examples/mlp.gt --device cuda --threads 2 --steps 1 > "$OUT/threads.txt" 2>&1; s=$?
+"$GTC" run examples/mlp.gt --devices 2 --threads 2 --steps 1 > "$OUT/threads2.txt" 2>&1; s2=$?
+[ $s != 0 ] && [ $s2 != 0 ] && grep -q "^gtc: error: --threads sets the CPU's threads" "$OUT/threads.txt" &&
+  [ "$(grep -c "error: --threads" "$OUT/threads2.txt")" = 1 ]; s=$?
+row "--threads with a GPU refused (one process; a launcher of 2, once)" "$(verdict $s)"
 fi
 if want pad; then
 # gt-pad-dims keeps the function: the odd-sized MLP (hidden 1001) trains
