@@ -389,6 +389,31 @@ func.func @param_init() {
 
 // -----
 
+// A checkpoint's own names: its metadata and the optimizer state.
+func.func @param_reserved() {
+  // expected-error @+1 {{'gt.param' op name 'optimizer.exp_avg.w' is a checkpoint's own (its metadata, or the optimizer state under 'optimizer.'), so the parameter could not be saved; rename it}}
+  %0 = gt.param "optimizer.exp_avg.w" = "zeros" [] : tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @param_reserved_metadata() {
+  // expected-error @+1 {{'gt.param' op name '__metadata__' is a checkpoint's own}}
+  %0 = gt.param "__metadata__" = "zeros" [] : tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @param_reserved_part() {
+  // expected-error @+1 {{'gt.param' op name 'optimizer.b' is a checkpoint's own}}
+  %0 = gt.param "a+b" = "zeros" [] {parts = ["a", "optimizer.b"], part_rows = [2, 2]} : tensor<4x2xf32>
+  return
+}
+
+// -----
+
 func.func @param_arity() {
   // expected-error @+1 {{'gt.param' op initializer 'normal' takes 2 arguments, got 1}}
   %0 = gt.param "w" = "normal" [0.1] : tensor<3xf32>

@@ -136,9 +136,27 @@ static LogicalResult verifyDataOp(DataOp op) {
 LogicalResult InputOp::verify() { return verifyDataOp(*this); }
 LogicalResult LabelOp::verify() { return verifyDataOp(*this); }
 
+/// Whether a parameter's name is one a checkpoint keeps for itself: its
+/// metadata ("__metadata__") and the optimizer's state ("optimizer.*").
+static bool reservedParamName(StringRef name) {
+  return name == "__metadata__" || name.starts_with("optimizer.");
+}
+
 LogicalResult ParamOp::verify() {
   if (getName().empty())
     return emitOpError("needs a non-empty name");
+  SmallVector<StringRef> stored = {getName()};
+  if (std::optional<ArrayAttr> parts = getParts())
+    for (Attribute part : *parts)
+      if (auto s = dyn_cast<StringAttr>(part))
+        stored.push_back(s.getValue());
+  for (StringRef name : stored)
+    if (reservedParamName(name))
+      return emitOpError("name '")
+             << name
+             << "' is a checkpoint's own (its metadata, or the optimizer "
+                "state under 'optimizer.'), so the parameter could not be "
+                "saved; rename it";
   if (!getType().hasStaticShape())
     return emitOpError("needs a static shape, got ") << getType();
   static const llvm::StringMap<unsigned> arity = {
