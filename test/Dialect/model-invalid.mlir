@@ -92,6 +92,15 @@ func.func @m() -> tensor<f32> attributes {gt.model} {
   %0 = gt.constant dense<1.0> : tensor<f32>
   return %0 : tensor<f32>
 }
+// expected-error @+1 {{setting 'devices' must be an integer from 1 to 65536, all or cpu}}
+gt.train @m {devices = 3000000000 : i64}
+
+// -----
+
+func.func @m() -> tensor<f32> attributes {gt.model} {
+  %0 = gt.constant dense<1.0> : tensor<f32>
+  return %0 : tensor<f32>
+}
 // expected-error @+1 {{setting 'shard' must be one of "none", "optimizer"}}
 gt.train @m {shard = "params"}
 

@@ -144,6 +144,16 @@ TEST(SettingsTest, RunOptionsParse) {
       {{"--shard", "all"},
        "--shard needs optimizer, gradients or none, got "
        "'all'"},
+      // Nothing is cut short to the field's type, or past what a plan
+      // holds.
+      {{"--devices", "3000000000"},
+       "--devices needs an integer from 1 to 65536, got '3000000000'"},
+      {{"--threads", "4294967297"},
+       "--threads needs an integer from 1 to 2147483647, got '4294967297'"},
+      {{"--bench", "4294967296"},
+       "--bench needs an integer from 1 to 2147483647, got '4294967296'"},
+      {{"--steps", "99999999999999999999"},
+       "--steps needs an integer >= 1, got '99999999999999999999'"},
   };
   for (const auto &[args, message] : bad) {
     rt::RunArgs o;

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "gtc/Dialect/GT/GTOps.h"
+#include "gtc/Runtime/Capabilities.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/STLExtras.h"
@@ -162,8 +163,12 @@ public:
                      failed(atLeast(key, v, "budget", 0, /*strict=*/true)) ||
                      failed(atLeast(key, v, "every", 1)));
     case TrainSettingKind::Devices:
+      if (auto n = dyn_cast<IntegerAttr>(v);
+          n && (n.getInt() < 1 || n.getInt() > gtc::rt::kMaxDevices))
+        return op.emitError("setting 'devices' must be an integer from 1 to ")
+               << gtc::rt::kMaxDevices << ", all or cpu";
       if (isa<IntegerAttr>(v))
-        return positiveInt(key, v);
+        return success();
       return oneOf(key, v, {"all", "cpu"});
     case TrainSettingKind::Shard:
       return oneOf(key, v, {"none", "optimizer", "gradients"});

@@ -27,6 +27,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "gtc/Runtime/Plan.h"
+#include "gtc/Runtime/Capabilities.h"
 #include "gtc/Runtime/Rng.h"
 #include <algorithm>
 #include <cerrno>
@@ -854,7 +855,7 @@ bool gtc::rt::deserialize(const std::string &text, Plan &plan,
       ok = in.number(plan.microBatches) && plan.microBatches >= 1;
     } else if (tag == "shard_gradients") {
       ok = in.number(plan.shardRanks) && plan.shardRanks >= 1 &&
-           plan.shardRanks <= 65536;
+           plan.shardRanks <= kMaxDevices;
     } else if (tag == "region") {
       std::string name;
       Region r;

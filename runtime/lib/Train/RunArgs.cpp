@@ -1,10 +1,13 @@
 //===- RunArgs.cpp - Command-line options of a training run ---------------===//
 
 #include "gtc/Runtime/RunArgs.h"
+#include "gtc/Runtime/Capabilities.h"
 #include "gtc/Runtime/Cuda.h"
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <limits>
+#include <optional>
 #include <tuple>
 #include <type_traits>
 
@@ -65,13 +68,19 @@ bool parseCheckpoint(std::string value, RunArgs &out, std::string &error) {
 }
 
 bool parseCount(const std::string &name, const std::string &value,
-                int64_t &out, std::string &error, int64_t min = 1) {
+                int64_t &out, std::string &error, int64_t min = 1,
+                int64_t max = std::numeric_limits<int64_t>::max()) {
   char *end = nullptr;
   errno = 0;
   long long v = std::strtoll(value.c_str(), &end, 10);
   if (value.empty() || *end != '\0' || errno != 0 || v < min) {
     error = name + " needs an integer >= " + std::to_string(min) + ", got '" +
             value + "'";
+    return false;
+  }
+  if (v > max) {
+    error = name + " needs an integer from " + std::to_string(min) + " to " +
+            std::to_string(max) + ", got '" + value + "'";
     return false;
   }
   out = v;
@@ -87,9 +96,10 @@ struct RunOption {
   const char *help;
   bool (*apply)(const std::string &name, const std::string &value, RunArgs &out,
                 std::string &error);
-  /// Whether it chooses what is compiled (the batch, the precision, the
-  /// passes' options, data parallelism's plan): a compiled executable has
-  /// it fixed, and lists it apart.
+  /// Whether a compiled executable has it fixed (and lists it apart): it
+  /// chooses what is compiled (the batch, the precision, the passes'
+  /// options, data parallelism's plan), or needs the compiler (--explain,
+  /// --dry-run).
   bool compiling = false;
 };
 
@@ -103,14 +113,31 @@ template <typename C, typename M> struct MemberOf<M C::*> {
   using Type = M;
 };
 
+/// A field's number type (that of an optional's value).
+template <typename T> struct NumberOf {
+  using Type = T;
+};
+template <typename T> struct NumberOf<std::optional<T>> {
+  using Type = T;
+};
+
 /// --name N: an integer >= Min into the field (of RunArgs, or of its
-/// RunOptions `run`), converted to the field's type.
-template <auto Field, int64_t Min = 1>
+/// RunOptions `run`), and <= Max (0: the largest the field's type holds, so
+/// that nothing is cut short).
+template <auto Field, int64_t Min = 1, int64_t Max = 0>
 bool setCount(const std::string &name, const std::string &value, RunArgs &out,
               std::string &error) {
   using Member = MemberOf<decltype(Field)>;
+  using Number = typename NumberOf<typename Member::Type>::Type;
+  constexpr auto typeMax =
+      static_cast<unsigned long long>(std::numeric_limits<Number>::max());
+  constexpr int64_t fits =
+      typeMax > static_cast<unsigned long long>(
+                    std::numeric_limits<int64_t>::max())
+          ? std::numeric_limits<int64_t>::max()
+          : static_cast<int64_t>(typeMax);
   int64_t n = 0;
-  if (!parseCount(name, value, n, error, Min))
+  if (!parseCount(name, value, n, error, Min, Max > 0 ? Max : fits))
     return false;
   typename Member::Owner *owner;
   if constexpr (std::is_same_v<typename Member::Owner, RunArgs>)
@@ -188,11 +215,11 @@ const RunOption kRunOptions[] = {
      "model; gtc run)",
      setCount<&RunOptions::sampleEvery>},
     {"--bench", "N", "time N training steps on random data and print ms/step",
-     setCount<&RunArgs::bench>},
+     setCount<&RunArgs::bench, 1, std::numeric_limits<int>::max()>},
     {"--bench-warmup", "N",
      "steps run before --bench times its N (default 20 on a GPU, 3 on the "
      "CPU; shared/bench's PyTorch scripts run 5)",
-     setCount<&RunOptions::benchWarmup>},
+     setCount<&RunOptions::benchWarmup, 1, std::numeric_limits<int>::max()>},
     {"--profile", "FILE",
      "profile steady-state steps on random data: a Chrome trace of every "
      "kernel, GEMM and copy to FILE (chrome://tracing, Perfetto) and a table "
@@ -241,7 +268,7 @@ const RunOption kRunOptions[] = {
        int64_t n = 0;
        if (v == "all" || v == "cpu")
          out.devices = v;
-       else if (parseCount(name, v, n, error))
+       else if (parseCount(name, v, n, error, 1, kMaxDevices))
          out.devices = std::to_string(n);
        else
          return false;

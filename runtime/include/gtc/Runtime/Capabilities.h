@@ -17,6 +17,11 @@
 
 namespace gtc::rt {
 
+/// The most data-parallel processes (devices = N, --devices N, a plan's
+/// shard_gradients): more than any host or cluster runs, and small enough
+/// for every count kept as an int.
+inline constexpr int64_t kMaxDevices = 65536;
+
 /// cuBLASLt's GELU epilogues store or read the GELU's input (the "aux"
 /// matrix, for the backward's DGELU) with rows of a multiple of this many
 /// elements.
