@@ -651,19 +651,46 @@ bool Training::resume() {
       err << "  ... and " << differ.size() - kShown << " more\n";
     return false;
   }
+  // Every field gtc writes is checked before it is used: a damaged one is
+  // named, not read as 0.
+  auto damaged = [&](const std::string &key, const std::string &what) {
+    return fail("cannot resume: " + options.resumePath + "'s metadata gives " +
+                key + " '" + meta[key] + "', not " + what +
+                "; the file is damaged: resume from another checkpoint, or "
+                "start from its weights with --init");
+  };
   std::optional<int64_t> at = stepCount(meta["step"]);
   if (!at)
-    return fail("cannot resume: " + options.resumePath +
-                "'s metadata gives step '" + meta["step"] +
-                "', not a number of steps; the file is damaged: resume from "
-                "another checkpoint, or start from its weights with --init");
+    return damaged("step", "a number of steps");
   first = *at;
+  // The other counts may be absent (a file gtc did not write): their
+  // defaults then.
+  int64_t savedTotal = 0, skipped = 0, goodSteps = 0;
+  const std::pair<const char *, int64_t *> counts[] = {
+      {"total_steps", &savedTotal},
+      {"skipped_steps", &skipped},
+      {"loss_scale_good_steps", &goodSteps}};
+  for (auto [key, value] : counts)
+    if (!meta[key].empty()) {
+      std::optional<int64_t> n = stepCount(meta[key]);
+      if (!n)
+        return damaged(key, "a number of steps");
+      *value = *n;
+    }
+  if (skipped > first)
+    return damaged("skipped_steps", "a number of steps up to its step, " +
+                                        std::to_string(first));
   // Continue the same sequence of batches unless a seed is given again,
   // and the same schedule unless a length is given again.
-  if (!options.seed && !meta["seed"].empty())
-    seed = std::strtoull(meta["seed"].c_str(), nullptr, 10);
+  if (!options.seed && !meta["seed"].empty()) {
+    char *end = nullptr;
+    errno = 0;
+    seed = std::strtoull(meta["seed"].c_str(), &end, 10);
+    if (*end || errno || meta["seed"][0] == '-')
+      return damaged("seed", "a seed (a whole number)");
+  }
   if (!options.steps && !options.epochs && !meta["total_steps"].empty())
-    total = std::strtoll(meta["total_steps"].c_str(), nullptr, 10);
+    total = savedTotal;
   if (first >= total)
     return fail(options.resumePath + " is at step " + std::to_string(first) +
                 ", and this run trains " + std::to_string(total) +
@@ -672,15 +699,20 @@ bool Training::resume() {
                 std::to_string(first) + " to train on");
   // Skipped fp16 steps did not update: Adam's t counts the others. The
   // scaler itself resumes where it was (fp16 runs only).
-  int64_t skipped = std::strtoll(meta["skipped_steps"].c_str(), nullptr, 10);
+  float scale = 0;
+  if (step.scalesLoss() && !meta["loss_scale"].empty()) {
+    char *end = nullptr;
+    scale = std::strtof(meta["loss_scale"].c_str(), &end);
+    if (*end || !std::isfinite(scale) || !(scale > 0))
+      return damaged("loss_scale", "a loss scale (a number > 0)");
+  }
   backend->setParams(params);
   backend->setState(firstMoment, secondMoment,
                     hasState ? first - skipped : 0);
-  if (step.scalesLoss() && !meta["loss_scale"].empty()) {
+  if (scale > 0) {
     haveScaler = true;
-    resumedScaler.scale = std::strtof(meta["loss_scale"].c_str(), nullptr);
-    resumedScaler.goodSteps =
-        std::strtoll(meta["loss_scale_good_steps"].c_str(), nullptr, 10);
+    resumedScaler.scale = scale;
+    resumedScaler.goodSteps = goodSteps;
     resumedScaler.skipped = skipped;
   }
   out << "resumed " << options.resumePath << " at step " << first << "\n";
