@@ -3,6 +3,7 @@
 #include "Tokenizer.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include <algorithm>
 #include <climits>
 
 using namespace gtc;
@@ -131,9 +132,43 @@ std::unique_ptr<Tokenizer> Tokenizer::load(const std::string &path,
   return loadSentencePiece(path, error);
 }
 
+/// How deep `text`'s arrays and objects nest (outside strings): LLVM's JSON
+/// parser recurses once a level, so a file nested a million deep would
+/// overflow the stack.
+static size_t jsonDepth(llvm::StringRef text) {
+  size_t depth = 0, deepest = 0;
+  bool inString = false, escaped = false;
+  for (char c : text) {
+    if (inString) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        inString = false;
+    } else if (c == '"') {
+      inString = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
 std::unique_ptr<BpeTokenizer> BpeTokenizer::parse(llvm::StringRef text,
                                                   const std::string &path,
                                                   std::string &error) {
+  // A tokenizer.json nests a few levels (model, vocab, merges' pairs).
+  constexpr size_t kMaxDepth = 64;
+  if (size_t depth = jsonDepth(text); depth > kMaxDepth) {
+    error = "the tokenizer '" + path + "' nests its arrays and objects " +
+            std::to_string(depth) + " deep (a tokenizer.json nests a few " +
+            "levels, at most " + std::to_string(kMaxDepth) +
+            " here); give a Hugging Face tokenizer.json";
+    return nullptr;
+  }
   llvm::Expected<llvm::json::Value> json = llvm::json::parse(text);
   if (!json) {
     error = "the tokenizer '" + path +
