@@ -445,6 +445,28 @@ void writeSource(std::ostringstream &os, const char *key,
 
 } // namespace
 
+int64_t gtc::rt::indexRange(const Plan &plan, int buffer) {
+  int64_t range = 0;
+  auto use = [&](int64_t n) { range = range ? std::min(range, n) : n; };
+  auto visit = [&](const Kernel &k, auto &self) -> void {
+    for (const Kernel &sub : k.body)
+      self(sub, self);
+    const auto &in = k.inputs;
+    auto lastDim = [&](int id) { return plan.buffers[id].shape.empty()
+                                            ? int64_t(1)
+                                            : plan.buffers[id].shape.back(); };
+    if (k.op == OpKind::Embedding && in.size() == 2 && in[0] == buffer &&
+        !plan.buffers[in[1]].shape.empty())
+      use(plan.buffers[in[1]].shape[0]);
+    if ((k.op == OpKind::CrossEntropy || k.op == OpKind::Accuracy) &&
+        in.size() == 2 && in[1] == buffer)
+      use(lastDim(in[0]));
+  };
+  for (const Kernel &k : plan.kernels)
+    visit(k, visit);
+  return range;
+}
+
 std::string gtc::rt::serialize(const Plan &plan) {
   std::ostringstream os;
   os << "gtc-plan " << kPlanVersion << '\n';

@@ -18,30 +18,13 @@
 using namespace gtc::rt;
 using namespace gtc::rt::backends;
 
-/// The range [0, n) that `--bench` draws the i32 feed `buffer` from: the
-/// rows of the tables it indexes and the classes of the logits it labels
-/// (the fewest of them), else 10. Tokens spread over the whole vocabulary,
-/// as PyTorch's benchmark draws them, and not on ten rows of the embedding
-/// (whose gradient then adds thousands of rows into the same ten).
+/// The range [0, n) that `--bench` draws the i32 feed `buffer` from: what
+/// it indexes (indexRange), else 10. Tokens spread over the whole
+/// vocabulary, as PyTorch's benchmark draws them, and not on ten rows of
+/// the embedding (whose gradient then adds thousands of rows into the same
+/// ten).
 static int64_t benchRange(const Plan &plan, int buffer) {
-  int64_t range = 0;
-  auto use = [&](int64_t n) { range = range ? std::min(range, n) : n; };
-  auto visit = [&](const Kernel &k, auto &self) -> void {
-    for (const Kernel &sub : k.body)
-      self(sub, self);
-    const auto &in = k.inputs;
-    auto lastDim = [&](int id) { return plan.buffers[id].shape.empty()
-                                            ? int64_t(1)
-                                            : plan.buffers[id].shape.back(); };
-    if (k.op == OpKind::Embedding && in.size() == 2 && in[0] == buffer &&
-        !plan.buffers[in[1]].shape.empty())
-      use(plan.buffers[in[1]].shape[0]);
-    if ((k.op == OpKind::CrossEntropy || k.op == OpKind::Accuracy) &&
-        in.size() == 2 && in[1] == buffer)
-      use(lastDim(in[0]));
-  };
-  for (const Kernel &k : plan.kernels)
-    visit(k, visit);
+  const int64_t range = indexRange(plan, buffer);
   return range > 0 ? range : 10;
 }
 

@@ -295,6 +295,11 @@ struct Plan {
   DType paramCopyType() const;
 };
 
+/// The ids the i32 buffer `buffer` may hold, [0, n): the rows of the tables
+/// it indexes and the classes of the logits it labels (the fewest of them),
+/// or 0 when it indexes nothing.
+int64_t indexRange(const Plan &plan, int buffer);
+
 /// The versioned text form of a plan.
 std::string serialize(const Plan &plan);
 /// Parses serialize()'s output; on failure returns false and sets `error`
