@@ -120,7 +120,6 @@ TEST(SettingsTest, RunOptionsParse) {
   EXPECT_EQ(out.microBatch, 2);
   EXPECT_EQ(out.bucketBytes, 1 << 20);
   EXPECT_EQ(out.checkpointEvery, 3);
-  EXPECT_TRUE(out.given);
   EXPECT_EQ(out.names,
             (std::vector<std::string>{"--steps", "--batch", "--no-fuse",
                                       "--devices", "--micro-batch", "--seed",

@@ -267,7 +267,7 @@ std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
   if (opts.input.empty())
     return usageError("no input file; usage: gtc <command> FILE.gt");
   if (opts.command == "check" &&
-      (opts.args.given || opts.emit == Emit::Step ||
+      (!opts.args.names.empty() || opts.emit == Emit::Step ||
        opts.emit == Emit::Plan || opts.emit == Emit::Cuda))
     return usageError("run options and --emit=step/plan/cuda need 'gtc run'");
   std::string error;

@@ -470,7 +470,6 @@ ArgResult gtc::rt::parseRunArg(const std::vector<std::string> &args,
     error = name + " needs a value";
     return ArgResult::Error;
   }
-  out.given = true;
   out.names.push_back(name);
   return option->apply(name, value, out, error) ? ArgResult::Ok
                                                 : ArgResult::Error;

@@ -44,7 +44,6 @@ struct RunArgs {
   /// "IMAGES,LABELS" for idx sources).
   std::string data, eval;
   RunOptions run;
-  bool given = false; ///< whether any of these options was given
   std::vector<std::string> names; ///< the options given ("--steps"), in order
 };
 
