@@ -1,13 +1,14 @@
 # shared/bench/torch_reference.py's GPT-2 step (its GPT_SIZE, GPT_T, GPT_B and MODES
 # variables) timed on its protocol (its first step, then warm-up steps, then steps back to
-# back), with NVML's energy counter read around the timed steps: the figures of gtc's
-# `--bench` energy line (joules a step, mean power against the enforced limit), added to
+# back), with NVML's energy counter polled while the timed steps run, measured as gtc's
+# `--bench` energy line measures it (joules a step, mean power against the enforced limit;
+# the power between the counter's first and last change, rt::EnergyWindow), added to
 # torch_reference.py's JSON line as "j_per_step", "watts" and "limit_w" (absent where the
 # driver has no NVML). WARM (6) counts the warm-up steps with torch_reference.py's first,
 # as gtc's --bench-warmup does; WARM 6 and ITERS 20 are torch_reference.py's own timing
 # and issue 37's protocol, a long run (WARM 50, ITERS 200) the power-limited steady state
 # a training run lives in. BUNDLE is the folder that holds torch_reference.py.
-import ctypes, json, os, sys, time
+import contextlib, ctypes, json, os, sys, threading, time
 import torch
 
 def nvml_device():
@@ -36,23 +37,59 @@ def limit_w():
     mw = ctypes.c_uint()
     return mw.value / 1000 if nvml and nvml.nvmlDeviceGetEnforcedPowerLimit(dev, ctypes.byref(mw)) == 0 else None
 
+class EnergyPoller:
+    """NVML's energy counter polled every millisecond on a thread while timed steps run.
+    The counter moves about every 100 ms (nvml_interval.py), so two reads at arbitrary
+    moments are off by up to an interval's energy at each end; the mean power is taken
+    between its first and last change seen, where both reads are fresh (gtc's
+    rt::EnergyWindow). Each read's time is taken just before it: the thread's wait for the
+    GIL comes after."""
+    def __init__(self):
+        self.reads, self.done = [], threading.Event()
+        self.thread = threading.Thread(target=self.poll, daemon=True)
+
+    def poll(self):
+        while not self.done.is_set():
+            t = time.perf_counter()
+            self.reads.append((t, energy_mj()))
+            time.sleep(0.001)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.done.set()
+        self.thread.join()
+
+    def watts(self):
+        """(watts, seconds) between the first and last change, or None without two."""
+        changes = [r for r, before in zip(self.reads[1:], self.reads) if r[1] != before[1]]
+        if len(changes) < 2 or changes[-1][1] <= changes[0][1]:
+            return None
+        seconds = changes[-1][0] - changes[0][0]
+        return (changes[-1][1] - changes[0][1]) / 1000 / seconds, seconds
+
 WARM, ITERS = int(os.environ.get("WARM", 6)), int(os.environ.get("ITERS", 20))
 energies = []  # one a timed run, in torch_reference.results' order
 
 def timeit(step, warm=5, iters=20):
     """torch_reference.run's timing of its step (after the first step it ran itself),
-    with this run's counts and the energy counter."""
+    with this run's counts and the energy counter polled meanwhile."""
     for _ in range(WARM - 1):
         step()
     torch.cuda.synchronize()
-    e0, t0 = energy_mj(), time.perf_counter()
-    for _ in range(ITERS):
-        step()
-    torch.cuda.synchronize()
-    t, e1 = time.perf_counter() - t0, energy_mj()
-    energies.append(dict(j_per_step=(e1 - e0) / 1000 / ITERS, watts=(e1 - e0) / t / 1000, limit_w=limit_w())
-                    if e0 is not None and e1 is not None else {})
-    return t / ITERS
+    poller = EnergyPoller() if nvml else None
+    with poller or contextlib.nullcontext():
+        t0 = time.perf_counter()
+        for _ in range(ITERS):
+            step()
+        torch.cuda.synchronize()
+        t = (time.perf_counter() - t0) / ITERS
+    power = poller.watts() if poller else None
+    energies.append(dict(j_per_step=power[0] * t, watts=power[0], window_s=power[1], limit_w=limit_w())
+                    if power else {})
+    return t
 
 if __name__ == "__main__":
     # Imported here, so that nvml_interval.py can use the NVML reader above without the bundle.
@@ -70,6 +107,6 @@ if __name__ == "__main__":
         e = "no NVML energy counter"
         if energy:
             limit = f" (limit {r['limit_w']:.0f} W)" if r["limit_w"] else ""
-            e = f"{r['j_per_step']:.2f} J/step at {r['watts']:.0f} W{limit}"
+            e = f"{r['j_per_step']:.2f} J/step at {r['watts']:.0f} W over {r['window_s']:.2f} s{limit}"
         print(f"torch {r['mode']} {r['what']} B {os.environ.get('GPT_B', 16)}, {WARM} + {ITERS} steps: "
               f"{r['ms_per_step']:.4f} ms/step; {e}", flush=True)

@@ -493,18 +493,48 @@ TEST(PlanTest, PowerReadingsForTheBenchLine) {
   r.valid = true;
   r.joulesPerStep = 19.8412;
   r.watts = 661.2;
+  r.windowSeconds = 0.4012;
   r.powerLimitW = 700;
   r.smMHz = 1613.1;
   r.samples = 74;
   r.powerCapped = 74;
   EXPECT_EQ(rt::describePower(r),
-            "19.84 J/step at 661 W (limit 700 W), SM clock 1613 MHz, "
-            "power-limited in 74 of 74 samples");
+            "19.84 J/step at 661 W over 0.40 s (limit 700 W), SM clock 1613 "
+            "MHz, power-limited in 74 of 74 samples");
   r.thermal = 3;
   r.powerLimitW = 0;
   EXPECT_EQ(rt::describePower(r),
-            "19.84 J/step at 661 W, SM clock 1613 MHz, power-limited in 74 "
-            "of 74 samples, slowed by a thermal or hardware limit in 3");
+            "19.84 J/step at 661 W over 0.40 s, SM clock 1613 MHz, "
+            "power-limited in 74 of 74 samples, slowed by a thermal or "
+            "hardware limit in 3");
   r.samples = 0; // a run shorter than one sample
-  EXPECT_EQ(rt::describePower(r), "19.84 J/step at 661 W");
+  EXPECT_EQ(rt::describePower(r), "19.84 J/step at 661 W over 0.40 s");
+}
+
+TEST(PlanTest, EnergyWindowBetweenTheCountersChanges) {
+  // NVML's counter (mJ) moves about every 100 ms. The first poll is the
+  // value before the steps; the window runs from the first change to the
+  // last, so the stale first read (1000 mJ, from up to 100 ms earlier) and
+  // the polls after the last change count for nothing.
+  rt::EnergyWindow w;
+  w.read(0.000, 1000);
+  w.read(0.010, 1000);
+  EXPECT_FALSE(w.valid()); // no change yet
+  w.read(0.050, 71000);    // first change: the window opens
+  w.read(0.090, 71000);
+  EXPECT_FALSE(w.valid()); // one change: no span
+  w.read(0.150, 141000);
+  w.read(0.250, 211000); // last change: 140 J over 0.2 s
+  w.read(0.260, 211000);
+  w.read(0.290, 211000);
+  ASSERT_TRUE(w.valid());
+  EXPECT_DOUBLE_EQ(w.seconds(), 0.2);
+  EXPECT_DOUBLE_EQ(w.watts(), 700);
+  // The difference of the first and last reads would give 210 J over
+  // 0.29 s (724 W), the error the window removes.
+  rt::EnergyWindow still; // a counter that never moves measures nothing
+  for (int i = 0; i < 5; ++i)
+    still.read(0.1 * i, 5000);
+  EXPECT_FALSE(still.valid());
+  EXPECT_EQ(still.watts(), 0);
 }

@@ -68,15 +68,29 @@ PowerMeter::PowerMeter() {
 
 void PowerMeter::begin() {
   reading = PowerReading();
+  window = EnergyWindow();
   clockSum = 0;
-  if (!device || nvml().energy(device, &startMilliJoules) != 0) {
-    device = nullptr;
+  start = std::chrono::steady_clock::now();
+  poll();
+  if (!device)
     return;
-  }
   unsigned milliWatts = 0;
   if (nvml().limit(device, &milliWatts) == 0)
     reading.powerLimitW = milliWatts / 1000.0;
-  start = std::chrono::steady_clock::now();
+}
+
+void PowerMeter::poll() {
+  unsigned long long milliJoules = 0;
+  if (!device)
+    return;
+  if (nvml().energy(device, &milliJoules) != 0) {
+    device = nullptr;
+    return;
+  }
+  window.read(std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                            start)
+                  .count(),
+              milliJoules);
 }
 
 void PowerMeter::sample() {
@@ -93,18 +107,13 @@ void PowerMeter::sample() {
   reading.thermal += clockThermalLimited(why);
 }
 
-PowerReading PowerMeter::end(int steps) {
-  unsigned long long milliJoules = 0;
-  if (!device || steps <= 0 || nvml().energy(device, &milliJoules) != 0 ||
-      milliJoules <= startMilliJoules)
+PowerReading PowerMeter::end(int steps, double msPerStep) {
+  if (!device || steps <= 0 || !window.valid())
     return PowerReading();
-  const double seconds = std::chrono::duration<double>(
-                             std::chrono::steady_clock::now() - start)
-                             .count();
-  const double joules = (milliJoules - startMilliJoules) / 1000.0;
-  reading.valid = seconds > 0;
-  reading.joulesPerStep = joules / steps;
-  reading.watts = seconds > 0 ? joules / seconds : 0;
+  reading.valid = true;
+  reading.watts = window.watts();
+  reading.windowSeconds = window.seconds();
+  reading.joulesPerStep = reading.watts * msPerStep / 1000;
   reading.smMHz = reading.samples ? clockSum / reading.samples : 0;
   return reading;
 }

@@ -14,21 +14,26 @@
 
 namespace gtc::rt::cu {
 
-/// Reads the energy counter of the GPU gtc opened (matched by PCI bus id)
-/// at begin() and end(), and its SM clock and clock-limiting reasons at each
-/// sample(). Without NVML, or when it cannot read the counter, the reading
-/// is not valid and nothing is printed.
+/// Polls the energy counter of the GPU gtc opened (matched by PCI bus id)
+/// from begin() to end() into an EnergyWindow, and samples its SM clock and
+/// clock-limiting reasons. Without NVML, or when the counter did not move
+/// twice meanwhile, the reading is not valid and nothing is printed.
 class PowerMeter {
 public:
   PowerMeter();
   void begin();
+  /// Reads the energy counter (poll often: the window's ends are as exact
+  /// as the polls' spacing).
+  void poll();
+  /// Reads the SM clock and its limiting reasons.
   void sample();
-  PowerReading end(int steps);
+  /// The reading over `steps` steps that took `msPerStep` each.
+  PowerReading end(int steps, double msPerStep);
 
 private:
   void *device = nullptr; ///< nvmlDevice_t
-  unsigned long long startMilliJoules = 0;
   std::chrono::steady_clock::time_point start;
+  EnergyWindow window;
   PowerReading reading;
   double clockSum = 0;
 };

@@ -367,11 +367,30 @@ bool gtc::rt::clockThermalLimited(unsigned long long reasons) {
   return (reasons & (0x8ull | 0x20ull | 0x40ull | 0x80ull)) != 0;
 }
 
+void gtc::rt::EnergyWindow::read(double seconds,
+                                 unsigned long long milliJoules) {
+  if (polls++ > 0 && milliJoules != previous) {
+    if (changes++ == 0) {
+      firstSeconds = seconds;
+      firstMilliJoules = milliJoules;
+    }
+    lastSeconds = seconds;
+    lastMilliJoules = milliJoules;
+  }
+  previous = milliJoules;
+}
+
+double gtc::rt::EnergyWindow::watts() const {
+  return valid() ? (lastMilliJoules - firstMilliJoules) / 1000.0 / seconds()
+                 : 0;
+}
+
 std::string gtc::rt::describePower(const PowerReading &r) {
   if (!r.valid)
     return "";
   std::string s = fixed(r.joulesPerStep, 2) + " J/step at " +
-                  fixed(r.watts, 0) + " W";
+                  fixed(r.watts, 0) + " W over " + fixed(r.windowSeconds, 2) +
+                  " s";
   if (r.powerLimitW > 0)
     s += " (limit " + fixed(r.powerLimitW, 0) + " W)";
   if (r.samples > 0) {

@@ -80,13 +80,41 @@ void writeChromeTrace(const Profile &profile, std::ostream &os);
 void printProfileTable(const Profile &profile, std::ostream &os,
                        size_t top = 25);
 
+/// The GPU's mean power while it ran timed steps, from NVML's total-energy
+/// counter polled by the host. The counter moves in steps (about every 100
+/// ms on an H100, test/gpu/nvml_interval.py), so two reads at arbitrary
+/// moments are off by up to one interval's energy at each end: a fifth of
+/// a 20-step window of GPT-2 124M. The window is therefore the span from
+/// the first change seen after the steps started to the last one seen
+/// before they ended, where both reads are fresh.
+class EnergyWindow {
+public:
+  /// One poll: the host's time in seconds and the counter in mJ. The first
+  /// poll is the value before the steps; later polls count when it moved.
+  void read(double seconds, unsigned long long milliJoules);
+  /// Whether the counter moved at least twice, so a span was measured.
+  bool valid() const {
+    return changes >= 2 && lastSeconds > firstSeconds &&
+           lastMilliJoules > firstMilliJoules;
+  }
+  double seconds() const { return lastSeconds - firstSeconds; }
+  double watts() const;
+
+private:
+  int polls = 0, changes = 0;
+  unsigned long long previous = 0, firstMilliJoules = 0, lastMilliJoules = 0;
+  double firstSeconds = 0, lastSeconds = 0;
+};
+
 /// The GPU's energy and clocks over timed steps, read from NVML
-/// (libnvidia-ml.so.1, loaded at run time; `valid` false without it): the
-/// energy counter's difference and the SM clock and its limiting reasons,
-/// sampled by the host while the steps ran.
+/// (libnvidia-ml.so.1, loaded at run time; `valid` false without it, or
+/// when the steps ran too briefly for the energy counter to move twice):
+/// the mean power over an EnergyWindow times the step's time, and the SM
+/// clock and its limiting reasons, sampled by the host while the steps ran.
 struct PowerReading {
   bool valid = false;
   double joulesPerStep = 0, watts = 0; ///< energy a step, mean power
+  double windowSeconds = 0; ///< the span the power was measured over
   double smMHz = 0;                    ///< mean SM clock over the samples
   int samples = 0;
   int powerCapped = 0;   ///< samples with the software power cap limiting
@@ -100,9 +128,9 @@ struct PowerReading {
 bool clockPowerCapped(unsigned long long reasons);
 bool clockThermalLimited(unsigned long long reasons);
 
-/// `reading` for the --bench line ("E J/step at P W (limit L W), SM clock
-/// F MHz, power-limited in N of S samples", and the samples slowed by a
-/// thermal or hardware limit if any), or "" if not valid.
+/// `reading` for the --bench line ("E J/step at P W over S s (limit L W), SM
+/// clock F MHz, power-limited in N of S samples", and the samples slowed by
+/// a thermal or hardware limit if any), or "" if not valid.
 std::string describePower(const PowerReading &reading);
 
 /// The bytes buffer `id` holds (its elements at their stored size).
