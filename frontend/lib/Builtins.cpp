@@ -8,6 +8,7 @@
 #include "Generator.h"
 #include "gtc/Runtime/ScalarOps.h"
 #include <cmath>
+#include <limits>
 
 namespace gtc::gen {
 
@@ -302,8 +303,12 @@ static void addSequenceBuiltins(llvm::StringMap<Builtin> &t) {
                                "got "
                             << gt::formatType(type);
         double theta = a[1] ? a[1]->asDouble() : 10000.0;
-        if (!(theta > 0))
-          return g.error(l) << "rope's theta must be > 0, got " << theta;
+        // The kernels turn in f32: theta must be a positive normal f32.
+        if (!(theta >= std::numeric_limits<float>::min() &&
+              theta <= std::numeric_limits<float>::max()))
+          return g.error(l) << "rope's theta must be > 0 and within f32's "
+                               "normal range (1.2e-38 to 3.4e38), got "
+                            << theta;
         bool interleaved = a[2] && a[2]->b;
         auto &b = g.getBuilder();
         return g.make<gt::RopeOp>(
@@ -320,7 +325,8 @@ static void addSequenceBuiltins(llvm::StringMap<Builtin> &t) {
        opt("scale", K::Number)},
       [](Generator &g, Loc l, Bound &a) -> FailureOr<Val> {
         const Val &x = *a[0];
-        if (a[2] && a[2]->kind == Val::Kind::Bool && !a[3])
+        if (a[2] && a[2]->kind == Val::Kind::Bool && !a[3] &&
+            !a.byKeyword[2])
           std::swap(a[2], a[3]); // attention(x, heads, false)
         const bool causal = !a[3] || a[3]->b;
         if (matches(*a[1], K::FloatTensor)) {
@@ -464,9 +470,10 @@ static void addLossAndShapeBuiltins(llvm::StringMap<Builtin> &t) {
             return g.error(l) << "reshape sizes must be positive, with at "
                                  "most one -1; got "
                               << d;
-          known *= d;
-          if (known > Limits::kMaxElements)
-            return g.error(l) << "reshape to too many elements";
+          if (__builtin_mul_overflow(known, d, &known) ||
+              known > Limits::kMaxElements)
+            return g.error(l) << "reshape to too many elements (more than "
+                              << Limits::kMaxElements << ")";
         }
         bool dynamic = !in.hasStaticShape();
         if (dynamic && inferred < 0)

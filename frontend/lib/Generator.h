@@ -210,7 +210,12 @@ struct ParamSpec {
 };
 
 /// Arguments bound to a signature; absent optional ones are nullopt.
-using Bound = std::vector<std::optional<Val>>;
+struct Bound : std::vector<std::optional<Val>> {
+  explicit Bound(size_t n) : vector(n), byKeyword(n) {}
+  /// Whether argument i was given by name (for a builtin whose positional
+  /// argument stands for another one, as attention's third does).
+  std::vector<bool> byKeyword;
+};
 
 /// A function argument after evaluation.
 struct EvalArg {
@@ -355,6 +360,7 @@ private:
   llvm::StringMap<const Stmt *> loopNames; ///< scope + loop name -> loop.
   bool inTrainBlock = false;
   size_t opCount = 0;
+  size_t iterations = 0; ///< repeat iterations unrolled, nested ones too
   int64_t dropouts = 0;
 };
 

@@ -240,6 +240,9 @@ Token Lexer::lexNumber(size_t start, Loc loc) {
                        "'; expected a size unit (KiB, MiB, GiB, TiB, KB, "
                        "MB, GB, TB) or a space");
     value = std::round(value * scale);
+    if (!std::isfinite(value))
+      return error(loc, start,
+                   "number '" + spelling + suffix.str() + "' is too large");
     whole = true;
   }
   Token t = make(TokenKind::Number, start, loc);

@@ -325,6 +325,10 @@ LogicalResult Generator::genRepeat(const Stmt &s) {
     name = "blocks_" + std::to_string(k);
   }
   for (int64_t i = 0; i < count->i; ++i) {
+    if (++iterations > Limits::kMaxIterations)
+      return error(s.value->loc)
+             << "repeat loops unroll to more than " << Limits::kMaxIterations
+             << " iterations in all; reduce the (nested) repeat counts";
     prefixes.push_back(name + "." + std::to_string(i));
     for (const StmtPtr &b : s.body) {
       if (b->kind == Stmt::Kind::Return)
@@ -366,8 +370,8 @@ FailureOr<RankedTensorType> Generator::genType(const TypeExpr &type,
     if (v->i < 1 || v->i > Limits::kMaxDim)
       return error(d->loc) << "a dimension must be between 1 and "
                            << Limits::kMaxDim << ", got " << v->i;
-    elements *= v->i;
-    if (elements > Limits::kMaxElements)
+    if (__builtin_mul_overflow(elements, v->i, &elements) ||
+        elements > Limits::kMaxElements)
       return error(d->loc) << "the tensor has more than "
                            << Limits::kMaxElements << " elements";
     shape.push_back(v->i);
@@ -681,6 +685,7 @@ FailureOr<Bound> Generator::bindArgs(Loc l, StringRef callee,
                           << "' must be " << describe(p.kind) << ", got "
                           << describe(a.value);
     bound[index] = a.value;
+    bound.byKeyword[index] = !a.keyword.empty();
   }
   for (auto [i, p] : llvm::enumerate(params))
     if (p.required && !bound[i])

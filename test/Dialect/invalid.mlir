@@ -177,8 +177,25 @@ func.func @rope_odd(%x: tensor<2x4x3x5xf32>) {
 // -----
 
 func.func @rope_theta(%x: tensor<2x4x3x8xf32>) {
-  // expected-error @+1 {{'gt.rope' op theta must be > 0}}
+  // expected-error @+1 {{'gt.rope' op theta must be a positive normal f32 (the kernels turn in f32), got 0}}
   %0 = gt.rope %x <{theta = 0.0 : f64}> : tensor<2x4x3x8xf32>
+  return
+}
+
+// -----
+
+func.func @rope_theta_below_f32(%x: tensor<2x4x3x8xf32>) {
+  // expected-error @+1 {{'gt.rope' op theta must be a positive normal f32 (the kernels turn in f32), got 1.000000e-50}}
+  %0 = gt.rope %x <{theta = 1.0e-50 : f64}> : tensor<2x4x3x8xf32>
+  return
+}
+
+// -----
+
+func.func @positions_beyond_the_table(%w: tensor<12x8xf32>) {
+  %p = gt.positions 16 : tensor<16xi32>
+  // expected-error @+1 {{'gt.embedding' op looks up positions 0 to 15 in a table of 12 rows; the table needs at least 16 rows (one a position)}}
+  %0 = gt.embedding %p, %w : tensor<16xi32>, tensor<12x8xf32>
   return
 }
 

@@ -1,6 +1,7 @@
 //===- ShapeInference.cpp - Fix the batch and re-infer result types -------===//
 
 #include "gtc/Dialect/GT/GTOps.h"
+#include "gtc/Runtime/Capabilities.h"
 #include "gtc/Transforms/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -94,6 +95,25 @@ struct GtShapeInferencePass
     return success();
   }
 
+  /// A batch so large that a tensor has more than rt::kMaxElements
+  /// elements (the front end bounds every shape without the batch).
+  LogicalResult checkSize(Operation *op) {
+    for (Type t : op->getResultTypes()) {
+      auto type = dyn_cast<RankedTensorType>(t);
+      if (!type || !type.hasStaticShape())
+        continue;
+      int64_t elements = 1;
+      for (int64_t d : type.getShape())
+        if (__builtin_mul_overflow(elements, d, &elements) ||
+            elements > gtc::rt::kMaxElements)
+          return op->emitError("at batch ")
+                 << static_cast<int64_t>(batch) << " this value has more than "
+                 << gtc::rt::kMaxElements
+                 << " elements; lower the batch";
+    }
+    return success();
+  }
+
   void runOnOperation() override {
     if (batch < 0) {
       getOperation().emitError("gt-shape-inference: batch must be >= 0");
@@ -103,8 +123,9 @@ struct GtShapeInferencePass
       if (!func->hasAttr(kModelAttrName))
         continue;
       WalkResult walk = func.walk([&](Operation *op) {
-        return failed(inferOp(op)) ? WalkResult::interrupt()
-                                   : WalkResult::advance();
+        return failed(inferOp(op)) || failed(checkSize(op))
+                   ? WalkResult::interrupt()
+                   : WalkResult::advance();
       });
       if (walk.wasInterrupted())
         return signalPassFailure();

@@ -12,6 +12,7 @@
 #include "llvm/ADT/StringSet.h"
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::gt;
@@ -467,8 +468,12 @@ LogicalResult RopeOp::verify() {
            << (ShapedType::isDynamic(d) ? std::string("?") : std::to_string(d))
            << " of " << formatType(x)
            << " must be a fixed even size (features turn in pairs)";
-  if (!(getTheta().convertToDouble() > 0))
-    return emitOpError("theta must be > 0");
+  double theta = getTheta().convertToDouble();
+  if (!(theta >= std::numeric_limits<float>::min() &&
+        theta <= std::numeric_limits<float>::max()))
+    return emitOpError("theta must be a positive normal f32 (the kernels "
+                       "turn in f32), got ")
+           << theta;
   int64_t heads = x.getDimSize(x.getRank() - 2);
   if (std::optional<uint64_t> n = getRotated();
       n && (ShapedType::isDynamic(heads) || int64_t(*n) > heads))
@@ -644,6 +649,21 @@ LogicalResult EmbeddingOp::inferReturnTypes(MLIRContext *,
   SmallVector<int64_t> shape(tensorOf(adaptor.getIndices()).getShape());
   shape.push_back(table.getDimSize(1));
   types.push_back(RankedTensorType::get(shape, table.getElementType()));
+  return success();
+}
+
+LogicalResult EmbeddingOp::verify() {
+  auto positions = getIndices().getDefiningOp<PositionsOp>();
+  RankedTensorType table = tensorOf(getTable());
+  if (!positions || table.getRank() != 2) // the rank: inferReturnTypes's
+    return success();
+  int64_t rows = table.getDimSize(0);
+  if (!ShapedType::isDynamic(rows) &&
+      positions.getLength() > static_cast<uint64_t>(rows))
+    return emitOpError("looks up positions 0 to ")
+           << positions.getLength() - 1 << " in a table of " << rows
+           << " rows; the table needs at least " << positions.getLength()
+           << " rows (one a position)";
   return success();
 }
 

@@ -4,6 +4,7 @@
 #define GTC_FRONTEND_MLIRGEN_H
 
 #include "gtc/Frontend/AST.h"
+#include "gtc/Runtime/Capabilities.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 
@@ -14,8 +15,11 @@ struct Limits {
   static constexpr int64_t kMaxRepeat = 10000;   ///< repeat N: N <= this.
   static constexpr unsigned kMaxCallDepth = 64;  ///< def calls nest this deep.
   static constexpr int64_t kMaxDim = int64_t(1) << 40; ///< one dimension.
-  static constexpr int64_t kMaxElements = int64_t(1) << 44; ///< one tensor.
+  static constexpr int64_t kMaxElements = rt::kMaxElements; ///< one tensor.
   static constexpr size_t kMaxOps = 2000000;     ///< operations in a model.
+  /// repeat iterations unrolled in all (nested loops multiply): loops
+  /// without ops still take the compiler's time.
+  static constexpr size_t kMaxIterations = kMaxOps;
 };
 
 /// Checks the file (names, arity, keywords, shapes, dtypes, settings) while

@@ -22,6 +22,12 @@ namespace gtc::rt {
 /// for every count kept as an int.
 inline constexpr int64_t kMaxDevices = 65536;
 
+/// The most elements of one tensor (2^44, 64 TiB of f32): the front end's
+/// declared shapes and reshapes, and every shape at the batch the run
+/// chose (gt-shape-inference), stay within it, so no element count or byte
+/// size overflows an int64.
+inline constexpr int64_t kMaxElements = int64_t(1) << 44;
+
 /// cuBLASLt's GELU epilogues store or read the GELU's input (the "aux"
 /// matrix, for the backward's DGELU) with rows of a multiple of this many
 /// elements.

@@ -599,7 +599,8 @@ def GT_EmbeddingOp : GT_InferredOp<"embedding"> {
   let description = [{
     `indices : [...] i32` and `table : [V, D]` give `[..., D]`: row
     `indices[i]` of the table for every index. Indices out of `[0, V)` are an
-    error at run time.
+    error at run time; `gt.positions N` as the indices, known now, needs a
+    table of at least N rows (the verifier's check).
 
     Example:
 
@@ -615,6 +616,7 @@ def GT_EmbeddingOp : GT_InferredOp<"embedding"> {
   }];
   // Positions 0, ..., N-1 in a table of N rows: the table.
   let hasCanonicalizer = 1;
+  let hasVerifier = 1;
 }
 
 def GT_CrossEntropyOp : GT_InferredOp<"cross_entropy", [GT_Reduction,
