@@ -20,3 +20,13 @@ func.func @m() -> tensor<f32> attributes {gt.model} {
   %1 = gt.mean %0 : tensor<4x3xf32>
   return %1 : tensor<f32>
 }
+
+// -----
+
+// At batch 5, 5 x 2^42 elements is more than the 2^44 a tensor may have.
+func.func @m() -> tensor<f32> attributes {gt.model} {
+  // expected-error @+1 {{at batch 5 this value has more than 17592186044416 elements; lower the batch}}
+  %x = gt.input "x" : tensor<?x4398046511104xf32>
+  %1 = gt.mean %x : tensor<?x4398046511104xf32>
+  return %1 : tensor<f32>
+}
