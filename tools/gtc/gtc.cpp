@@ -192,14 +192,15 @@ std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
         return std::nullopt;
       };
       auto number = [&](StringRef name, const std::string &text, double lo,
-                        double hi, double &out) -> bool {
+                        double hi, double &out, bool whole = false) -> bool {
         char *end = nullptr;
         out = std::strtod(text.c_str(), &end);
-        if (text.empty() || *end || !(out >= lo && out <= hi)) {
+        if (text.empty() || *end || !(out >= lo && out <= hi) ||
+            (whole && out != std::floor(out))) {
           char range[64];
           std::snprintf(range, sizeof range, "[%g, %g]", lo, hi);
-          usageError(name + " takes a number in " + range + ", got '" + text +
-                     "'");
+          usageError(name + " takes a " + (whole ? "whole " : "") +
+                     "number in " + range + ", got '" + text + "'");
           return false;
         }
         return true;
@@ -222,7 +223,7 @@ std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
         } else if (name == "--prompt-tokens") {
           opts.promptTokens.push_back(*v);
         } else if (name == "--tokens") {
-          if (!number(name, *v, 1, 1e9, x) || x != std::floor(x))
+          if (!number(name, *v, 1, 1e9, x, /*whole=*/true))
             return 2;
           opts.tokens = static_cast<int64_t>(x);
         } else if (name == "--temperature") {
@@ -230,7 +231,7 @@ std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
             return 2;
           opts.sampling.temperature = x;
         } else if (name == "--top-k") {
-          if (!number(name, *v, 0, 1e9, x) || x != std::floor(x))
+          if (!number(name, *v, 0, 1e9, x, /*whole=*/true))
             return 2;
           opts.sampling.topK = static_cast<int64_t>(x);
         } else {
@@ -339,10 +340,14 @@ std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
                  ? " (--batch N sets the plan's batch)"
                  : ""));
     }
-    const char *unused = opts.sampling.topK       ? "--top-k"
-                         : opts.sampling.topP < 1 ? "--top-p"
-                         : r.run.seed             ? "--seed"
-                                                  : nullptr;
+    // Given at all, even at its default value (--top-k 0, --top-p 1).
+    auto given = [&](StringRef name) {
+      return llvm::is_contained(opts.samplingGiven, name);
+    };
+    const char *unused = given("--top-k")   ? "--top-k"
+                         : given("--top-p") ? "--top-p"
+                         : r.run.seed       ? "--seed"
+                                            : nullptr;
     if (opts.sampling.temperature == 0 && unused)
       return usageError(llvm::Twine("--temperature 0 takes the most likely "
                                     "token, so ") +
@@ -940,6 +945,7 @@ int trainModel(mlir::ModuleOp module, const gtc::CompileOptions &compile,
 int runModel(const Options &opts, mlir::ModuleOp module,
              llvm::ToolOutputFile *output) {
   gtc::rt::RunOptions run = opts.args.run;
+  run.sourcePath = opts.input; // "-": standard input, no file
   std::string error;
   mlir::gt::TrainOp trainOp;
   for (auto t : module.getOps<mlir::gt::TrainOp>())

@@ -82,6 +82,14 @@ public:
       error = "cannot read " + quoted(path) + ": " + std::strerror(EISDIR);
       return false;
     }
+    // A device or a pipe may never end (/dev/zero): the readers hold whole
+    // files, so only a regular file, of a known size, is read.
+    if (::fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)) {
+      error = "cannot read " + quoted(path) +
+              ": not a regular file (a device, pipe or socket); give the "
+              "data as a file";
+      return false;
+    }
     if (!decompress)
       return true;
     gz = gzdopen(fd, "rb");

@@ -27,6 +27,7 @@
 #include <optional>
 #include <ostream>
 #include <sstream>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -296,18 +297,41 @@ std::optional<int64_t> stepCount(const std::string &text) {
   return v;
 }
 
+/// Whether `a` and `b` name one existing file (by device and inode).
+bool sameFile(const std::string &a, const std::string &b) {
+  struct stat x, y;
+  return !a.empty() && !b.empty() && ::stat(a.c_str(), &x) == 0 &&
+         ::stat(b.c_str(), &y) == 0 && x.st_dev == y.st_dev &&
+         x.st_ino == y.st_ino;
+}
+
 /// Why checkpoints cannot go to `path` (empty when they can): it names
 /// something other than a file (a checkpoint replaces the file it is
 /// written to, and must not replace a directory, a pipe or a device), or
-/// its directory does not exist or cannot be written. Checked before
-/// training, so that a long run does not end without its checkpoint.
-std::string unwritable(const std::string &path) {
+/// one of the run's data files or its model's file, or the temporary file
+/// the checkpoint is written to first cannot be created beside it (its
+/// directory does not exist or cannot be written, or the name is too
+/// long). Checked before training, so that a long run does not end
+/// without its checkpoint.
+std::string unwritable(const std::string &path, const TrainConfig &c,
+                       const std::string &source) {
   struct stat st;
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
     return "--save '" + path + "' is " +
            (S_ISDIR(st.st_mode) ? "a directory"
                                 : "not a regular file (a pipe or a device)") +
            "; give the path of a checkpoint file";
+  for (const auto &[source, what] : {std::pair{&c.data, "training"},
+                                     std::pair{&c.eval, "evaluation"}})
+    for (const std::string *file :
+         {&source->path, &source->images, &source->labels})
+      if (sameFile(path, *file))
+        return "--save '" + path + "' is the " + what + " data ('" + *file +
+               "'), which the checkpoint would replace; give --save "
+               "another path";
+  if (sameFile(path, source))
+    return "--save '" + path + "' is the model's file ('" + source +
+           "'), which the checkpoint would replace; give --save another path";
   const size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "."
                           : slash == 0               ? "/"
@@ -319,6 +343,18 @@ std::string unwritable(const std::string &path) {
                             : std::string("cannot be written (") +
                                   std::strerror(errno) + ")") +
            "; create it, or give --save a path in a writable directory";
+  // The temporary file itself, created and removed (a name can be too long
+  // for it alone, or the file system read-only).
+  const std::string temp = safetensorsTempPath(path);
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0 && errno != EEXIST)
+    return "cannot write the checkpoint '" + path + "': cannot create '" +
+           temp + "' beside it (" + std::strerror(errno) +
+           "); give --save another path";
+  if (fd >= 0) {
+    ::close(fd);
+    ::unlink(temp.c_str());
+  }
   return "";
 }
 
@@ -577,7 +613,8 @@ bool Training::start() {
   if (haveScaler)
     backend->setScaler(resumedScaler);
   if (!options.savePath.empty() && rank == 0)
-    if (std::string why = unwritable(options.savePath); !why.empty())
+    if (std::string why = unwritable(options.savePath, c, options.sourcePath);
+        !why.empty())
       return fail(why);
   if (!options.logPath.empty() && rank == 0) {
     log.open(options.logPath, first > 0 ? std::ios::app : std::ios::trunc);

@@ -37,6 +37,9 @@ struct RunOptions {
   std::string savePath;   ///< --save: checkpoint at the end (and on SIGINT)
   std::string resumePath; ///< --resume: continue from a checkpoint
   std::string initPath;   ///< --init: start from a file's weights
+  /// The model's file (gtc run), which --save must not replace, like the
+  /// data files; empty in a compiled executable.
+  std::string sourcePath;
   int threads = 0;        ///< 0: all cores
   int64_t logEvery = 0;   ///< 0: the train block's log_every
   /// --sample-every (0: the train block's sample_every): every N steps rank
