@@ -4,6 +4,7 @@
 #include "Backends.h"
 #include "gtc/Runtime/CpuExecutor.h"
 #include "gtc/Runtime/Cuda.h"
+#include "gtc/Runtime/Numerics.h"
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -232,6 +233,14 @@ int gtc::rt::generate(const Plan &window, const Plan *step,
                     const std::vector<int64_t> &at) {
       d.logitsAt(positions, at, logits);
       for (int64_t r = 0; r < rows; ++r) {
+        // NaN logits cannot be ranked (std::sort's order breaks): a
+        // message, not a draw.
+        if (std::string bad = NumericsCheck::count(logits.data() + r * v, v);
+            !bad.empty())
+          throw RuntimeError(
+              "sequence " + std::to_string(r) + "'s logits after " +
+              std::to_string(generated[r].size()) + " new tokens hold " +
+              bad + "; check the weights (--init), or use --precision fp32");
         int32_t id = sampleToken(logits.data() + r * v, v, o.sampling, rng);
         seqs[r].push_back(id);
         generated[r].push_back(id);

@@ -251,6 +251,12 @@ bool gtc::rt::loadInitialWeights(const Plan &plan, const std::string &path,
                                                       : DType::F16);
       }
     }
+    if (std::string bad = NumericsCheck::count(dst, n); !bad.empty()) {
+      err << "gtc: error: cannot --init: " << path << ": '" << p.name
+          << "' holds " << bad << " (the file is damaged, or its run "
+          << "diverged); start from another file\n";
+      return false;
+    }
     byName.erase(it);
   }
   // A gtc checkpoint's optimizer state is expected; anything else unused is
@@ -671,8 +677,9 @@ bool Training::resume() {
     firstMoment.assign(paramElements, 0.0f);
   }
   // Every tensor that is missing or differs, named (a model edited
-  // since the checkpoint usually differs in several).
-  std::vector<std::string> differ;
+  // since the checkpoint usually differs in several), and every one that
+  // holds values no training step could have left.
+  std::vector<std::string> differ, damagedTensors;
   auto load = [&](const std::string &name, const Buffer &b, float *dst) {
     auto it = byName.find(name);
     if (it == byName.end()) {
@@ -692,6 +699,14 @@ bool Training::resume() {
       return false;
     }
     std::memcpy(dst, it->second->bytes.data(), it->second->bytes.size());
+    // A parameter or moment that is not finite (or a negative second
+    // moment, whose square root the update takes) would train to NaN.
+    std::string bad = NumericsCheck::count(dst, b.elements());
+    if (bad.empty() && name.rfind("optimizer.exp_avg_sq.", 0) == 0 &&
+        std::any_of(dst, dst + b.elements(), [](float x) { return x < 0; }))
+      bad = "negative values";
+    if (!bad.empty())
+      damagedTensors.push_back("'" + name + "' holds " + bad);
     return true;
   };
   const char *firstName =
@@ -718,6 +733,15 @@ bool Training::resume() {
       err << "  ... and " << differ.size() - kShown << " more\n";
     return false;
   }
+  if (!damagedTensors.empty())
+    return fail("cannot resume: " + options.resumePath + ": " +
+                damagedTensors.front() +
+                (damagedTensors.size() > 1
+                     ? " (and " + std::to_string(damagedTensors.size() - 1) +
+                           " more tensors)"
+                     : std::string()) +
+                "; the file is damaged, or its run diverged: resume from an "
+                "earlier checkpoint");
   // Every field gtc writes is checked before it is used: a damaged one is
   // named, not read as 0.
   auto damaged = [&](const std::string &key, const std::string &what) {
@@ -747,6 +771,21 @@ bool Training::resume() {
   if (skipped > first)
     return damaged("skipped_steps", "a number of steps up to its step, " +
                                         std::to_string(first));
+  // The data's position is its step times its batch: at another batch the
+  // run would skip or repeat examples.
+  if (!meta["batch"].empty()) {
+    std::optional<int64_t> saved = stepCount(meta["batch"]);
+    if (!saved || *saved < 1)
+      return damaged("batch", "a batch size");
+    if (*saved != batch)
+      return fail("cannot resume: " + options.resumePath +
+                  " was trained at batch " + std::to_string(*saved) +
+                  " (all processes together), and this run's is " +
+                  std::to_string(batch) +
+                  "; its data would resume at another example: give --batch " +
+                  std::to_string(*saved) +
+                  ", or start from its weights with --init");
+  }
   // Continue the same sequence of batches unless a seed is given again,
   // and the same schedule unless a length is given again.
   if (!options.seed && !meta["seed"].empty()) {
