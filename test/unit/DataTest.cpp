@@ -289,6 +289,9 @@ TEST(DataTest, IdxRawAndGzip) {
         EXPECT_EQ(pixels[k], 0.5f * float(pixelValue(i, k)));
       EXPECT_EQ(label, int32_t(i % 10 + (i == 3 ? 240 : 0)));
     }
+    // The largest label, found when opened (the images hold no ids).
+    EXPECT_EQ(data->largestLabelId(), 243);
+    EXPECT_EQ(data->largestInputId(), -1);
   }
 }
 
@@ -573,6 +576,9 @@ TEST(DataTest, TextWindows) {
   data->read(3, nullptr, in, out); // "\xff\x80 t" -> bytes, not signed chars
   EXPECT_EQ(in[1], 0xff);
   EXPECT_EQ(in[2], 0x80);
+  // The largest id of the whole file, inputs and labels alike: '\xff'.
+  EXPECT_EQ(data->largestInputId(), 0xff);
+  EXPECT_EQ(data->largestLabelId(), 0xff);
 
   Rng rng(3);
   for (int n = 0; n < 200; ++n) {

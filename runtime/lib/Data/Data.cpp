@@ -358,7 +358,10 @@ public:
       : imagesPath(std::move(imagesFile)), labelsPath(std::move(labelsFile)),
         count(imageData.dims[0]), rows(imageData.dims[1]),
         cols(imageData.dims[2]), pixels(std::move(imageData.data)),
-        labels(std::move(labelData.data)), scale(scale) {}
+        labels(std::move(labelData.data)), scale(scale),
+        largestLabel(labels.empty()
+                         ? -1
+                         : *std::max_element(labels.begin(), labels.end())) {}
 
   int64_t size() const override { return count; }
   ExampleSpec inputSpec() const override { return {DType::F32, {rows * cols}}; }
@@ -382,12 +385,15 @@ public:
            labelsPath + ", scale " + buf + ")";
   }
 
+  int64_t largestLabelId() const override { return largestLabel; }
+
 private:
   std::string imagesPath, labelsPath;
   int64_t count, rows, cols;
   std::vector<uint8_t> pixels;
   std::vector<uint8_t> labels;
   float scale;
+  int64_t largestLabel;
 };
 
 /// Windows of seq + 1 consecutive tokens over a token sequence.
@@ -396,7 +402,10 @@ public:
   WindowDataset(std::vector<T> tokens, int64_t count, int64_t seq,
                 std::string description)
       : tokens(std::move(tokens)), count(count), seq(seq),
-        description(std::move(description)) {}
+        description(std::move(description)),
+        largest(count > 0 ? *std::max_element(this->tokens.begin(),
+                                              this->tokens.begin() + count)
+                          : -1) {}
 
   int64_t size() const override { return (count - 1) / seq; }
   ExampleSpec inputSpec() const override { return {DType::I32, {seq}}; }
@@ -421,11 +430,15 @@ public:
            std::to_string(size()) + " examples per epoch)";
   }
 
+  int64_t largestInputId() const override { return largest; }
+  int64_t largestLabelId() const override { return largest; }
+
 private:
   std::vector<T> tokens;
   int64_t count;
   int64_t seq;
   std::string description;
+  int64_t largest;
 };
 
 bool checkSeq(const std::string &path, int64_t seq, std::string &error) {

@@ -62,28 +62,29 @@ struct Feeds {
   int input = -1, label = -1;
 };
 
-/// Why the i32 feed `buffer`'s batch at `data` cannot be run (empty when it
-/// can): an id outside [0, range), what the model indexes with it
-/// (indexRange: an embedding's rows, the logits' classes). The CPU's
-/// kernels would stop there too; a GPU's would go on to a NaN loss.
-std::string outOfRange(const Plan &plan, int buffer, const void *data,
-                       int64_t range, const TrainConfig::Source &source,
-                       const char *which) {
-  if (buffer < 0 || range <= 0 || plan.buffers[buffer].dtype != DType::I32)
-    return "";
-  const auto *ids = static_cast<const int32_t *>(data);
-  const int64_t n = plan.buffers[buffer].elements();
-  for (int64_t i = 0; i < n; ++i)
-    if (ids[i] < 0 || ids[i] >= range) {
-      // (an idx source's images are f32: an i32 feed is its labels)
+/// Why `data` cannot feed the plan (empty when it can): an id beyond what
+/// the model indexes with it (`inputRange`, `labelRange`: indexRange, an
+/// embedding's rows or the logits' classes; 0 where nothing is indexed).
+/// The largest ids were found over the whole file when it was opened, so
+/// the run stops before it trains, not at the batch that holds the id (the
+/// CPU's kernels would stop there, a GPU's go on to a NaN loss, and the
+/// steps before it would be lost).
+std::string idsBeyond(const Dataset &data, int64_t inputRange,
+                      int64_t labelRange, const TrainConfig::Source &source,
+                      const char *which) {
+  for (auto [largest, range] :
+       {std::pair{data.largestInputId(), inputRange},
+        std::pair{data.largestLabelId(), labelRange}})
+    if (range > 0 && largest >= range) {
+      // (an idx source's images are f32: its ids are its labels)
       const std::string &path =
           source.kind == "idx" ? source.labels : source.path;
       return "the " + std::string(which) + " data (" + path + ") holds id " +
-             std::to_string(ids[i]) + ", and the model takes ids from 0 to " +
+             std::to_string(largest) + ", and the model takes ids from 0 to " +
              std::to_string(range - 1) +
              " there (its embedding's rows, or its classes): give data made "
              "for this model, or a model with room for id " +
-             std::to_string(ids[i]);
+             std::to_string(largest);
     }
   return "";
 }
@@ -480,8 +481,6 @@ private:
 
   std::unique_ptr<Dataset> data, evalData;
   Feeds feeds;
-  /// What the i32 feeds index (indexRange; 0: nothing, no check).
-  int64_t inputRange = 0, labelRange = 0;
   /// With gradient accumulation a step reads `parts` micro-batches of the
   /// plan's batch: the examples one batch of micro * parts would hold.
   int64_t micro = 0, parts = 1, batch = 0, perEpoch = 0, total = 0;
@@ -553,8 +552,19 @@ bool Training::open() {
   }
   if (!matchFeeds(step, *data, "training", feeds, error))
     return fail(error);
-  inputRange = feeds.input >= 0 ? indexRange(step, feeds.input) : 0;
-  labelRange = feeds.label >= 0 ? indexRange(step, feeds.label) : 0;
+  const int64_t inputRange =
+      feeds.input >= 0 ? indexRange(step, feeds.input) : 0;
+  const int64_t labelRange =
+      feeds.label >= 0 ? indexRange(step, feeds.label) : 0;
+  if (std::string why =
+          idsBeyond(*data, inputRange, labelRange, c.data, "training");
+      !why.empty())
+    return fail(why);
+  if (evalData)
+    if (std::string why = idsBeyond(*evalData, inputRange, labelRange, c.eval,
+                                    "evaluation");
+        !why.empty())
+      return fail(why);
   micro = step.batch;
   parts = step.microBatches;
   batch = micro * parts * ranks;
@@ -963,13 +973,6 @@ bool Training::evaluate(int64_t atStep) {
     std::string error;
     matchFeeds(ev->plan(), *evalData, "eval", ef, error);
     evalLoader.fill(0, b, ev->feed(ef.input), ev->feed(ef.label));
-    for (auto [id, range] : {std::pair{ef.input, inputRange},
-                             std::pair{ef.label, labelRange}})
-      if (std::string why =
-              outOfRange(ev->plan(), id, id >= 0 ? ev->feed(id) : nullptr,
-                         range, c.eval, "evaluation");
-          !why.empty())
-        return fail(why);
     auto [l, a] = ev->run();
     lossSum += l * n;
     accSum += a * n;
@@ -1140,13 +1143,6 @@ bool Training::trainStep(int64_t s) {
       backend->prepare();
       loader->fill(epoch, b, (rank * parts + part) * micro, micro,
                    backend->feed(feeds.input), backend->feed(feeds.label));
-      for (auto [id, range] : {std::pair{feeds.input, inputRange},
-                               std::pair{feeds.label, labelRange}})
-        if (std::string why = outOfRange(
-                step, id, id >= 0 ? backend->feed(id) : nullptr, range,
-                c.data, "training");
-            !why.empty())
-          throw RuntimeError(why);
       if (s + 1 == injectOverflowAt)
         injectOverflow(step, feeds, backend->feed(feeds.input));
       backend->run(lr, s + 1, logged || printLine, part,

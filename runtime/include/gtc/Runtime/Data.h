@@ -64,6 +64,11 @@ public:
                     void *label) const = 0;
   /// What the data is, for logs: "60000 images 28x28 from train-images...".
   virtual std::string describe() const = 0;
+  /// The largest id among the input's (the label's) i32 values, found when
+  /// the data was opened (the files store ids unsigned, so none is
+  /// negative), or -1 when it holds no ids or the source does not say.
+  virtual int64_t largestInputId() const { return -1; }
+  virtual int64_t largestLabelId() const { return -1; }
 };
 
 /// Opens IDX image and label files (.gz or raw). Images become f32 examples of
