@@ -1443,6 +1443,12 @@ int sampleModel(const Options &opts, mlir::ModuleOp module,
   }
   if (opts.emit == Emit::MLIR)
     return 0;
+  if (std::string shortfall = gtc::rt::generationMemoryShortfall(
+          *window, opts.noCache ? nullptr : &*step, run);
+      !shortfall.empty()) {
+    llvm::errs() << "gtc: error: " << shortfall << "\n";
+    return 1;
+  }
 
   // The prompt: token ids, or text through the tokenizer, or bytes for a
   // model of text(...) data.

@@ -138,9 +138,10 @@ int64_t gtc::rt::availableMemory() {
 }
 
 std::string gtc::rt::hostMemoryShortfall(const Plan &plan,
-                                         int optimizerShards) {
+                                         int optimizerShards, bool sampling,
+                                         int64_t beside) {
   const Plan::Memory m = plan.memory();
-  int64_t need = m.peak();
+  int64_t need = m.peak() + beside;
   if (optimizerShards > 1 && plan.shardRanks <= 1)
     need += (m.optimizerState + optimizerShards - 1) / optimizerShards -
             m.optimizerState;
@@ -150,11 +151,17 @@ std::string gtc::rt::hostMemoryShortfall(const Plan &plan,
   auto mib = [](int64_t b) { return std::to_string((b + (1 << 19)) >> 20); };
   const int64_t model = need - m.temporaries - m.inputs - m.gemmWorkspace -
                         m.accumulator - m.state;
-  if (model > available)
+  if (!sampling && model > available)
     return "the model's parameters, gradients and optimizer state alone "
            "take " +
            mib(model) + " MiB of memory and this machine has " +
            mib(available) + " MiB available; make the model smaller";
+  if (sampling)
+    return "generating " + std::to_string(plan.batch) +
+           " sequences at once needs " + mib(need) +
+           " MiB of memory and this machine has " + mib(available) +
+           " MiB available; lower the batch (--batch), or generate on a GPU "
+           "(--device cuda)";
   return "the step needs " + mib(need) +
          " MiB of memory (its predicted peak at batch " +
          std::to_string(plan.batch) +

@@ -15,6 +15,16 @@
 
 using namespace gtc::rt;
 
+std::string gtc::rt::generationMemoryShortfall(const Plan &window,
+                                               const Plan *step,
+                                               const RunOptions &run) {
+  // On the CPU both plans are held at once: checked together.
+  if (run.device == "cuda")
+    return "";
+  return hostMemoryShortfall(window, 1, /*sampling=*/true,
+                             step ? step->memory().peak() : 0);
+}
+
 int32_t gtc::rt::sampleToken(const float *logits, int64_t v,
                              const SamplingOptions &o, Rng &rng) {
   if (o.temperature <= 0)
@@ -206,6 +216,9 @@ int gtc::rt::generate(const Plan &window, const Plan *step,
             << " (an untrained model)\n";
       }
     }
+    if (std::string shortfall = generationMemoryShortfall(window, step, run);
+        !shortfall.empty())
+      return fail(err, shortfall);
     auto make = [&](const Plan &p) -> std::unique_ptr<Decoder> {
       if (run.device != "cuda")
         return std::make_unique<CpuDecoder>(p);

@@ -40,8 +40,11 @@ int64_t availableMemory();
 /// optimizer state) against what is available, and what to change; empty
 /// when it fits or the available memory is unknown. Checked before the
 /// CPU executor allocates, so that a run too large is refused with the
-/// figures instead of failing an allocation part way.
-std::string hostMemoryShortfall(const Plan &plan, int optimizerShards = 1);
+/// figures instead of failing an allocation part way. A generation plan
+/// (`sampling`) is advised a smaller batch or a GPU, not recomputation;
+/// `beside` counts bytes held at the same time (gtc sample's second plan).
+std::string hostMemoryShortfall(const Plan &plan, int optimizerShards = 1,
+                                bool sampling = false, int64_t beside = 0);
 int threads();
 
 /// Whether the CPU executor runs kernels of `kind` (every kind of Ops.def;

@@ -53,6 +53,12 @@ struct GenerateOptions {
   bool report = true;
 };
 
+/// Why generating with `window` and `step` does not fit the host's memory
+/// on a CPU run (empty when it does, or on a GPU): checked by generate()
+/// before it allocates, and by gtc sample before it builds a prompt a row.
+std::string generationMemoryShortfall(const Plan &window, const Plan *step,
+                                      const RunOptions &run);
+
 /// Generates `options.tokens` tokens after each prompt with `window` (a
 /// "decode" plan of the model's T positions) and, for a KV cache, `step`
 /// (its one-position plan; null: recompute). The parameters are
