@@ -1394,9 +1394,16 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
 /// Parses "1,2,3" into token ids; false with a message if it is not that.
 bool parseTokenIds(const std::string &text, std::vector<int32_t> &ids) {
   StringRef rest = text;
-  while (!rest.empty()) {
+  // An empty item (a trailing or doubled comma) is an error, not skipped.
+  for (bool more = !rest.empty(); more;) {
     auto [item, tail] = rest.split(',');
+    more = rest.size() > item.size(); // a comma followed
     long long id = 0;
+    if (item.trim().empty()) {
+      usageError("--prompt-tokens '" + text +
+                 "' has an empty id; drop the extra comma");
+      return false;
+    }
     if (item.trim().getAsInteger(10, id) || id < 0 || id > INT32_MAX) {
       usageError("--prompt-tokens takes token ids like 1,2,3; '" + item.trim() +
                  "' is not one");
