@@ -328,10 +328,9 @@ std::string unwritable(const std::string &path, const TrainConfig &c,
            (S_ISDIR(st.st_mode) ? "a directory"
                                 : "not a regular file (a pipe or a device)") +
            "; give the path of a checkpoint file";
-  for (const auto &[source, what] : {std::pair{&c.data, "training"},
-                                     std::pair{&c.eval, "evaluation"}})
-    for (const std::string *file :
-         {&source->path, &source->images, &source->labels})
+  for (const auto &[data, what] : {std::pair{&c.data, "training"},
+                                   std::pair{&c.eval, "evaluation"}})
+    for (const std::string *file : {&data->path, &data->images, &data->labels})
       if (sameFile(path, *file))
         return "--save '" + path + "' is the " + what + " data ('" + *file +
                "'), which the checkpoint would replace; give --save "
