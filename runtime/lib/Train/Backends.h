@@ -29,6 +29,11 @@
 
 namespace gtc::rt::backends {
 
+/// The note for --precision tf32 on the CPU, which has no TF32 GEMMs (gtc
+/// run and gtc sample print it).
+inline constexpr const char *kTf32OnCpuNote =
+    "note: tf32 is a GPU GEMM mode; the CPU computes in fp32";
+
 /// Where a training step runs. The trainer writes each batch into feed(),
 /// then calls run(); loss() may wait for the device.
 class Backend {

@@ -219,6 +219,8 @@ int gtc::rt::generate(const Plan &window, const Plan *step,
     if (std::string shortfall = generationMemoryShortfall(window, step, run);
         !shortfall.empty())
       return fail(err, shortfall);
+    if (run.device != "cuda" && window.config.precision == Precision::Tf32)
+      err << backends::kTf32OnCpuNote << "\n";
     auto make = [&](const Plan &p) -> std::unique_ptr<Decoder> {
       if (run.device != "cuda")
         return std::make_unique<CpuDecoder>(p);

@@ -1030,7 +1030,7 @@ void Training::printHeader() {
     out << threads() << " threads";
   out << ", " << name(c.precision) << ", seed " << seed << "\n";
   if (!cuda && c.precision == Precision::Tf32)
-    out << "  note: tf32 is a GPU GEMM mode; the CPU computes in fp32\n";
+    out << "  " << backends::kTf32OnCpuNote << "\n";
   // Settings that this run is too short for.
   if (c.warmup >= total)
     out << "  note: the warmup of " << c.warmup
