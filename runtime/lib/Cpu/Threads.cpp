@@ -149,19 +149,19 @@ std::string gtc::rt::hostMemoryShortfall(const Plan &plan,
   if (available <= 0 || need <= available)
     return "";
   auto mib = [](int64_t b) { return std::to_string((b + (1 << 19)) >> 20); };
-  const int64_t model = need - m.temporaries - m.inputs - m.gemmWorkspace -
-                        m.accumulator - m.state;
-  if (!sampling && model > available)
-    return "the model's parameters, gradients and optimizer state alone "
-           "take " +
-           mib(model) + " MiB of memory and this machine has " +
-           mib(available) + " MiB available; make the model smaller";
   if (sampling)
     return "generating " + std::to_string(plan.batch) +
            " sequences at once needs " + mib(need) +
            " MiB of memory and this machine has " + mib(available) +
            " MiB available; lower the batch (--batch), or generate on a GPU "
            "(--device cuda)";
+  const int64_t model = need - m.temporaries - m.inputs - m.gemmWorkspace -
+                        m.accumulator - m.state;
+  if (model > available)
+    return "the model's parameters, gradients and optimizer state alone "
+           "take " +
+           mib(model) + " MiB of memory and this machine has " +
+           mib(available) + " MiB available; make the model smaller";
   return "the step needs " + mib(need) +
          " MiB of memory (its predicted peak at batch " +
          std::to_string(plan.batch) +
