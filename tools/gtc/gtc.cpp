@@ -1479,7 +1479,10 @@ int sampleModel(const Options &opts, mlir::ModuleOp module,
       std::vector<int32_t> &prompt = prompts.emplace_back();
       if (tokenizer) {
         if (!tokenizer->encode(text, prompt, error)) {
-          llvm::errs() << "gtc: error: " << error << "\n";
+          llvm::errs() << "gtc: error: --tokenizer " << *opts.tokenizer << ": "
+                       << error
+                       << "; give the model's own tokenizer, or the prompt "
+                          "as ids (--prompt-tokens)\n";
           return 1;
         }
       } else {
