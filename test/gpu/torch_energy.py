@@ -41,17 +41,20 @@ class EnergyPoller:
     """NVML's energy counter polled every millisecond on a thread while timed steps run.
     The counter moves about every 100 ms (nvml_interval.py), so two reads at arbitrary
     moments are off by up to an interval's energy at each end; the mean power is taken
-    between its first and last change seen, where both reads are fresh (gtc's
-    rt::EnergyWindow). Each read's time is taken just before it: the thread's wait for the
-    GIL comes after."""
+    between its first and last change seen (gtc's rt::EnergyWindow). A change only marks
+    an end when it is fresh: it happened after the previous read began and before this
+    one ended, at most MAX_GAP apart (the thread may wait for the GIL anywhere)."""
+    MAX_GAP = 0.005  # rt::EnergyWindow::kMaxGapSeconds
+
     def __init__(self):
         self.reads, self.done = [], threading.Event()
         self.thread = threading.Thread(target=self.poll, daemon=True)
 
     def poll(self):
         while not self.done.is_set():
-            t = time.perf_counter()
-            self.reads.append((t, energy_mj()))
+            before = time.perf_counter()
+            mj = energy_mj()
+            self.reads.append((before, mj, time.perf_counter()))
             time.sleep(0.001)
 
     def __enter__(self):
@@ -63,8 +66,9 @@ class EnergyPoller:
         self.thread.join()
 
     def watts(self):
-        """(watts, seconds) between the first and last change, or None without two."""
-        changes = [r for r, before in zip(self.reads[1:], self.reads) if r[1] != before[1]]
+        """(watts, seconds) between the first and last fresh change, or None without two."""
+        changes = [(r[2], r[1]) for r, prev in zip(self.reads[1:], self.reads)
+                   if r[1] != prev[1] and r[2] - prev[0] <= self.MAX_GAP]
         if len(changes) < 2 or changes[-1][1] <= changes[0][1]:
             return None
         seconds = changes[-1][0] - changes[0][0]

@@ -517,24 +517,49 @@ TEST(PlanTest, EnergyWindowBetweenTheCountersChanges) {
   // last, so the stale first read (1000 mJ, from up to 100 ms earlier) and
   // the polls after the last change count for nothing.
   rt::EnergyWindow w;
-  w.read(0.000, 1000);
-  w.read(0.010, 1000);
-  EXPECT_FALSE(w.valid()); // no change yet
-  w.read(0.050, 71000);    // first change: the window opens
-  w.read(0.090, 71000);
-  EXPECT_FALSE(w.valid()); // one change: no span
-  w.read(0.150, 141000);
-  w.read(0.250, 211000); // last change: 140 J over 0.2 s
-  w.read(0.260, 211000);
-  w.read(0.290, 211000);
-  ASSERT_TRUE(w.valid());
-  EXPECT_DOUBLE_EQ(w.seconds(), 0.2);
-  EXPECT_DOUBLE_EQ(w.watts(), 700);
+  // Polls every millisecond from 0 to 0.29 s; the counter reads 1000 mJ
+  // (from up to 100 ms earlier) and moves by 70 J at 0.05, 0.15 and 0.25 s.
+  auto counter = [](int ms) {
+    return 1000ull + 70000ull * (ms >= 50) + 70000ull * (ms >= 150) +
+           70000ull * (ms >= 250);
+  };
+  for (int ms = 0; ms <= 290; ++ms) {
+    w.read(ms / 1000.0, ms / 1000.0, counter(ms));
+    if (ms == 100) {
+      EXPECT_FALSE(w.valid()); // one change: no span
+    }
+  }
+  ASSERT_TRUE(w.valid()); // first change 0.05 s, last 0.25: 140 J over 0.2 s
+  EXPECT_NEAR(w.seconds(), 0.2, 1e-12);
+  EXPECT_NEAR(w.watts(), 700, 1e-9);
   // The difference of the first and last reads would give 210 J over
   // 0.29 s (724 W), the error the window removes.
+
+  // A change seen after a gap (the poller stalled for 0.4 s) may have
+  // happened anywhere in it, so it marks no end; fresh changes after it do.
+  // The counter moves by 70 J every 100 ms from 0.05 s on.
+  auto steady = [](int ms) { return 1000ull + 70000ull * ((ms + 50) / 100); };
+  rt::EnergyWindow late;
+  late.read(0.0, 0.0, steady(0));
+  for (int ms = 400; ms <= 560; ++ms) // the read at 0.4 s is 0.05 s stale
+    late.read(ms / 1000.0, ms / 1000.0, steady(ms));
+  ASSERT_TRUE(late.valid()); // 0.45 to 0.55 s: 70 J over 0.1 s
+  EXPECT_NEAR(late.seconds(), 0.1, 1e-12);
+  EXPECT_NEAR(late.watts(), 700, 1e-9);
+  // Taking the stale read as an end would give 140 J over 0.15 s (933 W).
+  // A read that itself took 10 ms is no fresher: the change fell somewhere
+  // in it.
+  rt::EnergyWindow slow;
+  slow.read(0.040, 0.040, steady(40));
+  slow.read(0.041, 0.051, steady(51)); // moved at 0.05, seen at 0.041-0.051
+  slow.read(0.052, 0.052, steady(52));
+  for (int ms = 149; ms <= 151; ++ms)
+    slow.read(ms / 1000.0, ms / 1000.0, steady(ms));
+  EXPECT_FALSE(slow.valid()); // only the change at 0.15 s was fresh
+
   rt::EnergyWindow still; // a counter that never moves measures nothing
   for (int i = 0; i < 5; ++i)
-    still.read(0.1 * i, 5000);
+    still.read(0.1 * i, 0.1 * i, 5000);
   EXPECT_FALSE(still.valid());
   EXPECT_EQ(still.watts(), 0);
 }

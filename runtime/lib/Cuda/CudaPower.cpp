@@ -66,31 +66,52 @@ PowerMeter::PowerMeter() {
     device = nullptr;
 }
 
+PowerMeter::~PowerMeter() { stopPolling(); }
+
 void PowerMeter::begin() {
+  stopPolling();
   reading = PowerReading();
   window = EnergyWindow();
   clockSum = 0;
   start = std::chrono::steady_clock::now();
-  poll();
   if (!device)
     return;
   unsigned milliWatts = 0;
   if (nvml().limit(device, &milliWatts) == 0)
     reading.powerLimitW = milliWatts / 1000.0;
+  poll(); // the value before the steps
+  stop = false;
+  poller = std::thread([this] {
+    for (int n = 1; !stop && device; ++n) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      poll();
+      if (n % 5 == 0)
+        sample();
+    }
+  });
+}
+
+void PowerMeter::stopPolling() {
+  stop = true;
+  if (poller.joinable())
+    poller.join();
 }
 
 void PowerMeter::poll() {
   unsigned long long milliJoules = 0;
   if (!device)
     return;
+  auto since = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                         start)
+        .count();
+  };
+  double began = since();
   if (nvml().energy(device, &milliJoules) != 0) {
     device = nullptr;
     return;
   }
-  window.read(std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                            start)
-                  .count(),
-              milliJoules);
+  window.read(began, since(), milliJoules);
 }
 
 void PowerMeter::sample() {
@@ -108,6 +129,7 @@ void PowerMeter::sample() {
 }
 
 PowerReading PowerMeter::end(int steps, double msPerStep) {
+  stopPolling();
   if (!device || steps <= 0 || !window.valid())
     return PowerReading();
   reading.valid = true;

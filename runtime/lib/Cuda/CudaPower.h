@@ -10,32 +10,42 @@
 #define GTC_RUNTIME_LIB_CUDAPOWER_H
 
 #include "gtc/Runtime/Profile.h"
+#include <atomic>
 #include <chrono>
+#include <thread>
 
 namespace gtc::rt::cu {
 
 /// Polls the energy counter of the GPU gtc opened (matched by PCI bus id)
-/// from begin() to end() into an EnergyWindow, and samples its SM clock and
-/// clock-limiting reasons. Without NVML, or when the counter did not move
-/// twice meanwhile, the reading is not valid and nothing is printed.
+/// every millisecond from begin() to end() into an EnergyWindow, and samples
+/// its SM clock and clock-limiting reasons every fifth poll. The polls run
+/// on a thread of their own: the caller's thread blocks in launches once
+/// the stream's queue is full, for most of a short window. Without NVML,
+/// or when the counter did not move twice meanwhile, the reading is not
+/// valid and nothing is printed.
 class PowerMeter {
 public:
   PowerMeter();
+  ~PowerMeter();
+  PowerMeter(const PowerMeter &) = delete;
+  PowerMeter &operator=(const PowerMeter &) = delete;
   void begin();
-  /// Reads the energy counter (poll often: the window's ends are as exact
-  /// as the polls' spacing).
-  void poll();
-  /// Reads the SM clock and its limiting reasons.
-  void sample();
-  /// The reading over `steps` steps that took `msPerStep` each.
+  /// Stops the polls; the reading over `steps` steps that took `msPerStep`
+  /// each.
   PowerReading end(int steps, double msPerStep);
 
 private:
+  void poll();
+  void sample();
+  void stopPolling();
+
   void *device = nullptr; ///< nvmlDevice_t
   std::chrono::steady_clock::time_point start;
   EnergyWindow window;
   PowerReading reading;
   double clockSum = 0;
+  std::thread poller;
+  std::atomic<bool> stop{false};
 };
 
 } // namespace gtc::rt::cu

@@ -10,9 +10,7 @@
 #include "Train/StepSequence.h"
 #include "gtc/Runtime/Profile.h"
 #include <algorithm>
-#include <chrono>
 #include <map>
-#include <thread>
 #include <nvtx3/nvToolsExt.h>
 
 using namespace gtc::rt;
@@ -54,16 +52,6 @@ CudaExecutor::StepTimes CudaExecutor::timeStep(int warmup, int iters) {
   for (int i = 0; i < iters; ++i)
     launchStep(i);
   CU(cuEventRecord(I.stop, I.compute));
-  // The host polls the energy counter every millisecond while the steps
-  // run (the window's ends are as exact as that), and samples the clocks
-  // every fifth.
-  for (int poll = 0; libs().cuEventQuery(I.stop) == CUDA_ERROR_NOT_READY;
-       ++poll) {
-    meter.poll();
-    if (poll % 5 == 0)
-      meter.sample();
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
   times.backToBack = elapsed() / iters;
   times.power = meter.end(iters, times.backToBack);
   std::vector<double> ms;

@@ -367,17 +367,19 @@ bool gtc::rt::clockThermalLimited(unsigned long long reasons) {
   return (reasons & (0x8ull | 0x20ull | 0x40ull | 0x80ull)) != 0;
 }
 
-void gtc::rt::EnergyWindow::read(double seconds,
+void gtc::rt::EnergyWindow::read(double began, double ended,
                                  unsigned long long milliJoules) {
-  if (polls++ > 0 && milliJoules != previous) {
+  bool fresh = polls++ > 0 && ended - previousBegan <= kMaxGapSeconds;
+  if (fresh && milliJoules != previous) {
     if (changes++ == 0) {
-      firstSeconds = seconds;
+      firstSeconds = ended;
       firstMilliJoules = milliJoules;
     }
-    lastSeconds = seconds;
+    lastSeconds = ended;
     lastMilliJoules = milliJoules;
   }
   previous = milliJoules;
+  previousBegan = began;
 }
 
 double gtc::rt::EnergyWindow::watts() const {

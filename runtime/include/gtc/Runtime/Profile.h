@@ -86,12 +86,18 @@ void printProfileTable(const Profile &profile, std::ostream &os,
 /// moments are off by up to one interval's energy at each end: a fifth of
 /// a 20-step window of GPT-2 124M. The window is therefore the span from
 /// the first change seen after the steps started to the last one seen
-/// before they ended, where both reads are fresh.
+/// before they ended. A change only marks an end when it is fresh: it
+/// happened after the previous read began and before this one ended, at
+/// most kMaxGapSeconds apart. After a longer gap the counter may have moved
+/// anywhere in it (a host blocked in a launch saw a change 0.4 s late and
+/// reported 1313 W on a 700 W card, fifty-fourth session).
 class EnergyWindow {
 public:
-  /// One poll: the host's time in seconds and the counter in mJ. The first
-  /// poll is the value before the steps; later polls count when it moved.
-  void read(double seconds, unsigned long long milliJoules);
+  static constexpr double kMaxGapSeconds = 0.005;
+  /// One read of the counter (mJ) that began and ended at the host's times
+  /// in seconds. The first read is the value before the steps; later reads
+  /// count when it moved.
+  void read(double began, double ended, unsigned long long milliJoules);
   /// Whether the counter moved at least twice, so a span was measured.
   bool valid() const {
     return changes >= 2 && lastSeconds > firstSeconds &&
@@ -103,7 +109,7 @@ public:
 private:
   int polls = 0, changes = 0;
   unsigned long long previous = 0, firstMilliJoules = 0, lastMilliJoules = 0;
-  double firstSeconds = 0, lastSeconds = 0;
+  double previousBegan = 0, firstSeconds = 0, lastSeconds = 0;
 };
 
 /// The GPU's energy and clocks over timed steps, read from NVML
