@@ -41,10 +41,11 @@ class EnergyPoller:
     """NVML's energy counter polled every millisecond on a thread while timed steps run.
     The counter moves about every 100 ms (nvml_interval.py), so two reads at arbitrary
     moments are off by up to an interval's energy at each end; the mean power is taken
-    between its first and last change seen (gtc's rt::EnergyWindow). A change only marks
-    an end when it is fresh: it happened after the previous read began and before this
-    one ended, at most MAX_GAP apart (the thread may wait for the GIL anywhere)."""
-    MAX_GAP = 0.005  # rt::EnergyWindow::kMaxGapSeconds
+    between its first and last change seen (gtc's rt::EnergyWindow). A change happened
+    after the previous read began and before this one ended: it is dated at the middle
+    of that gap, and only marks an end when the gap is at most MAX_GAP (the thread may
+    wait for the GIL anywhere; one NVML read takes about 3 ms)."""
+    MAX_GAP = 0.02  # rt::EnergyWindow::kMaxGapSeconds
 
     def __init__(self):
         self.reads, self.done = [], threading.Event()
@@ -67,7 +68,7 @@ class EnergyPoller:
 
     def watts(self):
         """(watts, seconds) between the first and last fresh change, or None without two."""
-        changes = [(r[2], r[1]) for r, prev in zip(self.reads[1:], self.reads)
+        changes = [((prev[0] + r[2]) / 2, r[1]) for r, prev in zip(self.reads[1:], self.reads)
                    if r[1] != prev[1] and r[2] - prev[0] <= self.MAX_GAP]
         if len(changes) < 2 or changes[-1][1] <= changes[0][1]:
             return None

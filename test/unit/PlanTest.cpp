@@ -547,15 +547,23 @@ TEST(PlanTest, EnergyWindowBetweenTheCountersChanges) {
   EXPECT_NEAR(late.seconds(), 0.1, 1e-12);
   EXPECT_NEAR(late.watts(), 700, 1e-9);
   // Taking the stale read as an end would give 140 J over 0.15 s (933 W).
-  // A read that itself took 10 ms is no fresher: the change fell somewhere
+  // A read that itself took 30 ms is no fresher: the change fell somewhere
   // in it.
   rt::EnergyWindow slow;
   slow.read(0.040, 0.040, steady(40));
-  slow.read(0.041, 0.051, steady(51)); // moved at 0.05, seen at 0.041-0.051
-  slow.read(0.052, 0.052, steady(52));
+  slow.read(0.041, 0.071, steady(71)); // moved at 0.05, seen at 0.041-0.071
+  slow.read(0.072, 0.072, steady(72));
   for (int ms = 149; ms <= 151; ++ms)
     slow.read(ms / 1000.0, ms / 1000.0, steady(ms));
   EXPECT_FALSE(slow.valid()); // only the change at 0.15 s was fresh
+  // Reads of 3 ms, 1 ms apart (an H100's NVML): each change is dated at
+  // the middle of its 7 ms gap, so the span stays exact.
+  rt::EnergyWindow typical;
+  for (int ms = 0; ms <= 300; ms += 4)
+    typical.read(ms / 1000.0, (ms + 3) / 1000.0, steady(ms + 3));
+  ASSERT_TRUE(typical.valid()); // changes at 0.05, 0.15, 0.25 s
+  EXPECT_NEAR(typical.seconds(), 0.2, 1e-12);
+  EXPECT_NEAR(typical.watts(), 700, 1e-9);
 
   rt::EnergyWindow still; // a counter that never moves measures nothing
   for (int i = 0; i < 5; ++i)

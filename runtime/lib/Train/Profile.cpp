@@ -371,11 +371,12 @@ void gtc::rt::EnergyWindow::read(double began, double ended,
                                  unsigned long long milliJoules) {
   bool fresh = polls++ > 0 && ended - previousBegan <= kMaxGapSeconds;
   if (fresh && milliJoules != previous) {
+    double when = (previousBegan + ended) / 2;
     if (changes++ == 0) {
-      firstSeconds = ended;
+      firstSeconds = when;
       firstMilliJoules = milliJoules;
     }
-    lastSeconds = ended;
+    lastSeconds = when;
     lastMilliJoules = milliJoules;
   }
   previous = milliJoules;

@@ -86,14 +86,16 @@ void printProfileTable(const Profile &profile, std::ostream &os,
 /// moments are off by up to one interval's energy at each end: a fifth of
 /// a 20-step window of GPT-2 124M. The window is therefore the span from
 /// the first change seen after the steps started to the last one seen
-/// before they ended. A change only marks an end when it is fresh: it
-/// happened after the previous read began and before this one ended, at
-/// most kMaxGapSeconds apart. After a longer gap the counter may have moved
-/// anywhere in it (a host blocked in a launch saw a change 0.4 s late and
-/// reported 1313 W on a 700 W card, fifty-fourth session).
+/// before they ended. A change happened after the previous read began and
+/// before this one ended; it is dated at the middle of that gap, and only
+/// marks an end when the gap is at most kMaxGapSeconds. After a longer gap
+/// the counter may have moved anywhere in it (a host blocked in a launch
+/// saw a change 0.4 s late and reported 1313 W on a 700 W card, fifty-
+/// fourth session). One NVML read takes 3.3 ms (median; up to 33 ms) on the
+/// H100s measured, so polls 1 ms apart leave gaps of 7-10 ms.
 class EnergyWindow {
 public:
-  static constexpr double kMaxGapSeconds = 0.005;
+  static constexpr double kMaxGapSeconds = 0.02;
   /// One read of the counter (mJ) that began and ended at the host's times
   /// in seconds. The first read is the value before the steps; later reads
   /// count when it moved.
