@@ -14,6 +14,7 @@
 #include "gtc/Runtime/Bundle.h"
 #include "gtc/Runtime/Cache.h"
 #include "gtc/Runtime/Cuda.h"
+#include "gtc/Runtime/Files.h"
 #include "gtc/Runtime/Optimizer.h"
 #include "gtc/Runtime/Profile.h"
 #include "gtc/Runtime/RunArgs.h"
@@ -360,6 +361,17 @@ std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
       opts.command != "compile")
     return usageError("-o names the file of an --emit output; give --emit=... "
                       "too, or drop -o");
+  if (opts.output.empty())
+    return usageError("-o needs a file name; it was given an empty one");
+  if (opts.output != "-" && (gtc::rt::sameFile(opts.output, opts.input) ||
+                             gtc::rt::sameFile(opts.output,
+                                               gtc::rt::runningProgram())))
+    return usageError("-o '" + opts.output + "' is " +
+                      (gtc::rt::sameFile(opts.output, opts.input)
+                           ? "the model's file"
+                           : "the program that is running") +
+                      ", which the output would replace; give -o another "
+                      "path");
   // gtc run --emit=ast|step|plan|cuda prints and stops (--emit=mlir prints
   // and trains).
   if (opts.command == "run" && opts.emit != Emit::None &&
@@ -1127,8 +1139,9 @@ std::string findRunner(const char *argv0) {
 /// Hopper GEMM in place of cuBLASLt's) for the bundle's archs; without
 /// NVRTC, or on a compile error, none (the executable compiles them on the
 /// GPU machine), with a warning. Returns the number of variants' cubins.
-size_t precompileKernels(const std::vector<gtc::rt::Plan> &plans,
-                         const std::string &ptxArch, gtc::rt::Bundle &bundle) {
+std::optional<size_t>
+precompileKernels(const std::vector<gtc::rt::Plan> &plans,
+                  const std::string &ptxArch, gtc::rt::Bundle &bundle) {
   std::string nvrtcProblem;
   // The plans' kernels and the runtime's own (the optimizer update).
   std::vector<std::string> sources = gtc::rt::runtimeKernelSources();
@@ -1193,8 +1206,17 @@ size_t precompileKernels(const std::vector<gtc::rt::Plan> &plans,
                                       jobs[j].binary.end());
   }
   if (!nvrtcProblem.empty()) {
-    llvm::errs() << "gtc: warning: GPU kernels not precompiled ("
-                 << nvrtcProblem.substr(0, nvrtcProblem.find('\n'))
+    // The header line and the log's first line.
+    StringRef header, log;
+    std::tie(header, log) = StringRef(nvrtcProblem).split('\n');
+    std::string why = (header + " " + log.split('\n').first.trim()).str();
+    if (log.contains("gpu-architecture")) {
+      llvm::errs() << "gtc: error: --arch: " << why
+                   << "; give architectures this NVRTC knows, e.g. "
+                      "sm_80,sm_90\n";
+      return std::nullopt;
+    }
+    llvm::errs() << "gtc: warning: GPU kernels not precompiled (" << why
                  << "); the executable compiles them with NVRTC on the GPU "
                     "machine\n";
     bundle.kernels.clear();
@@ -1210,7 +1232,7 @@ size_t precompileKernels(const std::vector<gtc::rt::Plan> &plans,
 bool writeExecutable(const std::string &output, llvm::StringRef runner,
                      const std::string &payload) {
   // Write beside the target, then rename: never a half-written executable.
-  std::string tmp = output + ".tmp";
+  std::string tmp = gtc::rt::tempPathBeside(output);
   {
     std::error_code ec;
     llvm::raw_fd_ostream out(tmp, ec, llvm::sys::fs::OF_None);
@@ -1248,7 +1270,31 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
                  const char *argv0) {
   auto t0 = std::chrono::steady_clock::now();
   if (opts.output == "-")
-    return usageError("gtc compile needs -o EXE (the executable to write)");
+    return usageError("gtc compile needs -o EXE (the executable to write; "
+                      "not standard output)");
+  if (llvm::sys::fs::is_directory(opts.output) ||
+      StringRef(opts.output).ends_with("/"))
+    return usageError("-o '" + opts.output +
+                      "' names a directory; give the executable's file name, "
+                      "e.g. -o " +
+                      (StringRef(opts.output).ends_with("/")
+                           ? opts.output
+                           : opts.output + "/") +
+                      "model");
+  // The GPU architectures, checked before anything is compiled.
+  llvm::SmallVector<StringRef> archs;
+  StringRef(opts.arch).split(archs, ',', -1, /*KeepEmpty=*/true);
+  std::string newest;
+  for (StringRef a : archs) {
+    StringRef number = a.starts_with("sm_") ? a.drop_front(3) : "";
+    number.consume_back("a"); // sm_90a: Hopper's arch-specific features
+    if (number.size() < 2 || number.size() > 3 ||
+        number.find_first_not_of("0123456789") != StringRef::npos)
+      return usageError("--arch takes sm_XY names (e.g. sm_80,sm_90), got '" +
+                        a + "'");
+    if (newest.empty() || a.substr(3).compare_numeric(newest.substr(3)) > 0)
+      newest = a.str();
+  }
   // gtc compile takes the options that choose what is compiled, and
   // --devices (the executable's processes); the executable takes the rest.
   for (const std::string &name : opts.args.names) {
@@ -1330,21 +1376,24 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
   }
   // Kernels: cubins for each arch and PTX of the newest (same sources as
   // the runner's emitter makes; they are looked up by source hash).
-  llvm::SmallVector<StringRef> archs;
-  StringRef(opts.arch).split(archs, ',', -1, false);
-  std::string newest;
-  for (StringRef a : archs) {
-    if (!a.starts_with("sm_") || a.size() < 5)
-      return usageError("--arch takes sm_XY names (e.g. sm_80,sm_90), got '" +
-                        a + "'");
+  for (StringRef a : archs)
     bundle.archs.push_back(a.str());
-    if (newest.empty() || a.substr(3).compare_numeric(newest.substr(3)) > 0)
-      newest = a.str();
-  }
   std::string ptxArch = "compute_" + newest.substr(3);
-  size_t variants = precompileKernels(plans, ptxArch, bundle);
+  std::optional<size_t> variants = precompileKernels(plans, ptxArch, bundle);
+  if (!variants)
+    return 1;
 
   std::string runnerPath = findRunner(argv0);
+  std::string replaced = gtc::rt::sameFile(opts.output, runnerPath)
+                             ? "the runner it is built from"
+                             : gtc::rt::fileTheRunReads(
+                                   opts.output, step->config, opts.input);
+  if (!replaced.empty()) {
+    llvm::errs() << "gtc: error: -o '" << opts.output << "' is " << replaced
+                 << ", which the executable would replace; give -o another "
+                    "path\n";
+    return 1;
+  }
   auto runner = llvm::MemoryBuffer::getFile(runnerPath, /*IsText=*/false);
   if (!runner) {
     llvm::errs() << "gtc: error: cannot read the runner " << runnerPath << ": "
@@ -1361,7 +1410,7 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
   // Variants: the kernels a device of one compute capability runs instead
   // (sm_90a: the Hopper attention kernels and gtc's own GEMM).
   std::string variantNote =
-      variants ? ", " + std::to_string(variants) +
+      *variants ? ", " + std::to_string(*variants) +
                      " of them variants for one compute capability"
                : "";
   size_t kernelBytes = 0;

@@ -3,6 +3,7 @@
 #include "Cuda/CudaLibs.h"
 #include "gtc/Runtime/Bundle.h"
 #include "gtc/Runtime/Cache.h"
+#include "gtc/Runtime/Files.h"
 #include "gtc/Runtime/Rng.h"
 #include "gtc/Runtime/Startup.h"
 #include <atomic>
@@ -379,7 +380,7 @@ bool gtc::rt::compileCuda(const std::string &source, const std::string &arch,
                                 .count();
   // Write through a temporary name, so a concurrent reader never sees half.
   makeDirectories(dir);
-  std::string tmp = path + ".tmp." + std::to_string(getpid());
+  std::string tmp = tempPathBeside(path);
   {
     std::ofstream f(tmp, std::ios::binary);
     const std::string entry = cacheEntry(key, cubin);

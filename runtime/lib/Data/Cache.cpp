@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "gtc/Runtime/Cache.h"
+#include "gtc/Runtime/Files.h"
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -52,12 +53,6 @@ std::string gtc::rt::cacheDirectory() {
   return "/tmp/gtc-cache";
 }
 
-void gtc::rt::makeDirectories(const std::string &path) {
-  for (size_t i = 1; i <= path.size(); ++i)
-    if (i == path.size() || path[i] == '/')
-      ::mkdir(path.substr(0, i).c_str(), 0755);
-}
-
 void gtc::rt::recordOutsideMemory(const std::string &gpu, int processes,
                                   const OutsideMemory &m) {
   if (gpu.empty() || gpu.find_first_of("\t\n") != std::string::npos)
@@ -75,8 +70,7 @@ void gtc::rt::recordOutsideMemory(const std::string &gpu, int processes,
   line << gpu << '\t' << processes << '\t' << m.context << '\t' << m.rest;
   keep.push_back(line.str());
   makeDirectories(cacheDirectory());
-  const std::string tmp =
-      recordsPath() + ".tmp" + std::to_string(static_cast<long>(::getpid()));
+  const std::string tmp = tempPathBeside(recordsPath());
   {
     std::ofstream out(tmp);
     for (const std::string &l : keep)

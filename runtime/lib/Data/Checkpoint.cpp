@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "gtc/Runtime/Checkpoint.h"
+#include "gtc/Runtime/Files.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -561,10 +562,6 @@ private:
 
 } // namespace
 
-std::string safetensorsTempPath(const std::string &path) {
-  return path + ".tmp." + std::to_string(::getpid());
-}
-
 bool writeSafetensors(const std::string &path,
                       const std::vector<StoredTensor> &tensors,
                       const std::map<std::string, std::string> &metadata,
@@ -653,7 +650,7 @@ bool writeSafetensors(const std::string &path,
     length[i] = static_cast<unsigned char>(uint64_t(header.size()) >> (8 * i));
 
   // Write a temporary file beside `path`, then rename it over `path`.
-  const std::string temp = safetensorsTempPath(path);
+  const std::string temp = tempPathBeside(path);
   int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
     error =

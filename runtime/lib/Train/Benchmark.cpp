@@ -131,6 +131,13 @@ static int benchmarkImpl(const Plan &plan, const RunOptions &run,
   Profile profile;
   std::ofstream trace;
   if (profiling && rank == 0) {
+    if (std::string file =
+            fileTheRunReads(run.profilePath, plan.config, run.sourcePath);
+        !file.empty()) {
+      err << "gtc: error: --profile '" << run.profilePath << "' is " << file
+          << ", which the trace would replace; give --profile another path\n";
+      return 1;
+    }
     trace.open(run.profilePath);
     if (!trace) {
       err << "gtc: error: cannot write the profile to '" << run.profilePath

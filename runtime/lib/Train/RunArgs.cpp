@@ -156,18 +156,31 @@ bool setFlag(const std::string &, const std::string &, RunArgs &out,
   return true;
 }
 
-/// --name VALUE: `value` into a string field of RunArgs.
+/// --name PATH: a file's path, which may not be empty (`--resume "$CKPT"`
+/// with CKPT unset would otherwise start from step 0 without a word).
+bool filePath(const std::string &name, const std::string &value,
+              std::string &error) {
+  if (value.empty())
+    error = name + " needs a file name; it was given an empty one";
+  return !value.empty();
+}
+
+/// --name PATH: `value` into a string field of RunArgs.
 template <std::string RunArgs::*Field>
-bool setString(const std::string &, const std::string &value, RunArgs &out,
-               std::string &) {
+bool setString(const std::string &name, const std::string &value,
+               RunArgs &out, std::string &error) {
+  if (!filePath(name, value, error))
+    return false;
   out.*Field = value;
   return true;
 }
 
-/// --name VALUE: `value` into a string field of RunArgs' RunOptions.
+/// --name PATH: `value` into a string field of RunArgs' RunOptions.
 template <std::string RunOptions::*Field>
-bool setRunString(const std::string &, const std::string &value, RunArgs &out,
-                  std::string &) {
+bool setRunString(const std::string &name, const std::string &value,
+                  RunArgs &out, std::string &error) {
+  if (!filePath(name, value, error))
+    return false;
   out.run.*Field = value;
   return true;
 }
@@ -206,7 +219,8 @@ const RunOption kRunOptions[] = {
      "CPU threads of a run on the CPU (default: all cores; refused on a "
      "GPU, which does not use them)",
      setCount<&RunOptions::threads>},
-    {"--log", "FILE", "append metrics as JSON lines",
+    {"--log", "FILE",
+     "write metrics as JSON lines (a run that resumes appends to the file)",
      setRunString<&RunOptions::logPath>},
     {"--log-every", "N", "log (and print) every N steps",
      setCount<&RunOptions::logEvery>},

@@ -3,6 +3,7 @@
 #include "gtc/Runtime/Trainer.h"
 #include "Train/Backends.h"
 #include "gtc/Runtime/Cache.h"
+#include "gtc/Runtime/Files.h"
 #include "gtc/Runtime/Checkpoint.h"
 #include "gtc/Runtime/CpuExecutor.h"
 #include "gtc/Runtime/Cuda.h"
@@ -28,6 +29,7 @@
 #include <ostream>
 #include <sstream>
 #include <fcntl.h>
+#include <limits>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -304,13 +306,24 @@ std::optional<int64_t> stepCount(const std::string &text) {
   return v;
 }
 
-/// Whether `a` and `b` name one existing file (by device and inode).
-bool sameFile(const std::string &a, const std::string &b) {
-  struct stat x, y;
-  return !a.empty() && !b.empty() && ::stat(a.c_str(), &x) == 0 &&
-         ::stat(b.c_str(), &y) == 0 && x.st_dev == y.st_dev &&
-         x.st_ino == y.st_ino;
+} // namespace
+
+std::string gtc::rt::fileTheRunReads(const std::string &path,
+                                     const TrainConfig &c,
+                                     const std::string &source) {
+  for (const auto &[data, what] : {std::pair{&c.data, "training"},
+                                   std::pair{&c.eval, "evaluation"}})
+    for (const std::string *file : {&data->path, &data->images, &data->labels})
+      if (sameFile(path, *file))
+        return std::string("the ") + what + " data ('" + *file + "')";
+  if (sameFile(path, source))
+    return "the model's file ('" + source + "')";
+  if (sameFile(path, runningProgram()))
+    return "the program that is running";
+  return "";
 }
+
+namespace {
 
 /// Why checkpoints cannot go to `path` (empty when they can): it names
 /// something other than a file (a checkpoint replaces the file it is
@@ -328,16 +341,9 @@ std::string unwritable(const std::string &path, const TrainConfig &c,
            (S_ISDIR(st.st_mode) ? "a directory"
                                 : "not a regular file (a pipe or a device)") +
            "; give the path of a checkpoint file";
-  for (const auto &[data, what] : {std::pair{&c.data, "training"},
-                                   std::pair{&c.eval, "evaluation"}})
-    for (const std::string *file : {&data->path, &data->images, &data->labels})
-      if (sameFile(path, *file))
-        return "--save '" + path + "' is the " + what + " data ('" + *file +
-               "'), which the checkpoint would replace; give --save "
-               "another path";
-  if (sameFile(path, source))
-    return "--save '" + path + "' is the model's file ('" + source +
-           "'), which the checkpoint would replace; give --save another path";
+  if (std::string file = fileTheRunReads(path, c, source); !file.empty())
+    return "--save '" + path + "' is " + file +
+           ", which the checkpoint would replace; give --save another path";
   const size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "."
                           : slash == 0               ? "/"
@@ -351,7 +357,7 @@ std::string unwritable(const std::string &path, const TrainConfig &c,
            "; create it, or give --save a path in a writable directory";
   // The temporary file itself, created and removed (a name can be too long
   // for it alone, or the file system read-only).
-  const std::string temp = safetensorsTempPath(path);
+  const std::string temp = tempPathBeside(path);
   int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0 && errno != EEXIST)
     return "cannot write the checkpoint '" + path + "': cannot create '" +
@@ -573,14 +579,28 @@ bool Training::open() {
     return fail("the training data has " + std::to_string(data->size()) +
                 " examples, fewer than one batch of " + std::to_string(batch) +
                 "; lower the batch size (--batch)");
-  if (options.steps)
-    total = *options.steps;
-  else if (options.epochs)
-    total = *options.epochs * perEpoch;
-  else if (c.steps > 0)
-    total = c.steps;
-  else
-    total = std::max<int64_t>(1, c.epochs) * perEpoch;
+  // Steps in all, and the examples they read, must be counted in int64.
+  const int64_t epochs = options.epochs ? *options.epochs
+                                        : std::max<int64_t>(1, c.epochs);
+  const bool byEpochs = !options.steps && (options.epochs || c.steps <= 0);
+  if (byEpochs && __builtin_mul_overflow(epochs, perEpoch, &total))
+    total = std::numeric_limits<int64_t>::max();
+  else if (!byEpochs)
+    total = options.steps ? *options.steps : c.steps;
+  if (int64_t examples; __builtin_mul_overflow(total, batch, &examples)) {
+    const std::string given =
+        byEpochs ? (options.epochs ? "--epochs " : "epochs = ") +
+                       std::to_string(epochs) + " (" +
+                       std::to_string(perEpoch) + " steps an epoch, "
+                 : (options.steps ? "--steps " : "steps = ") +
+                       std::to_string(total) + " (";
+    return fail(given + std::to_string(batch) +
+                " examples a step) counts more examples than gtc can; give at "
+                "most " +
+                std::to_string(std::numeric_limits<int64_t>::max() / batch /
+                               (byEpochs ? perEpoch : 1)) +
+                (byEpochs ? " epochs" : " steps"));
+  }
   if (cuda) {
     const CudaProgram *program = options.programFor(step);
     if (!program)
@@ -632,6 +652,11 @@ bool Training::start() {
         !why.empty())
       return fail(why);
   if (!options.logPath.empty() && rank == 0) {
+    if (std::string file = fileTheRunReads(options.logPath, c,
+                                           options.sourcePath);
+        !file.empty())
+      return fail("--log '" + options.logPath + "' is " + file +
+                  ", which the log would replace; give --log another path");
     log.open(options.logPath, first > 0 ? std::ios::app : std::ios::trunc);
     if (!log)
       return fail("cannot write the log '" + options.logPath +

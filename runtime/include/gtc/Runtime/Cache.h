@@ -25,10 +25,6 @@ namespace gtc::rt {
 /// ~/.cache/gtc (the kernel cache and the memory records).
 std::string cacheDirectory();
 
-/// Creates `path` and the directories above it that are missing (best
-/// effort: a write into it says what failed).
-void makeDirectories(const std::string &path);
-
 /// A GPU's memory in use that no plan counts, in bytes.
 struct OutsideMemory {
   int64_t context = 0; ///< in use once the context was open, before gtc's

@@ -36,10 +36,6 @@ bool writeSafetensors(const std::string &path,
                       const std::map<std::string, std::string> &metadata,
                       std::string &error);
 
-/// The temporary file writeSafetensors writes beside `path` (in this
-/// process), then renames over it.
-std::string safetensorsTempPath(const std::string &path);
-
 /// Reads a safetensors file, validating everything (header size and JSON,
 /// dtypes, shapes against byte counts, offsets inside the file and not
 /// overlapping). On failure returns false with `error` naming the file and

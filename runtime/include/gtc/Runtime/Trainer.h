@@ -68,6 +68,13 @@ struct RunOptions {
 /// batch of an eval set may be smaller), or null if it cannot be built.
 using EvalPlanFn = std::function<const Plan *(int64_t batch)>;
 
+/// What `path` is among the files a run reads, which nothing it writes may
+/// replace (a checkpoint, a log, a compiled executable): "the training data
+/// ('FILE')", "the evaluation data (...)", "the model's file (...)" for
+/// `source`, or "the program that is running"; empty when it is none.
+std::string fileTheRunReads(const std::string &path, const TrainConfig &c,
+                            const std::string &source);
+
 /// Opens a train-block data source (idx, tokens or text); null with a
 /// message if it cannot.
 std::unique_ptr<Dataset> openSource(const TrainConfig::Source &source,
