@@ -256,6 +256,10 @@ std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
     if (a == "-o") {
       if (i + 1 == args.size())
         return usageError("-o needs a file name");
+      if (args[i + 1].starts_with("--"))
+        return usageError("-o needs a file name; it is followed by the "
+                          "option '" +
+                          args[i + 1] + "'");
       opts.output = args[++i].str();
       continue;
     }

@@ -25,6 +25,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -401,9 +402,15 @@ extern "C" void forwardSignal(int sig) {
 
 /// In the child of fork(): worker r of n, rank 0's store at `port` (rank
 /// 0 inherits its listening socket), standard error to the launcher's pipe
-/// (rank 0 alone keeps standard output), then gtc again.
+/// (rank 0 alone keeps standard output), then gtc again. A worker gets
+/// SIGTERM (it saves and stops, as on Ctrl-C) when the launcher dies, even
+/// by SIGKILL, so that no worker trains on alone.
 [[noreturn]] void execWorker(int r, int n, const std::string &port, int store,
-                             const int errPipe[2], char **argv) {
+                             const int errPipe[2], char **argv,
+                             pid_t launcher) {
+  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (::getppid() != launcher) // it died before the line above
+    ::_exit(1);
   ::setenv("RANK", std::to_string(r).c_str(), 1);
   ::setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
   ::setenv("WORLD_SIZE", std::to_string(n).c_str(), 1);
@@ -469,6 +476,7 @@ int gtc::rt::spawnWorkers(int n, char **argv) {
   const std::string port = std::to_string(boundPort(store));
   std::vector<pid_t> pids(n, -1);
   std::vector<int> errFds(n, -1);
+  const pid_t launcher = ::getpid();
   std::cout.flush();
   std::cerr.flush();
   for (int r = 0; r < n; ++r) {
@@ -481,7 +489,7 @@ int gtc::rt::spawnWorkers(int n, char **argv) {
     }
     pid_t pid = ::fork();
     if (pid == 0)
-      execWorker(r, n, port, store, p, argv);
+      execWorker(r, n, port, store, p, argv, launcher);
     ::close(p[1]);
     if (pid < 0) {
       ::close(p[0]);

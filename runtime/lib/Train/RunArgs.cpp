@@ -38,6 +38,8 @@ bool parseBytes(const std::string &text, int64_t &bytes) {
 /// number and a unit as in the language (KiB ... TiB, KB ... TB, or bytes).
 bool parseCheckpoint(std::string value, RunArgs &out, std::string &error) {
   value.erase(std::remove(value.begin(), value.end(), ' '), value.end());
+  // The last --checkpoint given wins: each form clears the others.
+  out.checkpointEvery = out.checkpointBudget = 0;
   auto inside = [&](const std::string &head) -> std::optional<std::string> {
     if (value.size() > head.size() + 1 && value.compare(0, head.size(), head) == 0 &&
         value.back() == ')')
@@ -207,8 +209,11 @@ const RunOption kRunOptions[] = {
      "budget, or else 95% of the device's free memory",
      [](const std::string &name, const std::string &v, RunArgs &out,
         std::string &error) {
-       if (v == "auto")
-         return out.batchAuto = true;
+       // The last --batch given wins.
+       out.batchAuto = v == "auto";
+       out.batch.reset();
+       if (out.batchAuto)
+         return true;
        int64_t n = 0;
        return parseCount(name, v, n, error) && (out.batch = n, true);
      },
@@ -478,6 +483,12 @@ ArgResult gtc::rt::parseRunArg(const std::vector<std::string> &args,
     }
   } else if (a.find('=') != std::string::npos) {
     value = a.substr(a.find('=') + 1);
+  } else if (i + 1 < args.size() && args[i + 1].rfind("--", 0) == 0) {
+    // A value left out: "--log --dry-run" would write a file "--dry-run".
+    error = name + " needs a value; it is followed by the option '" +
+            args[i + 1] + "' (for a value that starts with --, give " + name +
+            "=VALUE)";
+    return ArgResult::Error;
   } else if (i + 1 < args.size()) {
     value = args[++i];
   } else {

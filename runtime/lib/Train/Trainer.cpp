@@ -557,6 +557,11 @@ bool Training::open() {
   }
   if (!matchFeeds(step, *data, "training", feeds, error))
     return fail(error);
+  // The evaluation data's examples too, before training rather than at
+  // the first evaluation.
+  if (Feeds evalFeeds;
+      evalData && !matchFeeds(step, *evalData, "eval", evalFeeds, error))
+    return fail(error);
   const int64_t inputRange =
       feeds.input >= 0 ? indexRange(step, feeds.input) : 0;
   const int64_t labelRange =
@@ -573,6 +578,19 @@ bool Training::open() {
   micro = step.batch;
   parts = step.microBatches;
   batch = micro * parts * ranks;
+  // Evaluation data smaller than one batch is one smaller batch, whose plan
+  // a compiled executable has only for the data it was compiled with.
+  if (evalData && evalData->size() < micro && evalPlan &&
+      !evalPlan(evalData->size()))
+    return fail("the evaluation data has " +
+                std::to_string(evalData->size()) +
+                " examples, fewer than one batch of " + std::to_string(micro) +
+                ", and there is no evaluation plan for a batch of " +
+                std::to_string(evalData->size()) +
+                " (an executable has plans for the evaluation data it was "
+                "compiled with): give at least " +
+                std::to_string(micro) +
+                " evaluation examples, or compile with this data");
   seed = options.seed.value_or(c.seed);
   perEpoch = data->size() / batch;
   if (perEpoch == 0)
