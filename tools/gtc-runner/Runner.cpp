@@ -27,11 +27,14 @@ namespace {
 int usage(const std::string &self, const rt::Plan &step,
           const rt::Bundle &bundle) {
   std::cout << self << ": trains model '" << step.model
-            << "', compiled by gtc (batch " << step.batch << ", precision "
-            << rt::name(step.config.precision) << "; GPU kernels for";
+            << "', compiled by gtc: "
+            << rt::describeBatch(step, bundle.processes) << ", precision "
+            << rt::name(step.config.precision) << ", GPU kernels for";
   for (const std::string &a : bundle.archs)
     std::cout << " " << a;
-  std::cout << ")\n\nusage: " << self
+  if (bundle.archs.empty())
+    std::cout << " none (NVRTC compiles them on the GPU)";
+  std::cout << "\n\nusage: " << self
             << " [options]\n\noptions (override the compiled train "
                "block):\n"
             << rt::runOptionsHelp(/*compiled=*/true)
@@ -65,6 +68,9 @@ std::string compiledSettings(const rt::RunArgs &opts, const rt::Plan &step,
                         "precision ") +
             rt::name(step.config.precision) + "; for " + opts.precision +
             " run gtc compile --precision " + opts.precision);
+  if (opts.run.sampleEvery)
+    return "--sample-every is gtc run's: an executable has no generation "
+           "plans; sample from its --save file with gtc sample";
   if (opts.explain || opts.dryRun)
     return std::string(opts.explain ? "--explain" : "--dry-run") +
            " needs the compiler: gtc run MODEL.gt --dry-run with the options "
@@ -153,6 +159,7 @@ int main(int argc, char **argv) {
     return usageError(self, error);
 
   rt::RunOptions run = opts.run;
+  run.compiled = true;
   const bool timesSteps = opts.bench || !run.profilePath.empty();
   if (processes > 1 && timesSteps && opts.device == "cpu")
     return usageError(self, rt::kCpuBenchError);

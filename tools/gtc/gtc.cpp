@@ -685,6 +685,18 @@ bool compileOptions(const gtc::Settings &settings, mlir::ModuleOp module,
   compile.deviceMemory = deviceMemory;
   if (!settings.batchAuto)
     return true;
+  // Micro-batches of M rows peak alike at any batch: the memory does not
+  // bound it.
+  if (compile.microBatch > 0) {
+    llvm::errs() << "gtc: error: --batch auto finds the largest batch that "
+                    "fits the memory, and with micro-batches of "
+                 << compile.microBatch
+                 << " rows every batch needs the same memory: give --batch N "
+                    "(a multiple of "
+                 << compile.microBatch
+                 << "), or --micro-batch auto to split an automatic batch\n";
+    return false;
+  }
   int64_t budget = gtc::checkpointBudget(compile);
   const bool fromCheckpoint = budget > 0;
   bool checkpointing = fromCheckpoint;
@@ -1436,8 +1448,8 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
       bundle.kernels.size(), kernelBytes / 1048576.0,
       opts.arch.c_str(), bundle.kernels.empty() ? " (none)" : " + PTX",
       variantNote.c_str(), seconds);
-  llvm::outs() << "model " << step->model << ", batch " << step->batch
-               << ", precision " << gtc::rt::name(step->config.precision) << "; run '"
+  llvm::outs() << "model " << step->model << ", "
+               << gtc::rt::describeBatch(*step, processes) << ", precision " << gtc::rt::name(step->config.precision) << "; run '"
                << opts.output << " --help' for its options\n";
   return 0;
 }

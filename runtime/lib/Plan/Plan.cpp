@@ -445,6 +445,19 @@ void writeSource(std::ostringstream &os, const char *key,
 
 } // namespace
 
+std::string gtc::rt::describeBatch(const Plan &plan, int processes) {
+  const int64_t perProcess = plan.batch * plan.microBatches;
+  std::string s = "batch " + std::to_string(perProcess * processes);
+  std::string parts;
+  if (processes > 1)
+    parts = std::to_string(processes) + " processes of " +
+            std::to_string(perProcess) + " rows";
+  if (plan.microBatches > 1)
+    parts += (parts.empty() ? "" : ", each in ") +
+             std::string("micro-batches of ") + std::to_string(plan.batch);
+  return parts.empty() ? s : s + " (" + parts + ")";
+}
+
 int64_t gtc::rt::indexRange(const Plan &plan, int buffer) {
   int64_t range = 0;
   auto use = [&](int64_t n) { range = range ? std::min(range, n) : n; };

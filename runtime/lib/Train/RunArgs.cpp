@@ -103,6 +103,9 @@ struct RunOption {
   /// options, data parallelism's plan), or needs the compiler (--explain,
   /// --dry-run).
   bool compiling = false;
+  /// Its help in a compiled executable, where that differs; "" when an
+  /// executable refuses it (gtc run's alone).
+  const char *compiledHelp = nullptr;
 };
 
 /// RunOption::compiling, for the table's rows.
@@ -232,7 +235,7 @@ const RunOption kRunOptions[] = {
     {"--sample-every", "N",
      "print a sample of what the model writes every N steps (a language "
      "model; gtc run)",
-     setCount<&RunOptions::sampleEvery>},
+     setCount<&RunOptions::sampleEvery>, false, ""},
     {"--bench", "N", "time N training steps on random data and print ms/step",
      setCount<&RunArgs::bench, 1, std::numeric_limits<int>::max()>},
     {"--bench-warmup", "N",
@@ -292,7 +295,11 @@ const RunOption kRunOptions[] = {
        else
          return false;
        return true;
-     }},
+     },
+     false,
+     "the processes this executable was compiled for (gtc compile --devices "
+     "N; it starts them, or joins a launch of N under torchrun, srun or "
+     "mpirun); cpu: one CPU process, for an executable of one process"},
     {"--rendezvous", "file:DIR",
      "meet the other ranks through files in DIR (new or empty, on a file "
      "system all ranks share) instead of TCP at MASTER_ADDR:MASTER_PORT",
@@ -425,9 +432,12 @@ std::string gtc::rt::runOptionsHelp(bool compiled) {
       fixed += std::string(fixed.empty() ? "" : ", ") + o.name;
       continue;
     }
+    const char *help = compiled && o.compiledHelp ? o.compiledHelp : o.help;
+    if (!*help)
+      continue;
     std::string head = std::string("  ") + o.name +
                        (*o.metavar ? std::string(" ") + o.metavar : "");
-    out += wrap(column(head, 17), o.help, 17);
+    out += wrap(column(head, 17), help, 17);
   }
   if (compiled)
     out += "  -h, --help     show this help\n\n" +

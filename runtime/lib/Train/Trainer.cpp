@@ -296,6 +296,14 @@ std::unique_ptr<Dataset> gtc::rt::openSource(const TrainConfig::Source &s,
 }
 
 namespace {
+/// The fix for a batch too large for the data or the memory.
+std::string lowerBatch(const RunOptions &options) {
+  return options.compiled
+             ? "compile the executable with a smaller batch (gtc compile "
+               "--batch N)"
+             : "lower the batch size (--batch)";
+}
+
 /// A checkpoint's count of steps: a whole number >= 0, or none.
 std::optional<int64_t> stepCount(const std::string &text) {
   char *end = nullptr;
@@ -549,11 +557,13 @@ bool Training::open() {
     // (the paths are the train block's, relative to the current
     // directory, or --data's and --eval's)
     if (!(data = openSource(c.data, error)))
-      return fail(error + " (the training data: fix the train block's "
-                          "data = ..., or give --data)");
+      return fail(error + " (the training data: " +
+                  (options.compiled ? "" : "fix the train block's data = ..., or ") +
+                  "give --data)");
     if (!c.eval.kind.empty() && !(evalData = openSource(c.eval, error)))
-      return fail(error + " (the evaluation data: fix the train block's "
-                          "eval = ..., or give --eval)");
+      return fail(error + " (the evaluation data: " +
+                  (options.compiled ? "" : "fix the train block's eval = ..., or ") +
+                  "give --eval)");
   }
   if (!matchFeeds(step, *data, "training", feeds, error))
     return fail(error);
@@ -596,7 +606,7 @@ bool Training::open() {
   if (perEpoch == 0)
     return fail("the training data has " + std::to_string(data->size()) +
                 " examples, fewer than one batch of " + std::to_string(batch) +
-                "; lower the batch size (--batch)");
+                "; " + lowerBatch(options));
   // Steps in all, and the examples they read, must be counted in int64.
   const int64_t epochs = options.epochs ? *options.epochs
                                         : std::max<int64_t>(1, c.epochs);
@@ -834,8 +844,13 @@ bool Training::resume() {
                   " was trained at batch " + std::to_string(*saved) +
                   " (all processes together), and this run's is " +
                   std::to_string(batch) +
-                  "; its data would resume at another example: give --batch " +
-                  std::to_string(*saved) +
+                  "; its data would resume at another example: " +
+                  (options.compiled ? "resume it with an executable compiled "
+                                      "for batch " +
+                                          std::to_string(*saved) +
+                                          " (gtc compile --batch " +
+                                          std::to_string(*saved) + ")"
+                                    : "give --batch " + std::to_string(*saved)) +
                   ", or start from its weights with --init");
   }
   // Continue the same sequence of batches unless a seed is given again,
@@ -1411,7 +1426,7 @@ int gtc::rt::train(const Plan &step, const EvalPlanFn &evalPlan,
   } catch (const RuntimeError &e) {
     err << "\ngtc: error: " << e.what() << "\n";
   } catch (const std::bad_alloc &) {
-    err << "\ngtc: error: out of memory; lower the batch size (--batch)\n";
+    err << "\ngtc: error: out of memory; " << lowerBatch(options) << "\n";
   } catch (const std::exception &e) {
     err << "\ngtc: error: " << e.what() << "\n";
   }

@@ -300,6 +300,11 @@ struct Plan {
 /// or 0 when it indexes nothing.
 int64_t indexRange(const Plan &plan, int buffer);
 
+/// The batch a step of `plan` trains, run by `processes` data-parallel
+/// processes: "batch 32", "batch 32 (2 processes of 16 rows)", "batch 32
+/// (micro-batches of 8)" (--batch takes the first number).
+std::string describeBatch(const Plan &plan, int processes);
+
 /// The versioned text form of a plan.
 std::string serialize(const Plan &plan);
 /// Parses serialize()'s output; on failure returns false and sets `error`

@@ -40,6 +40,9 @@ struct RunOptions {
   /// The model's file (gtc run), which --save must not replace, like the
   /// data files; empty in a compiled executable.
   std::string sourcePath;
+  /// A compiled executable: its batch is fixed (the fix for a batch is
+  /// gtc compile --batch) and it has no train block to edit.
+  bool compiled = false;
   int threads = 0;        ///< 0: all cores
   int64_t logEvery = 0;   ///< 0: the train block's log_every
   /// --sample-every (0: the train block's sample_every): every N steps rank
