@@ -326,15 +326,21 @@ std::unique_ptr<Communicator> gtc::rt::connectCpu(const World &world,
 #else
   auto comm = std::make_unique<GlooCommunicator>();
   const std::chrono::seconds timeout = commTimeout();
+  const std::string file = "file:";
+  const bool inFiles = world.rendezvous.rfind(file, 0) == 0;
+  const std::string dir = inFiles ? world.rendezvous.substr(file.size()) : "";
   try {
     std::unique_ptr<gloo::rendezvous::Store> store;
-    const std::string file = "file:";
-    if (world.rendezvous.rfind(file, 0) == 0) {
+    if (inFiles) {
       // Gloo's file store: a file per key in a directory.
-      std::string dir = world.rendezvous.substr(file.size());
-      if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST) {
-        error = "cannot create the rendezvous directory '" + dir +
-                "': " + std::strerror(errno);
+      struct stat st;
+      if (::mkdir(dir.c_str(), 0777) != 0 &&
+          (errno != EEXIST || ::stat(dir.c_str(), &st) != 0 ||
+           !S_ISDIR(st.st_mode))) {
+        error = "cannot create the rendezvous directory '" + dir + "': " +
+                (errno == EEXIST ? std::string("a file of that name exists")
+                                 : std::strerror(errno)) +
+                "; give --rendezvous file:DIR a new or empty directory";
         return nullptr;
       }
       store = std::make_unique<gloo::rendezvous::FileStore>(dir);
@@ -366,8 +372,15 @@ std::unique_ptr<Communicator> gtc::rt::connectCpu(const World &world,
     comm->barrier();
   } catch (const std::exception &e) {
     error = "rank " + std::to_string(world.rank) + " of " +
-            std::to_string(world.size) +
-            " could not join the others: " + e.what();
+            std::to_string(world.size) + " could not join the others: ";
+    // Gloo's file store never replaces a key's file.
+    if (inFiles && std::string(e.what()).find("File already exists") !=
+                       std::string::npos)
+      error += "the rendezvous directory '" + dir +
+               "' holds the files of an earlier run; give --rendezvous "
+               "file:DIR a new or empty directory";
+    else
+      error += e.what();
     return nullptr;
   }
   return comm;
