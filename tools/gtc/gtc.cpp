@@ -1641,6 +1641,25 @@ int main(int argc, char **argv) {
   // most 120 characters around its column, not the whole line: this
   // handler, registered later, sees diagnostics first and passes on the
   // others.
+  auto severity = [](const mlir::Diagnostic &d) {
+    return d.getSeverity() == mlir::DiagnosticSeverity::Error     ? "error"
+           : d.getSeverity() == mlir::DiagnosticSeverity::Warning ? "warning"
+           : d.getSeverity() == mlir::DiagnosticSeverity::Note    ? "note"
+                                                                 : "remark";
+  };
+  // A setting given on the command line (Settings.cpp names its option,
+  // e.g. --micro-batch) has no place in the file: gtc names the option.
+  mlir::ScopedDiagnosticHandler commandLine(
+      &context, [&](mlir::Diagnostic &d) -> mlir::LogicalResult {
+        auto name = llvm::dyn_cast<mlir::NameLoc>(d.getLocation());
+        if (!name || !name.getName().strref().starts_with("--"))
+          return mlir::failure();
+        llvm::errs() << "gtc: " << severity(d) << ": " << d.str() << " (given by "
+                     << name.getName().strref() << ")\n";
+        for (mlir::Diagnostic &note : d.getNotes())
+          llvm::errs() << "gtc: note: " << note.str() << "\n";
+        return mlir::success();
+      });
   mlir::ScopedDiagnosticHandler longLines(
       &context, [&](mlir::Diagnostic &d) -> mlir::LogicalResult {
         constexpr size_t kExcerpt = 120;
@@ -1658,15 +1677,8 @@ int main(int argc, char **argv) {
                                       line.size());
         size_t from = col > kExcerpt / 2 ? col - kExcerpt / 2 : 0;
         size_t to = std::min(line.size(), from + kExcerpt);
-        const char *kind = d.getSeverity() == mlir::DiagnosticSeverity::Error
-                               ? "error"
-                           : d.getSeverity() == mlir::DiagnosticSeverity::Warning
-                               ? "warning"
-                           : d.getSeverity() == mlir::DiagnosticSeverity::Note
-                               ? "note"
-                               : "remark";
         llvm::errs() << path << ":" << loc.getLine() << ":" << loc.getColumn()
-                     << ": " << kind << ": " << d.str() << "\n"
+                     << ": " << severity(d) << ": " << d.str() << "\n"
                      << (from ? "..." : "") << line.slice(from, to)
                      << (to < line.size() ? "..." : "") << "\n"
                      << std::string((from ? 3 : 0) + col - from, ' ')

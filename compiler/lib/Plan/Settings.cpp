@@ -31,9 +31,14 @@ gtc::Settings gtc::resolveSettings(ModuleOp module, const rt::RunArgs &args) {
   c.padAll = args.padAll;
   c.fuse = !args.noFuse;
 
+  // A setting the command line gives is located at its option.
+  auto option = [&](const char *name) {
+    return NameLoc::get(StringAttr::get(module.getContext(), name));
+  };
   if (args.checkpointEvery != 0 || args.checkpointBudget != 0) {
     c.checkpointEvery = args.checkpointEvery;
     c.checkpointBudget = args.checkpointBudget;
+    c.checkpointFrom = option("--checkpoint");
   } else if (train) {
     CheckpointSetting checkpoint = checkpointSetting(train);
     c.checkpointEvery = checkpoint.every;
@@ -43,6 +48,7 @@ gtc::Settings gtc::resolveSettings(ModuleOp module, const rt::RunArgs &args) {
 
   if (args.microBatch != 0) {
     c.microBatch = args.microBatch;
+    c.microBatchFrom = option("--micro-batch");
   } else if (Attribute micro = attr("micro_batch")) {
     auto n = dyn_cast<IntegerAttr>(micro);
     c.microBatch = n ? n.getInt() : -1; // `auto`

@@ -279,7 +279,8 @@ struct GtCheckpointPass
         f.emitError("checkpoint = every(")
             << n
             << ") recomputes repeat iterations, and this model has none "
-               "(no parameter is named <loop>.<i>...); remove the setting";
+               "(no parameter is named <loop>.<i>...); drop the train "
+               "block's checkpoint setting, or --checkpoint";
         return signalPassFailure();
       }
   }
