@@ -263,8 +263,14 @@ std::optional<int> parseArgs(int argc, char **argv, Options &opts) {
       opts.output = args[++i].str();
       continue;
     }
+    if (a == "--emit")
+      return usageError("--emit takes its kind after '=': --emit=ast, mlir, "
+                        "step, plan or cuda");
     if (a.starts_with("-") && a != "-")
       return usageError("unknown option '" + a + "'");
+    if (a == "check" || a == "run" || a == "compile" || a == "sample")
+      return usageError("the command goes first: gtc " + a.str() +
+                        " FILE.gt [options]");
     if (!opts.input.empty())
       return usageError("more than one input file ('" + opts.input +
                         "' and '" + a + "')");
@@ -673,6 +679,25 @@ bool perProcess(const Options &opts, const gtc::Settings &settings,
   return true;
 }
 
+/// Keeps an --emit output once it is written, or says why it could not be
+/// written (a full disk, /dev/full) and removes a partial regular file.
+/// False after printing the error.
+bool keepOutput(llvm::ToolOutputFile &output, const std::string &path) {
+  output.os().flush();
+  if (!output.os().has_error()) {
+    output.keep();
+    return true;
+  }
+  llvm::errs() << "gtc: error: cannot write "
+               << (path == "-" ? std::string("the standard output")
+                               : "'" + path + "'")
+               << ": " << output.os().error().message() << "\n";
+  output.os().clear_error();
+  if (!llvm::sys::fs::is_regular_file(path))
+    output.keep(); // never remove a device or a pipe
+  return false;
+}
+
 /// The compile options of gtc run and gtc compile: the resolved settings,
 /// with `deviceMemory`, what the step may use (0: unknown). With --batch
 /// auto, the largest batch whose predicted peak fits the
@@ -1030,7 +1055,8 @@ int runModel(const Options &opts, mlir::ModuleOp module,
       return 1;
     }
     module.print(output->os());
-    output->keep();
+    if (!keepOutput(*output, opts.output))
+      return 1;
   }
   // A launcher refuses --threads with GPUs before its workers start.
   if (processes > 1 && world.size == 1 && gtc::rt::threadsOnGpus(run, asked)) {
@@ -1093,8 +1119,7 @@ int runModel(const Options &opts, mlir::ModuleOp module,
     if (mlir::failed(step))
       return 1;
     (*step)->print(output->os());
-    output->keep();
-    return 0;
+    return keepOutput(*output, opts.output) ? 0 : 1;
   }
   mlir::FailureOr<gtc::rt::Plan> step = gtc::compileStep(module, compile);
   if (mlir::failed(step))
@@ -1103,8 +1128,7 @@ int runModel(const Options &opts, mlir::ModuleOp module,
     return usageError(error);
   if (opts.emit == Emit::Plan) {
     output->os() << gtc::rt::serialize(*step);
-    output->keep();
-    return 0;
+    return keepOutput(*output, opts.output) ? 0 : 1;
   }
   run.programFor = gtc::codegen::programCache("gtc");
   if (opts.emit == Emit::Cuda) {
@@ -1112,8 +1136,7 @@ int runModel(const Options &opts, mlir::ModuleOp module,
     if (!program)
       return 1;
     emitCuda(*step, program, output->os());
-    output->keep();
-    return 0;
+    return keepOutput(*output, opts.output) ? 0 : 1;
   }
   if ((opts.args.dryRun || (opts.args.explain && world.rank == 0)) &&
       !explainRun(module, compile, *step, run, processes))
@@ -1253,8 +1276,8 @@ bool writeExecutable(const std::string &output, llvm::StringRef runner,
     std::error_code ec;
     llvm::raw_fd_ostream out(tmp, ec, llvm::sys::fs::OF_None);
     if (ec) {
-      llvm::errs() << "gtc: error: cannot write " << tmp << ": " << ec.message()
-                   << "\n";
+      llvm::errs() << "gtc: error: cannot write '" << output << "' (through '"
+                   << tmp << "' beside it): " << ec.message() << "\n";
       return false;
     }
     out << runner << payload;
@@ -1510,8 +1533,7 @@ int sampleModel(const Options &opts, mlir::ModuleOp module,
     return 1;
   if (opts.emit == Emit::Plan) {
     output->os() << gtc::rt::serialize(opts.noCache ? *window : *step);
-    output->keep();
-    return 0;
+    return keepOutput(*output, opts.output) ? 0 : 1;
   }
   if (opts.emit == Emit::MLIR)
     return 0;
@@ -1605,8 +1627,7 @@ int sampleModel(const Options &opts, mlir::ModuleOp module,
     }
   }
   os << "\n";
-  output->keep();
-  return 0;
+  return keepOutput(*output, opts.output) ? 0 : 1;
 }
 
 int main(int argc, char **argv) {
@@ -1707,8 +1728,7 @@ int main(int argc, char **argv) {
     if (!file)
       return 1;
     gtc::dump(*file, output->os());
-    output->keep();
-    return 0;
+    return keepOutput(*output, opts.output) ? 0 : 1;
   }
 
   mlir::OwningOpRef<mlir::ModuleOp> module;
@@ -1721,7 +1741,8 @@ int main(int argc, char **argv) {
   // (gtc run prints it in runModel, once it knows it trains in one process)
   if (opts.emit == Emit::MLIR && opts.command != "run") {
     module->print(output->os());
-    output->keep();
+    if (!keepOutput(*output, opts.output))
+      return 1;
   }
   if (opts.command == "check")
     return 0;

@@ -143,8 +143,10 @@ FailureOr<rt::Plan> compileOnce(ModuleOp module,
 }
 
 /// A size for messages: whole MiB, or KiB below one MiB (a budget of 1KiB
-/// is not "0 MiB").
+/// is not "0 MiB"), or bytes below one KiB.
 std::string mib(int64_t bytes) {
+  if (bytes < 1024)
+    return std::to_string(bytes) + " bytes";
   if (bytes < (1 << 20))
     return std::to_string((bytes + 512) >> 10) + " KiB";
   return std::to_string((bytes + (1 << 19)) >> 20) + " MiB";

@@ -4,7 +4,9 @@
 #include "gtc/Runtime/Capabilities.h"
 #include "gtc/Runtime/Cuda.h"
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <optional>
@@ -18,6 +20,12 @@ namespace {
 /// A size with a unit as in the language (KiB ... TiB, KB ... TB, B or
 /// none: bytes), at least one byte; false if `text` is not one.
 bool parseBytes(const std::string &text, int64_t &bytes) {
+  // A decimal number (strtod alone takes 0x10, inf and nan too); a number
+  // of bytes is whole (34.9MiB is rounded down to bytes).
+  if (text.empty() || !(std::isdigit(static_cast<unsigned char>(text[0])) ||
+                        text[0] == '.') ||
+      text.find_first_of("xXpP") != std::string::npos)
+    return false;
   char *end = nullptr;
   double v = std::strtod(text.c_str(), &end);
   static const std::pair<const char *, double> units[] = {
@@ -27,7 +35,7 @@ bool parseBytes(const std::string &text, int64_t &bytes) {
       {"GB", 1e9},       {"TB", 1e12}};
   for (auto [unit, scale] : units)
     if (end != text.c_str() && std::string(end) == unit && v * scale >= 1 &&
-        v * scale < 9.2e18) {
+        v * scale < 9.2e18 && (scale > 1 || v == std::floor(v))) {
       bytes = static_cast<int64_t>(v * scale);
       return true;
     }
@@ -75,14 +83,16 @@ bool parseCount(const std::string &name, const std::string &value,
   char *end = nullptr;
   errno = 0;
   long long v = std::strtoll(value.c_str(), &end, 10);
-  if (value.empty() || *end != '\0' || errno != 0 || v < min) {
-    error = name + " needs an integer >= " + std::to_string(min) + ", got '" +
-            value + "'";
-    return false;
-  }
-  if (v > max) {
+  const bool number = !value.empty() && *end == '\0';
+  // Too large, beyond int64 (ERANGE) or beyond `max`.
+  if (number && (errno == ERANGE ? v > 0 : v > max)) {
     error = name + " needs an integer from " + std::to_string(min) + " to " +
             std::to_string(max) + ", got '" + value + "'";
+    return false;
+  }
+  if (!number || errno != 0 || v < min) {
+    error = name + " needs an integer >= " + std::to_string(min) + ", got '" +
+            value + "'";
     return false;
   }
   out = v;
