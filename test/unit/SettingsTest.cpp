@@ -152,7 +152,8 @@ TEST(SettingsTest, RunOptionsParse) {
       {{"--bench", "4294967296"},
        "--bench needs an integer from 1 to 2147483647, got '4294967296'"},
       {{"--steps", "99999999999999999999"},
-       "--steps needs an integer >= 1, got '99999999999999999999'"},
+       "--steps needs an integer from 1 to 9223372036854775807, got "
+       "'99999999999999999999'"},
   };
   for (const auto &[args, message] : bad) {
     rt::RunArgs o;
@@ -224,13 +225,23 @@ Settings resolve(const std::string &train, const rt::RunArgs &args) {
   if (!module)
     return Settings();
   Settings s = resolveSettings(*module, args);
-  // (the locations die with the context)
-  EXPECT_EQ(bool(s.compile.checkpointFrom),
-            args.checkpointEvery == 0 && args.checkpointBudget == 0 &&
-                train.find("checkpoint") != std::string::npos);
-  EXPECT_EQ(bool(s.compile.microBatchFrom),
-            args.microBatch == 0 &&
-                train.find("micro_batch") != std::string::npos);
+  // Where each setting came from: the option that gave it (a NameLoc of
+  // it), or the train block. (The locations die with the context.)
+  auto from = [](mlir::LocationAttr loc) -> std::string {
+    if (auto name = llvm::dyn_cast_or_null<mlir::NameLoc>(loc))
+      return name.getName().str();
+    return loc ? "train block" : "";
+  };
+  const bool cliCheckpoint =
+      args.checkpointEvery != 0 || args.checkpointBudget != 0;
+  EXPECT_EQ(from(s.compile.checkpointFrom),
+            cliCheckpoint ? "--checkpoint"
+            : train.find("checkpoint") != std::string::npos ? "train block"
+                                                            : "");
+  EXPECT_EQ(from(s.compile.microBatchFrom),
+            args.microBatch != 0 ? "--micro-batch"
+            : train.find("micro_batch") != std::string::npos ? "train block"
+                                                             : "");
   s.compile.checkpointFrom = s.compile.microBatchFrom = {};
   return s;
 }
