@@ -1383,6 +1383,18 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
                     "sample\n";
     return 1;
   }
+  // Before anything more is compiled: -o must not name a file the run reads.
+  std::string runnerPath = findRunner(argv0);
+  std::string replaced = gtc::rt::sameFile(opts.output, runnerPath)
+                             ? "the runner it is built from"
+                             : gtc::rt::fileTheRunReads(
+                                   opts.output, step->config, opts.input);
+  if (!replaced.empty()) {
+    llvm::errs() << "gtc: error: -o '" << opts.output << "' is " << replaced
+                 << ", which the executable would replace; give -o another "
+                    "path\n";
+    return 1;
+  }
   std::vector<gtc::rt::Plan> plans{*step};
   gtc::rt::Bundle bundle;
   bundle.step = gtc::rt::serialize(*step);
@@ -1422,17 +1434,6 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
   if (!variants)
     return 1;
 
-  std::string runnerPath = findRunner(argv0);
-  std::string replaced = gtc::rt::sameFile(opts.output, runnerPath)
-                             ? "the runner it is built from"
-                             : gtc::rt::fileTheRunReads(
-                                   opts.output, step->config, opts.input);
-  if (!replaced.empty()) {
-    llvm::errs() << "gtc: error: -o '" << opts.output << "' is " << replaced
-                 << ", which the executable would replace; give -o another "
-                    "path\n";
-    return 1;
-  }
   auto runner = llvm::MemoryBuffer::getFile(runnerPath, /*IsText=*/false);
   if (!runner) {
     llvm::errs() << "gtc: error: cannot read the runner " << runnerPath << ": "
@@ -1450,8 +1451,8 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
   // (sm_90a: the Hopper attention kernels and gtc's own GEMM).
   std::string variantNote =
       *variants ? ", " + std::to_string(*variants) +
-                     " of them variants for one compute capability"
-               : "";
+                      " of them variants for one compute capability"
+                : "";
   size_t kernelBytes = 0;
   for (const auto &[key, bin] : bundle.kernels)
     kernelBytes += bin.size();
@@ -1472,7 +1473,8 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
       opts.arch.c_str(), bundle.kernels.empty() ? " (none)" : " + PTX",
       variantNote.c_str(), seconds);
   llvm::outs() << "model " << step->model << ", "
-               << gtc::rt::describeBatch(*step, processes) << ", precision " << gtc::rt::name(step->config.precision) << "; run '"
+               << gtc::rt::describeBatch(*step, processes) << ", precision "
+               << gtc::rt::name(step->config.precision) << "; run '"
                << opts.output << " --help' for its options\n";
   return 0;
 }
@@ -1675,8 +1677,8 @@ int main(int argc, char **argv) {
         auto name = llvm::dyn_cast<mlir::NameLoc>(d.getLocation());
         if (!name || !name.getName().strref().starts_with("--"))
           return mlir::failure();
-        llvm::errs() << "gtc: " << severity(d) << ": " << d.str() << " (given by "
-                     << name.getName().strref() << ")\n";
+        llvm::errs() << "gtc: " << severity(d) << ": " << d.str()
+                     << " (given by " << name.getName().strref() << ")\n";
         for (mlir::Diagnostic &note : d.getNotes())
           llvm::errs() << "gtc: note: " << note.str() << "\n";
         return mlir::success();

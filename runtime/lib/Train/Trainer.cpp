@@ -556,13 +556,15 @@ bool Training::open() {
     StartupPhase dataPhase("data");
     // (the paths are the train block's, relative to the current
     // directory, or --data's and --eval's)
+    // (an executable has no train block to fix)
+    const bool block = !options.compiled;
     if (!(data = openSource(c.data, error)))
       return fail(error + " (the training data: " +
-                  (options.compiled ? "" : "fix the train block's data = ..., or ") +
+                  (block ? "fix the train block's data = ..., or " : "") +
                   "give --data)");
     if (!c.eval.kind.empty() && !(evalData = openSource(c.eval, error)))
       return fail(error + " (the evaluation data: " +
-                  (options.compiled ? "" : "fix the train block's eval = ..., or ") +
+                  (block ? "fix the train block's eval = ..., or " : "") +
                   "give --eval)");
   }
   if (!matchFeeds(step, *data, "training", feeds, error))
@@ -845,12 +847,11 @@ bool Training::resume() {
                   " (all processes together), and this run's is " +
                   std::to_string(batch) +
                   "; its data would resume at another example: " +
-                  (options.compiled ? "resume it with an executable compiled "
-                                      "for batch " +
-                                          std::to_string(*saved) +
-                                          " (gtc compile --batch " +
-                                          std::to_string(*saved) + ")"
-                                    : "give --batch " + std::to_string(*saved)) +
+                  (options.compiled
+                       ? "resume it with an executable compiled for batch " +
+                             std::to_string(*saved) + " (gtc compile --batch " +
+                             std::to_string(*saved) + ")"
+                       : "give --batch " + std::to_string(*saved)) +
                   ", or start from its weights with --init");
   }
   // Continue the same sequence of batches unless a seed is given again,

@@ -1,4 +1,4 @@
-//===- Files.h - Writing files safely ----------------------------*- C++ -*-===//
+//===- Files.h - Writing files safely ---------------------------*- C++ -*-===//
 //
 // gtc writes checkpoints, executables, logs and cache entries to a
 // temporary file beside the target and renames it over the target, so that
