@@ -1221,6 +1221,8 @@ template <typename T> T *CpuExecutor<T>::region(Region r) const {
 template <typename T>
 void CpuExecutor<T>::copyRegionFrom(const CpuExecutor &from, Region r) {
   const int64_t n = regionElements(r);
+  if (n == 0 && from.regionElements(r) == 0)
+    return; // neither has it (a model without attention keeps no KV cache)
   if (n != from.regionElements(r) || widen(r) != from.widen(r) ||
       !regions_.count(r) || !from.regions_.count(r))
     throw RuntimeError(std::string("the two plans' ") + regionName(r) +

@@ -693,6 +693,9 @@ void CudaExecutor::copyRegionFrom(const CudaExecutor &from, Region r) {
   const Impl &F = *from.impl;
   auto size = I.plan.regionSize.find(r);
   auto other = F.plan.regionSize.find(r);
+  // Neither has the region (a model without attention keeps no KV cache).
+  if (size == I.plan.regionSize.end() && other == F.plan.regionSize.end())
+    return;
   if (size == I.plan.regionSize.end() || other == F.plan.regionSize.end() ||
       size->second != other->second)
     throw RuntimeError(std::string("the two plans' ") + regionName(r) +
