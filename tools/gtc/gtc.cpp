@@ -104,7 +104,8 @@ compile options (gtc compile FILE.gt -o EXE [--batch N] [--precision P] [--check
                  plus PTX of the newest for later GPUs
 
 A file named '-' is read from standard input. Exit status: 0 on success,
-1 when the file has an error, 2 on a command-line mistake.
+1 when the file or the run has an error, 2 on a command-line mistake, 130
+when a run was interrupted (Ctrl-C or SIGTERM, after saving).
 )";
 
 enum class Emit { None, AST, MLIR, Step, Plan, Cuda };

@@ -114,7 +114,7 @@ struct RunOption {
   /// --dry-run).
   bool compiling = false;
   /// Its help in a compiled executable, where that differs; "" when an
-  /// executable refuses it (gtc run's alone).
+  /// executable refuses it (gtc run's alone, or the compiler's: --explain).
   const char *compiledHelp = nullptr;
 };
 
@@ -357,12 +357,12 @@ const RunOption kRunOptions[] = {
      "activations, workspace), each op's precision, the padded GEMMs, what "
      "gradient checkpointing saves and recomputes, and every kernel of a "
      "step (its ops, bytes moved, FLOPs) before training",
-     setFlag<&RunArgs::explain>, kCompiling},
+     setFlag<&RunArgs::explain>, kCompiling, ""},
     {"--dry-run", "",
      "compile, plan and print what --explain prints, then exit without "
      "training; --device cuda plans the GPU program on a machine without a "
      "GPU",
-     setFlag<&RunArgs::dryRun>, kCompiling},
+     setFlag<&RunArgs::dryRun>, kCompiling, ""},
     {"--check-numerics", "",
      "after every op of every step, check that its output is finite; the "
      "first that is not stops the run with its op, source location, layer "
@@ -438,13 +438,14 @@ std::string column(const std::string &head, size_t width) {
 std::string gtc::rt::runOptionsHelp(bool compiled) {
   std::string out, fixed;
   for (const RunOption &o : kRunOptions) {
+    // (an executable refuses these: gtc run's alone, or the compiler's)
+    if (compiled && o.compiledHelp && !*o.compiledHelp)
+      continue;
     if (compiled && o.compiling) {
       fixed += std::string(fixed.empty() ? "" : ", ") + o.name;
       continue;
     }
     const char *help = compiled && o.compiledHelp ? o.compiledHelp : o.help;
-    if (!*help)
-      continue;
     std::string head = std::string("  ") + o.name +
                        (*o.metavar ? std::string(" ") + o.metavar : "");
     out += wrap(column(head, 17), help, 17);
