@@ -10,6 +10,7 @@
 #include "gtc/CodeGen/CudaEmitter.h"
 #include "gtc/Dialect/GT/GTOps.h"
 #include "gtc/Frontend/Driver.h"
+#include "gtc/Plan/PlanBuilder.h"
 #include "gtc/Plan/Settings.h"
 #include "gtc/Runtime/Bundle.h"
 #include "gtc/Runtime/Cache.h"
@@ -1080,6 +1081,23 @@ int runModel(const Options &opts, mlir::ModuleOp module,
     if (!settings.batchAuto &&
         !batchSplits(settings.compile.batch, processes))
       return 1;
+    // What the workers would each find, found once, before they start.
+    const int64_t share = settings.compile.batch / processes;
+    const int64_t micro = settings.compile.microBatch;
+    if (!settings.batchAuto && micro > 0 && share % micro != 0) {
+      llvm::errs() << "gtc: error: micro_batch = " << micro
+                   << " does not divide a process's share of the batch, "
+                   << share << " (" << settings.compile.batch << " over "
+                   << processes << " processes); give a divisor of " << share
+                   << " (or auto)\n";
+      return 1;
+    }
+    for (auto train : module.getOps<mlir::gt::TrainOp>())
+      if (mlir::FailureOr<gtc::rt::TrainConfig> config =
+              gtc::trainConfig(train);
+          mlir::succeeded(config) &&
+          !gtc::rt::applyDataPaths(opts.args, *config, error))
+        return usageError(error);
     return gtc::rt::spawnWorkers(processes, opts.argv);
   }
 
