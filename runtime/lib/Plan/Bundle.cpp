@@ -109,7 +109,11 @@ bool gtc::rt::readBundle(const std::string &path, Bundle &b,
   const char *t = file.data() + file.size() - kTrailer;
   uint64_t size = getU64(t), sum = getU64(t + 8);
   if (size > file.size() - kTrailer) {
-    error = path + ": the payload is truncated" + rebuild;
+    // (or its recorded size was damaged: the file cannot tell which)
+    error = path + ": the payload is truncated or its recorded size damaged "
+                   "(it says " + std::to_string(size) + " bytes, and the file "
+                   "holds " + std::to_string(file.size() - kTrailer) +
+            " before its trailer)" + rebuild;
     return false;
   }
   std::string_view records(file.data() + file.size() - kTrailer - size, size);
