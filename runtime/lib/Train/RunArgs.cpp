@@ -586,7 +586,9 @@ bool gtc::rt::checkRunArgs(const RunArgs &args, std::string &error,
                          : !printsPlan && !args.data.empty() ? "--data"
                          : !printsPlan && !args.eval.empty() ? "--eval"
                          : r.checkNumerics ? "--check-numerics"
-                                           : nullptr;
+                         // (no process meets another)
+                         : !args.rendezvous.empty() ? "--rendezvous"
+                                                    : nullptr;
   if (training) {
     error = std::string(mode) + " trains nothing, so " + training +
             " would have no effect; drop it";
