@@ -12,6 +12,7 @@
 #include "gtc/CodeGen/CudaEmitter.h"
 #include "gtc/Runtime/Comm.h"
 #include "gtc/Runtime/Cuda.h"
+#include "gtc/Runtime/Files.h"
 #include "gtc/Runtime/Startup.h"
 #include "gtc/Runtime/Bundle.h"
 #include "gtc/Runtime/RunArgs.h"
@@ -105,7 +106,7 @@ int main(int argc, char **argv) {
     self = self.substr(slash + 1);
   rt::Bundle bundle;
   std::string error;
-  const std::string exe = "/proc/self/exe";
+  const std::string exe = rt::runningProgram();
   if (!rt::readBundle(exe, bundle, error)) {
     if (size_t at = error.find(exe); at != std::string::npos)
       error.replace(at, exe.size(), argv[0]); // name the file as invoked

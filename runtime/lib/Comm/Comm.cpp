@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "gtc/Runtime/Comm.h"
+#include "gtc/Runtime/Files.h"
 #include "Comm/Store.h"
 
 #include <arpa/inet.h>
@@ -443,7 +444,7 @@ extern "C" void forwardSignal(int sig) {
     ::dup2(null, STDOUT_FILENO);
     ::close(null);
   }
-  ::execv("/proc/self/exe", argv);
+  ::execv(runningProgram().c_str(), argv);
   std::fprintf(stderr, "gtc: error: cannot start a worker: %s\n",
                std::strerror(errno));
   ::_exit(127);
