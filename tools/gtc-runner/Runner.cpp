@@ -13,6 +13,7 @@
 #include "gtc/Runtime/Comm.h"
 #include "gtc/Runtime/Cuda.h"
 #include "gtc/Runtime/Files.h"
+#include "gtc/Runtime/Messages.h"
 #include "gtc/Runtime/Startup.h"
 #include "gtc/Runtime/Bundle.h"
 #include "gtc/Runtime/RunArgs.h"
@@ -104,6 +105,7 @@ int main(int argc, char **argv) {
   std::string self = argv[0];
   if (size_t slash = self.rfind('/'); slash != std::string::npos)
     self = self.substr(slash + 1);
+  rt::setProgramName(self);
   rt::Bundle bundle;
   std::string error;
   const std::string exe = rt::runningProgram();

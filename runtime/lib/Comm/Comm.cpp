@@ -8,6 +8,7 @@
 
 #include "gtc/Runtime/Comm.h"
 #include "gtc/Runtime/Files.h"
+#include "gtc/Runtime/Messages.h"
 #include "Comm/Store.h"
 
 #include <arpa/inet.h>
@@ -445,8 +446,9 @@ extern "C" void forwardSignal(int sig) {
     ::close(null);
   }
   ::execv(runningProgram().c_str(), argv);
-  std::fprintf(stderr, "gtc: error: cannot start a worker: %s\n",
-               std::strerror(errno));
+  int error = errno;
+  std::fprintf(stderr, "%scannot start a worker: %s\n",
+               errorPrefix().c_str(), std::strerror(error));
   ::_exit(127);
 }
 
@@ -483,7 +485,7 @@ int gtc::rt::spawnWorkers(int n, char **argv) {
   std::string error;
   int store = listeningSocket(0, error);
   if (store < 0) {
-    std::cerr << "gtc: error: cannot open the workers' rendezvous socket: "
+    std::cerr << errorPrefix() << "cannot open the workers' rendezvous socket: "
               << error << "\n";
     return 1;
   }
@@ -496,7 +498,7 @@ int gtc::rt::spawnWorkers(int n, char **argv) {
   for (int r = 0; r < n; ++r) {
     int p[2];
     if (::pipe(p) != 0) {
-      std::cerr << "gtc: error: cannot start worker " << r << ": "
+      std::cerr << errorPrefix() << "cannot start worker " << r << ": "
                 << std::strerror(errno) << "\n";
       forwardSignal(SIGTERM);
       return 1;
@@ -507,7 +509,7 @@ int gtc::rt::spawnWorkers(int n, char **argv) {
     ::close(p[1]);
     if (pid < 0) {
       ::close(p[0]);
-      std::cerr << "gtc: error: cannot start worker " << r << ": "
+      std::cerr << errorPrefix() << "cannot start worker " << r << ": "
                 << std::strerror(errno) << "\n";
       break;
     }
@@ -587,7 +589,7 @@ int gtc::rt::spawnWorkers(int n, char **argv) {
       killed = true;
       for (int r = 0; r < n; ++r)
         if (pids[r] > 0) {
-          std::cerr << "gtc: error: rank " << r << " did not stop within "
+          std::cerr << errorPrefix() << "rank " << r << " did not stop within "
                     << kGrace.count() << " s; killing it\n";
           ::kill(pids[r], SIGKILL);
         }
@@ -607,10 +609,10 @@ int gtc::rt::spawnWorkers(int n, char **argv) {
         status = code; // stopped as asked: 130 after a checkpoint
       if (code != 0 && !stopping) {
         if (WIFSIGNALED(ws))
-          std::cerr << "gtc: error: rank " << r << " was killed by signal "
+          std::cerr << errorPrefix() << "rank " << r << " was killed by signal "
                     << WTERMSIG(ws) << "; stopping the other workers\n";
         else if (code != 130)
-          std::cerr << "gtc: error: rank " << r << " failed (exit status "
+          std::cerr << errorPrefix() << "rank " << r << " failed (exit status "
                     << code << "); stopping the other workers\n";
         status = code;
         stopOthers(r);

@@ -12,6 +12,7 @@
 #include "gtc/Runtime/Comm.h"
 #include "gtc/Runtime/CpuExecutor.h"
 #include "gtc/Runtime/Env.h"
+#include "gtc/Runtime/Messages.h"
 
 #include <atomic>
 #include <cstdlib>
@@ -420,7 +421,7 @@ void NcclCommunicator::startWatchdog(std::chrono::seconds stale) {
                   std::to_string(rank) + ": " +
                   nccl().ncclGetErrorString(async);
       if (!failure.empty() && !stopping) {
-        std::string text = "gtc: error: rank " + std::to_string(rank) +
+        std::string text = errorPrefix() + "rank " + std::to_string(rank) +
                            " stops: " + failure +
                            "; aborting the NCCL communicator\n";
         ssize_t ignored = ::write(STDERR_FILENO, text.data(), text.size());

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Train/Backends.h"
+#include "gtc/Runtime/Messages.h"
 #include "gtc/Runtime/Profile.h"
 #include "gtc/Runtime/Trainer.h"
 #include <algorithm>
@@ -99,7 +100,7 @@ static int benchmarkImpl(const Plan &plan, const RunOptions &run,
   std::ostream nowhere(nullptr);
   std::ostream &out = rank == 0 ? rankOut : nowhere;
   if (run.comm && run.device != "cuda") {
-    err << "gtc: error: " << kCpuBenchError << "\n";
+    err << errorPrefix() << kCpuBenchError << "\n";
     return 1;
   }
   Rng rng(1);
@@ -121,7 +122,7 @@ static int benchmarkImpl(const Plan &plan, const RunOptions &run,
   PowerReading power;
   const bool profiling = !run.profilePath.empty();
   if (profiling && plan.microBatches > 1) {
-    err << "gtc: error: --profile records the kernels of one step of the "
+    err << errorPrefix() << "--profile records the kernels of one step of the "
            "compiled batch; with gradient accumulation ("
         << plan.microBatches << " micro-batches of " << plan.batch
         << ") profile --micro-batch " << plan.batch << " as --batch "
@@ -134,13 +135,14 @@ static int benchmarkImpl(const Plan &plan, const RunOptions &run,
     if (std::string file =
             fileTheRunReads(run.profilePath, plan.config, run.sourcePath);
         !file.empty()) {
-      err << "gtc: error: --profile '" << run.profilePath << "' is " << file
+      err << errorPrefix() << "--profile '" << run.profilePath << "' is "
+          << file
           << ", which the trace would replace; give --profile another path\n";
       return 1;
     }
     trace.open(run.profilePath);
     if (!trace) {
-      err << "gtc: error: cannot write the profile to '" << run.profilePath
+      err << errorPrefix() << "cannot write the profile to '" << run.profilePath
           << "'; check that its directory exists and is writable\n";
       return 1;
     }
@@ -173,7 +175,7 @@ static int benchmarkImpl(const Plan &plan, const RunOptions &run,
       setThreads(run.threads);
       if (std::string shortfall = hostMemoryShortfall(plan);
           !shortfall.empty()) {
-        err << "gtc: error: " << shortfall << "\n";
+        err << errorPrefix() << shortfall << "\n";
         return 1;
       }
       // The trainer's own step (accumulation, unscaling, clipping, the
@@ -201,7 +203,7 @@ static int benchmarkImpl(const Plan &plan, const RunOptions &run,
         profileCpu(plan, backend, iters + warmup + 1, ms, profile);
     }
   } catch (const std::exception &e) {
-    err << "gtc: error: " << e.what() << "\n";
+    err << errorPrefix() << e.what() << "\n";
     return 1;
   }
   char line[256];
@@ -229,7 +231,7 @@ static int benchmarkImpl(const Plan &plan, const RunOptions &run,
   writeChromeTrace(profile, trace);
   trace.flush();
   if (!trace) {
-    err << "gtc: error: cannot write the profile to '" << run.profilePath
+    err << errorPrefix() << "cannot write the profile to '" << run.profilePath
         << "'; check that its directory exists and is writable\n";
     return 1;
   }

@@ -4,6 +4,7 @@
 #include "Backends.h"
 #include "gtc/Runtime/CpuExecutor.h"
 #include "gtc/Runtime/Cuda.h"
+#include "gtc/Runtime/Messages.h"
 #include "gtc/Runtime/Numerics.h"
 #include <algorithm>
 #include <chrono>
@@ -141,7 +142,7 @@ public:
 };
 
 int fail(std::ostream &err, const std::string &message) {
-  err << "gtc: error: " << message << "\n";
+  err << errorPrefix() << message << "\n";
   return 1;
 }
 

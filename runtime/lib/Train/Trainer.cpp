@@ -8,6 +8,7 @@
 #include "gtc/Runtime/CpuExecutor.h"
 #include "gtc/Runtime/Cuda.h"
 #include "gtc/Runtime/Data.h"
+#include "gtc/Runtime/Messages.h"
 #include "gtc/Runtime/Numerics.h"
 #include "gtc/Runtime/Optimizer.h"
 #include "gtc/Runtime/Sample.h"
@@ -206,7 +207,7 @@ bool gtc::rt::loadInitialWeights(const Plan &plan, const std::string &path,
   std::map<std::string, std::string> meta;
   std::string error;
   if (!readSafetensors(path, tensors, meta, error)) {
-    err << "gtc: error: cannot --init: " << error << "\n";
+    err << errorPrefix() << "cannot --init: " << error << "\n";
     return false;
   }
   std::map<std::string, const StoredTensor *> byName;
@@ -216,7 +217,7 @@ bool gtc::rt::loadInitialWeights(const Plan &plan, const std::string &path,
     const Buffer &b = plan.buffers[p.buffer];
     auto it = byName.find(p.name);
     if (it == byName.end()) {
-      err << "gtc: error: cannot --init: " << path << " has no tensor '"
+      err << errorPrefix() << "cannot --init: " << path << " has no tensor '"
           << p.name << "' (the model's parameter "
           << typeText(DType::F32, b.shape)
           << "); its names must be the model's (gtc check --emit=mlir "
@@ -231,7 +232,7 @@ bool gtc::rt::loadInitialWeights(const Plan &plan, const std::string &path,
       std::string shape;
       for (int64_t d : t.shape)
         shape += (shape.empty() ? "" : ", ") + std::to_string(d);
-      err << "gtc: error: cannot --init: " << path << ": '" << p.name
+      err << errorPrefix() << "cannot --init: " << path << ": '" << p.name
           << "' is " << t.dtype << "[" << shape << "], the model needs "
           << typeText(DType::F32, b.shape)
           << " (f32, f64, bf16 or f16 elements)\n";
@@ -255,7 +256,7 @@ bool gtc::rt::loadInitialWeights(const Plan &plan, const std::string &path,
       }
     }
     if (std::string bad = NumericsCheck::count(dst, n); !bad.empty()) {
-      err << "gtc: error: cannot --init: " << path << ": '" << p.name
+      err << errorPrefix() << "cannot --init: " << path << ": '" << p.name
           << "' holds " << bad << " (the file is damaged, or its run "
           << "diverged); start from another file\n";
       return false;
@@ -476,7 +477,7 @@ private:
                      double eta);
   bool finish();
   bool fail(const std::string &message) {
-    err << "gtc: error: " << message << "\n";
+    err << errorPrefix() << message << "\n";
     return false;
   }
 
@@ -514,7 +515,7 @@ private:
     if (log || logLost)
       return;
     logLost = true;
-    err << "\ngtc: error: cannot write the log '" << options.logPath
+    err << "\n" << errorPrefix() << "cannot write the log '" << options.logPath
         << "': " << std::strerror(errno)
         << "; training goes on without it and the run will exit with "
            "status 1 (free space there, or give --log another path)\n";
@@ -718,7 +719,7 @@ bool Training::resume() {
     byName[t.name] = &t;
   bool hasState = meta["optimizer"] == name(c.optimizer);
   if (!hasState && rank == 0)
-    err << "gtc: note: " << options.resumePath << " was saved with "
+    err << notePrefix() << options.resumePath << " was saved with "
         << (meta["optimizer"].empty() ? "no optimizer named"
                                       : meta["optimizer"])
         << " and this run uses " << name(c.optimizer)
@@ -731,7 +732,7 @@ bool Training::resume() {
         return t.name.rfind("optimizer.momentum_buffer.", 0) == 0;
       });
   if (noMomentum && rank == 0)
-    err << "gtc: note: " << options.resumePath
+    err << notePrefix() << options.resumePath
         << " holds no momentum buffers (it was saved without momentum): "
            "the momentum starts at zero\n";
   if (hasState && c.optimizer != OptimizerKind::Sgd) {
@@ -787,7 +788,7 @@ bool Training::resume() {
   }
   if (!differ.empty()) {
     constexpr size_t kShown = 8;
-    err << "gtc: error: cannot resume: " << options.resumePath
+    err << errorPrefix() << "cannot resume: " << options.resumePath
         << " does not fit model '" << step.model << "' (was the model "
         << "changed since it was saved?): " << differ.size() << " tensor"
         << (differ.size() == 1 ? "" : "s") << " differ:\n";
@@ -1223,7 +1224,8 @@ bool Training::trainStep(int64_t s) {
       Startup::get().close();
     }
   } catch (const RuntimeError &e) {
-    err << "\ngtc: error: at step " << s + 1 << ": " << e.what() << "\n";
+    err << "\n"
+        << errorPrefix() << "at step " << s + 1 << ": " << e.what() << "\n";
     return false;
   }
   ++sinceStart;
@@ -1322,7 +1324,8 @@ bool Training::checkLoss(int64_t s) {
   lastLoss = loss;
   // With loss scaling an inf/NaN step is skipped, not fatal.
   if (!std::isfinite(loss) && !scaling) {
-    err << "\ngtc: error: the loss is " << loss << " at step " << s + 1
+    err << "\n"
+        << errorPrefix() << "the loss is " << loss << " at step " << s + 1
         << "; lower the learning rate or add grad_clip\n";
     return false;
   }
@@ -1335,8 +1338,9 @@ bool Training::checkLoss(int64_t s) {
   double scale;
   int64_t skipped;
   if (scaling && backend->lossScale(scale, skipped) && scale < 0x1p-24) {
-    err << "\ngtc: error: the fp16 loss scale fell to " << scale << " after "
-        << skipped << " skipped steps (at step " << s + 1
+    err << "\n"
+        << errorPrefix() << "the fp16 loss scale fell to " << scale
+        << " after " << skipped << " skipped steps (at step " << s + 1
         << "): the gradients overflow whatever the scale; lower the "
            "learning rate, add grad_clip, or use precision bf16\n";
     return false;
@@ -1416,7 +1420,7 @@ int gtc::rt::train(const Plan &step, const EvalPlanFn &evalPlan,
                    std::ostream &err) {
   if ((options.sampleEvery > 0 || step.config.sampleEvery > 0) &&
       !options.sampleWindow) {
-    err << "gtc: error: sample_every prints samples under gtc run; a "
+    err << errorPrefix() << "sample_every prints samples under gtc run; a "
            "compiled training executable has no generation plans (sample "
            "from its --save file with gtc sample)\n";
     return 1;
@@ -1425,11 +1429,12 @@ int gtc::rt::train(const Plan &step, const EvalPlanFn &evalPlan,
   try {
     status = Training(step, evalPlan, options, out, err).run();
   } catch (const RuntimeError &e) {
-    err << "\ngtc: error: " << e.what() << "\n";
+    err << "\n" << errorPrefix() << e.what() << "\n";
   } catch (const std::bad_alloc &) {
-    err << "\ngtc: error: out of memory; " << lowerBatch(options) << "\n";
+    err << "\n"
+        << errorPrefix() << "out of memory; " << lowerBatch(options) << "\n";
   } catch (const std::exception &e) {
-    err << "\ngtc: error: " << e.what() << "\n";
+    err << "\n" << errorPrefix() << e.what() << "\n";
   }
   // After an error this rank leaves without the others: they learn it from
   // the communicator instead of waiting for its collectives.
