@@ -700,14 +700,34 @@ bool keepOutput(llvm::ToolOutputFile &output, const std::string &path) {
   return false;
 }
 
+/// A process's share of the training data's examples (the train block's
+/// data, or --data's), which bounds --batch auto: an epoch needs a step.
+/// 0 when the data does not open here (the run says why when it opens it).
+int64_t examplesAProcess(const Options &opts, mlir::ModuleOp module,
+                         int processes) {
+  std::string error;
+  for (auto train : module.getOps<mlir::gt::TrainOp>()) {
+    mlir::FailureOr<gtc::rt::TrainConfig> config = gtc::trainConfig(train);
+    if (mlir::failed(config) ||
+        !gtc::rt::applyDataPaths(opts.args, *config, error) ||
+        config->data.kind.empty())
+      return 0;
+    std::unique_ptr<gtc::rt::Dataset> data =
+        gtc::rt::openSource(config->data, error);
+    return data ? data->size() / processes : 0;
+  }
+  return 0;
+}
+
 /// The compile options of gtc run and gtc compile: the resolved settings,
 /// with `deviceMemory`, what the step may use (0: unknown). With --batch
-/// auto, the largest batch whose predicted peak fits the
-/// checkpoint budget (every repeat iteration recomputed; compileStep's
-/// search then recomputes as few as fit), else 95% of deviceMemory. False
-/// after printing the error.
-bool compileOptions(const gtc::Settings &settings, mlir::ModuleOp module,
-                    int64_t deviceMemory, gtc::CompileOptions &compile) {
+/// auto, the largest batch of at most a process's share of the training
+/// examples whose predicted peak fits the checkpoint budget (every repeat
+/// iteration recomputed; compileStep's search then recomputes as few as
+/// fit), else 95% of deviceMemory. False after printing the error.
+bool compileOptions(const Options &opts, const gtc::Settings &settings,
+                    mlir::ModuleOp module, int64_t deviceMemory,
+                    int processes, gtc::CompileOptions &compile) {
   compile = settings.compile;
   compile.deviceMemory = deviceMemory;
   if (!settings.batchAuto)
@@ -735,15 +755,21 @@ bool compileOptions(const gtc::Settings &settings, mlir::ModuleOp module,
                     "executable runs elsewhere)\n";
     return false;
   }
+  const int64_t examples = examplesAProcess(opts, module, processes);
   mlir::FailureOr<int64_t> batch =
-      gtc::largestBatch(module, compile, budget, checkpointing);
+      gtc::largestBatch(module, compile, budget, checkpointing, examples);
   if (mlir::failed(batch))
     return false;
   compile.batch = *batch;
   // On stderr: stdout may be an --emit output.
-  llvm::errs() << "batch auto: " << *batch
-               << ", the largest whose predicted peak fits "
-               << llvm::format("%.2f MiB", budget / 1048576.0) << " ("
+  llvm::errs() << "batch auto: " << *batch;
+  if (*batch == examples)
+    llvm::errs() << (processes > 1 ? ", a process's share of the"
+                                   : ", all of the")
+                 << " training examples (one step an epoch), within ";
+  else
+    llvm::errs() << ", the largest whose predicted peak fits ";
+  llvm::errs() << llvm::format("%.2f MiB", budget / 1048576.0) << " ("
                << (checkpointing    ? "the checkpoint budget, every repeat "
                                           "iteration recomputed"
                    : fromCheckpoint ? "the checkpoint budget; no repeat loop "
@@ -1116,10 +1142,10 @@ int runModel(const Options &opts, mlir::ModuleOp module,
   }
 
   gtc::CompileOptions compile;
-  if (!compileOptions(settings, module,
+  if (!compileOptions(opts, settings, module,
                       run.device == "cpu" ? gtc::rt::availableMemory()
                                           : run.deviceFreeMemory,
-                      compile))
+                      processes, compile))
     return 1;
   if (!perProcess(opts, settings, processes, compile))
     return 1;
@@ -1388,7 +1414,8 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
                     "on every GPU with gtc run, or compile with devices = N\n";
   // The executable runs elsewhere: no device memory to plan for.
   gtc::CompileOptions compile;
-  if (!compileOptions(settings, module, /*deviceMemory=*/0, compile))
+  if (!compileOptions(opts, settings, module, /*deviceMemory=*/0, processes,
+                      compile))
     return 1;
   if (!perProcess(opts, settings, processes, compile))
     return 1;

@@ -8,6 +8,7 @@
 #include "mlir/IR/TypeUtilities.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
+#include <algorithm>
 
 using namespace mlir;
 using namespace mlir::gt;
@@ -408,7 +409,8 @@ gtc::lowerToStep(ModuleOp module, const CompileOptions &options) {
 
 FailureOr<int64_t> gtc::largestBatch(ModuleOp module,
                                      const CompileOptions &options,
-                                     int64_t budget, bool &checkpointing) {
+                                     int64_t budget, bool &checkpointing,
+                                     int64_t limit) {
   CompileOptions o = options;
   o.batch = 1;
   FailureOr<rt::Plan> first = failure();
@@ -440,19 +442,26 @@ FailureOr<int64_t> gtc::largestBatch(ModuleOp module,
       return failure();
     return plan->memory().peak() <= budget;
   };
-  // Doubling, then bisection: the peak grows with the batch.
-  int64_t lo = 1, hi = 2;
+  // Doubling up to the limit, then bisection: the peak grows with the
+  // batch.
   constexpr int64_t kMaxBatch = int64_t(1) << 24;
-  for (; hi <= kMaxBatch; hi *= 2) {
+  const int64_t most = limit > 0 ? std::min(limit, kMaxBatch) : kMaxBatch;
+  int64_t lo = 1, hi = 2;
+  for (;; hi *= 2) {
+    if (hi >= most) {
+      if (lo == most)
+        return lo;
+      hi = most;
+    }
     FailureOr<bool> ok = fits(hi);
     if (failed(ok))
       return failure();
     if (!*ok)
       break;
     lo = hi;
+    if (lo == most)
+      return lo;
   }
-  if (hi > kMaxBatch)
-    return lo;
   while (lo + 1 < hi) {
     int64_t mid = (lo + hi) / 2;
     FailureOr<bool> ok = fits(mid);

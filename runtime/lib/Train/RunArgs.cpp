@@ -218,8 +218,9 @@ const RunOption kRunOptions[] = {
      setCount<&RunOptions::steps>},
     {"--epochs", "N", "train N epochs", setCount<&RunOptions::epochs>},
     {"--batch", "N",
-     "batch size; auto: the largest whose predicted peak fits the checkpoint "
-     "budget, or else 95% of the device's free memory",
+     "batch size; auto: the largest, of at most the training examples, "
+     "whose predicted peak fits the checkpoint budget, or else 95% of the "
+     "device's free memory",
      [](const std::string &name, const std::string &v, RunArgs &out,
         std::string &error) {
        // The last --batch given wins.

@@ -90,14 +90,16 @@ bool checkpointRequested(const CompileOptions &options);
 /// 95% of the options' deviceMemory (0 when it is not known).
 int64_t memoryBudget(const CompileOptions &options);
 
-/// `--batch auto`: the largest batch whose training step's predicted peak
-/// fits `budget` bytes, every repeat iteration recomputed when
-/// `checkpointing` (then compileStep's budget search takes it from there;
-/// cleared for a model without repeat loops), else as the options say. An
-/// error when not even batch 1 fits.
+/// `--batch auto`: the largest batch, at most `limit` (0: no limit but the
+/// search's 2^24), whose training step's predicted peak fits `budget`
+/// bytes, every repeat iteration recomputed when `checkpointing` (then
+/// compileStep's budget search takes it from there; cleared for a model
+/// without repeat loops), else as the options say. An error when not even
+/// batch 1 fits.
 mlir::FailureOr<int64_t> largestBatch(mlir::ModuleOp module,
                                       const CompileOptions &options,
-                                      int64_t budget, bool &checkpointing);
+                                      int64_t budget, bool &checkpointing,
+                                      int64_t limit = 0);
 
 /// Compiles the evaluation pass: the forward graph returning the loss and,
 /// when the loss is a cross_entropy, the accuracy of its logits.
