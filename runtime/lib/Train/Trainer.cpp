@@ -334,23 +334,44 @@ std::string gtc::rt::fileTheRunReads(const std::string &path,
 
 namespace {
 
+/// What `path` is among the files the run reads (fileTheRunReads) or its
+/// --init and --resume files, which the log or the checkpoint `writer`
+/// ("--log", "--save") must not replace; for the log, also the checkpoint
+/// --save writes. --save may name --resume's file: a run goes on from its
+/// checkpoint and saves where it was. Empty when it is none of them.
+std::string fileTheRunUses(const std::string &path, const TrainConfig &c,
+                           const RunOptions &o, const std::string &writer) {
+  if (std::string file = fileTheRunReads(path, c, o.sourcePath);
+      !file.empty())
+    return file;
+  if (sameTarget(path, o.initPath))
+    return "the --init weights ('" + o.initPath + "')";
+  if (writer != "--save" && sameTarget(path, o.resumePath))
+    return "the --resume checkpoint ('" + o.resumePath + "')";
+  if (writer != "--save" && sameTarget(path, o.savePath))
+    return "the --save checkpoint ('" + o.savePath + "')";
+  return "";
+}
+
 /// Why checkpoints cannot go to `path` (empty when they can): it names
 /// something other than a file (a checkpoint replaces the file it is
 /// written to, and must not replace a directory, a pipe or a device), or
-/// one of the run's data files or its model's file, or the temporary file
+/// one of the run's data files, its model's file or its --init weights, or
+/// the temporary file
 /// the checkpoint is written to first cannot be created beside it (its
 /// directory does not exist or cannot be written, or the name is too
 /// long). Checked before training, so that a long run does not end
 /// without its checkpoint.
 std::string unwritable(const std::string &path, const TrainConfig &c,
-                       const std::string &source) {
+                       const RunOptions &options) {
   struct stat st;
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
     return "--save '" + path + "' is " +
            (S_ISDIR(st.st_mode) ? "a directory"
                                 : "not a regular file (a pipe or a device)") +
            "; give the path of a checkpoint file";
-  if (std::string file = fileTheRunReads(path, c, source); !file.empty())
+  if (std::string file = fileTheRunUses(path, c, options, "--save");
+      !file.empty())
     return "--save '" + path + "' is " + file +
            ", which the checkpoint would replace; give --save another path";
   const size_t slash = path.rfind('/');
@@ -679,12 +700,12 @@ bool Training::start() {
   if (haveScaler)
     backend->setScaler(resumedScaler);
   if (!options.savePath.empty() && rank == 0)
-    if (std::string why = unwritable(options.savePath, c, options.sourcePath);
+    if (std::string why = unwritable(options.savePath, c, options);
         !why.empty())
       return fail(why);
   if (!options.logPath.empty() && rank == 0) {
-    if (std::string file = fileTheRunReads(options.logPath, c,
-                                           options.sourcePath);
+    if (std::string file = fileTheRunUses(options.logPath, c, options,
+                                          "--log");
         !file.empty())
       return fail("--log '" + options.logPath + "' is " + file +
                   ", which the log would replace; give --log another path");

@@ -27,6 +27,11 @@ std::string tempPathBeside(const std::string &path);
 /// through links and other spellings of the path).
 bool sameFile(const std::string &a, const std::string &b);
 
+/// Whether `a` and `b` name one file, existing or yet to be written: the
+/// same existing file, or one name in one directory (by device and inode,
+/// so "x" and "./x" are one target before either exists).
+bool sameTarget(const std::string &a, const std::string &b);
+
 /// The running program's file (/proc/self/exe): gtc, or a compiled
 /// executable, which nothing gtc writes may replace.
 std::string runningProgram();
