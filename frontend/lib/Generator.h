@@ -275,6 +275,15 @@ public:
 
   OwningOpRef<ModuleOp> generate();
 
+  /// An error when evaluating deeper would take more than kStackBudget of
+  /// the stack from where generate() began: expressions, calls and repeat
+  /// loops each within their own limits can nest into one another deeply
+  /// enough to overflow it. (mlirGen gives generate() a stack of
+  /// kStackSize.)
+  LogicalResult checkStack(Loc l);
+  static constexpr unsigned kStackSize = 256u << 20;
+  static constexpr uintptr_t kStackBudget = 192u << 20;
+
   // Used by the built-ins.
   Location loc(Loc l) {
     return FileLineColLoc::get(&ctx, file.path, l.line, l.col);
@@ -362,6 +371,7 @@ private:
   size_t opCount = 0;
   size_t iterations = 0; ///< repeat iterations unrolled, nested ones too
   int64_t dropouts = 0;
+  uintptr_t stackBase = 0; ///< the stack pointer where generate() began
 };
 
 //===----------------------------------------------------------------------===//

@@ -10,6 +10,7 @@
 
 #include "Generator.h"
 #include "gtc/Frontend/MLIRGen.h"
+#include "llvm/Support/ProgramStack.h"
 #include <cmath>
 
 using namespace gtc;
@@ -100,6 +101,7 @@ Val Generator::constant(double v, Type elementType, Loc l) {
 //===----------------------------------------------------------------------===//
 
 OwningOpRef<ModuleOp> Generator::generate() {
+  stackBase = llvm::getStackPointer();
   module = ModuleOp::create(loc(file.model->loc));
   if (failed(genModel(*file.model)))
     return nullptr;
@@ -222,7 +224,20 @@ LogicalResult Generator::bind(const Stmt &s, StringRef name, Loc nameLoc,
   return success();
 }
 
+LogicalResult Generator::checkStack(Loc l) {
+  // (the stack grows down)
+  if (stackBase - llvm::getStackPointer() <= kStackBudget)
+    return success();
+  return error(l) << "the model nests too deeply here: expressions inside "
+                     "calls inside repeat loops take more than "
+                  << (kStackBudget >> 20)
+                  << " MiB of the compiler's stack; name intermediate "
+                     "values with statements, or nest fewer calls and loops";
+}
+
 LogicalResult Generator::genStmt(const Stmt &s) {
+  if (failed(checkStack(s.loc)))
+    return failure();
   bool inFunction = frames.back().inFunction;
   switch (s.kind) {
   case Stmt::Kind::Input:
@@ -456,6 +471,8 @@ FailureOr<Val> Generator::genInitializer(const Stmt &s,
 //===----------------------------------------------------------------------===//
 
 FailureOr<Val> Generator::eval(const Expr &e) {
+  if (failed(checkStack(e.loc)))
+    return failure();
   switch (e.kind) {
   case Expr::Kind::Number:
     return e.isInteger ? Val::ofInt(e.integer, e.loc)
@@ -747,5 +764,11 @@ FailureOr<Val> Generator::callDef(const Expr &e, const Stmt &def,
 } // namespace gtc::gen
 
 OwningOpRef<ModuleOp> gtc::mlirGen(MLIRContext &context, const File &file) {
-  return Generator(context, file).generate();
+  // On a stack of its own: its depth is checked against it, whatever the
+  // calling thread's (ulimit -s, a worker thread's).
+  OwningOpRef<ModuleOp> module;
+  llvm::runOnNewStack(Generator::kStackSize, [&] {
+    module = Generator(context, file).generate();
+  });
+  return module;
 }
