@@ -216,6 +216,11 @@ Token Lexer::lexNumber(size_t start, Loc loc) {
   double value = std::strtod(spelling.c_str(), nullptr);
   if (!std::isfinite(value))
     return error(loc, start, "number '" + spelling + "' is too large");
+  // Digits alone are read exactly, as far as int64 goes (a double holds
+  // whole numbers exactly only to 2^53: a seed of 2^53 + 1 would change).
+  errno = 0;
+  int64_t exact = whole ? std::strtoll(spelling.c_str(), nullptr, 10) : 0;
+  bool isExact = whole && errno != ERANGE;
 
   // A size suffix turns the number into a whole number of bytes.
   size_t suffixStart = pos;
@@ -243,13 +248,18 @@ Token Lexer::lexNumber(size_t start, Loc loc) {
     if (!std::isfinite(value))
       return error(loc, start,
                    "number '" + spelling + suffix.str() + "' is too large");
+    isExact = isExact && !__builtin_mul_overflow(
+                             exact, static_cast<int64_t>(scale), &exact);
     whole = true;
   }
   Token t = make(TokenKind::Number, start, loc);
   t.number = value;
-  // Whole numbers beyond 2^53 lose precision as doubles; keep them floats.
-  t.isInteger = whole && std::fabs(value) <= 9007199254740992.0;
-  t.integer = t.isInteger ? static_cast<int64_t>(value) : 0;
+  // Other whole numbers beyond 2^53 lose precision as doubles; they stay
+  // floats.
+  t.isInteger = isExact || (whole && std::fabs(value) <= 9007199254740992.0);
+  t.integer = isExact     ? exact
+              : t.isInteger ? static_cast<int64_t>(value)
+                            : 0;
   return t;
 }
 

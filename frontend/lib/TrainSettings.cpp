@@ -251,6 +251,19 @@ FailureOr<Attribute> Generator::genSetting(const Setting &setting) {
     diag << closest(v->s, fns);
     return diag;
   }
+  // A quoted name is a string, not the name: `optimizer = "adam"`.
+  if (takesCall && v->kind == Val::Kind::Str) {
+    const bool known = llvm::is_contained(fns, StringRef(v->s)) ||
+                       (setting.key == "checkpoint" && v->s == "none");
+    auto diag = error(e.loc) << setting.key << " takes a name or a call (";
+    if (setting.key == "checkpoint")
+      diag << "none, ";
+    llvm::interleaveComma(fns, diag);
+    diag << "), not a string";
+    if (known)
+      diag << "; write " << v->s << " without quotes";
+    return diag;
+  }
   if (setting.key == "grad_clip" && v->kind == Val::Kind::Int)
     return Attribute(builder.getF64FloatAttr(double(v->i)));
   return toAttr(*v, e.loc);

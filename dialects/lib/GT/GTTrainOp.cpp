@@ -54,8 +54,9 @@ public:
   explicit TrainChecker(TrainOp op) : op(op) {}
 
   LogicalResult positiveInt(StringRef key, Attribute v, int64_t min = 1) {
+    // (a BoolAttr is an IntegerAttr of i1: `seed = false` is no seed)
     auto i = dyn_cast<IntegerAttr>(v);
-    if (!i || i.getInt() < min)
+    if (!i || isa<BoolAttr>(v) || i.getInt() < min)
       return op.emitError("setting '") << key << "' must be an integer >= "
                                        << min;
     return success();
@@ -167,15 +168,21 @@ public:
           n && (n.getInt() < 1 || n.getInt() > gtc::rt::kMaxDevices))
         return op.emitError("setting 'devices' must be an integer from 1 to ")
                << gtc::rt::kMaxDevices << ", all or cpu";
-      if (isa<IntegerAttr>(v))
+      if (auto s = dyn_cast<StringAttr>(v);
+          (isa<IntegerAttr>(v) && !isa<BoolAttr>(v)) ||
+          (s && (s.getValue() == "all" || s.getValue() == "cpu")))
         return success();
-      return oneOf(key, v, {"all", "cpu"});
+      return op.emitError("setting 'devices' must be an integer from 1 to ")
+             << gtc::rt::kMaxDevices << ", all or cpu";
     case TrainSettingKind::Shard:
       return oneOf(key, v, {"none", "optimizer", "gradients"});
     case TrainSettingKind::MicroBatch:
-      if (isa<IntegerAttr>(v))
-        return positiveInt(key, v);
-      return oneOf(key, v, {"auto"});
+      if (auto s = dyn_cast<StringAttr>(v); s && s.getValue() == "auto")
+        return success();
+      if (!isa<IntegerAttr>(v) || isa<BoolAttr>(v))
+        return op.emitError("setting '")
+               << key << "' must be an integer >= 1 or auto";
+      return positiveInt(key, v);
     case TrainSettingKind::Positive:
       return positiveFloat(key, v);
     case TrainSettingKind::Bool:
