@@ -83,7 +83,7 @@ func.func @m() -> tensor<f32> attributes {gt.model} {
   %0 = gt.constant dense<1.0> : tensor<f32>
   return %0 : tensor<f32>
 }
-// expected-error @+1 {{setting 'devices' must be one of "all", "cpu"}}
+// expected-error @+1 {{setting 'devices' must be an integer from 1 to 65536, all or cpu}}
 gt.train @m {devices = "gpu"}
 
 // -----
@@ -148,7 +148,7 @@ func.func @m() -> tensor<f32> attributes {gt.model} {
   %0 = gt.constant dense<1.0> : tensor<f32>
   return %0 : tensor<f32>
 }
-// expected-error @+1 {{setting 'micro_batch' must be one of "auto"}}
+// expected-error @+1 {{setting 'micro_batch' must be an integer >= 1 or auto}}
 gt.train @m {micro_batch = "half"}
 
 // -----
