@@ -877,16 +877,29 @@ bool Training::resume() {
                   ", or start from its weights with --init");
   }
   // Continue the same sequence of batches unless a seed is given again,
-  // and the same schedule unless a length is given again.
+  // and the same schedule unless a length is given again (on the command
+  // line: the train block's may be what the command line replaced when the
+  // run began). A block that says otherwise gets a note.
   if (!options.seed && !meta["seed"].empty()) {
     char *end = nullptr;
     errno = 0;
-    seed = std::strtoull(meta["seed"].c_str(), &end, 10);
+    const uint64_t saved = std::strtoull(meta["seed"].c_str(), &end, 10);
     if (*end || errno || meta["seed"][0] == '-')
       return damaged("seed", "a seed (a whole number)");
+    if (saved != seed && rank == 0)
+      err << notePrefix() << "resuming with " << options.resumePath
+          << "'s seed " << saved << ", not the train block's " << seed
+          << "; give --seed " << seed << " for that\n";
+    seed = saved;
   }
-  if (!options.steps && !options.epochs && !meta["total_steps"].empty())
+  if (!options.steps && !options.epochs && !meta["total_steps"].empty()) {
+    if (savedTotal != total && rank == 0)
+      err << notePrefix() << "resuming " << options.resumePath
+          << "'s schedule of " << savedTotal
+          << " steps, not the train block's " << total << "; give --steps "
+          << total << " for that\n";
     total = savedTotal;
+  }
   if (first >= total)
     return fail(options.resumePath + " is at step " + std::to_string(first) +
                 ", and this run trains " + std::to_string(total) +
