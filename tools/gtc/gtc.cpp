@@ -980,27 +980,61 @@ bool explainRun(mlir::ModuleOp module, const gtc::CompileOptions &compile,
   return true;
 }
 
+/// sample_every's generation plans, at batch 1: the whole window, then one
+/// position (a model gt-decode cannot sample from is refused here, with its
+/// reason). False after printing the error.
+bool samplePlans(mlir::ModuleOp module, const gtc::CompileOptions &compile,
+                 mlir::FailureOr<gtc::rt::Plan> &window,
+                 mlir::FailureOr<gtc::rt::Plan> &step) {
+  gtc::CompileOptions one = compile;
+  one.batch = 1;
+  one.checkpointEvery = one.checkpointBudget = one.microBatch = 0;
+  one.bucketBytes = 0;
+  one.shardGradients = 1;
+  if (mlir::succeeded(window = gtc::compileDecode(module, one, 0, true)) &&
+      mlir::succeeded(step = gtc::compileDecode(module, one, 1, true)))
+    return true;
+  llvm::errs() << "gtc: error: sample_every needs a language model that "
+                  "gtc sample can generate from (above); drop "
+                  "sample_every\n";
+  return false;
+}
+
+/// gtc check, past the front end: the training step as gtc run would plan
+/// it for the CPU with the file's settings (its batch over its devices, in
+/// its micro-batches, with its checkpointing), and sample_every's plans,
+/// so that what only a plan shows is found without data or a device.
+/// False after printing the error.
+bool checkPlans(const Options &opts, mlir::ModuleOp module) {
+  const gtc::Settings settings = gtc::resolveSettings(module, opts.args);
+  int processes = 1;
+  if (const std::string &d = settings.devices;
+      !d.empty() && d != "cpu" && d != "all")
+    processes = std::stoi(d);
+  gtc::CompileOptions compile;
+  if (!compileOptions(opts, settings, module, /*deviceMemory=*/0, processes,
+                      compile) ||
+      !perProcess(opts, settings, processes, compile))
+    return false;
+  mlir::FailureOr<gtc::rt::Plan> step = gtc::compileStep(module, compile);
+  if (mlir::failed(step))
+    return false;
+  mlir::FailureOr<gtc::rt::Plan> window = mlir::failure(),
+                                 one = mlir::failure();
+  return step->config.sampleEvery <= 0 ||
+         samplePlans(module, compile, window, one);
+}
+
 /// Trains `step`, compiling an evaluation plan for each batch size the
 /// trainer asks for (the eval set's full batches and its remainder).
 int trainModel(mlir::ModuleOp module, const gtc::CompileOptions &compile,
                const gtc::rt::Plan &step, gtc::rt::RunOptions run) {
-  // sample_every: the generation plans at batch 1, made before training
-  // (a model gt-decode cannot sample from stops here, with its reason).
+  // sample_every: the generation plans, made before training.
   mlir::FailureOr<gtc::rt::Plan> sampleWindow = mlir::failure(),
                                  sampleStep = mlir::failure();
   if ((run.sampleEvery > 0 ? run.sampleEvery : step.config.sampleEvery) > 0) {
-    gtc::CompileOptions one = compile;
-    one.batch = 1;
-    one.checkpointEvery = one.checkpointBudget = one.microBatch = 0;
-    one.bucketBytes = 0;
-    one.shardGradients = 1;
-    if (mlir::failed(sampleWindow = gtc::compileDecode(module, one, 0, true)) ||
-        mlir::failed(sampleStep = gtc::compileDecode(module, one, 1, true))) {
-      llvm::errs() << "gtc: error: sample_every needs a language model that "
-                      "gtc sample can generate from (above); drop "
-                      "sample_every\n";
+    if (!samplePlans(module, compile, sampleWindow, sampleStep))
       return 1;
-    }
     run.sampleWindow = &*sampleWindow;
     run.sampleStep = &*sampleStep;
   }
@@ -1792,8 +1826,9 @@ int main(int argc, char **argv) {
     if (!keepOutput(*output, opts.output))
       return 1;
   }
+  // (printing the IR or the syntax tree is the front end's alone)
   if (opts.command == "check")
-    return 0;
+    return opts.emit != Emit::None || checkPlans(opts, *module) ? 0 : 1;
   if (opts.command == "compile")
     return compileModel(opts, *module, argv[0]);
   if (opts.command == "sample")
