@@ -204,6 +204,8 @@ LogicalResult Generator::bind(const Stmt &s, StringRef name, Loc nameLoc,
       return diag;
     }
     it->second.value = std::move(value);
+    // (a variable's place is its latest assignment: `loss` is checked there)
+    it->second.loc = nameLoc;
     return success();
   }
   // Assigning in a function must not silently shadow a model-level input,
