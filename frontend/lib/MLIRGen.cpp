@@ -10,8 +10,10 @@
 
 #include "Generator.h"
 #include "gtc/Frontend/MLIRGen.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/ProgramStack.h"
 #include <cmath>
+#include <limits>
 
 using namespace gtc;
 using namespace gtc::gen;
@@ -83,6 +85,19 @@ FailureOr<int64_t> Generator::staticDim(Loc l, const Val &v, int64_t dim,
                     << gt::formatType(v.type())
                     << " is symbolic there; declare it with a number";
   return d;
+}
+
+/// Whether the number `v` is a finite value of `elementType` (an i32 holds
+/// whole numbers to 2^31 - 1; a float type, to its largest finite value).
+static bool fitsDtype(const Val &v, Type elementType) {
+  if (auto f = dyn_cast<FloatType>(elementType))
+    return std::fabs(v.asDouble()) <=
+           llvm::APFloat::getLargest(f.getFloatSemantics()).convertToDouble();
+  const int64_t i = v.kind == Val::Kind::Int
+                        ? v.i
+                        : static_cast<int64_t>(v.asDouble());
+  return i >= std::numeric_limits<int32_t>::min() &&
+         i <= std::numeric_limits<int32_t>::max();
 }
 
 Val Generator::constant(double v, Type elementType, Loc l) {
@@ -621,6 +636,15 @@ FailureOr<Val> Generator::applyBinary(const Expr &e, Val lv, Val rv) {
     if (v->kind == Val::Kind::Float && !isa<FloatType>(et))
       return error(v->loc) << "cannot combine the number " << v->f
                            << " with an i32 tensor";
+    // The number must fit the tensor's dtype (it would wrap, or be inf).
+    if (!fitsDtype(*v, et))
+      return error(v->loc)
+             << "the number "
+             << (v->kind == Val::Kind::Int ? std::to_string(v->i)
+                                           : llvm::formatv("{0:e}", v->f).str())
+             << " does not fit the "
+             << gt::formatType(RankedTensorType::get({}, et))
+             << " tensor it is combined with";
     *v = constant(v->asDouble(), et, v->loc);
   }
   switch (op) {
