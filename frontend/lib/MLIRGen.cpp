@@ -195,8 +195,19 @@ std::vector<StringRef> Generator::visibleNames() const {
   return names;
 }
 
+/// Why `name` cannot be bound, as a value, a function or a parameter:
+/// `true` and `false` read as booleans wherever they appear, so a binding
+/// of them would never be read. Empty when it can.
+static std::string reservedName(StringRef name) {
+  if (name == "true" || name == "false")
+    return "'" + name.str() + "' is a boolean";
+  return "";
+}
+
 LogicalResult Generator::bind(const Stmt &s, StringRef name, Loc nameLoc,
                               Binding::What what, Val value) {
+  if (std::string why = reservedName(name); !why.empty())
+    return error(nameLoc) << why << "; choose another name";
   if (modelBuiltins().count(name) || defs.count(name))
     return error(nameLoc) << "'" << name
                           << "' is a function; choose another name";
@@ -290,6 +301,8 @@ LogicalResult Generator::genStmt(const Stmt &s) {
       return error(s.nameLoc) << "'" << s.name
                               << "' is a built-in function; choose another "
                                  "name";
+    if (std::string why = reservedName(s.name); !why.empty())
+      return error(s.nameLoc) << why << "; choose another name";
     if (lookup(s.name))
       return error(s.nameLoc) << "duplicate definition of '" << s.name
                               << "'";
@@ -302,9 +315,12 @@ LogicalResult Generator::genStmt(const Stmt &s) {
       return diag;
     }
     llvm::StringSet<> seen;
-    for (auto [p, pl] : llvm::zip(s.params, s.paramLocs))
+    for (auto [p, pl] : llvm::zip(s.params, s.paramLocs)) {
       if (!seen.insert(p).second)
         return error(pl) << "duplicate parameter name '" << p << "'";
+      if (std::string why = reservedName(p); !why.empty())
+        return error(pl) << why << "; choose another name";
+    }
     if (s.body.empty() || s.body.back()->kind != Stmt::Kind::Return)
       return error(s.nameLoc) << "function '" << s.name
                               << "' must end with 'return EXPR'";
