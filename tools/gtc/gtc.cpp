@@ -980,6 +980,14 @@ bool explainRun(mlir::ModuleOp module, const gtc::CompileOptions &compile,
   return true;
 }
 
+/// The processes an executable (or gtc check's plan) trains with: devices
+/// = N; one for all (an executable trains on one device), cpu or none.
+int compiledProcesses(const std::string &devices) {
+  return !devices.empty() && devices != "cpu" && devices != "all"
+             ? std::stoi(devices)
+             : 1;
+}
+
 /// sample_every's generation plans, at batch 1: the whole window, then one
 /// position (a model gt-decode cannot sample from is refused here, with its
 /// reason). False after printing the error.
@@ -1007,10 +1015,7 @@ bool samplePlans(mlir::ModuleOp module, const gtc::CompileOptions &compile,
 /// False after printing the error.
 bool checkPlans(const Options &opts, mlir::ModuleOp module) {
   const gtc::Settings settings = gtc::resolveSettings(module, opts.args);
-  int processes = 1;
-  if (const std::string &d = settings.devices;
-      !d.empty() && d != "cpu" && d != "all")
-    processes = std::stoi(d);
+  const int processes = compiledProcesses(settings.devices);
   gtc::CompileOptions compile;
   if (!compileOptions(opts, settings, module, /*deviceMemory=*/0, processes,
                       compile) ||
@@ -1439,9 +1444,7 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
   // gradients all-reduced in buckets. devices = all: one device.
   const gtc::Settings settings = gtc::resolveSettings(module, opts.args);
   const std::string &devices = settings.devices;
-  int processes = 1;
-  if (!devices.empty() && devices != "cpu" && devices != "all")
-    processes = std::stoi(devices);
+  const int processes = compiledProcesses(devices);
   if (devices == "all")
     llvm::errs() << "gtc: warning: devices = all: a compiled executable "
                     "trains on one device (the first GPU, or the CPU); train "

@@ -185,15 +185,6 @@ bool writeAll(int fd, const void *data, size_t n) {
   return true;
 }
 
-std::string directoryOf(const std::string &path) {
-  size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos)
-    return ".";
-  if (slash == 0)
-    return "/";
-  return path.substr(0, slash);
-}
-
 //===----------------------------------------------------------------------===//
 // Reading: a strict parser for safetensors headers
 //===----------------------------------------------------------------------===//

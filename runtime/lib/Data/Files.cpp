@@ -21,21 +21,23 @@ bool gtc::rt::sameFile(const std::string &a, const std::string &b) {
          x.st_ino == y.st_ino;
 }
 
+std::string gtc::rt::directoryOf(const std::string &path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "."
+         : slash == 0               ? "/"
+                                    : path.substr(0, slash);
+}
+
 bool gtc::rt::sameTarget(const std::string &a, const std::string &b) {
   if (a.empty() || b.empty())
     return false;
   if (a == b || sameFile(a, b))
     return true;
-  auto split = [](const std::string &path) {
-    const size_t slash = path.rfind('/');
-    if (slash == std::string::npos)
-      return std::pair<std::string, std::string>(".", path);
-    return std::pair(slash == 0 ? std::string("/") : path.substr(0, slash),
-                     path.substr(slash + 1));
+  auto name = [](const std::string &path) {
+    return path.substr(path.rfind('/') + 1); // (npos + 1 is 0)
   };
-  auto [dirA, nameA] = split(a);
-  auto [dirB, nameB] = split(b);
-  return nameA == nameB && !nameA.empty() && sameFile(dirA, dirB);
+  return !name(a).empty() && name(a) == name(b) &&
+         sameFile(directoryOf(a), directoryOf(b));
 }
 
 std::string gtc::rt::runningProgram() { return "/proc/self/exe"; }

@@ -374,10 +374,7 @@ std::string unwritable(const std::string &path, const TrainConfig &c,
       !file.empty())
     return "--save '" + path + "' is " + file +
            ", which the checkpoint would replace; give --save another path";
-  const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "."
-                          : slash == 0               ? "/"
-                                                     : path.substr(0, slash);
+  const std::string dir = directoryOf(path);
   if (::access(dir.c_str(), W_OK | X_OK) != 0)
     return "cannot write the checkpoint '" + path + "': its directory '" + dir +
            "' " +

@@ -27,6 +27,9 @@ std::string tempPathBeside(const std::string &path);
 /// through links and other spellings of the path).
 bool sameFile(const std::string &a, const std::string &b);
 
+/// The directory `path` is in: "." for a bare name, "/" at the root.
+std::string directoryOf(const std::string &path);
+
 /// Whether `a` and `b` name one file, existing or yet to be written: the
 /// same existing file, or one name in one directory (by device and inode,
 /// so "x" and "./x" are one target before either exists).
