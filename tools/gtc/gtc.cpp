@@ -700,23 +700,34 @@ bool keepOutput(llvm::ToolOutputFile &output, const std::string &path) {
   return false;
 }
 
+/// The train block's settings as a run reads them, --data and --eval
+/// applied. False with `error` when those do not apply; false with no error
+/// when the file has no train block.
+bool dataConfig(const Options &opts, mlir::ModuleOp module,
+                gtc::rt::TrainConfig &config, std::string &error) {
+  for (auto train : module.getOps<mlir::gt::TrainOp>()) {
+    mlir::FailureOr<gtc::rt::TrainConfig> c = gtc::trainConfig(train);
+    if (mlir::failed(c))
+      return false;
+    config = *c;
+    return gtc::rt::applyDataPaths(opts.args, config, error);
+  }
+  return false;
+}
+
 /// A process's share of the training data's examples (the train block's
 /// data, or --data's), which bounds --batch auto: an epoch needs a step.
 /// 0 when the data does not open here (the run says why when it opens it).
+/// (The trainer opens the data again: only --batch auto reads it twice.)
 int64_t examplesAProcess(const Options &opts, mlir::ModuleOp module,
                          int processes) {
   std::string error;
-  for (auto train : module.getOps<mlir::gt::TrainOp>()) {
-    mlir::FailureOr<gtc::rt::TrainConfig> config = gtc::trainConfig(train);
-    if (mlir::failed(config) ||
-        !gtc::rt::applyDataPaths(opts.args, *config, error) ||
-        config->data.kind.empty())
-      return 0;
-    std::unique_ptr<gtc::rt::Dataset> data =
-        gtc::rt::openSource(config->data, error);
-    return data ? data->size() / processes : 0;
-  }
-  return 0;
+  gtc::rt::TrainConfig config;
+  if (!dataConfig(opts, module, config, error) || config.data.kind.empty())
+    return 0;
+  std::unique_ptr<gtc::rt::Dataset> data =
+      gtc::rt::openSource(config.data, error);
+  return data ? data->size() / processes : 0;
 }
 
 /// The compile options of gtc run and gtc compile: the resolved settings,
@@ -1157,12 +1168,9 @@ int runModel(const Options &opts, mlir::ModuleOp module,
                    << " (or auto)\n";
       return 1;
     }
-    for (auto train : module.getOps<mlir::gt::TrainOp>())
-      if (mlir::FailureOr<gtc::rt::TrainConfig> config =
-              gtc::trainConfig(train);
-          mlir::succeeded(config) &&
-          !gtc::rt::applyDataPaths(opts.args, *config, error))
-        return usageError(error);
+    if (gtc::rt::TrainConfig config;
+        !dataConfig(opts, module, config, error) && !error.empty())
+      return usageError(error);
     return gtc::rt::spawnWorkers(processes, opts.argv);
   }
 

@@ -335,20 +335,20 @@ std::string gtc::rt::fileTheRunReads(const std::string &path,
 namespace {
 
 /// What `path` is among the files the run reads (fileTheRunReads) or its
-/// --init and --resume files, which the log or the checkpoint `writer`
-/// ("--log", "--save") must not replace; for the log, also the checkpoint
-/// --save writes. --save may name --resume's file: a run goes on from its
-/// checkpoint and saves where it was. Empty when it is none of them.
+/// --init and --resume files, which the log or the checkpoint must not
+/// replace; for the log (`forLog`), also the checkpoint --save writes.
+/// --save may name --resume's file: a run goes on from its checkpoint and
+/// saves where it was. Empty when it is none of them.
 std::string fileTheRunUses(const std::string &path, const TrainConfig &c,
-                           const RunOptions &o, const std::string &writer) {
+                           const RunOptions &o, bool forLog) {
   if (std::string file = fileTheRunReads(path, c, o.sourcePath);
       !file.empty())
     return file;
   if (sameTarget(path, o.initPath))
     return "the --init weights ('" + o.initPath + "')";
-  if (writer != "--save" && sameTarget(path, o.resumePath))
+  if (forLog && sameTarget(path, o.resumePath))
     return "the --resume checkpoint ('" + o.resumePath + "')";
-  if (writer != "--save" && sameTarget(path, o.savePath))
+  if (forLog && sameTarget(path, o.savePath))
     return "the --save checkpoint ('" + o.savePath + "')";
   return "";
 }
@@ -370,7 +370,7 @@ std::string unwritable(const std::string &path, const TrainConfig &c,
            (S_ISDIR(st.st_mode) ? "a directory"
                                 : "not a regular file (a pipe or a device)") +
            "; give the path of a checkpoint file";
-  if (std::string file = fileTheRunUses(path, c, options, "--save");
+  if (std::string file = fileTheRunUses(path, c, options, /*forLog=*/false);
       !file.empty())
     return "--save '" + path + "' is " + file +
            ", which the checkpoint would replace; give --save another path";
@@ -702,7 +702,7 @@ bool Training::start() {
       return fail(why);
   if (!options.logPath.empty() && rank == 0) {
     if (std::string file = fileTheRunUses(options.logPath, c, options,
-                                          "--log");
+                                          /*forLog=*/true);
         !file.empty())
       return fail("--log '" + options.logPath + "' is " + file +
                   ", which the log would replace; give --log another path");
