@@ -9,6 +9,7 @@
 #include <climits>
 #include <optional>
 #include <set>
+#include <tuple>
 
 using namespace mlir;
 using namespace mlir::gt;
@@ -28,6 +29,62 @@ constexpr int64_t kParamAlign = 2 * kAlign;
 int64_t alignUp(int64_t n, int64_t align = kAlign) {
   return (n + align - 1) / align * align;
 }
+
+/// The free stretches between disjoint intervals that are never free (the
+/// gradients' alignment gaps), with the longest stretch of every range of
+/// them in a tree: the lowest place for a block at or after an offset in
+/// O(log n), where a scan of the gaps made placement quadratic.
+class FreeRuns {
+public:
+  explicit FreeRuns(std::vector<std::pair<int64_t, int64_t>> gaps) {
+    std::sort(gaps.begin(), gaps.end());
+    int64_t at = 0;
+    for (auto [begin, end] : gaps) {
+      runs.push_back({at, begin});
+      at = end;
+    }
+    runs.push_back({at, INT64_MAX});
+    while (leaves < runs.size())
+      leaves *= 2;
+    longest.assign(2 * leaves, -1);
+    for (size_t i = 0; i < runs.size(); ++i)
+      longest[leaves + i] = runs[i].second - runs[i].first;
+    for (size_t i = leaves - 1; i > 0; --i)
+      longest[i] = std::max(longest[2 * i], longest[2 * i + 1]);
+  }
+
+  /// The lowest p >= at where [p, p + need) holds no gap.
+  int64_t firstFit(int64_t at, int64_t need) const {
+    size_t j = std::upper_bound(runs.begin(), runs.end(), at,
+                                [](int64_t x, const auto &run) {
+                                  return x < run.second;
+                                }) -
+               runs.begin();
+    at = std::max(at, runs[j].first);
+    if (need <= runs[j].second - at)
+      return at;
+    return runs[firstLonger(1, 0, leaves, j + 1, need)].first;
+  }
+
+private:
+  /// The first run from `from` on, under `node` (runs [lo, hi)), that is at
+  /// least `need` long; the last run is unbounded, so one always is.
+  size_t firstLonger(size_t node, size_t lo, size_t hi, size_t from,
+                     int64_t need) const {
+    if (hi <= from || longest[node] < need)
+      return SIZE_MAX;
+    if (hi - lo == 1)
+      return lo;
+    size_t mid = (lo + hi) / 2;
+    size_t found = firstLonger(2 * node, lo, mid, from, need);
+    return found != SIZE_MAX ? found
+                             : firstLonger(2 * node + 1, mid, hi, from, need);
+  }
+
+  std::vector<std::pair<int64_t, int64_t>> runs;
+  std::vector<int64_t> longest;
+  size_t leaves = 1;
+};
 
 /// The slots from the input's start at which a slice's block begins, when
 /// the block is contiguous in the row-major input (every dimension before
@@ -428,18 +485,26 @@ void PlanBuilder::placeTemporaries() {
   std::stable_sort(temps.begin(), temps.end(), [&](int a, int b) {
     return plan.buffers[a].slots() > plan.buffers[b].slots();
   });
-  std::vector<int> placed;
+  // What is placed, by offset: the lowest free place for a temporary is
+  // found in one walk from the bottom that ends where it fits.
+  std::set<std::tuple<int64_t, int64_t, int>> placed;
+  auto addPlaced = [&](int id) {
+    const rt::Buffer &b = plan.buffers[id];
+    placed.insert(
+        {b.offset, b.offset + alignUp(std::max<int64_t>(1, b.slots())), id});
+  };
   int64_t size = 0;
   // The gradients, when they share the temporaries' memory: already
   // placed, at their parameters' offsets from gradsInTemp, each live from
   // its first write to the update after the step. The gaps between them
-  // are never written: the update and the norm read them as zeros.
+  // are never written (the update and the norm read them as zeros): no
+  // temporary may take them.
   std::vector<std::pair<int64_t, int64_t>> gaps;
   if (plan.gradsInTemp >= 0) {
     for (int id : paramStorage(/*grads=*/true)) {
       rt::Buffer &grad = plan.buffers[id];
       grad.offset += plan.gradsInTemp;
-      placed.push_back(id);
+      addPlaced(id);
       if (defAt[id] < 0)
         defAt[id] = 0;
       lastUse[id] = static_cast<int64_t>(plan.kernels.size());
@@ -451,28 +516,21 @@ void PlanBuilder::placeTemporaries() {
     }
     size = plan.gradsInTemp + plan.regionSize[MemRegion::Grad];
   }
+  FreeRuns freeRuns(std::move(gaps));
   for (int t : temps) {
     int64_t need = alignUp(std::max<int64_t>(1, plan.buffers[t].slots()));
     int64_t lo = defAt[t], hi = std::max(lastUse[t], defAt[t]);
-    std::vector<std::pair<int64_t, int64_t>> busy = gaps;
-    for (int p : placed) {
-      int64_t plo = defAt[p], phi = std::max(lastUse[p], defAt[p]);
-      if (plo <= hi && lo <= phi)
-        busy.push_back({plan.buffers[p].offset,
-                        plan.buffers[p].offset +
-                            alignUp(std::max<int64_t>(
-                                1, plan.buffers[p].slots()))});
-    }
-    std::sort(busy.begin(), busy.end());
-    int64_t offset = 0;
-    for (auto [b, e] : busy) {
-      if (offset + need <= b)
+    int64_t offset = freeRuns.firstFit(0, need);
+    for (auto [begin, end, p] : placed) {
+      if (offset + need <= begin)
         break;
-      offset = std::max(offset, e);
+      if (end > offset && defAt[p] <= hi &&
+          lo <= std::max(lastUse[p], defAt[p]))
+        offset = freeRuns.firstFit(end, need);
     }
     plan.buffers[t].offset = offset;
     size = std::max(size, offset + need);
-    placed.push_back(t);
+    addPlaced(t);
   }
   plan.regionSize[MemRegion::Temp] = size;
   if (plan.gradsInTemp >= 0)

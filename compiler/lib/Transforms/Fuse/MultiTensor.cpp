@@ -41,10 +41,15 @@ void Fuser::castParameters() {
   if (g.ops.size() < 2)
     return;
   // Parameters are leaves: declare every one before the region, in their
-  // order (which is the plan's parameter layout).
-  for (ParamOp p : llvm::make_early_inc_range(block.getOps<ParamOp>()))
-    if (g.anchor->isBeforeInBlock(p))
-      p->moveBefore(g.anchor);
+  // order (which is the plan's parameter layout). Those after the region's
+  // first op are found in one walk: each move would make the block recompute
+  // its order for the next isBeforeInBlock.
+  SmallVector<ParamOp> after;
+  for (Operation *op = g.anchor->getNextNode(); op; op = op->getNextNode())
+    if (auto p = dyn_cast<ParamOp>(op))
+      after.push_back(p);
+  for (ParamOp p : after)
+    p->moveBefore(g.anchor);
   outline(g, "multi_tensor");
 }
 
