@@ -257,6 +257,9 @@ struct Frame {
   llvm::StringMap<Binding> names;
   bool inFunction = false;
   std::optional<Val> returned;
+  /// A function's frame: where it was called (itself inside its caller's
+  /// calls, if any).
+  std::optional<Location> caller;
 };
 
 class Generator;
@@ -285,7 +288,15 @@ public:
   static constexpr uintptr_t kStackBudget = 192u << 20;
 
   // Used by the built-ins.
+  /// Inside a function, a call-site location: its diagnostics end with a
+  /// "called from" note at each call that led there.
   Location loc(Loc l) {
+    Location at = fileLoc(l);
+    if (!frames.empty() && frames.back().caller)
+      return CallSiteLoc::get(at, *frames.back().caller);
+    return at;
+  }
+  Location fileLoc(Loc l) {
     return FileLineColLoc::get(&ctx, file.path, l.line, l.col);
   }
   InFlightDiagnostic error(Loc l) { return emitError(loc(l)); }

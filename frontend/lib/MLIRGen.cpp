@@ -779,9 +779,14 @@ FailureOr<Val> Generator::evalCall(const Expr &e) {
 
 FailureOr<Val> Generator::callDef(const Expr &e, const Stmt &def,
                                   std::vector<EvalArg> &args) {
-  if (frames.size() > Limits::kMaxCallDepth)
-    return error(e.loc) << "calls nest more than " << Limits::kMaxCallDepth
-                        << " levels deep; functions cannot be recursive";
+  if (frames.size() > Limits::kMaxCallDepth) {
+    // One note, at the model's call that began it, not 64 "called from".
+    InFlightDiagnostic d = emitError(fileLoc(e.loc))
+                           << "calls nest more than " << Limits::kMaxCallDepth
+                           << " levels deep; functions cannot be recursive";
+    d.attachNote(frames[1].caller) << "the model's call that led here";
+    return d;
+  }
   std::vector<ParamSpec> params;
   for (const std::string &p : def.params)
     params.push_back(req(p, K::Any));
@@ -790,6 +795,7 @@ FailureOr<Val> Generator::callDef(const Expr &e, const Stmt &def,
     return failure();
   Frame frame;
   frame.inFunction = true;
+  frame.caller = loc(e.loc);
   for (auto [i, p] : llvm::enumerate(def.params))
     frame.names.try_emplace(p, Binding{Binding::What::Var, *(*bound)[i],
                                        def.paramLocs[i], &def});
