@@ -250,6 +250,12 @@ StmtPtr Parser::parseDeclaration(Stmt::Kind kind) {
   if (kind == Stmt::Kind::Param && consumeIf(TokenKind::KwAs)) {
     s->storedName = tok.value;
     s->storedNameLoc = tok.loc;
+    if (tok.kind == TokenKind::String && tok.value.empty()) {
+      fail(tok.loc, "the name after 'as' is empty; give the parameter's "
+                    "name in checkpoints, e.g. \"transformer.wte.weight\", "
+                    "or leave out 'as'");
+      return nullptr;
+    }
     if (!expect(TokenKind::String, "after 'as' (the parameter's name in "
                                    "checkpoints, e.g. \"transformer.wte.weight\")"))
       return nullptr;
@@ -307,6 +313,11 @@ StmtPtr Parser::parseRepeat() {
     // A name, or a string of dot-separated parts ("transformer.h").
     s->name = tok.kind == TokenKind::String ? tok.value : tok.text.str();
     s->nameLoc = tok.loc;
+    if (tok.kind == TokenKind::String && tok.value.empty()) {
+      fail(tok.loc, "the name after 'as' is empty; give the loop's name, "
+                    "e.g. \"transformer.h\", or leave out 'as'");
+      return nullptr;
+    }
     if (tok.kind == TokenKind::String)
       consume();
     else if (!expect(TokenKind::Identifier, "after 'as' (the loop's name)"))

@@ -28,6 +28,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
@@ -35,6 +36,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/Unicode.h"
 #include "llvm/Support/raw_ostream.h"
 #include <chrono>
 #include <cmath>
@@ -1746,15 +1748,21 @@ int main(int argc, char **argv) {
     return 1;
   }
   std::string path = opts.input == "-" ? "<stdin>" : opts.input;
+  // Lines that end in a carriage return alone (old Mac files) are lines:
+  // the lexer and the diagnostics' line numbers count '\n'.
+  if ((*buffer)->getBuffer().contains('\r')) {
+    std::string lines = (*buffer)->getBuffer().str();
+    for (size_t i = 0; i < lines.size(); ++i)
+      if (lines[i] == '\r' && (i + 1 == lines.size() || lines[i + 1] != '\n'))
+        lines[i] = '\n';
+    *buffer = llvm::MemoryBuffer::getMemBufferCopy(
+        lines, (*buffer)->getBufferIdentifier());
+  }
 
   llvm::SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(std::move(*buffer), llvm::SMLoc());
   mlir::MLIRContext context;
   mlir::SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
-  // A diagnostic on a long line (generated code, minified files) shows at
-  // most 120 characters around its column, not the whole line: this
-  // handler, registered later, sees diagnostics first and passes on the
-  // others.
   auto severity = [](const mlir::Diagnostic &d) {
     return d.getSeverity() == mlir::DiagnosticSeverity::Error     ? "error"
            : d.getSeverity() == mlir::DiagnosticSeverity::Warning ? "warning"
@@ -1774,31 +1782,80 @@ int main(int argc, char **argv) {
           llvm::errs() << "gtc: note: " << note.str() << "\n";
         return mlir::success();
       });
+  // A diagnostic on a long line (generated code, minified files) shows at
+  // most 120 characters around its column, not the whole line, and one on
+  // a line with non-ASCII characters gets its caret under the column's
+  // character (SourceMgr prints no caret there). This handler, registered
+  // later, sees diagnostics first and passes on the others.
+  auto lineAt = [&](mlir::FileLineColLoc loc) -> std::optional<llvm::StringRef> {
+    if (loc.getFilename() != path || loc.getLine() == 0)
+      return std::nullopt;
+    llvm::StringRef rest =
+        sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID())->getBuffer();
+    for (unsigned l = 1; l < loc.getLine() && !rest.empty(); ++l)
+      rest = rest.split('\n').second;
+    return rest.split('\n').first.rtrim('\r');
+  };
+  auto fileLoc = [](mlir::Location loc) {
+    while (auto call = llvm::dyn_cast<mlir::CallSiteLoc>(loc))
+      loc = call.getCallee();
+    return llvm::dyn_cast<mlir::FileLineColLoc>(loc);
+  };
+  constexpr size_t kExcerpt = 120;
+  auto plain = [&](mlir::Location loc) {
+    mlir::FileLineColLoc at = fileLoc(loc);
+    std::optional<llvm::StringRef> line = at ? lineAt(at) : std::nullopt;
+    return !line || (line->size() <= kExcerpt && llvm::isASCII(*line));
+  };
+  auto excerpt = [&](mlir::Location where, llvm::StringRef kind,
+                     const llvm::Twine &message) {
+    mlir::FileLineColLoc loc = fileLoc(where);
+    std::optional<llvm::StringRef> line = loc ? lineAt(loc) : std::nullopt;
+    if (!line) {
+      llvm::errs() << path << ": " << kind << ": " << message << "\n";
+      return;
+    }
+    auto isContinuation = [&](size_t i) {
+      return i < line->size() && ((*line)[i] & 0xC0) == 0x80;
+    };
+    size_t col = std::min<size_t>(loc.getColumn() ? loc.getColumn() - 1 : 0,
+                                  line->size());
+    size_t from = col > kExcerpt / 2 ? col - kExcerpt / 2 : 0;
+    while (from > 0 && isContinuation(from))
+      --from;
+    size_t to = std::min(line->size(), from + kExcerpt);
+    while (isContinuation(to))
+      ++to;
+    // The caret's column in characters, each as wide as a terminal shows it.
+    llvm::StringRef before = line->slice(from, col);
+    int width = llvm::sys::unicode::columnWidthUTF8(before);
+    if (width < 0)
+      width = llvm::count_if(before, [](char c) { return (c & 0xC0) != 0x80; });
+    llvm::errs() << path << ":" << loc.getLine() << ":" << loc.getColumn()
+                 << ": " << kind << ": " << message << "\n"
+                 << (from ? "..." : "") << line->slice(from, to)
+                 << (to < line->size() ? "..." : "") << "\n"
+                 << std::string((from ? 3 : 0) + width, ' ') << "^\n";
+  };
   mlir::ScopedDiagnosticHandler longLines(
       &context, [&](mlir::Diagnostic &d) -> mlir::LogicalResult {
-        constexpr size_t kExcerpt = 120;
-        auto loc = llvm::dyn_cast<mlir::FileLineColLoc>(d.getLocation());
-        if (!loc || loc.getFilename() != path || loc.getLine() == 0)
+        std::vector<mlir::Location> callers;
+        for (mlir::Location loc = d.getLocation();
+             auto call = llvm::dyn_cast<mlir::CallSiteLoc>(loc);
+             loc = call.getCaller())
+          callers.push_back(call.getCaller());
+        auto isPlain = [&](mlir::Location l) { return plain(l); };
+        if (!fileLoc(d.getLocation()) ||
+            (plain(d.getLocation()) && llvm::all_of(callers, isPlain) &&
+             llvm::all_of(d.getNotes(), [&](mlir::Diagnostic &n) {
+               return plain(n.getLocation());
+             })))
           return mlir::failure();
-        llvm::StringRef rest =
-            sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID())->getBuffer();
-        for (unsigned l = 1; l < loc.getLine() && !rest.empty(); ++l)
-          rest = rest.split('\n').second;
-        llvm::StringRef line = rest.split('\n').first.rtrim('\r');
-        if (line.size() <= kExcerpt)
-          return mlir::failure();
-        size_t col = std::min<size_t>(loc.getColumn() ? loc.getColumn() - 1 : 0,
-                                      line.size());
-        size_t from = col > kExcerpt / 2 ? col - kExcerpt / 2 : 0;
-        size_t to = std::min(line.size(), from + kExcerpt);
-        llvm::errs() << path << ":" << loc.getLine() << ":" << loc.getColumn()
-                     << ": " << severity(d) << ": " << d.str() << "\n"
-                     << (from ? "..." : "") << line.slice(from, to)
-                     << (to < line.size() ? "..." : "") << "\n"
-                     << std::string((from ? 3 : 0) + col - from, ' ')
-                     << "^\n";
+        excerpt(d.getLocation(), severity(d), d.str());
+        for (mlir::Location caller : callers)
+          excerpt(caller, "note", "called from");
         for (mlir::Diagnostic &note : d.getNotes())
-          llvm::errs() << path << ": note: " << note.str() << "\n";
+          excerpt(note.getLocation(), "note", note.str());
         return mlir::success();
       });
 
