@@ -307,7 +307,13 @@ LogicalResult Generator::genTrain(const TrainDecl &train,
   if (auto conflict =
           gt::trainSettingConflict(builder.getDictionaryAttr(settings)))
     return error(seen[conflict->setting]) << conflict->message;
-  auto op = gt::TrainOp::create(builder, loc(train.loc), modelName);
+  // Located at the block, and at each setting (gt::trainSettingLoc), for
+  // the errors that later checks find in a setting.
+  SmallVector<Location> locs{loc(train.loc)};
+  for (const Setting &s : train.settings)
+    locs.push_back(NameLoc::get(builder.getStringAttr(s.key), loc(s.loc)));
+  auto op = gt::TrainOp::create(builder, FusedLoc::get(&ctx, locs),
+                                modelName);
   for (const NamedAttribute &s : settings)
     op->setAttr(s.getName(), s.getValue());
   inTrainBlock = false;

@@ -31,6 +31,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -630,14 +631,20 @@ void explainKernels(const gtc::rt::Plan &plan,
                      bytes / 1e9, flops / 1e12);
 }
 
-/// Whether `batch` splits over `processes`; else prints the error.
-bool batchSplits(int64_t batch, int processes) {
+/// Whether `batch` splits over `processes`; else reports the error, at
+/// `devicesFrom` (the devices option or setting) when it is given.
+bool batchSplits(int64_t batch, int processes, mlir::LocationAttr devicesFrom) {
   if (batch % processes == 0)
     return true;
-  llvm::errs() << "gtc: error: the batch of " << batch << " does not split over "
-               << processes << " processes; give a batch divisible by "
-               << processes << " (each process takes batch / " << processes
-               << " rows)\n";
+  std::string message =
+      llvm::formatv("the batch of {0} does not split over {1} processes; give "
+                    "a batch divisible by {1} (each process takes batch / {1} "
+                    "rows)",
+                    batch, processes);
+  if (devicesFrom)
+    mlir::emitError(devicesFrom) << message;
+  else
+    llvm::errs() << "gtc: error: " << message << "\n";
   return false;
 }
 
@@ -671,7 +678,7 @@ bool perProcess(const Options &opts, const gtc::Settings &settings,
     return false;
   }
   if (!settings.batchAuto) {
-    if (!batchSplits(compile.batch, processes))
+    if (!batchSplits(compile.batch, processes, settings.devicesFrom))
       return false;
     compile.batch /= processes;
   }
@@ -1157,7 +1164,8 @@ int runModel(const Options &opts, mlir::ModuleOp module,
   // launcher itself opens no GPU.
   if (processes > 1 && world.size == 1 && (trains || timesSteps)) {
     if (!settings.batchAuto &&
-        !batchSplits(settings.compile.batch, processes))
+        !batchSplits(settings.compile.batch, processes,
+                     settings.devicesFrom))
       return 1;
     // What the workers would each find, found once, before they start.
     const int64_t share = settings.compile.batch / processes;

@@ -64,6 +64,8 @@ FailureOr<OwningOpRef<ModuleOp>> specialize(ModuleOp module,
                                                    : -1;
     checkpoint.groups = options.checkpointGroups;
     checkpoint.cheapGroups = options.checkpointCheapGroups;
+    if (auto option = dyn_cast_or_null<NameLoc>(options.checkpointFrom))
+      checkpoint.from = option.getName().str();
     pm.addPass(createGtCheckpointPass(checkpoint));
   }
   if (differentiate && options.fuse)

@@ -43,7 +43,7 @@ gtc::Settings gtc::resolveSettings(ModuleOp module, const rt::RunArgs &args) {
     CheckpointSetting checkpoint = checkpointSetting(train);
     c.checkpointEvery = checkpoint.every;
     c.checkpointBudget = checkpoint.budget;
-    c.checkpointFrom = train.getLoc();
+    c.checkpointFrom = trainSettingLoc(train, "checkpoint");
   }
 
   if (args.microBatch != 0) {
@@ -52,15 +52,18 @@ gtc::Settings gtc::resolveSettings(ModuleOp module, const rt::RunArgs &args) {
   } else if (Attribute micro = attr("micro_batch")) {
     auto n = dyn_cast<IntegerAttr>(micro);
     c.microBatch = n ? n.getInt() : -1; // `auto`
-    c.microBatchFrom = train.getLoc();
+    c.microBatchFrom = trainSettingLoc(train, "micro_batch");
   }
 
   s.devices = args.devices;
-  if (s.devices.empty()) {
-    if (auto n = dyn_cast_or_null<IntegerAttr>(attr("devices")))
+  if (!s.devices.empty())
+    s.devicesFrom = option("--devices");
+  else if (Attribute devices = attr("devices")) {
+    if (auto n = dyn_cast<IntegerAttr>(devices))
       s.devices = std::to_string(n.getInt());
-    else if (auto w = dyn_cast_or_null<StringAttr>(attr("devices")))
+    else if (auto w = dyn_cast<StringAttr>(devices))
       s.devices = w.str();
+    s.devicesFrom = trainSettingLoc(train, "devices");
   }
 
   s.shardGiven = !args.shard.empty();

@@ -258,6 +258,16 @@ struct GtCheckpointPass
     : public mlir::gt::impl::GtCheckpointPassBase<GtCheckpointPass> {
   using Base::Base;
 
+  /// Where `every` was given: the run option named by `from`, else the
+  /// train block's setting, else the step.
+  Location settingLoc(ModuleOp module, func::FuncOp step) {
+    if (!from.empty())
+      return NameLoc::get(StringAttr::get(module.getContext(), from));
+    for (auto train : module.getOps<TrainOp>())
+      return trainSettingLoc(train, "checkpoint");
+    return step.getLoc();
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     int64_t n = every; // < 0: none, whatever the train block says
@@ -276,11 +286,12 @@ struct GtCheckpointPass
       return;
     for (auto f : module.getOps<func::FuncOp>())
       if (f->hasAttr(kStepAttrName) && !Checkpointer(f, n, groups, cheapGroups).run()) {
-        f.emitError("checkpoint = every(")
+        emitError(settingLoc(module, f), "checkpoint = every(")
             << n
             << ") recomputes repeat iterations, and this model has none "
-               "(no parameter is named <loop>.<i>...); drop the train "
-               "block's checkpoint setting, or --checkpoint";
+               "(no parameter is named <loop>.<i>...); drop "
+            << (from.empty() ? "the train block's checkpoint setting"
+                             : "the option");
         return signalPassFailure();
       }
   }

@@ -234,6 +234,15 @@ mlir::gt::trainSettingConflict(DictionaryAttr settings) {
   return std::nullopt;
 }
 
+Location mlir::gt::trainSettingLoc(TrainOp train, StringRef setting) {
+  if (auto fused = dyn_cast<FusedLoc>(train.getLoc()))
+    for (Location part : fused.getLocations())
+      if (auto name = dyn_cast<NameLoc>(part);
+          name && name.getName() == setting)
+        return name.getChildLoc();
+  return train.getLoc();
+}
+
 CheckpointSetting mlir::gt::checkpointSetting(TrainOp train) {
   CheckpointSetting setting;
   auto c = train ? train->getAttrOfType<DictionaryAttr>("checkpoint")

@@ -26,6 +26,9 @@ struct Settings {
   /// "N", "all" or "cpu"; empty when neither --devices nor the train block
   /// says (one device).
   std::string devices;
+  /// Where `devices` was given: its option or its setting (null for one
+  /// device, or a launcher's processes).
+  mlir::LocationAttr devicesFrom;
   /// "none", "optimizer" or "gradients".
   std::string shard = "none";
   /// Whether --shard set it (else the train block, or the default).

@@ -147,7 +147,9 @@ def GtCheckpointPass : Pass<"gt-checkpoint", "mlir::ModuleOp"> {
     Option<"groups", "groups", "int64_t", /*default=*/"-1",
            "recompute only the first this many groups (-1: all; gtc's search for a memory budget)">,
     Option<"cheapGroups", "cheap-groups", "int64_t", /*default=*/"0",
-           "of the other groups, the first this many recompute only their cheap values (-1: all)">
+           "of the other groups, the first this many recompute only their cheap values (-1: all)">,
+    Option<"from", "from", "std::string", /*default=*/"\"\"",
+           "the run option that gave `every` (e.g. --checkpoint), where its errors are reported; empty: the train block's checkpoint setting">
   ];
   let dependentDialects = ["mlir::gt::GTDialect"];
 }

@@ -95,6 +95,12 @@ struct CheckpointSetting {
 /// the attribute's dictionary.
 CheckpointSetting checkpointSetting(TrainOp train);
 
+/// Where the train block gives `setting`: the front end locates a gt.train
+/// op at a fused location, the block's own first, then one NameLoc for each
+/// setting, named as the setting, around the setting's location. The op's
+/// location when the setting has none.
+Location trainSettingLoc(TrainOp train, StringRef setting);
+
 } // namespace mlir::gt
 
 #endif // GTC_DIALECT_GT_GTOPS_H
