@@ -31,7 +31,8 @@ FailureOr<Val> Generator::makeParam(Loc l, StringRef name,
                               << "'; give the layer another name with "
                                  "name: \"...\" (or name the repeat loop "
                                  "with 'as')";
-    diag.attachNote(loc(first)) << "'" << name << "' was first created here";
+    diag.attachNote(fileLoc(first))
+        << "'" << name << "' was first created here";
     return diag;
   }
   int64_t elements = 1;
@@ -226,7 +227,7 @@ LogicalResult Generator::bind(const Stmt &s, StringRef name, Loc nameLoc,
                          << (what == Binding::What::Var
                                  ? " and cannot be reassigned"
                                  : "");
-      diag.attachNote(loc(it->second.loc)) << "first defined here";
+      diag.attachNote(fileLoc(it->second.loc)) << "first defined here";
       return diag;
     }
     it->second.value = std::move(value);
@@ -244,7 +245,7 @@ LogicalResult Generator::bind(const Stmt &s, StringRef name, Loc nameLoc,
                                 << "'" << name
                                 << "' is a model-level name and cannot be "
                                    "assigned in a function; use a new name";
-      diag.attachNote(loc(outer->second.loc)) << "defined here";
+      diag.attachNote(fileLoc(outer->second.loc)) << "defined here";
       return diag;
     }
   }
@@ -311,7 +312,7 @@ LogicalResult Generator::genStmt(const Stmt &s) {
       InFlightDiagnostic diag = error(s.nameLoc)
                                 << "duplicate definition of function '"
                                 << s.name << "'";
-      diag.attachNote(loc(it->second->nameLoc)) << "first defined here";
+      diag.attachNote(fileLoc(it->second->nameLoc)) << "first defined here";
       return diag;
     }
     llvm::StringSet<> seen;
@@ -367,7 +368,7 @@ LogicalResult Generator::genRepeat(const Stmt &s) {
                                 << "another repeat loop here is already "
                                    "named '"
                                 << name << "'; choose another name";
-      diag.attachNote(loc(it->second->loc)) << "the other loop";
+      diag.attachNote(fileLoc(it->second->loc)) << "the other loop";
       return diag;
     }
     name = "blocks_" + std::to_string(k);

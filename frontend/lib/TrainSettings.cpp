@@ -288,7 +288,7 @@ LogicalResult Generator::genTrain(const TrainDecl &train,
     if (!inserted) {
       InFlightDiagnostic diag = error(s.loc) << "setting '" << s.key
                                              << "' is given twice";
-      diag.attachNote(loc(it->second)) << "first given here";
+      diag.attachNote(fileLoc(it->second)) << "first given here";
       return diag;
     }
     FailureOr<Attribute> value = genSetting(s);

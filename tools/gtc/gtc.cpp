@@ -1771,6 +1771,8 @@ int main(int argc, char **argv) {
   sourceMgr.AddNewSourceBuffer(std::move(*buffer), llvm::SMLoc());
   mlir::MLIRContext context;
   mlir::SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  constexpr unsigned kCallStackLimit = 10;
+  diagnostics.setCallStackLimit(kCallStackLimit);
   auto severity = [](const mlir::Diagnostic &d) {
     return d.getSeverity() == mlir::DiagnosticSeverity::Error     ? "error"
            : d.getSeverity() == mlir::DiagnosticSeverity::Warning ? "warning"
@@ -1795,7 +1797,8 @@ int main(int argc, char **argv) {
   // a line with non-ASCII characters gets its caret under the column's
   // character (SourceMgr prints no caret there). This handler, registered
   // later, sees diagnostics first and passes on the others.
-  auto lineAt = [&](mlir::FileLineColLoc loc) -> std::optional<llvm::StringRef> {
+  auto lineAt =
+      [&](mlir::FileLineColLoc loc) -> std::optional<llvm::StringRef> {
     if (loc.getFilename() != path || loc.getLine() == 0)
       return std::nullopt;
     llvm::StringRef rest =
@@ -1834,24 +1837,35 @@ int main(int argc, char **argv) {
     size_t to = std::min(line->size(), from + kExcerpt);
     while (isContinuation(to))
       ++to;
-    // The caret's column in characters, each as wide as a terminal shows it.
-    llvm::StringRef before = line->slice(from, col);
-    int width = llvm::sys::unicode::columnWidthUTF8(before);
-    if (width < 0)
-      width = llvm::count_if(before, [](char c) { return (c & 0xC0) != 0x80; });
+    // The caret under the column's character: a tab for a tab (the
+    // terminal aligns both alike), else as many spaces as each character
+    // is wide (one for a byte that is not UTF-8).
+    std::string pad(from ? 3 : 0, ' ');
+    for (size_t i = from; i < col;) {
+      size_t next = i + 1;
+      while (isContinuation(next) && next < col)
+        ++next;
+      llvm::StringRef character = line->slice(i, next);
+      int width = llvm::sys::unicode::columnWidthUTF8(character);
+      pad.append(character == "\t" ? 1 : std::max(width, 1),
+                 character == "\t" ? '\t' : ' ');
+      i = next;
+    }
     llvm::errs() << path << ":" << loc.getLine() << ":" << loc.getColumn()
                  << ": " << kind << ": " << message << "\n"
                  << (from ? "..." : "") << line->slice(from, to)
                  << (to < line->size() ? "..." : "") << "\n"
-                 << std::string((from ? 3 : 0) + width, ' ') << "^\n";
+                 << pad << "^\n";
   };
   mlir::ScopedDiagnosticHandler longLines(
       &context, [&](mlir::Diagnostic &d) -> mlir::LogicalResult {
+        // As many callers as SourceMgrDiagnosticHandler shows.
         std::vector<mlir::Location> callers;
         for (mlir::Location loc = d.getLocation();
              auto call = llvm::dyn_cast<mlir::CallSiteLoc>(loc);
              loc = call.getCaller())
-          callers.push_back(call.getCaller());
+          if (callers.size() < kCallStackLimit)
+            callers.push_back(call.getCaller());
         auto isPlain = [&](mlir::Location l) { return plain(l); };
         if (!fileLoc(d.getLocation()) ||
             (plain(d.getLocation()) && llvm::all_of(callers, isPlain) &&

@@ -261,10 +261,11 @@ struct GtCheckpointPass
   /// Where `every` was given: the run option named by `from`, else the
   /// train block's setting, else the step.
   Location settingLoc(ModuleOp module, func::FuncOp step) {
-    if (!from.empty())
+    if (every > 0 && !from.empty())
       return NameLoc::get(StringAttr::get(module.getContext(), from));
     for (auto train : module.getOps<TrainOp>())
-      return trainSettingLoc(train, "checkpoint");
+      if (train->hasAttr("checkpoint"))
+        return trainSettingLoc(train, "checkpoint");
     return step.getLoc();
   }
 
@@ -275,8 +276,9 @@ struct GtCheckpointPass
       for (auto train : module.getOps<TrainOp>()) {
         CheckpointSetting setting = checkpointSetting(train);
         if (setting.budget != 0) {
-          train.emitError("checkpoint = auto needs the memory plan: gtc run "
-                          "and gtc compile choose it (here, give every=N)");
+          emitError(trainSettingLoc(train, "checkpoint"),
+                    "checkpoint = auto needs the memory plan: gtc run "
+                    "and gtc compile choose it (here, give every=N)");
           return signalPassFailure();
         }
         n = setting.every;
@@ -289,9 +291,7 @@ struct GtCheckpointPass
         emitError(settingLoc(module, f), "checkpoint = every(")
             << n
             << ") recomputes repeat iterations, and this model has none "
-               "(no parameter is named <loop>.<i>...); drop "
-            << (from.empty() ? "the train block's checkpoint setting"
-                             : "the option");
+               "(no parameter is named <loop>.<i>...); drop it";
         return signalPassFailure();
       }
   }

@@ -26,8 +26,8 @@ struct Settings {
   /// "N", "all" or "cpu"; empty when neither --devices nor the train block
   /// says (one device).
   std::string devices;
-  /// Where `devices` was given: its option or its setting (null for one
-  /// device, or a launcher's processes).
+  /// Where `devices` was given: its option or its setting (null when
+  /// neither gives it: one device, or a launcher's processes).
   mlir::LocationAttr devicesFrom;
   /// "none", "optimizer" or "gradients".
   std::string shard = "none";
