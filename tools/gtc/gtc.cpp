@@ -750,6 +750,20 @@ bool compileOptions(const Options &opts, const gtc::Settings &settings,
                     int processes, gtc::CompileOptions &compile) {
   compile = settings.compile;
   compile.deviceMemory = deviceMemory;
+  // A model whose inputs have no symbolic dimension takes its own rows: a
+  // batch given for it would do nothing.
+  if (std::optional<int64_t> rows = gtc::fixedBatch(module);
+      rows && settings.batchFrom &&
+      (settings.batchAuto || compile.batch != *rows)) {
+    mlir::emitError(settings.batchFrom)
+        << "the model's inputs take a fixed " << *rows
+        << " rows (no dimension of theirs is a name such as B), so "
+        << (settings.batchAuto ? "batch auto"
+                               : "batch = " + std::to_string(compile.batch))
+        << " cannot apply; give " << *rows
+        << " or no batch, or write the inputs' first dimension as B";
+    return false;
+  }
   if (!settings.batchAuto)
     return true;
   // Micro-batches of M rows peak alike at any batch: the memory does not

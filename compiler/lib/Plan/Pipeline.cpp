@@ -279,6 +279,26 @@ Location settingLoc(ModuleOp module, LocationAttr from) {
 
 } // namespace
 
+std::optional<int64_t> gtc::fixedBatch(ModuleOp module) {
+  func::FuncOp model = findFunc(module, kModelAttrName);
+  if (!model)
+    return std::nullopt;
+  std::optional<int64_t> rows;
+  WalkResult walk = model.walk([&](Operation *op) {
+    if (!isa<InputOp, LabelOp>(op))
+      return WalkResult::advance();
+    auto type = cast<RankedTensorType>(op->getResult(0).getType());
+    if (!type.hasStaticShape() || type.getRank() == 0)
+      return WalkResult::interrupt();
+    if (!rows)
+      rows = type.getDimSize(0);
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return std::nullopt;
+  return rows;
+}
+
 bool gtc::checkpointRequested(const CompileOptions &options) {
   return options.checkpointEvery > 0 || options.checkpointBudget != 0;
 }

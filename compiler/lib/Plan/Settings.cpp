@@ -16,10 +16,18 @@ gtc::Settings gtc::resolveSettings(ModuleOp module, const rt::RunArgs &args) {
   Settings s;
   CompileOptions &c = s.compile;
 
-  if (args.batch)
-    c.batch = *args.batch;
-  else if (auto b = dyn_cast_or_null<IntegerAttr>(attr("batch")))
+  // A setting the command line gives is located at its option.
+  auto option = [&](const char *name) {
+    return NameLoc::get(StringAttr::get(module.getContext(), name));
+  };
+  if (args.batch || args.batchAuto) {
+    if (args.batch)
+      c.batch = *args.batch;
+    s.batchFrom = option("--batch");
+  } else if (auto b = dyn_cast_or_null<IntegerAttr>(attr("batch"))) {
     c.batch = b.getInt();
+    s.batchFrom = trainSettingLoc(train, "batch");
+  }
   s.batchAuto = args.batchAuto;
 
   if (!args.precision.empty())
@@ -31,10 +39,6 @@ gtc::Settings gtc::resolveSettings(ModuleOp module, const rt::RunArgs &args) {
   c.padAll = args.padAll;
   c.fuse = !args.noFuse;
 
-  // A setting the command line gives is located at its option.
-  auto option = [&](const char *name) {
-    return NameLoc::get(StringAttr::get(module.getContext(), name));
-  };
   if (args.checkpointEvery != 0 || args.checkpointBudget != 0) {
     c.checkpointEvery = args.checkpointEvery;
     c.checkpointBudget = args.checkpointBudget;

@@ -6,6 +6,7 @@
 #include "gtc/Runtime/Plan.h"
 #include "gtc/Transforms/Passes.h"
 #include "mlir/IR/BuiltinOps.h"
+#include <optional>
 
 namespace gtc {
 
@@ -89,6 +90,11 @@ bool checkpointRequested(const CompileOptions &options);
 
 /// 95% of the options' deviceMemory (0 when it is not known).
 int64_t memoryBudget(const CompileOptions &options);
+
+/// The rows of the model's inputs and labels when no dimension of theirs
+/// is symbolic: the batch does not reach them, the model takes that many.
+/// (nullopt when the batch sets a dimension.)
+std::optional<int64_t> fixedBatch(mlir::ModuleOp module);
 
 /// `--batch auto`: the largest batch, at most `limit` (0: no limit but the
 /// search's 2^24), whose training step's predicted peak fits `budget`

@@ -23,6 +23,9 @@ struct Settings {
   /// --batch auto: the largest batch that fits the memory (compile.batch is
   /// the train block's or the default until it is chosen).
   bool batchAuto = false;
+  /// Where the batch was given: --batch, or the train block's setting (null
+  /// for the default).
+  mlir::LocationAttr batchFrom;
   /// "N", "all" or "cpu"; empty when neither --devices nor the train block
   /// says (one device).
   std::string devices;
