@@ -750,19 +750,37 @@ bool compileOptions(const Options &opts, const gtc::Settings &settings,
                     int processes, gtc::CompileOptions &compile) {
   compile = settings.compile;
   compile.deviceMemory = deviceMemory;
-  // A model whose inputs have no symbolic dimension takes its own rows: a
-  // batch given for it would do nothing.
-  if (std::optional<int64_t> rows = gtc::fixedBatch(module);
-      rows && settings.batchFrom &&
-      (settings.batchAuto || compile.batch != *rows)) {
-    mlir::emitError(settings.batchFrom)
-        << "the model's inputs take a fixed " << *rows
-        << " rows (no dimension of theirs is a name such as B), so "
-        << (settings.batchAuto ? "batch auto"
-                               : "batch = " + std::to_string(compile.batch))
-        << " cannot apply; give " << *rows
-        << " or no batch, or write the inputs' first dimension as B";
-    return false;
+  // A model whose inputs have no symbolic dimension takes its own rows in
+  // each process: a batch or micro-batch given for it would do nothing.
+  if (std::optional<int64_t> rows = settings.fixedRows) {
+    const int64_t batch = *rows * processes;
+    if (settings.batchFrom &&
+        (settings.batchAuto || compile.batch != batch)) {
+      mlir::emitError(settings.batchFrom)
+          << "the model's inputs take a fixed " << *rows << " rows"
+          << (processes > 1 ? " a process, " + std::to_string(batch) +
+                                  " over " + std::to_string(processes) +
+                                  " processes"
+                            : std::string())
+          << " (no dimension of theirs is a name such as B), so "
+          << (settings.batchAuto ? "batch auto"
+                                 : "batch = " + std::to_string(compile.batch))
+          << " cannot apply; give " << batch
+          << " or no batch, or write the inputs' first dimension as B";
+      return false;
+    }
+    if (compile.microBatch != 0) {
+      mlir::emitError(compile.microBatchFrom
+                          ? mlir::Location(compile.microBatchFrom)
+                          : module.getLoc())
+          << "the model's inputs take a fixed " << *rows
+          << " rows (no dimension of theirs is a name such as B), so "
+             "micro_batch cannot split them; drop micro_batch, or write the "
+             "inputs' first dimension as B";
+      return false;
+    }
+    compile.batch = batch;
+    return true;
   }
   if (!settings.batchAuto)
     return true;
@@ -1177,14 +1195,17 @@ int runModel(const Options &opts, mlir::ModuleOp module,
   // `batch` is the global batch: each process takes batch / N rows. The
   // launcher itself opens no GPU.
   if (processes > 1 && world.size == 1 && (trains || timesSteps)) {
-    if (!settings.batchAuto &&
+    // (A model of fixed rows takes them in each process: the workers'
+    // compileOptions check that.)
+    if (!settings.batchAuto && !settings.fixedRows &&
         !batchSplits(settings.compile.batch, processes,
                      settings.devicesFrom))
       return 1;
     // What the workers would each find, found once, before they start.
     const int64_t share = settings.compile.batch / processes;
     const int64_t micro = settings.compile.microBatch;
-    if (!settings.batchAuto && micro > 0 && share % micro != 0) {
+    if (!settings.batchAuto && !settings.fixedRows && micro > 0 &&
+        share % micro != 0) {
       llvm::errs() << "gtc: error: micro_batch = " << micro
                    << " does not divide a process's share of the batch, "
                    << share << " (" << settings.compile.batch << " over "
@@ -1594,6 +1615,112 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
   return 0;
 }
 
+
+/// Diagnostics on a long line (generated code, minified files) show at most
+/// 120 characters around their column, not the whole line, and those on a
+/// line with non-ASCII characters a caret under the column's character
+/// (SourceMgrDiagnosticHandler prints the whole line, and no caret there).
+/// print() takes a diagnostic whose place, call sites or notes are on such
+/// a line, and leaves the others to SourceMgrDiagnosticHandler.
+class SourceExcerpts {
+public:
+  SourceExcerpts(const llvm::SourceMgr &sourceMgr, StringRef path,
+                 unsigned callStackLimit)
+      : text(sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID())
+                 ->getBuffer()),
+        path(path), callStackLimit(callStackLimit) {}
+
+  mlir::LogicalResult print(mlir::Diagnostic &d, StringRef kind) const {
+    if (!fileLoc(d.getLocation()))
+      return mlir::failure();
+    // As many callers as SourceMgrDiagnosticHandler shows.
+    std::vector<mlir::Location> callers;
+    for (mlir::Location loc = d.getLocation();
+         auto call = llvm::dyn_cast<mlir::CallSiteLoc>(loc);
+         loc = call.getCaller())
+      if (callers.size() < callStackLimit)
+        callers.push_back(call.getCaller());
+    auto plain = [&](mlir::Location loc) { return isPlain(loc); };
+    if (plain(d.getLocation()) && llvm::all_of(callers, plain) &&
+        llvm::all_of(d.getNotes(), [&](mlir::Diagnostic &note) {
+          return plain(note.getLocation());
+        }))
+      return mlir::failure();
+    excerpt(d.getLocation(), kind, d.str());
+    for (mlir::Location caller : callers)
+      excerpt(caller, "note", "called from");
+    for (mlir::Diagnostic &note : d.getNotes())
+      excerpt(note.getLocation(), "note", note.str());
+    return mlir::success();
+  }
+
+private:
+  static constexpr size_t kExcerpt = 120;
+
+  /// The place in the file: a call site's innermost.
+  static mlir::FileLineColLoc fileLoc(mlir::Location loc) {
+    while (auto call = llvm::dyn_cast<mlir::CallSiteLoc>(loc))
+      loc = call.getCallee();
+    return llvm::dyn_cast<mlir::FileLineColLoc>(loc);
+  }
+
+  std::optional<StringRef> lineAt(mlir::FileLineColLoc loc) const {
+    if (!loc || loc.getFilename() != path || loc.getLine() == 0)
+      return std::nullopt;
+    StringRef rest = text;
+    for (unsigned l = 1; l < loc.getLine() && !rest.empty(); ++l)
+      rest = rest.split('\n').second;
+    return rest.split('\n').first.rtrim('\r');
+  }
+
+  bool isPlain(mlir::Location loc) const {
+    std::optional<StringRef> line = lineAt(fileLoc(loc));
+    return !line || (line->size() <= kExcerpt && llvm::isASCII(*line));
+  }
+
+  void excerpt(mlir::Location where, StringRef kind,
+               const llvm::Twine &message) const {
+    mlir::FileLineColLoc loc = fileLoc(where);
+    std::optional<StringRef> line = lineAt(loc);
+    if (!line) {
+      llvm::errs() << path << ": " << kind << ": " << message << "\n";
+      return;
+    }
+    auto isContinuation = [&](size_t i) {
+      return i < line->size() && ((*line)[i] & 0xC0) == 0x80;
+    };
+    size_t col = std::min<size_t>(loc.getColumn() ? loc.getColumn() - 1 : 0,
+                                  line->size());
+    size_t from = col > kExcerpt / 2 ? col - kExcerpt / 2 : 0;
+    while (from > 0 && isContinuation(from))
+      --from;
+    size_t to = std::min(line->size(), from + kExcerpt);
+    while (isContinuation(to))
+      ++to;
+    // A tab for a tab (the terminal aligns both alike), else as many spaces
+    // as each character is wide (one for a byte that is not UTF-8).
+    std::string pad(from ? 3 : 0, ' ');
+    for (size_t i = from; i < col;) {
+      size_t next = i + 1;
+      while (isContinuation(next) && next < col)
+        ++next;
+      StringRef character = line->slice(i, next);
+      int width = llvm::sys::unicode::columnWidthUTF8(character);
+      pad.append(character == "\t" ? 1 : std::max(width, 1),
+                 character == "\t" ? '\t' : ' ');
+      i = next;
+    }
+    llvm::errs() << path << ":" << loc.getLine() << ":" << loc.getColumn()
+                 << ": " << kind << ": " << message << "\n"
+                 << (from ? "..." : "") << line->slice(from, to)
+                 << (to < line->size() ? "..." : "") << "\n"
+                 << pad << "^\n";
+  }
+
+  StringRef text, path;
+  unsigned callStackLimit;
+};
+
 } // namespace
 
 /// Parses "1,2,3" into token ids; false with a message if it is not that.
@@ -1806,93 +1933,11 @@ int main(int argc, char **argv) {
           llvm::errs() << "gtc: note: " << note.str() << "\n";
         return mlir::success();
       });
-  // A diagnostic on a long line (generated code, minified files) shows at
-  // most 120 characters around its column, not the whole line, and one on
-  // a line with non-ASCII characters gets its caret under the column's
-  // character (SourceMgr prints no caret there). This handler, registered
-  // later, sees diagnostics first and passes on the others.
-  auto lineAt =
-      [&](mlir::FileLineColLoc loc) -> std::optional<llvm::StringRef> {
-    if (loc.getFilename() != path || loc.getLine() == 0)
-      return std::nullopt;
-    llvm::StringRef rest =
-        sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID())->getBuffer();
-    for (unsigned l = 1; l < loc.getLine() && !rest.empty(); ++l)
-      rest = rest.split('\n').second;
-    return rest.split('\n').first.rtrim('\r');
-  };
-  auto fileLoc = [](mlir::Location loc) {
-    while (auto call = llvm::dyn_cast<mlir::CallSiteLoc>(loc))
-      loc = call.getCallee();
-    return llvm::dyn_cast<mlir::FileLineColLoc>(loc);
-  };
-  constexpr size_t kExcerpt = 120;
-  auto plain = [&](mlir::Location loc) {
-    mlir::FileLineColLoc at = fileLoc(loc);
-    std::optional<llvm::StringRef> line = at ? lineAt(at) : std::nullopt;
-    return !line || (line->size() <= kExcerpt && llvm::isASCII(*line));
-  };
-  auto excerpt = [&](mlir::Location where, llvm::StringRef kind,
-                     const llvm::Twine &message) {
-    mlir::FileLineColLoc loc = fileLoc(where);
-    std::optional<llvm::StringRef> line = loc ? lineAt(loc) : std::nullopt;
-    if (!line) {
-      llvm::errs() << path << ": " << kind << ": " << message << "\n";
-      return;
-    }
-    auto isContinuation = [&](size_t i) {
-      return i < line->size() && ((*line)[i] & 0xC0) == 0x80;
-    };
-    size_t col = std::min<size_t>(loc.getColumn() ? loc.getColumn() - 1 : 0,
-                                  line->size());
-    size_t from = col > kExcerpt / 2 ? col - kExcerpt / 2 : 0;
-    while (from > 0 && isContinuation(from))
-      --from;
-    size_t to = std::min(line->size(), from + kExcerpt);
-    while (isContinuation(to))
-      ++to;
-    // The caret under the column's character: a tab for a tab (the
-    // terminal aligns both alike), else as many spaces as each character
-    // is wide (one for a byte that is not UTF-8).
-    std::string pad(from ? 3 : 0, ' ');
-    for (size_t i = from; i < col;) {
-      size_t next = i + 1;
-      while (isContinuation(next) && next < col)
-        ++next;
-      llvm::StringRef character = line->slice(i, next);
-      int width = llvm::sys::unicode::columnWidthUTF8(character);
-      pad.append(character == "\t" ? 1 : std::max(width, 1),
-                 character == "\t" ? '\t' : ' ');
-      i = next;
-    }
-    llvm::errs() << path << ":" << loc.getLine() << ":" << loc.getColumn()
-                 << ": " << kind << ": " << message << "\n"
-                 << (from ? "..." : "") << line->slice(from, to)
-                 << (to < line->size() ? "..." : "") << "\n"
-                 << pad << "^\n";
-  };
+  // Registered later, it sees diagnostics first and passes on the others.
+  SourceExcerpts excerpts(sourceMgr, path, kCallStackLimit);
   mlir::ScopedDiagnosticHandler longLines(
-      &context, [&](mlir::Diagnostic &d) -> mlir::LogicalResult {
-        // As many callers as SourceMgrDiagnosticHandler shows.
-        std::vector<mlir::Location> callers;
-        for (mlir::Location loc = d.getLocation();
-             auto call = llvm::dyn_cast<mlir::CallSiteLoc>(loc);
-             loc = call.getCaller())
-          if (callers.size() < kCallStackLimit)
-            callers.push_back(call.getCaller());
-        auto isPlain = [&](mlir::Location l) { return plain(l); };
-        if (!fileLoc(d.getLocation()) ||
-            (plain(d.getLocation()) && llvm::all_of(callers, isPlain) &&
-             llvm::all_of(d.getNotes(), [&](mlir::Diagnostic &n) {
-               return plain(n.getLocation());
-             })))
-          return mlir::failure();
-        excerpt(d.getLocation(), severity(d), d.str());
-        for (mlir::Location caller : callers)
-          excerpt(caller, "note", "called from");
-        for (mlir::Diagnostic &note : d.getNotes())
-          excerpt(note.getLocation(), "note", note.str());
-        return mlir::success();
+      &context, [&](mlir::Diagnostic &d) {
+        return excerpts.print(d, severity(d));
       });
 
   std::string error;

@@ -29,6 +29,7 @@ gtc::Settings gtc::resolveSettings(ModuleOp module, const rt::RunArgs &args) {
     s.batchFrom = trainSettingLoc(train, "batch");
   }
   s.batchAuto = args.batchAuto;
+  s.fixedRows = fixedBatch(module);
 
   if (!args.precision.empty())
     c.precision = args.precision;

@@ -26,6 +26,9 @@ struct Settings {
   /// Where the batch was given: --batch, or the train block's setting (null
   /// for the default).
   mlir::LocationAttr batchFrom;
+  /// The rows of a model whose inputs have no symbolic dimension
+  /// (fixedBatch): each process takes them, whatever the batch says.
+  std::optional<int64_t> fixedRows;
   /// "N", "all" or "cpu"; empty when neither --devices nor the train block
   /// says (one device).
   std::string devices;
