@@ -739,6 +739,41 @@ int64_t examplesAProcess(const Options &opts, mlir::ModuleOp module,
   return data ? data->size() / processes : 0;
 }
 
+/// For a model whose inputs have no symbolic dimension (it takes their rows
+/// in each process), whether no batch or micro-batch is given that would do
+/// nothing; else reports it.
+bool fixedRowsFit(const gtc::Settings &settings, int processes,
+                  mlir::ModuleOp module) {
+  if (!settings.fixedRows)
+    return true;
+  const int64_t rows = *settings.fixedRows, batch = rows * processes;
+  const gtc::CompileOptions &compile = settings.compile;
+  if (settings.batchFrom && (settings.batchAuto || compile.batch != batch)) {
+    mlir::emitError(settings.batchFrom)
+        << "the model's inputs take a fixed " << rows << " rows"
+        << (processes > 1 ? " a process, " + std::to_string(batch) + " over " +
+                                std::to_string(processes) + " processes"
+                          : std::string())
+        << " (no dimension of theirs is a name such as B), so "
+        << (settings.batchAuto ? "batch auto"
+                               : "batch = " + std::to_string(compile.batch))
+        << " cannot apply; give " << batch
+        << " or no batch, or write the inputs' first dimension as B";
+    return false;
+  }
+  if (compile.microBatch != 0) {
+    mlir::emitError(compile.microBatchFrom
+                        ? mlir::Location(compile.microBatchFrom)
+                        : module.getLoc())
+        << "the model's inputs take a fixed " << rows
+        << " rows (no dimension of theirs is a name such as B), so "
+           "micro_batch cannot split them; drop micro_batch, or write the "
+           "inputs' first dimension as B";
+    return false;
+  }
+  return true;
+}
+
 /// The compile options of gtc run and gtc compile: the resolved settings,
 /// with `deviceMemory`, what the step may use (0: unknown). With --batch
 /// auto, the largest batch of at most a process's share of the training
@@ -751,35 +786,11 @@ bool compileOptions(const Options &opts, const gtc::Settings &settings,
   compile = settings.compile;
   compile.deviceMemory = deviceMemory;
   // A model whose inputs have no symbolic dimension takes its own rows in
-  // each process: a batch or micro-batch given for it would do nothing.
+  // each process.
   if (std::optional<int64_t> rows = settings.fixedRows) {
-    const int64_t batch = *rows * processes;
-    if (settings.batchFrom &&
-        (settings.batchAuto || compile.batch != batch)) {
-      mlir::emitError(settings.batchFrom)
-          << "the model's inputs take a fixed " << *rows << " rows"
-          << (processes > 1 ? " a process, " + std::to_string(batch) +
-                                  " over " + std::to_string(processes) +
-                                  " processes"
-                            : std::string())
-          << " (no dimension of theirs is a name such as B), so "
-          << (settings.batchAuto ? "batch auto"
-                                 : "batch = " + std::to_string(compile.batch))
-          << " cannot apply; give " << batch
-          << " or no batch, or write the inputs' first dimension as B";
+    if (!fixedRowsFit(settings, processes, module))
       return false;
-    }
-    if (compile.microBatch != 0) {
-      mlir::emitError(compile.microBatchFrom
-                          ? mlir::Location(compile.microBatchFrom)
-                          : module.getLoc())
-          << "the model's inputs take a fixed " << *rows
-          << " rows (no dimension of theirs is a name such as B), so "
-             "micro_batch cannot split them; drop micro_batch, or write the "
-             "inputs' first dimension as B";
-      return false;
-    }
-    compile.batch = batch;
+    compile.batch = *rows * processes;
     return true;
   }
   if (!settings.batchAuto)
@@ -1195,11 +1206,10 @@ int runModel(const Options &opts, mlir::ModuleOp module,
   // `batch` is the global batch: each process takes batch / N rows. The
   // launcher itself opens no GPU.
   if (processes > 1 && world.size == 1 && (trains || timesSteps)) {
-    // (A model of fixed rows takes them in each process: the workers'
-    // compileOptions check that.)
-    if (!settings.batchAuto && !settings.fixedRows &&
-        !batchSplits(settings.compile.batch, processes,
-                     settings.devicesFrom))
+    if (settings.fixedRows ? !fixedRowsFit(settings, processes, module)
+                           : !settings.batchAuto &&
+                                 !batchSplits(settings.compile.batch,
+                                              processes, settings.devicesFrom))
       return 1;
     // What the workers would each find, found once, before they start.
     const int64_t share = settings.compile.batch / processes;
