@@ -296,6 +296,8 @@ public:
       return CallSiteLoc::get(at, *frames.back().caller);
     return at;
   }
+  /// The place alone, without the calls that led there (a note at a
+  /// model-level place).
   Location fileLoc(Loc l) {
     return FileLineColLoc::get(&ctx, file.path, l.line, l.col);
   }

@@ -27,7 +27,8 @@ struct Settings {
   /// for the default).
   mlir::LocationAttr batchFrom;
   /// The rows of a model whose inputs have no symbolic dimension
-  /// (fixedBatch): each process takes them, whatever the batch says.
+  /// (fixedBatch): each process takes them; a batch given must be them
+  /// times the processes, and no micro-batch can split them.
   std::optional<int64_t> fixedRows;
   /// "N", "all" or "cpu"; empty when neither --devices nor the train block
   /// says (one device).
