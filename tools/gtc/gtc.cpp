@@ -1108,8 +1108,10 @@ int trainModel(mlir::ModuleOp module, const gtc::CompileOptions &compile,
   }
   std::map<int64_t, std::unique_ptr<gtc::rt::Plan>> evalPlans;
   gtc::rt::EvalPlanFn evalPlan = [&](int64_t n) -> const gtc::rt::Plan * {
-    auto &slot = evalPlans[n];
-    if (!slot) {
+    // Compiled once a batch size, a batch without a plan too (null).
+    auto [it, first] = evalPlans.try_emplace(n);
+    std::unique_ptr<gtc::rt::Plan> &slot = it->second;
+    if (first) {
       gtc::CompileOptions evalOptions = compile;
       evalOptions.batch = n;
       mlir::FailureOr<gtc::rt::Plan> plan =
