@@ -1649,9 +1649,8 @@ public:
       return mlir::failure();
     // As many callers as SourceMgrDiagnosticHandler shows.
     std::vector<mlir::Location> callers;
-    for (mlir::Location loc = d.getLocation();
-         auto call = llvm::dyn_cast<mlir::CallSiteLoc>(loc);
-         loc = call.getCaller())
+    for (auto call = llvm::dyn_cast<mlir::CallSiteLoc>(d.getLocation()); call;
+         call = llvm::dyn_cast<mlir::CallSiteLoc>(call.getCaller()))
       if (callers.size() < callStackLimit)
         callers.push_back(call.getCaller());
     auto plain = [&](mlir::Location loc) { return isPlain(loc); };
@@ -1671,10 +1670,20 @@ public:
 private:
   static constexpr size_t kExcerpt = 120;
 
-  /// The place in the file: a call site's innermost.
+  /// The place in the file, as SourceMgrDiagnosticHandler finds it: a call
+  /// site's innermost, a name's child, a fused location's first (a train
+  /// block's settings).
   static mlir::FileLineColLoc fileLoc(mlir::Location loc) {
-    while (auto call = llvm::dyn_cast<mlir::CallSiteLoc>(loc))
-      loc = call.getCallee();
+    if (auto call = llvm::dyn_cast<mlir::CallSiteLoc>(loc))
+      return fileLoc(call.getCallee());
+    if (auto name = llvm::dyn_cast<mlir::NameLoc>(loc))
+      return fileLoc(name.getChildLoc());
+    if (auto fused = llvm::dyn_cast<mlir::FusedLoc>(loc)) {
+      for (mlir::Location part : fused.getLocations())
+        if (mlir::FileLineColLoc file = fileLoc(part))
+          return file;
+      return {};
+    }
     return llvm::dyn_cast<mlir::FileLineColLoc>(loc);
   }
 
