@@ -392,7 +392,8 @@ const RunOption kRunOptions[] = {
     {"--save", "FILE",
      "write a safetensors checkpoint at the end (and on Ctrl-C or SIGTERM; "
      "without --save an interrupted run writes MODEL-interrupted.safetensors "
-     "in the current directory)",
+     "in the current directory, or MODEL-interrupted-2 (3, ...) where that "
+     "name is taken by a file other than the --resume one)",
      setRunString<&RunOptions::savePath>},
     {"--resume", "FILE", "continue from a checkpoint written by --save",
      setRunString<&RunOptions::resumePath>},

@@ -539,9 +539,13 @@ private:
            "status 1 (free space there, or give --log another path)\n";
   }
   /// Where checkpoints go: --save, or, when training is interrupted
-  /// without it (Ctrl-C, a scheduler's SIGTERM),
-  /// MODEL-interrupted.safetensors here, so that no progress is lost.
+  /// without it (Ctrl-C, a scheduler's SIGTERM), interruptedPath(), so that
+  /// no progress is lost.
   std::string savePath;
+  /// MODEL-interrupted.safetensors here, or MODEL-interrupted-2 (3, ...)
+  /// where that name is taken: nothing is replaced that this run was not
+  /// given, but the checkpoint it resumed from is brought up to date.
+  std::string interruptedPath() const;
 
   std::map<int64_t, std::unique_ptr<EvalBackend>> evals;
   int64_t evalBatch = 0;  ///< chosen at the first evaluation
@@ -1202,12 +1206,24 @@ bool Training::stopVoted() {
   return stop;
 }
 
+std::string Training::interruptedPath() const {
+  for (int n = 1;; ++n) {
+    std::string path = step.model + "-interrupted" +
+                       (n > 1 ? "-" + std::to_string(n) : "") +
+                       ".safetensors";
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0 ||
+        sameFile(path, options.resumePath))
+      return path;
+  }
+}
+
 int Training::stopAt(int64_t s) {
   // Rank 0 speaks for all (it alone writes the checkpoint).
   if (rank == 0)
     err << "\ninterrupted at step " << s << "\n";
   if (savePath.empty())
-    savePath = step.model + "-interrupted.safetensors";
+    savePath = interruptedPath();
   if (!save(s))
     return 1;
   if (rank == 0)
