@@ -1471,6 +1471,14 @@ int compileModel(const Options &opts, mlir::ModuleOp module,
                            ? opts.output
                            : opts.output + "/") +
                       "model");
+  // The executable is written beside -o and renamed over it, which would
+  // put a file where a device or a pipe was (/dev/null, /dev/full).
+  if (llvm::sys::fs::exists(opts.output) &&
+      !llvm::sys::fs::is_regular_file(opts.output))
+    return usageError("-o '" + opts.output +
+                      "' is not a regular file (a pipe or a device), which "
+                      "the executable would replace; give the executable's "
+                      "file name");
   // The GPU architectures, checked before anything is compiled.
   llvm::SmallVector<StringRef> archs;
   StringRef(opts.arch).split(archs, ',', -1, /*KeepEmpty=*/true);
