@@ -31,6 +31,11 @@ if config.gtc_have_sentencepiece and shutil.which("spm_train"):
 else:
     config.available_features.add("no-sentencepiece")
 
+# AddressSanitizer reserves terabytes of address space: no test under it can
+# limit the address space (ulimit -v).
+if config.gtc_sanitize:
+    config.available_features.add("asan")
+
 # gtc compile precompiles the GPU kernels where NVRTC loads (CUDA 13's, at
 # its Debian name or the toolkit's path, as runtime/lib/Cuda/CudaLibs.cpp
 # looks for it).

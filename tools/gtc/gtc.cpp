@@ -1911,6 +1911,10 @@ int main(int argc, char **argv) {
   std::signal(SIGXFSZ, SIG_IGN);
   gtc::rt::Startup::get(); // the clock of "first step: ... from start"
   llvm::InitLLVM init(argc, argv);
+  // InitLLVM makes a failed allocation abort ("LLVM ERROR: out of memory"
+  // and a stack dump); the runtime's training, sampling and benchmarks
+  // catch std::bad_alloc and say which batch to lower.
+  std::set_new_handler(nullptr);
   Options opts;
   opts.argv = argv;
   if (std::optional<int> code = parseArgs(argc, argv, opts))

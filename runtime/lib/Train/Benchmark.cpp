@@ -202,6 +202,9 @@ static int benchmarkImpl(const Plan &plan, const RunOptions &run,
       if (profiling)
         profileCpu(plan, backend, iters + warmup + 1, ms, profile);
     }
+  } catch (const std::bad_alloc &) {
+    err << errorPrefix() << "out of memory; " << lowerBatch(run) << "\n";
+    return 1;
   } catch (const std::exception &e) {
     err << errorPrefix() << e.what() << "\n";
     return 1;

@@ -325,6 +325,9 @@ int gtc::rt::generate(const Plan &window, const Plan *step,
       err << line;
   } catch (const RuntimeError &e) {
     return fail(err, e.what());
+  } catch (const std::bad_alloc &) {
+    return fail(err, "out of memory for " + std::to_string(rows) +
+                         " sequences at once; give a smaller --batch");
   }
   return 0;
 }

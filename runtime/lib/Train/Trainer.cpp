@@ -296,15 +296,14 @@ std::unique_ptr<Dataset> gtc::rt::openSource(const TrainConfig::Source &s,
   return nullptr;
 }
 
-namespace {
-/// The fix for a batch too large for the data or the memory.
-std::string lowerBatch(const RunOptions &options) {
+std::string gtc::rt::lowerBatch(const RunOptions &options) {
   return options.compiled
              ? "compile the executable with a smaller batch (gtc compile "
                "--batch N)"
              : "lower the batch size (--batch)";
 }
 
+namespace {
 /// A checkpoint's count of steps: a whole number >= 0, or none.
 std::optional<int64_t> stepCount(const std::string &text) {
   char *end = nullptr;

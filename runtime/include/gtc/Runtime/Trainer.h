@@ -71,6 +71,10 @@ struct RunOptions {
 /// batch of an eval set may be smaller), or null if it cannot be built.
 using EvalPlanFn = std::function<const Plan *(int64_t batch)>;
 
+/// The fix for a batch too large for the data or the memory: --batch, or
+/// for a compiled executable, gtc compile's.
+std::string lowerBatch(const RunOptions &options);
+
 /// What `path` is among the files a run reads, which nothing it writes may
 /// replace (a checkpoint, a log, a compiled executable): "the training data
 /// ('FILE')", "the evaluation data (...)", "the model's file (...)" for
