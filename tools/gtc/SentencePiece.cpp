@@ -37,13 +37,17 @@ public:
     return true;
   }
 
+  bool has(int32_t id) const override {
+    return id >= 0 && id < processor.GetPieceSize();
+  }
+
   std::string decode(const std::vector<int32_t> &ids) const override {
     // Ids past the vocabulary (a model's padded rows) decode to nothing,
     // as in the BPE tokenizer; control ids (<s>, </s>) decode to nothing
     // in SentencePiece itself.
     std::vector<int> known;
     for (int32_t id : ids)
-      if (id >= 0 && id < processor.GetPieceSize())
+      if (has(id))
         known.push_back(id);
     std::string text;
     if (!processor.Decode(known, &text).ok())

@@ -34,6 +34,9 @@ public:
                       std::string &error) const = 0;
   /// The bytes of `ids` (ids the vocabulary lacks decode to nothing).
   virtual std::string decode(const std::vector<int32_t> &ids) const = 0;
+  /// Whether the vocabulary has `id` (a model's vocabulary padded past the
+  /// tokenizer's, or another model's tokenizer, gives ids it lacks).
+  virtual bool has(int32_t id) const = 0;
 };
 
 /// The SentencePiece model at `path` (null with `error` if it cannot be
@@ -55,6 +58,7 @@ public:
   bool encode(const std::string &text, std::vector<int32_t> &ids,
               std::string &error) const override;
   std::string decode(const std::vector<int32_t> &ids) const override;
+  bool has(int32_t id) const override { return tokens_.count(id) != 0; }
 
 private:
   std::map<std::string, int32_t> vocab_;

@@ -1884,6 +1884,28 @@ int sampleModel(const Options &opts, mlir::ModuleOp module,
                                    run, generated, std::cerr))
     return code;
   llvm::raw_ostream &os = output->os();
+  // Ids the tokenizer lacks decode to nothing: say so, with the first few.
+  std::vector<int32_t> unknown;
+  size_t unknownCount = 0;
+  if (tokenizer)
+    for (const std::vector<int32_t> &row : generated)
+      for (int32_t id : row)
+        if (!tokenizer->has(id) && ++unknownCount <= 8)
+          unknown.push_back(id);
+  if (unknownCount)
+    llvm::errs() << "gtc: warning: " << unknownCount
+                 << " generated tokens are not in the tokenizer's vocabulary ("
+                 << *opts.tokenizer << ") and are left out of the text: ids "
+                 << llvm::join(llvm::map_range(unknown,
+                                               [](int32_t id) {
+                                                 return std::to_string(id);
+                                               }),
+                               ", ")
+                 << (unknownCount > unknown.size() ? ", ..." : "")
+                 << " (the model's vocabulary is larger than the "
+                    "tokenizer's, or this is another model's tokenizer); "
+                    "give the model's own tokenizer, or --prompt-tokens for "
+                    "the ids\n";
   for (size_t r = 0; r < generated.size(); ++r) {
     if (r > 0)
       os << "\n---\n";
