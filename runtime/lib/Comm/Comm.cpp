@@ -370,8 +370,13 @@ std::unique_ptr<Communicator> gtc::rt::connectCpu(const World &world,
     comm->context->setTimeout(timeout);
     gloo::rendezvous::PrefixStore prefixed("gtc", *store);
     comm->context->connectFullMesh(prefixed, device);
-    // Every rank connected: none reads the store any more.
+    // Every rank connected: none reads the store any more. In a directory
+    // each removes the files it wrote, which the next run there would
+    // take for its own keys (Gloo's file store never replaces one).
     comm->barrier();
+    if (auto *files = dynamic_cast<gloo::rendezvous::FileStore *>(store.get()))
+      for (const std::string &path : files->getAllKeyFilePaths())
+        std::remove(path.c_str());
   } catch (const std::exception &e) {
     error = "rank " + std::to_string(world.rank) + " of " +
             std::to_string(world.size) + " could not join the others: ";
