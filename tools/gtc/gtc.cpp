@@ -74,11 +74,13 @@ commands:
 
 options:
   --emit=ast     print the syntax tree
-  --emit=mlir    print the gt dialect IR (feed it to gtc-opt)
+  --emit=mlir    print the gt dialect IR (feed it to gtc-opt); under run,
+                 then train
   --emit=step    (run) print the training step IR after gt-autodiff,
-                 gt-checkpoint and gt-fuse
-  --emit=plan    (run) print the compiled plan of the training step
-  --emit=cuda    (run) print the generated CUDA kernels of the training step
+                 gt-checkpoint and gt-fuse, and stop
+  --emit=plan    (run) print the compiled plan of the training step, and stop
+  --emit=cuda    (run) print the generated CUDA kernels of the training step,
+                 and stop
   -o FILE        write the --emit output to FILE instead of stdout
   -h, --help     show this help
   --version      show the version

@@ -15,6 +15,8 @@
 #include <system_error>
 #include <thread>
 #include <vector>
+#include <sys/resource.h>
+#include <unistd.h>
 
 using namespace gtc::rt;
 
@@ -127,14 +129,71 @@ void gtc::rt::parallelFor(int64_t n,
   Pool::get().run(n, fn, std::max<int64_t>(1, grain));
 }
 
-int64_t gtc::rt::availableMemory() {
+namespace {
+/// The first number in `path` ("max" and a missing file: -1).
+int64_t readNumber(const std::string &path) {
+  std::ifstream in(path);
+  int64_t v = -1;
+  return in >> v ? v : -1;
+}
+} // namespace
+
+int64_t gtc::rt::availableMemory(std::string *where) {
+  int64_t available = 0;
   std::ifstream meminfo("/proc/meminfo");
   std::string key, unit;
   int64_t kib;
   while (meminfo >> key >> kib >> unit)
-    if (key == "MemAvailable:")
-      return kib * 1024;
-  return 0;
+    if (key == "MemAvailable:") {
+      available = kib * 1024;
+      break;
+    }
+  const char *by = "this machine has";
+  auto bound = [&](int64_t left, const char *what) {
+    if (left >= 0 && (available <= 0 || left < available)) {
+      available = std::max<int64_t>(left, 1);
+      by = what;
+    }
+  };
+  // The cgroup's limit: v2 ("0::/PATH" in /proc/self/cgroup; memory.max,
+  // unless "max") or v1 ("N:memory:/PATH"; an unlimited one is huge), at
+  // PATH under the mount, or at the mount's root inside a container.
+  std::ifstream cgroups("/proc/self/cgroup");
+  for (std::string line; std::getline(cgroups, line);) {
+    const bool v2 = line.rfind("0::", 0) == 0;
+    const size_t v1 = line.find(":memory:");
+    if (!v2 && v1 == std::string::npos)
+      continue;
+    const std::string mount = v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/memory";
+    const std::string path = v2 ? line.substr(3) : line.substr(v1 + 8);
+    const char *maxFile = v2 ? "/memory.max" : "/memory.limit_in_bytes";
+    const char *usedFile = v2 ? "/memory.current" : "/memory.usage_in_bytes";
+    for (const std::string &dir : {mount + path, mount}) {
+      const int64_t max = readNumber(dir + maxFile);
+      const int64_t used = readNumber(dir + usedFile);
+      if (max < 0 || used < 0)
+        continue;
+      bound(max - used, "the memory limit of this process's cgroup (a "
+                        "container's) leaves");
+      break;
+    }
+  }
+  // ulimit -v: the address space left, less what OpenBLAS maps at its
+  // first GEMM, a 128 MiB buffer a thread (it retries a failed map without
+  // end: a run over the limit hangs there), and the threads' stacks.
+  struct rlimit limit;
+  if (::getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    const int64_t pages = readNumber("/proc/self/statm");
+    const int64_t perThread = (128 + 8) << 20;
+    if (pages >= 0)
+      bound(static_cast<int64_t>(limit.rlim_cur) -
+                pages * ::sysconf(_SC_PAGESIZE) -
+                (threads() + 1) * perThread,
+            "the address-space limit (ulimit -v) leaves");
+  }
+  if (where)
+    *where = by;
+  return available;
 }
 
 std::string gtc::rt::hostMemoryShortfall(const Plan &plan,
@@ -145,14 +204,15 @@ std::string gtc::rt::hostMemoryShortfall(const Plan &plan,
   if (optimizerShards > 1 && plan.shardRanks <= 1)
     need += (m.optimizerState + optimizerShards - 1) / optimizerShards -
             m.optimizerState;
-  const int64_t available = availableMemory();
+  std::string where;
+  const int64_t available = availableMemory(&where);
   if (available <= 0 || need <= available)
     return "";
   auto mib = [](int64_t b) { return std::to_string((b + (1 << 19)) >> 20); };
   if (sampling)
     return "generating " + std::to_string(plan.batch) +
            " sequences at once needs " + mib(need) +
-           " MiB of memory and this machine has " + mib(available) +
+           " MiB of memory and " + where + " " + mib(available) +
            " MiB available; lower the batch (--batch), or generate on a GPU "
            "(--device cuda)";
   const int64_t model = need - m.temporaries - m.inputs - m.gemmWorkspace -
@@ -160,14 +220,13 @@ std::string gtc::rt::hostMemoryShortfall(const Plan &plan,
   if (model > available)
     return "the model's parameters, gradients and optimizer state alone "
            "take " +
-           mib(model) + " MiB of memory and this machine has " +
+           mib(model) + " MiB of memory and " + where + " " +
            mib(available) + " MiB available; make the model smaller";
   return "the step needs " + mib(need) +
          " MiB of memory (its predicted peak at batch " +
          std::to_string(plan.batch) +
-         "; --dry-run itemizes it) and this "
-         "machine has " +
-         mib(available) +
+         "; --dry-run itemizes it) and " +
+         where + " " + mib(available) +
          " MiB available; lower the batch (--batch), recompute activations "
          "(--checkpoint auto), or train on a GPU (--device cuda)";
 }

@@ -33,8 +33,12 @@ void parallelFor(int64_t n, const std::function<void(int64_t, int64_t)> &fn,
 /// Throws RuntimeError (naming --threads) when the system cannot start them.
 void setThreads(int threads);
 /// Bytes of memory available to start new work without swapping (Linux's
-/// MemAvailable), or 0 if unknown.
-int64_t availableMemory();
+/// MemAvailable), or 0 if unknown; less where the process's cgroup (a
+/// container's memory limit) or its address-space limit (ulimit -v) leaves
+/// less, with `where` (when given) saying which: "this machine has", "the
+/// memory limit of this process's cgroup leaves", "the address-space limit
+/// (ulimit -v) leaves".
+int64_t availableMemory(std::string *where = nullptr);
 /// Why training `plan` on the CPU would not fit in availableMemory(): its
 /// predicted peak (with `optimizerShards` > 1, ZeRO-1's part of the
 /// optimizer state) against what is available, and what to change; empty
